@@ -1,0 +1,287 @@
+"""Cloud Scheduler's retry schedule and the timing invariants that make dedup safe.
+
+This is the one implementation of both. The stack's config validation, the policy pack and
+the local Cloud Scheduler all import it, so a fork cannot end up with a simulator that
+retries differently from the checks that approved its config.
+
+Pure standard library on purpose: it is imported by the Pulumi program, by the policy pack
+(which runs in its own virtualenv) and by tests, none of which should pay for the others'
+dependencies.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+# Limits documented by Cloud Scheduler and Cloud Run functions.
+MIN_ATTEMPT_DEADLINE_SECONDS = 15.0
+MAX_ATTEMPT_DEADLINE_SECONDS = 1800.0
+MAX_RETRY_COUNT = 5
+MAX_HTTP_FUNCTION_TIMEOUT_SECONDS = 3600.0
+# How far the attempt deadline may stray from the function timeout before we say so.
+DEADLINE_TIMEOUT_TOLERANCE_SECONDS = 5.0
+_RETRY_LOOP_CAP = 10_000
+
+
+@dataclass(frozen=True)
+class RetryConfig:
+    """A Cloud Scheduler `retryConfig`, in seconds. Defaults are Cloud Scheduler's own."""
+
+    retry_count: int = 0
+    max_retry_duration_seconds: float = 0.0
+    min_backoff_seconds: float = 5.0
+    max_backoff_seconds: float = 3600.0
+    max_doublings: int = 5
+
+    def backoff_before_retry(self, retry_number: int) -> float:
+        """Wait before retry `retry_number` (1-based) after the previous attempt failed.
+
+        Cloud Scheduler doubles `min_backoff` `max_doublings` times, then grows linearly by
+        `min_backoff * 2**max_doublings`, capped at `max_backoff`
+        (10s/300s/3 doublings -> 10, 20, 40, 80, 160, 240, 300, 300 ...).
+        """
+        if retry_number < 1:
+            raise ValueError(f"retry_number starts at 1, got {retry_number}")
+        step = retry_number - 1
+        if step <= self.max_doublings:
+            delay = self.min_backoff_seconds * 2**step
+        else:
+            delay = self.min_backoff_seconds * 2**self.max_doublings * (step - self.max_doublings + 1)
+        return float(min(delay, self.max_backoff_seconds))
+
+    def next_retry_delay(self, retries_done: int, seconds_since_first_attempt: float) -> float | None:
+        """Delay before the next retry, or None when Cloud Scheduler would stop retrying.
+
+        We stop at whichever limit comes first (count, or `max_retry_duration` when non-zero).
+        Cloud Scheduler may keep going until both are reached; `latest_retry_arrival_seconds`
+        covers that reading, so each check takes the side that is safe for it.
+        """
+        if retries_done >= self.retry_count:
+            return None
+        delay = self.backoff_before_retry(retries_done + 1)
+        if self.max_retry_duration_seconds and (
+            seconds_since_first_attempt + delay > self.max_retry_duration_seconds
+        ):
+            return None
+        return delay
+
+
+@dataclass(frozen=True)
+class JobTiming:
+    """Everything about one scheduled job that decides whether a run can be lost or doubled."""
+
+    schedule: str
+    attempt_deadline_seconds: float
+    function_timeout_seconds: float
+    lease_seconds: float
+    retention_seconds: float
+    retry: RetryConfig
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken rule. `fields` name JobTiming / RetryConfig attributes, so callers can map
+    them to their own vocabulary (Pulumi config keys, engine property names)."""
+
+    rule: str
+    fields: tuple[str, ...]
+    message: str
+    advisory: bool = False
+
+
+def retry_arrivals_if_every_attempt_fails_instantly(retry: RetryConfig) -> list[float]:
+    """Seconds after the first attempt at which each retry arrives, when every attempt fails
+    at once. This is the earliest retries can come: the crash-recovery worst case."""
+    arrivals: list[float] = []
+    elapsed = 0.0
+    while (delay := retry.next_retry_delay(len(arrivals), elapsed)) is not None:
+        elapsed += delay
+        arrivals.append(elapsed)
+    return arrivals
+
+
+def latest_retry_arrival_seconds(retry: RetryConfig, attempt_deadline_seconds: float) -> float:
+    """Upper bound on when the last attempt of a run can still be running, counted from the
+    first attempt: every attempt uses its whole deadline, every backoff is waited out, and
+    retries continue until both the count and `max_retry_duration` are spent."""
+    elapsed = attempt_deadline_seconds
+    retries = 0
+    # The cap only guards against configs that check_job_timing rejects anyway (zero backoff).
+    while retries < _RETRY_LOOP_CAP and (
+        retries < retry.retry_count
+        or (retry.max_retry_duration_seconds and elapsed < retry.max_retry_duration_seconds)
+    ):
+        retries += 1
+        elapsed += retry.backoff_before_retry(retries) + attempt_deadline_seconds
+    return elapsed
+
+
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_WEEKDAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+_CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
+    ("minute", 0, 59, {}),
+    ("hour", 0, 23, {}),
+    ("day of month", 1, 31, {}),
+    (
+        "month",
+        1,
+        12,
+        {m: i + 1 for i, m in enumerate(_MONTHS)},
+    ),
+    ("day of week", 0, 7, {d: i for i, d in enumerate(_WEEKDAYS)}),
+)
+_CRON_ITEM = re.compile(r"^(?:\*|(?P<lo>\w+)(?:-(?P<hi>\w+))?)(?:/(?P<step>\d+))?$")
+
+
+def unix_cron_error(schedule: str) -> str | None:
+    """Why `schedule` is not a five-field unix-cron expression, or None when it is.
+
+    Only unix-cron jobs get the X-CloudScheduler-ScheduleTime header that identifies a run;
+    a groc schedule such as "every 5 minutes" would make every delivery look the same.
+    """
+    fields = schedule.split()
+    if len(fields) != 5:
+        hint = " (groc syntax such as 'every 5 minutes' is not supported)" if fields[:1] == ["every"] else ""
+        return f"schedule {schedule!r} has {len(fields)} fields, unix-cron needs 5{hint}"
+    for text, (name, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
+        for item in text.split(","):
+            match = _CRON_ITEM.match(item)
+            if match is None:
+                return f"schedule {schedule!r}: {name} item {item!r} is not unix-cron"
+            for part in (match["lo"], match["hi"]):
+                if part is None:
+                    continue
+                value = names.get(part.upper()) if not part.isdigit() else int(part)
+                if value is None or not low <= value <= high:
+                    return f"schedule {schedule!r}: {name} value {part!r} is outside {low}-{high}"
+            if match["step"] is not None and int(match["step"]) == 0:
+                return f"schedule {schedule!r}: {name} step must be positive"
+    return None
+
+
+def check_job_timing(job: JobTiming) -> list[Violation]:
+    """All timing rules for one job; an empty list means a run can be neither lost nor doubled
+    by timing alone. Advisory violations are returned too, flagged as such."""
+    violations: list[Violation] = []
+    retry = job.retry
+
+    if (error := unix_cron_error(job.schedule)) is not None:
+        violations.append(Violation("unix-cron", ("schedule",), error))
+
+    if not MIN_ATTEMPT_DEADLINE_SECONDS <= job.attempt_deadline_seconds <= MAX_ATTEMPT_DEADLINE_SECONDS:
+        violations.append(
+            Violation(
+                "attempt-deadline-range",
+                ("attempt_deadline_seconds",),
+                f"attempt deadline {_s(job.attempt_deadline_seconds)} is outside Cloud Scheduler's "
+                f"HTTP range {_s(MIN_ATTEMPT_DEADLINE_SECONDS)}..{_s(MAX_ATTEMPT_DEADLINE_SECONDS)}",
+            )
+        )
+    if not 0 < job.function_timeout_seconds <= MAX_HTTP_FUNCTION_TIMEOUT_SECONDS:
+        violations.append(
+            Violation(
+                "function-timeout-range",
+                ("function_timeout_seconds",),
+                f"function timeout {_s(job.function_timeout_seconds)} must be within "
+                f"1s..{_s(MAX_HTTP_FUNCTION_TIMEOUT_SECONDS)} for HTTP functions",
+            )
+        )
+    violations.extend(_retry_config_violations(retry))
+
+    if job.lease_seconds < job.function_timeout_seconds:
+        violations.append(
+            Violation(
+                "lease-covers-timeout",
+                ("lease_seconds", "function_timeout_seconds"),
+                f"lease {_s(job.lease_seconds)} is shorter than the function timeout "
+                f"{_s(job.function_timeout_seconds)}: a retry could take over a run that is still executing",
+            )
+        )
+
+    arrivals = retry_arrivals_if_every_attempt_fails_instantly(retry)
+    last_arrival = arrivals[-1] if arrivals else 0.0
+    if last_arrival <= job.lease_seconds:
+        violations.append(
+            Violation(
+                "retry-outlives-lease",
+                (
+                    "retry.retry_count",
+                    "retry.min_backoff_seconds",
+                    "retry.max_doublings",
+                    "retry.max_backoff_seconds",
+                    "retry.max_retry_duration_seconds",
+                    "lease_seconds",
+                ),
+                f"if an attempt crashes, its lease of {_s(job.lease_seconds)} blocks the run, but the last "
+                f"retry arrives {_s(last_arrival)} after the first attempt "
+                f"({len(arrivals)} retries at {', '.join(_s(a) for a in arrivals) or 'none'}): "
+                "the run would be lost; allow more or later retries, or a shorter lease",
+            )
+        )
+
+    latest = latest_retry_arrival_seconds(retry, job.attempt_deadline_seconds)
+    if job.retention_seconds < latest:
+        violations.append(
+            Violation(
+                "retention-outlives-retries",
+                ("retention_seconds",),
+                f"retention {_s(job.retention_seconds)} ends before the latest retry can arrive "
+                f"({_s(latest)} after the first attempt): a late retry would run the job again",
+            )
+        )
+
+    if abs(job.attempt_deadline_seconds - job.function_timeout_seconds) > DEADLINE_TIMEOUT_TOLERANCE_SECONDS:
+        violations.append(
+            Violation(
+                "deadline-matches-timeout",
+                ("attempt_deadline_seconds", "function_timeout_seconds"),
+                f"attempt deadline {_s(job.attempt_deadline_seconds)} differs from the function timeout "
+                f"{_s(job.function_timeout_seconds)} by more than {_s(DEADLINE_TIMEOUT_TOLERANCE_SECONDS)}: "
+                "Scheduler gives up early and retries into 409s, or waits on a function already stopped",
+                advisory=True,
+            )
+        )
+    return violations
+
+
+def _retry_config_violations(retry: RetryConfig) -> list[Violation]:
+    violations: list[Violation] = []
+    if not 0 <= retry.retry_count <= MAX_RETRY_COUNT:
+        violations.append(
+            Violation(
+                "retry-count-range",
+                ("retry.retry_count",),
+                f"retry count {retry.retry_count} is outside Cloud Scheduler's range 0..{MAX_RETRY_COUNT}",
+            )
+        )
+    if retry.min_backoff_seconds <= 0 or retry.max_backoff_seconds < retry.min_backoff_seconds:
+        violations.append(
+            Violation(
+                "backoff-range",
+                ("retry.min_backoff_seconds", "retry.max_backoff_seconds"),
+                f"backoffs must satisfy 0 < min ({_s(retry.min_backoff_seconds)}) <= max "
+                f"({_s(retry.max_backoff_seconds)})",
+            )
+        )
+    if retry.max_doublings < 0 or retry.max_retry_duration_seconds < 0:
+        violations.append(
+            Violation(
+                "retry-non-negative",
+                ("retry.max_doublings", "retry.max_retry_duration_seconds"),
+                f"max doublings ({retry.max_doublings}) and max retry duration "
+                f"({_s(retry.max_retry_duration_seconds)}) cannot be negative",
+            )
+        )
+    return violations
+
+
+def lease_for_timeout(function_timeout_seconds: float, grace_seconds: float = 10.0) -> int:
+    """The lease the stack gives a function: its timeout plus a grace for clock skew between
+    instances and the time between the claim and the start of the timeout clock."""
+    return math.ceil(function_timeout_seconds + grace_seconds)
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds:g}s"
