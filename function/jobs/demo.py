@@ -1,0 +1,48 @@
+"""The demo job: records every execution, so exactly-once can be counted, not assumed.
+
+Body (JSON, all optional): {"sleep_seconds": <float>, "fail": <bool>} to produce slow and
+failing runs on purpose. The execution record is written after the sleep and only when the
+job succeeds, so a crashed or failed attempt leaves none behind.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import UTC, datetime
+
+from job_api import RunContext, TerminalJobError
+
+EXECUTIONS_COLLECTION = "job_executions"
+
+
+class DemoJobFailure(RuntimeError):
+    """The failure the body asked for; retryable like any unexpected error."""
+
+
+def run_demo_job(context: RunContext) -> None:
+    body = context.json_body()
+    sleep_seconds = body.get("sleep_seconds", 0)
+    fail = body.get("fail", False)
+    if isinstance(sleep_seconds, bool) or not isinstance(sleep_seconds, int | float):
+        raise TerminalJobError("body field sleep_seconds must be a number")
+    if not math.isfinite(sleep_seconds) or sleep_seconds < 0:
+        raise TerminalJobError("body field sleep_seconds must be a finite number >= 0")
+    if not isinstance(fail, bool):
+        raise TerminalJobError("body field fail must be true or false")
+
+    started_at = datetime.now(UTC)
+    time.sleep(sleep_seconds)
+    if fail:
+        raise DemoJobFailure("the request body asked this run to fail")
+    context.firestore.collection(EXECUTIONS_COLLECTION).document(context.attempt_id).set(
+        {
+            "run_id": context.run_id,
+            "attempt_id": context.attempt_id,
+            "fence": context.fence,
+            "job_name": context.job_name,
+            "schedule_time": context.schedule_time,
+            "started_at": started_at,
+            "finished_at": datetime.now(UTC),
+        }
+    )

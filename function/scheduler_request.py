@@ -1,0 +1,103 @@
+"""Identify a scheduled run from the headers Cloud Scheduler sends.
+
+Cloud Scheduler keeps X-CloudScheduler-ScheduleTime constant across the retries of one run,
+so (project, location, job name, schedule time) names the run. Project and location come from
+headers the stack sets itself, because the same JOB_ID can exist in two projects or regions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+JOB_NAME_HEADER = "X-CloudScheduler-JobName"
+SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"
+PROJECT_HEADER = "X-Job-Project"
+LOCATION_HEADER = "X-Job-Location"
+
+# Cloud Scheduler job ids are at most 500 characters; longer values are not from Scheduler.
+MAX_HEADER_VALUE_LENGTH = 500
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$")
+
+
+class BadSchedulerRequest(ValueError):
+    """The request does not identify a scheduled run; `header` names the culprit."""
+
+    def __init__(self, header: str, problem: str) -> None:
+        super().__init__(f"{header}: {problem}")
+        self.header = header
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """One scheduled run of one job, whichever delivery of it this is."""
+
+    project: str
+    location: str
+    job_name: str
+    schedule_time: datetime  # UTC
+
+    @property
+    def schedule_time_rfc3339(self) -> str:
+        """Canonical UTC form, so '05:00:00-07:00' and '12:00:00Z' name the same run."""
+        text = self.schedule_time.isoformat(timespec="microseconds").replace("+00:00", "Z")
+        return text.replace(".000000Z", "Z")
+
+    @property
+    def run_id(self) -> str:
+        """SHA-256 of the canonical tuple: fixed length, evenly spread document ids, no user
+        text in a document path. JSON encoding keeps the fields from bleeding into each other."""
+        canonical = json.dumps(
+            [self.project, self.location, self.job_name, self.schedule_time_rfc3339],
+            separators=(",", ":"),
+        )
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def parse_rfc3339(value: str) -> datetime:
+    """Strict RFC 3339 (an offset is required), normalised to UTC.
+
+    `datetime.fromisoformat` alone would also accept a bare date or a naive time, which would
+    silently make the run depend on the server's time zone.
+    """
+    if not _RFC3339.match(value):
+        raise ValueError(f"{value!r} is not an RFC 3339 timestamp (e.g. 2026-10-16T12:00:00Z)")
+    # fromisoformat handles at most microseconds; Scheduler sends whole seconds anyway.
+    seconds, _, rest = value.partition(".")
+    if rest:
+        digits = re.match(r"\d+", rest)
+        assert digits is not None  # guaranteed by _RFC3339
+        value = f"{seconds}.{digits.group()[:6].ljust(6, '0')}{rest[digits.end() :]}"
+    parsed = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    return parsed.astimezone(UTC)
+
+
+def run_key_from_headers(headers: Mapping[str, str]) -> RunKey:
+    """Read the run's identity, looking headers up case-insensitively: HTTP/2 (Cloud Run)
+    lower-cases them and HTTP/1.1 proxies may re-case them."""
+    lowered = {name.lower(): value for name, value in headers.items()}
+
+    def header(name: str, *, required: bool) -> str:
+        value = lowered.get(name.lower(), "").strip()
+        if required and not value:
+            raise BadSchedulerRequest(name, "missing; is the job a Cloud Scheduler unix-cron job?")
+        if len(value) > MAX_HEADER_VALUE_LENGTH:
+            raise BadSchedulerRequest(name, f"longer than {MAX_HEADER_VALUE_LENGTH} characters")
+        return value
+
+    job_name = header(JOB_NAME_HEADER, required=True)
+    schedule_text = header(SCHEDULE_TIME_HEADER, required=True)
+    try:
+        schedule_time = parse_rfc3339(schedule_text)
+    except ValueError as error:
+        raise BadSchedulerRequest(SCHEDULE_TIME_HEADER, str(error)) from None
+    return RunKey(
+        project=header(PROJECT_HEADER, required=False),
+        location=header(LOCATION_HEADER, required=False),
+        job_name=job_name,
+        schedule_time=schedule_time,
+    )

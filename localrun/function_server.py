@@ -1,0 +1,110 @@
+"""Serve function/ with the Functions Framework on a loopback port, as Cloud Run would.
+
+Tests, `make demo` and `make bench` use this one launcher. It can also crash the server on
+purpose (SIGKILL, no cleanup, exactly what a lost instance looks like) and start it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from localrun.emulator import free_loopback_port
+
+FUNCTION_DIR = Path(__file__).resolve().parent.parent / "function"
+TARGET = "handle_scheduled_job"
+START_TIMEOUT_SECONDS = 60.0
+
+
+class FunctionServerError(RuntimeError):
+    """The server did not come up; the message carries the tail of its output."""
+
+
+class FunctionServer:
+    """One Functions Framework process serving `handle_scheduled_job`."""
+
+    def __init__(self, env: Mapping[str, str], log_path: Path, port: int | None = None) -> None:
+        self.port = port or free_loopback_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self._env = {**os.environ, **env}
+        self._log_path = log_path
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start and wait until it answers. The function answers a bare GET with 400, which
+        proves the module imported (config and handlers are checked at import)."""
+        framework = Path(sys.executable).with_name("functions-framework")
+        command = [str(framework), f"--source={FUNCTION_DIR / 'main.py'}", f"--target={TARGET}"]
+        command += ["--host=127.0.0.1", f"--port={self.port}"]
+        log = self._log_path.open("ab")
+        self._process = subprocess.Popen(
+            command,
+            cwd=FUNCTION_DIR,
+            env=self._env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while not self._answers():
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                tail = self._log_path.read_text(errors="replace")[-3000:]
+                raise FunctionServerError(f"function server on port {self.port} did not start:\n{tail}")
+            time.sleep(0.1)
+
+    def crash(self) -> None:
+        """Kill the server like a lost instance: no response, no finish, leases left behind."""
+        self._signal(signal.SIGKILL)
+
+    def stop(self) -> None:
+        self._signal(signal.SIGTERM)
+
+    def restart(self) -> None:
+        self.crash()
+        self.start()
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def _signal(self, signum: int) -> None:
+        if self._process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, signum)
+        try:
+            self._process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait(timeout=5)
+        self._process = None
+
+    def _answers(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url, timeout=2):
+                return True
+        except urllib.error.HTTPError:
+            return True  # any HTTP answer means the app is serving
+        except (urllib.error.URLError, OSError):
+            return False
+
+
+@contextlib.contextmanager
+def function_server(env: Mapping[str, str], log_path: Path) -> Iterator[FunctionServer]:
+    server = FunctionServer(env, log_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,46 @@
+"""Shared fixtures: one real Firestore emulator per test session, a fresh project per test.
+
+Each test gets its own project id, so tests never see each other's documents and need no
+cleanup; the emulator keeps projects apart like separate databases.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from google.cloud import firestore
+
+from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator
+
+
+@pytest.fixture(scope="session")
+def emulator_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with firestore_emulator(log_dir=tmp_path_factory.mktemp("emulator")) as host:
+        previous = os.environ.get(EMULATOR_HOST_ENV)
+        os.environ[EMULATOR_HOST_ENV] = host
+        try:
+            yield host
+        finally:
+            if previous is None:
+                os.environ.pop(EMULATOR_HOST_ENV, None)
+            else:
+                os.environ[EMULATOR_HOST_ENV] = previous
+
+
+@pytest.fixture
+def project(emulator_host: str) -> str:
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def db(project: str) -> firestore.Client:
+    return firestore.Client(project=project)
+
+
+@pytest.fixture
+def log_path(tmp_path: Path) -> Path:
+    return tmp_path / "function-server.log"

@@ -1,0 +1,30 @@
+"""Job handlers for the handler tests, resolved through JOB_HANDLER like real ones."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from job_api import RunContext, TerminalJobError
+
+CALLS: list[RunContext] = []
+DURING_JOB: Callable[[RunContext], None] | None = None
+_lock = threading.Lock()
+
+
+def record_call(context: RunContext) -> None:
+    with _lock:
+        CALLS.append(context)
+
+
+def fail_retryable(context: RunContext) -> None:
+    raise ConnectionError("downstream timed out")
+
+
+def fail_terminal(context: RunContext) -> None:
+    raise TerminalJobError("downstream said 404")
+
+
+def run_hook(context: RunContext) -> None:
+    if DURING_JOB is not None:
+        DURING_JOB(context)

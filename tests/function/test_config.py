@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import pytest
+from config import ConfigError, FunctionConfig
+from job_api import JobRouter
+
+from localrun.function_server import FunctionServer, FunctionServerError
+
+
+def test_defaults_are_usable():
+    config = FunctionConfig.from_env({})
+    assert config.runs_collection == "scheduler_runs"
+    assert config.database == "(default)"
+    assert config.lease_seconds < config.retention_seconds
+
+
+def test_values_are_read():
+    config = FunctionConfig.from_env(
+        {
+            "GOOGLE_CLOUD_PROJECT": "acme",
+            "FIRESTORE_DATABASE": "dedup",
+            "RUNS_COLLECTION": "runs",
+            "LEASE_SECONDS": "70",
+            "RETENTION_SECONDS": "3600",
+            "JOB_HANDLER": "jobs.noop:do_nothing",
+            "JOB_HANDLERS": '{"nightly": "jobs.demo:run_demo_job"}',
+        }
+    )
+    assert (config.project, config.database, config.runs_collection) == ("acme", "dedup", "runs")
+    assert (config.lease_seconds, config.retention_seconds) == (70, 3600)
+    assert config.job_handlers == {"nightly": "jobs.demo:run_demo_job"}
+
+
+@pytest.mark.parametrize(
+    ("env", "variable"),
+    [
+        ({"LEASE_SECONDS": "soon"}, "LEASE_SECONDS"),
+        ({"LEASE_SECONDS": "0"}, "LEASE_SECONDS"),
+        ({"LEASE_SECONDS": "nan"}, "LEASE_SECONDS"),
+        ({"RETENTION_SECONDS": "-5"}, "RETENTION_SECONDS"),
+        ({"LEASE_SECONDS": "600", "RETENTION_SECONDS": "60"}, "RETENTION_SECONDS"),
+        ({"RUNS_COLLECTION": "a/b"}, "RUNS_COLLECTION"),
+        ({"FIRESTORE_DATABASE": " "}, "FIRESTORE_DATABASE"),
+        ({"JOB_HANDLER": "jobs.demo.run_demo_job"}, "JOB_HANDLER"),
+        ({"JOB_HANDLERS": "{not json"}, "JOB_HANDLERS"),
+        ({"JOB_HANDLERS": '["jobs.demo:run_demo_job"]'}, "JOB_HANDLERS"),
+    ],
+)
+def test_bad_values_name_the_variable(env, variable):
+    with pytest.raises(ConfigError) as caught:
+        FunctionConfig.from_env(env)
+    assert caught.value.variable == variable
+    assert variable in str(caught.value)
+
+
+def test_unimportable_handler_names_the_variable():
+    with pytest.raises(ConfigError, match=r"JOB_HANDLER: cannot import module 'jobs\.nope'"):
+        JobRouter("jobs.nope:run", {})
+    with pytest.raises(ConfigError, match=r"JOB_HANDLERS\['nightly'\]: 'jobs\.demo' has no callable 'nope'"):
+        JobRouter("jobs.noop:do_nothing", {"nightly": "jobs.demo:nope"})
+
+
+def test_router_picks_per_job_override():
+    router = JobRouter("jobs.noop:do_nothing", {"nightly": "jobs.demo:run_demo_job"})
+    assert router.handler_for("nightly").__name__ == "run_demo_job"
+    assert router.handler_for("other").__name__ == "do_nothing"
+
+
+def test_server_refuses_to_start_and_names_the_variable(tmp_path):
+    """Start-up validation is real: the Functions Framework process exits with the message."""
+    log = tmp_path / "server.log"
+    server = FunctionServer({"LEASE_SECONDS": "ten"}, log)
+    with pytest.raises(FunctionServerError):
+        server.start()
+    assert "environment variable LEASE_SECONDS: 'ten' is not a number of seconds" in log.read_text()

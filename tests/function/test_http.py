@@ -1,0 +1,173 @@
+"""End to end: a real Functions Framework server on loopback, the demo job, the emulator."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import requests
+from google.cloud.firestore_v1.base_query import FieldFilter
+from scheduler_request import run_key_from_headers
+
+from localrun.function_server import FunctionServer
+from tests.support.waiting import wait_until
+
+SCHEDULE_TIME = "2026-10-16T12:00:00Z"
+HEADERS = {
+    "X-CloudScheduler-JobName": "nightly",
+    "X-CloudScheduler-ScheduleTime": SCHEDULE_TIME,
+    "X-Job-Project": "acme",
+    "X-Job-Location": "europe-west1",
+}
+RUN_ID = run_key_from_headers(HEADERS).run_id
+
+
+def server_env(emulator_host: str, project: str, **extra: str) -> dict[str, str]:
+    return {
+        "FIRESTORE_EMULATOR_HOST": emulator_host,
+        "GOOGLE_CLOUD_PROJECT": project,
+        "JOB_HANDLER": "jobs.demo:run_demo_job",
+        "THREADS": "48",  # gunicorn threads: let a burst really run concurrently
+        **extra,
+    }
+
+
+@pytest.fixture
+def start_server(emulator_host, project, log_path):
+    servers: list[FunctionServer] = []
+
+    def start(**extra: str) -> FunctionServer:
+        server = FunctionServer(server_env(emulator_host, project, **extra), log_path)
+        server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+Body = dict[str, object]
+
+
+def deliver(server: FunctionServer, body: Body | None = None, headers=HEADERS) -> requests.Response:
+    data = json.dumps(body).encode() if body is not None else b""
+    return requests.post(server.url, headers=headers, data=data, timeout=60)
+
+
+def executions(db, run_id=RUN_ID) -> list[Body]:
+    query = db.collection("job_executions").where(filter=FieldFilter("run_id", "==", run_id))
+    return [doc.to_dict() for doc in query.stream()]
+
+
+def run_record(db):
+    return db.collection("scheduler_runs").document(RUN_ID).get()
+
+
+def test_first_delivery_runs_and_duplicates_do_not(start_server, db):
+    server = start_server()
+    first = deliver(server)
+    assert (first.status_code, first.json()["outcome"]) == (200, "executed")
+    again = deliver(server)
+    assert (again.status_code, again.json()["outcome"]) == (200, "duplicate_completed")
+    (execution,) = executions(db)
+    assert execution["attempt_id"] == first.json()["attempt_id"]
+    assert execution["fence"] == first.json()["fence"]
+    assert run_record(db).to_dict()["status"] == "completed"
+
+
+@pytest.mark.parametrize("case", [str.lower, str.upper, str.title])
+def test_header_case_does_not_matter_on_the_wire(start_server, db, case):
+    server = start_server()
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    # http.client sends header names exactly as given, unlike most clients.
+    connection.request("POST", "/", body=b"", headers={case(k): v for k, v in HEADERS.items()})
+    response = connection.getresponse()
+    assert response.status == 200, response.read()
+    assert json.loads(response.read())["run_id"] == RUN_ID
+
+
+def test_bad_request_is_400_naming_the_header_and_writes_nothing(start_server, db):
+    server = start_server()
+    headers = {**HEADERS, "X-CloudScheduler-ScheduleTime": "every 5 minutes"}
+    response = deliver(server, headers=headers)
+    assert response.status_code == 400
+    assert "X-CloudScheduler-ScheduleTime" in response.json()["message"]
+    assert list(db.collection("scheduler_runs").stream()) == []
+
+
+def test_burst_of_concurrent_deliveries_executes_once(start_server, db):
+    server = start_server()
+    barrier = threading.Barrier(32)
+
+    def one_delivery(_: int) -> tuple[int, str]:
+        barrier.wait(timeout=30)
+        response = deliver(server, {"sleep_seconds": 0.5})
+        return response.status_code, response.json()["outcome"]
+
+    with ThreadPoolExecutor(max_workers=32) as pool:
+        results = list(pool.map(one_delivery, range(32)))
+    statuses = Counter(status for status, _ in results)
+    outcomes = Counter(outcome for _, outcome in results)
+    assert outcomes["executed"] == 1, outcomes
+    assert not [s for s in statuses if s >= 500], statuses
+    assert set(statuses) <= {200, 409}, statuses
+    assert len(executions(db)) == 1
+
+
+def test_crashed_attempt_blocks_until_its_lease_expires_then_a_retry_completes_once(start_server, db):
+    server = start_server(LEASE_SECONDS="3")
+    slow = threading.Thread(target=lambda: _ignore_errors(lambda: deliver(server, {"sleep_seconds": 30})))
+    slow.start()
+    wait_until(lambda: run_record(db).exists, timeout=20, what="the slow attempt's claim")
+    server.restart()  # SIGKILL: the attempt dies holding its lease
+    slow.join(timeout=30)
+
+    blocked = deliver(server)
+    assert blocked.status_code == 409
+    assert 1 <= int(blocked.headers["Retry-After"]) <= 3
+
+    def retry_succeeds():
+        response = deliver(server)
+        return response if response.status_code != 409 else None
+
+    taken_over = wait_until(retry_succeeds, timeout=20, what="the lease to expire", interval=0.25)
+    assert (taken_over.status_code, taken_over.json()["outcome"]) == (200, "lease_taken_over")
+    assert len(executions(db)) == 1
+    assert deliver(server).json()["outcome"] == "duplicate_completed"
+
+
+def test_failed_job_releases_the_run_and_the_next_delivery_runs_it(start_server, db):
+    server = start_server()
+    failed = deliver(server, {"fail": True})
+    assert (failed.status_code, failed.json()["outcome"]) == (500, "failed_released")
+    assert not run_record(db).exists
+    assert executions(db) == []
+    retried = deliver(server)
+    assert (retried.status_code, retried.json()["outcome"]) == (200, "executed")
+    assert len(executions(db)) == 1
+
+
+def test_malformed_body_is_terminal_not_retried(start_server, db):
+    server = start_server()
+    response = deliver(server, {"sleep_seconds": "slowly"})
+    assert (response.status_code, response.json()["outcome"]) == (200, "failed_terminal")
+    assert run_record(db).to_dict()["error"] == "body field sleep_seconds must be a number"
+    assert executions(db) == []
+
+
+def test_structured_log_lines_reach_stdout(start_server, log_path):
+    server = start_server()
+    deliver(server)
+    lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+    assert [line["outcome"] for line in lines if "outcome" in line][-1] == "executed"
+
+
+def _ignore_errors(call) -> None:
+    with contextlib.suppress(requests.RequestException):  # the server was killed under it
+        call()
