@@ -1,0 +1,475 @@
+"""Typed, validated stack settings: the one reading of `Pulumi.yaml` + `Pulumi.<stack>.yaml`.
+
+The Pulumi program, the local Cloud Scheduler and the policy pack all read the stack's jobs
+through this module, so what `make demo` fires is what `pulumi up` would deploy. It must not
+import pulumi: the local scheduler and the policy pack run without the Pulumi engine.
+
+Validation happens here, before any resource is declared, and every error names the Pulumi
+config key a user has to edit (`exactly-once-scheduler:jobs[0].attemptDeadlineSeconds`),
+not the Python attribute it ended up in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+import yaml
+
+from infra import timing
+from infra.timing import JobTiming, RetryConfig, Violation
+
+PROJECT_NAME = "exactly-once-scheduler"
+CONFIG_NAMESPACE = PROJECT_NAME
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+INGRESS_SETTINGS = ("ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB", "ALLOW_ALL")
+ConfigType = Literal["string", "integer", "boolean"]
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """One scalar stack config key. Pulumi.yaml declares the same schema; a test keeps them equal."""
+
+    name: str
+    type: ConfigType
+    default: str | int | bool
+    description: str
+
+
+# Scalar keys. `jobs` is a list of objects, which Pulumi's project config schema cannot type,
+# so it is validated below instead and documented in the README.
+CONFIG_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "functionTimeoutSeconds",
+        "integer",
+        60,
+        "Cloud Run function request timeout in seconds (1..3600). The run lease is derived from it.",
+    ),
+    ConfigKey(
+        "leaseGraceSeconds",
+        "integer",
+        10,
+        "Seconds added to the function timeout to form the run lease (LEASE_SECONDS), for clock skew.",
+    ),
+    ConfigKey(
+        "retentionSeconds",
+        "integer",
+        86400,
+        "How long a run record is kept (TTL on expire_at); must outlive the latest possible retry.",
+    ),
+    ConfigKey("maxInstances", "integer", 10, "Maximum number of function instances."),
+    ConfigKey(
+        "ingress",
+        "string",
+        "ALLOW_INTERNAL_ONLY",
+        "Function ingress: ALLOW_INTERNAL_ONLY (Cloud Scheduler in the same project is internal), "
+        "ALLOW_INTERNAL_AND_GCLB or ALLOW_ALL.",
+    ),
+    ConfigKey("databaseName", "string", "scheduler-dedup", "Firestore database holding the run records."),
+    ConfigKey("runsCollection", "string", "scheduler_runs", "Firestore collection of run records."),
+    ConfigKey(
+        "deletionProtection",
+        "boolean",
+        True,
+        "Protect the Firestore database from deletion (and keep it on `pulumi destroy`).",
+    ),
+    ConfigKey(
+        "jobHandler",
+        "string",
+        "jobs.demo:run_demo_job",
+        "Default job logic as module:callable inside function/, for jobs that set no handler.",
+    ),
+)
+_KEYS_BY_NAME = {key.name: key for key in CONFIG_KEYS}
+JOBS_KEY = "jobs"
+
+# A retry policy that survives a crashed attempt with the default 70 s lease:
+# instant failures retry at 10, 30, 70, 150, 310 s.
+DEFAULT_RETRY = RetryConfig(
+    retry_count=5,
+    max_retry_duration_seconds=0.0,
+    min_backoff_seconds=10.0,
+    max_backoff_seconds=300.0,
+    max_doublings=3,
+)
+DEFAULT_TIME_ZONE = "Etc/UTC"
+
+_JOB_KEYS = ("name", "schedule", "timeZone", "attemptDeadlineSeconds", "retry", "body", "handler")
+_RETRY_KEYS = {
+    "retryCount": "retry_count",
+    "maxRetryDurationSeconds": "max_retry_duration_seconds",
+    "minBackoffSeconds": "min_backoff_seconds",
+    "maxBackoffSeconds": "max_backoff_seconds",
+    "maxDoublings": "max_doublings",
+}
+_INTEGER_RETRY_FIELDS = {"retry_count", "max_doublings"}
+
+_JOB_NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+_HANDLER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+_DATABASE_ID = re.compile(r"^[a-z][a-z0-9-]{2,61}[a-z0-9]$")
+
+
+class SettingsError(ValueError):
+    """A stack config that must not be deployed; the message names the config keys to fix."""
+
+
+def config_key(key: str) -> str:
+    """The fully qualified key, as `pulumi config set` and `Pulumi.<stack>.yaml` spell it."""
+    return f"{CONFIG_NAMESPACE}:{key}"
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """One Cloud Scheduler job of the stack."""
+
+    name: str
+    schedule: str
+    time_zone: str
+    attempt_deadline_seconds: float
+    retry: RetryConfig
+    body: Mapping[str, Any] | None = None
+    handler: str | None = None
+
+    def body_bytes(self) -> bytes | None:
+        """The exact request body Cloud Scheduler sends (and the local scheduler replays)."""
+        if self.body is None:
+            return None
+        return json.dumps(self.body, sort_keys=True, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """Everything the stack deploys, already validated."""
+
+    project: str
+    region: str
+    database_name: str
+    runs_collection: str
+    function_timeout_seconds: float
+    lease_seconds: int
+    retention_seconds: float
+    max_instances: int
+    ingress: str
+    deletion_protection: bool
+    job_handler: str
+    jobs: tuple[JobSettings, ...]
+
+    def job_timing(self, job: JobSettings) -> JobTiming:
+        """The timing facts of `job` in this stack, for `timing.check_job_timing`."""
+        return JobTiming(
+            schedule=job.schedule,
+            attempt_deadline_seconds=job.attempt_deadline_seconds,
+            function_timeout_seconds=self.function_timeout_seconds,
+            lease_seconds=self.lease_seconds,
+            retention_seconds=self.retention_seconds,
+            retry=job.retry,
+        )
+
+    def headers_for(self, job: JobSettings) -> dict[str, str]:
+        """HttpTarget headers of `job`. The local scheduler sends these same headers, so a run id
+        computed locally matches the one computed in the cloud."""
+        headers = {"X-Job-Project": self.project, "X-Job-Location": self.region}
+        if job.body is not None:
+            headers["Content-Type"] = "application/json"
+        return headers
+
+    def job_handlers(self) -> dict[str, str]:
+        """Per-job handler overrides (JOB_HANDLERS); jobs without one use `job_handler`."""
+        return {job.name: job.handler for job in self.jobs if job.handler is not None}
+
+    def function_environment(self) -> dict[str, str]:
+        """The function's environment variables, by the names function/config.py reads."""
+        env = {
+            "GOOGLE_CLOUD_PROJECT": self.project,
+            "FIRESTORE_DATABASE": self.database_name,
+            "RUNS_COLLECTION": self.runs_collection,
+            "LEASE_SECONDS": str(self.lease_seconds),
+            "RETENTION_SECONDS": _number_text(self.retention_seconds),
+            "JOB_HANDLER": self.job_handler,
+        }
+        if handlers := self.job_handlers():
+            env["JOB_HANDLERS"] = json.dumps(handlers, sort_keys=True)
+        return env
+
+    def timing_advisories(self) -> list[str]:
+        """Advisory timing findings (deploy anyway, but say so), phrased with config keys."""
+        return [
+            _violation_text(violation, index, job, self)
+            for index, job in enumerate(self.jobs)
+            for violation in timing.check_job_timing(self.job_timing(job))
+            if violation.advisory
+        ]
+
+    @classmethod
+    def from_config(
+        cls, values: Mapping[str, Any], *, project: str, region: str, stack: str
+    ) -> StackSettings:
+        """Settings from un-namespaced config `values` (camelCase keys), defaults applied.
+
+        Raises SettingsError listing every problem at once, so one `pulumi up` shows them all.
+        `stack` only appears in messages; defaults are the same for every stack.
+        """
+        errors: list[str] = []
+        if not project:
+            errors.append("gcp:project is not set (pulumi config set gcp:project <project-id>)")
+        if not region:
+            errors.append("gcp:region is not set (pulumi config set gcp:region <region>)")
+        unknown = sorted(set(values) - set(_KEYS_BY_NAME) - {JOBS_KEY})
+        errors.extend(f"{config_key(key)}: unknown config key" for key in unknown)
+
+        scalars = {key.name: _scalar(values, key, errors) for key in CONFIG_KEYS}
+        timeout = int(scalars["functionTimeoutSeconds"])
+        grace = int(scalars["leaseGraceSeconds"])
+        ingress = str(scalars["ingress"])
+        if ingress not in INGRESS_SETTINGS:
+            errors.append(f"{config_key('ingress')}: {ingress!r} is not one of {', '.join(INGRESS_SETTINGS)}")
+        max_instances = int(scalars["maxInstances"])
+        if max_instances < 1:
+            errors.append(f"{config_key('maxInstances')}: {max_instances} must be at least 1")
+        database = str(scalars["databaseName"])
+        if database != "(default)" and not _DATABASE_ID.match(database):
+            errors.append(
+                f"{config_key('databaseName')}: {database!r} is not a Firestore database id "
+                "(4-63 of a-z, 0-9, '-', starting with a letter) or '(default)'"
+            )
+        collection = str(scalars["runsCollection"])
+        if not collection or "/" in collection or collection.startswith("__"):
+            errors.append(f"{config_key('runsCollection')}: {collection!r} is not a top-level collection id")
+        job_handler = str(scalars["jobHandler"])
+        if not _HANDLER.match(job_handler):
+            errors.append(f"{config_key('jobHandler')}: {job_handler!r} is not module:callable")
+
+        jobs = _jobs(values.get(JOBS_KEY), timeout, errors)
+        settings = cls(
+            project=project,
+            region=region,
+            database_name=database,
+            runs_collection=collection,
+            function_timeout_seconds=float(timeout),
+            lease_seconds=timing.lease_for_timeout(timeout, grace),
+            retention_seconds=float(scalars["retentionSeconds"]),
+            max_instances=max_instances,
+            ingress=ingress,
+            deletion_protection=bool(scalars["deletionProtection"]),
+            job_handler=job_handler,
+            jobs=jobs,
+        )
+        if not errors:
+            errors.extend(settings.timing_errors(lease_grace_seconds=grace))
+        if errors:
+            lines = "\n".join(f"  - {error}" for error in dict.fromkeys(errors))
+            raise SettingsError(f"invalid config for stack {stack!r}:\n{lines}")
+        return settings
+
+    def timing_errors(self, *, lease_grace_seconds: float | None = None) -> list[str]:
+        """Non-advisory timing violations of every job, phrased with config keys. Usable on a
+        StackSettings built by hand, which is how a lease shorter than the timeout is tested."""
+        return list(
+            dict.fromkeys(
+                _violation_text(violation, index, job, self, lease_grace_seconds)
+                for index, job in enumerate(self.jobs)
+                for violation in timing.check_job_timing(self.job_timing(job))
+                if not violation.advisory
+            )
+        )
+
+
+def load_stack_settings(stack: str = "dev", root: Path = REPO_ROOT) -> StackSettings:
+    """Settings of `stack` straight from the YAML files, for code that runs without Pulumi
+    (the local scheduler, the policy pack, tests). Project defaults come from Pulumi.yaml."""
+    project_file = _read_yaml(root / "Pulumi.yaml")
+    stack_file = _read_yaml(root / f"Pulumi.{stack}.yaml")
+    values: dict[str, Any] = {}
+    for key, schema in (project_file.get("config") or {}).items():
+        name = key.removeprefix(f"{CONFIG_NAMESPACE}:")
+        if isinstance(schema, Mapping) and "default" in schema:
+            values[name] = schema["default"]
+        elif isinstance(schema, Mapping) and "value" in schema:
+            values[name] = schema["value"]
+    stack_config: Mapping[str, Any] = stack_file.get("config") or {}
+    for key, value in stack_config.items():
+        if key.startswith(f"{CONFIG_NAMESPACE}:"):
+            values[key.removeprefix(f"{CONFIG_NAMESPACE}:")] = value
+    return StackSettings.from_config(
+        values,
+        project=str(stack_config.get("gcp:project") or ""),
+        region=str(stack_config.get("gcp:region") or ""),
+        stack=stack,
+    )
+
+
+def _read_yaml(path: Path) -> Mapping[str, Any]:
+    if not path.is_file():
+        raise SettingsError(f"{path} does not exist")
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(loaded, Mapping):
+        raise SettingsError(f"{path} is not a YAML mapping")
+    return loaded
+
+
+def _scalar(values: Mapping[str, Any], key: ConfigKey, errors: list[str]) -> str | int | bool:
+    value: Any = values.get(key.name, key.default)
+    if value is None:
+        return key.default
+    # bool is an int in Python, but `true` is never a sensible number of seconds.
+    if key.type == "boolean" and isinstance(value, bool):
+        return value
+    if key.type == "integer" and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if key.type == "string" and isinstance(value, str):
+        return value
+    errors.append(f"{config_key(key.name)}: expected {key.type}, got {value!r}")
+    return key.default
+
+
+def _number(value: Any, key: str, errors: list[str], *, integer: bool = False) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        errors.append(f"{config_key(key)}: expected a number, got {value!r}")
+        return None
+    if integer and value != int(value):
+        errors.append(f"{config_key(key)}: expected a whole number, got {value!r}")
+        return None
+    return float(value)
+
+
+def _jobs(raw: Any, function_timeout: float, errors: list[str]) -> tuple[JobSettings, ...]:
+    if raw is None or raw == []:
+        errors.append(f"{config_key(JOBS_KEY)}: at least one job is required")
+        return ()
+    if not isinstance(raw, list):
+        errors.append(f"{config_key(JOBS_KEY)}: expected a list of jobs, got {raw!r}")
+        return ()
+    jobs = [job for index, item in enumerate(raw) if (job := _job(item, index, function_timeout, errors))]
+    seen: dict[str, int] = {}
+    for index, job in enumerate(jobs):
+        if job.name in seen:
+            errors.append(
+                f"{config_key(f'jobs[{index}].name')}: {job.name!r} is already "
+                f"the name of jobs[{seen[job.name]}]"
+            )
+        seen.setdefault(job.name, index)
+    return tuple(jobs)
+
+
+def _job(item: Any, index: int, function_timeout: float, errors: list[str]) -> JobSettings | None:
+    prefix = f"jobs[{index}]"
+    if not isinstance(item, Mapping):
+        errors.append(f"{config_key(prefix)}: expected an object, got {item!r}")
+        return None
+    before = len(errors)
+    errors.extend(f"{config_key(f'{prefix}.{key}')}: unknown job key" for key in item if key not in _JOB_KEYS)
+
+    name = item.get("name")
+    if not isinstance(name, str) or not _JOB_NAME.match(name):
+        errors.append(f"{config_key(f'{prefix}.name')}: {name!r} must be 1-100 of A-Z, a-z, 0-9, '-', '_'")
+    schedule = item.get("schedule")
+    if not isinstance(schedule, str):
+        errors.append(f"{config_key(f'{prefix}.schedule')}: expected a unix-cron string, got {schedule!r}")
+    time_zone = item.get("timeZone", DEFAULT_TIME_ZONE)
+    if not isinstance(time_zone, str) or not _known_time_zone(time_zone):
+        errors.append(f"{config_key(f'{prefix}.timeZone')}: {time_zone!r} is not an IANA time zone")
+    deadline = _number(
+        item.get("attemptDeadlineSeconds", function_timeout), f"{prefix}.attemptDeadlineSeconds", errors
+    )
+    retry = _retry(item.get("retry", {}), f"{prefix}.retry", errors)
+    body = item.get("body")
+    if body is not None and not isinstance(body, Mapping):
+        errors.append(f"{config_key(f'{prefix}.body')}: expected a JSON object, got {body!r}")
+    handler = item.get("handler")
+    if handler is not None and (not isinstance(handler, str) or not _HANDLER.match(handler)):
+        errors.append(f"{config_key(f'{prefix}.handler')}: {handler!r} is not module:callable")
+
+    if len(errors) > before or deadline is None or retry is None:
+        return None
+    return JobSettings(
+        name=str(name),
+        schedule=str(schedule),
+        time_zone=str(time_zone),
+        attempt_deadline_seconds=deadline,
+        retry=retry,
+        body=dict(body) if body is not None else None,
+        handler=handler,
+    )
+
+
+def _retry(raw: Any, prefix: str, errors: list[str]) -> RetryConfig | None:
+    if not isinstance(raw, Mapping):
+        errors.append(f"{config_key(prefix)}: expected an object, got {raw!r}")
+        return None
+    before = len(errors)
+    errors.extend(
+        f"{config_key(f'{prefix}.{key}')}: unknown retry key" for key in raw if key not in _RETRY_KEYS
+    )
+    fields: dict[str, float] = {}
+    for key, field in _RETRY_KEYS.items():
+        if key in raw:
+            number = _number(raw[key], f"{prefix}.{key}", errors, integer=field in _INTEGER_RETRY_FIELDS)
+            if number is not None:
+                fields[field] = number
+    if len(errors) > before:
+        return None
+    return RetryConfig(
+        retry_count=int(fields.get("retry_count", DEFAULT_RETRY.retry_count)),
+        max_retry_duration_seconds=fields.get(
+            "max_retry_duration_seconds", DEFAULT_RETRY.max_retry_duration_seconds
+        ),
+        min_backoff_seconds=fields.get("min_backoff_seconds", DEFAULT_RETRY.min_backoff_seconds),
+        max_backoff_seconds=fields.get("max_backoff_seconds", DEFAULT_RETRY.max_backoff_seconds),
+        max_doublings=int(fields.get("max_doublings", DEFAULT_RETRY.max_doublings)),
+    )
+
+
+def _known_time_zone(name: str) -> bool:
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        # Without a tz database on this machine we cannot judge; Cloud Scheduler will.
+        return not available_timezones()
+    return True
+
+
+def _timing_keys(field: str, index: int) -> tuple[str, ...]:
+    """Config keys behind a timing.Violation field."""
+    if field.startswith("retry."):
+        camel = {attribute: key for key, attribute in _RETRY_KEYS.items()}[field.removeprefix("retry.")]
+        return (f"jobs[{index}].retry.{camel}",)
+    return {
+        "schedule": (f"jobs[{index}].schedule",),
+        "attempt_deadline_seconds": (f"jobs[{index}].attemptDeadlineSeconds",),
+        "function_timeout_seconds": ("functionTimeoutSeconds",),
+        # The lease is derived: functionTimeoutSeconds + leaseGraceSeconds.
+        "lease_seconds": ("functionTimeoutSeconds", "leaseGraceSeconds"),
+        "retention_seconds": ("retentionSeconds",),
+    }[field]
+
+
+def _violation_text(
+    violation: Violation,
+    index: int,
+    job: JobSettings,
+    settings: StackSettings,
+    lease_grace_seconds: float | None = None,
+) -> str:
+    keys = dict.fromkeys(key for field in violation.fields for key in _timing_keys(field, index))
+    text = f"{', '.join(config_key(key) for key in keys)}: job {job.name!r}: {violation.message}"
+    if "lease_seconds" in violation.fields:
+        grace = (
+            lease_grace_seconds
+            if lease_grace_seconds is not None
+            else settings.lease_seconds - settings.function_timeout_seconds
+        )
+        text += (
+            f" [lease {settings.lease_seconds}s = functionTimeoutSeconds "
+            f"{_number_text(settings.function_timeout_seconds)} + leaseGraceSeconds {_number_text(grace)}]"
+        )
+    return text
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if value == int(value) else repr(value)

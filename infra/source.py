@@ -1,0 +1,48 @@
+"""The function's deployable source: which files, their content hash, and the archive.
+
+The source object is named by the hash, so `pulumi up` replaces it (and the function picks up
+its new generation) exactly when a deployed file's bytes change, never because of a rebuild,
+a timestamp or a local cache directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pulumi
+
+# Never deployed: interpreter caches and tool state that differ between machines.
+_EXCLUDED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "venv", ".venv"})
+_EXCLUDED_SUFFIXES = (".pyc", ".pyo")
+
+
+def source_files(root: Path) -> list[tuple[str, Path]]:
+    """(archive path, file) for every deployable file under `root`, sorted by archive path."""
+    if not root.is_dir():
+        raise FileNotFoundError(f"function source directory {root} does not exist")
+    files = []
+    for path in root.rglob("*"):
+        relative = path.relative_to(root)
+        if not path.is_file() or any(part in _EXCLUDED_DIRS for part in relative.parts):
+            continue
+        if path.name.endswith(_EXCLUDED_SUFFIXES) or path.name == ".DS_Store":
+            continue
+        files.append((relative.as_posix(), path))
+    return sorted(files)
+
+
+def source_hash(root: Path) -> str:
+    """SHA-256 over archive paths and file contents only (no timestamps, no permissions)."""
+    digest = hashlib.sha256()
+    for name, path in source_files(root):
+        content = path.read_bytes()
+        # Length-prefixed so that moving bytes between a name and a file changes the hash.
+        digest.update(f"{name}\0{len(content)}\0".encode())
+        digest.update(content)
+    return digest.hexdigest()
+
+
+def source_archive(root: Path) -> pulumi.AssetArchive:
+    """The zip Cloud Build receives: function/ as its root, so main.py is at the top."""
+    return pulumi.AssetArchive({name: pulumi.FileAsset(str(path)) for name, path in source_files(root)})

@@ -1,0 +1,47 @@
+"""Shared builders for the stack tests: a valid config to break one key at a time."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from infra.settings import StackSettings
+
+PROJECT = "acme-prod"
+REGION = "europe-west1"
+
+
+def valid_job(**overrides: Any) -> dict[str, Any]:
+    job: dict[str, Any] = {
+        "name": "every-5",
+        "schedule": "*/5 * * * *",
+        "timeZone": "Etc/UTC",
+        "attemptDeadlineSeconds": 60,
+        "retry": {"retryCount": 5, "minBackoffSeconds": 10, "maxBackoffSeconds": 300, "maxDoublings": 3},
+    }
+    job.update(overrides)
+    return job
+
+
+def valid_values(**overrides: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {"functionTimeoutSeconds": 60, "jobs": [valid_job()]}
+    values.update(copy.deepcopy(overrides))
+    return values
+
+
+def build(values: dict[str, Any], stack: str = "prod") -> StackSettings:
+    return StackSettings.from_config(values, project=PROJECT, region=REGION, stack=stack)
+
+
+@pytest.fixture
+def two_job_settings() -> StackSettings:
+    return build(
+        valid_values(
+            jobs=[
+                valid_job(name="every-5", body={"sleep_seconds": 2}, handler="jobs.noop:do_nothing"),
+                valid_job(name="nightly", schedule="0 3 * * *", timeZone="Europe/Berlin"),
+            ]
+        )
+    )

@@ -1,0 +1,104 @@
+"""settings_from_pulumi_config: the program's path from `pulumi config` to StackSettings."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from collections.abc import Iterator
+from typing import Any
+
+import pulumi
+import pytest
+from pulumi.runtime import config as runtime_config
+
+from infra.pulumi_config import settings_from_pulumi_config
+from infra.settings import load_stack_settings
+from tests.infra.conftest import valid_job
+from tests.support import pulumi_harness
+from tests.support.pulumi_harness import MOCK_STACK, run_mocked_stack
+
+
+@pytest.fixture
+def pulumi_config() -> Iterator[dict[str, str]]:
+    """The config bag as the Pulumi engine hands it to a program: every value a string."""
+    # Any mocked run configures the runtime (stack name, project) the way the engine would.
+    run_mocked_stack(load_stack_settings("dev"))
+    values = {
+        "gcp:project": "p-123",
+        "gcp:region": "us-east1",
+        "exactly-once-scheduler:functionTimeoutSeconds": "60",
+        "exactly-once-scheduler:deletionProtection": "false",
+        "exactly-once-scheduler:jobs": json.dumps([valid_job()]),
+    }
+    yield values
+    runtime_config.set_all_config({})
+
+
+def test_string_values_are_parsed_by_declared_type(pulumi_config: dict[str, str]) -> None:
+    runtime_config.set_all_config(pulumi_config)
+    settings = settings_from_pulumi_config()
+    assert (settings.project, settings.region) == ("p-123", "us-east1")
+    assert settings.function_timeout_seconds == 60
+    assert settings.deletion_protection is False
+    assert settings.retention_seconds == 86400  # unset: the default applies
+    assert [job.name for job in settings.jobs] == ["every-5"]
+
+
+def test_bad_config_fails_cleanly_before_any_resource(pulumi_config: dict[str, str]) -> None:
+    pulumi_config["exactly-once-scheduler:jobs"] = json.dumps([valid_job(attemptDeadlineSeconds=5)])
+    runtime_config.set_all_config(pulumi_config)
+    with pytest.raises(
+        pulumi.RunError, match=rf"stack '{MOCK_STACK}'[\s\S]*jobs\[0\]\.attemptDeadlineSeconds"
+    ):
+        settings_from_pulumi_config()
+
+
+def test_non_integer_string_names_the_key(pulumi_config: dict[str, str]) -> None:
+    pulumi_config["exactly-once-scheduler:maxInstances"] = "many"
+    runtime_config.set_all_config(pulumi_config)
+    with pytest.raises(pulumi.RunError, match="maxInstances"):
+        settings_from_pulumi_config()
+
+
+def _run_main(pulumi_config: dict[str, str], mocks: pulumi_harness._GcpMocks) -> dict[str, Any]:
+    """Run __main__.py as `pulumi up` would, under mocks; collect resource types and exports."""
+    from pulumi.runtime.settings import get_root_resource
+
+    from infra.settings import REPO_ROOT
+
+    pulumi.runtime.set_mocks(mocks, project="exactly-once-scheduler", stack=MOCK_STACK, preview=False)
+    runtime_config.set_all_config(pulumi_config)
+    root = get_root_resource()
+    assert isinstance(root, pulumi.runtime.stack.Stack)
+    root.outputs.clear()
+    exports: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        runpy.run_path(str(REPO_ROOT / "__main__.py"), run_name="__main__")
+        return pulumi.Output.all(**root.outputs).apply(exports.update)
+
+    program()
+    return exports
+
+
+def test_main_exports_the_stack_outputs(pulumi_config: dict[str, str]) -> None:
+    mocks = pulumi_harness._GcpMocks("p-123")
+    exports = _run_main(pulumi_config, mocks)
+    assert [typ for typ, *_ in mocks.registered].count("gcp:cloudscheduler/job:Job") == 1
+    assert exports == {
+        "functionUri": "https://eos-handler-xyz-uc.a.run.app",
+        "jobNames": ["every-5"],
+        "runtimeServiceAccount": "eos-runtime@p-123.iam.gserviceaccount.com",
+        "invokerServiceAccount": "eos-invoker@p-123.iam.gserviceaccount.com",
+        "databaseName": "scheduler-dedup",
+        "runsCollection": "scheduler_runs",
+    }
+
+
+def test_main_with_bad_config_registers_no_resource(pulumi_config: dict[str, str]) -> None:
+    pulumi_config["exactly-once-scheduler:retentionSeconds"] = "60"
+    mocks = pulumi_harness._GcpMocks("p-123")
+    with pytest.raises(pulumi.RunError, match="exactly-once-scheduler:retentionSeconds"):
+        _run_main(pulumi_config, mocks)
+    assert mocks.registered == []

@@ -1,0 +1,266 @@
+"""Config parsing and the timing validation that stops a bad config before any resource."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra import timing
+from infra.settings import (
+    CONFIG_KEYS,
+    DEFAULT_RETRY,
+    REPO_ROOT,
+    SettingsError,
+    StackSettings,
+    load_stack_settings,
+)
+from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
+
+
+def error_of(values: dict[str, Any]) -> str:
+    with pytest.raises(SettingsError) as raised:
+        build(values)
+    return str(raised.value)
+
+
+# --- defaults and derived values -------------------------------------------------------------
+
+
+def test_defaults_apply_and_lease_is_derived_from_the_timeout() -> None:
+    settings = build({"jobs": [valid_job()]})
+    assert settings.function_timeout_seconds == 60
+    assert settings.lease_seconds == timing.lease_for_timeout(60) == 70
+    assert settings.retention_seconds == 86400
+    assert settings.database_name == "scheduler-dedup"
+    assert settings.runs_collection == "scheduler_runs"
+    assert settings.ingress == "ALLOW_INTERNAL_ONLY"
+    assert settings.deletion_protection is True
+    assert settings.job_handler == "jobs.demo:run_demo_job"
+    assert (settings.project, settings.region) == (PROJECT, REGION)
+
+
+def test_omitted_job_fields_get_safe_defaults() -> None:
+    settings = build({"functionTimeoutSeconds": 120, "jobs": [{"name": "j", "schedule": "0 * * * *"}]})
+    job = settings.jobs[0]
+    assert job.time_zone == "Etc/UTC"
+    assert job.attempt_deadline_seconds == 120  # follows the function timeout
+    assert job.retry == DEFAULT_RETRY
+    assert (job.body, job.handler) == (None, None)
+    assert settings.timing_errors() == []
+
+
+def test_job_timing_carries_stack_and_job_values(two_job_settings: StackSettings) -> None:
+    job = two_job_settings.jobs[1]
+    assert two_job_settings.job_timing(job) == timing.JobTiming(
+        schedule="0 3 * * *",
+        attempt_deadline_seconds=60.0,
+        function_timeout_seconds=60.0,
+        lease_seconds=70,
+        retention_seconds=86400.0,
+        retry=timing.RetryConfig(5, 0.0, 10.0, 300.0, 3),
+    )
+
+
+def test_headers_add_content_type_only_with_a_body(two_job_settings: StackSettings) -> None:
+    with_body, without_body = two_job_settings.jobs
+    assert two_job_settings.headers_for(with_body) == {
+        "X-Job-Project": PROJECT,
+        "X-Job-Location": REGION,
+        "Content-Type": "application/json",
+    }
+    assert two_job_settings.headers_for(without_body) == {"X-Job-Project": PROJECT, "X-Job-Location": REGION}
+    assert json.loads(with_body.body_bytes() or b"") == {"sleep_seconds": 2}
+    assert without_body.body_bytes() is None
+
+
+def test_function_environment_lists_per_job_handlers_only_when_set(two_job_settings: StackSettings) -> None:
+    env = two_job_settings.function_environment()
+    assert json.loads(env["JOB_HANDLERS"]) == {"every-5": "jobs.noop:do_nothing"}
+    assert env["LEASE_SECONDS"] == "70"
+    assert env["RETENTION_SECONDS"] == "86400"
+    assert "JOB_HANDLERS" not in build(valid_values()).function_environment()
+
+
+# --- validation errors name the config key and the numbers ------------------------------------
+
+
+def test_groc_schedule_is_rejected_naming_the_key() -> None:
+    message = error_of(valid_values(jobs=[valid_job(schedule="every 5 minutes")]))
+    assert "exactly-once-scheduler:jobs[0].schedule" in message
+    assert "groc" in message and "'every 5 minutes'" in message
+
+
+def test_deadline_out_of_range_names_key_and_numbers() -> None:
+    message = error_of(valid_values(jobs=[valid_job(), valid_job(name="other", attemptDeadlineSeconds=10)]))
+    assert "exactly-once-scheduler:jobs[1].attemptDeadlineSeconds" in message
+    assert "10s" in message and "15s..1800s" in message
+    assert "jobs[0]" not in message
+
+
+def test_lease_shorter_than_timeout_via_config_knob() -> None:
+    message = error_of(valid_values(leaseGraceSeconds=-20))
+    assert "exactly-once-scheduler:leaseGraceSeconds" in message
+    assert "exactly-once-scheduler:functionTimeoutSeconds" in message
+    assert "lease 40s is shorter than the function timeout 60s" in message
+    assert "[lease 40s = functionTimeoutSeconds 60 + leaseGraceSeconds -20]" in message
+
+
+def test_lease_shorter_than_timeout_on_hand_built_settings() -> None:
+    settings = dataclasses.replace(build(valid_values()), lease_seconds=30)
+    errors = settings.timing_errors()
+    assert any(
+        "exactly-once-scheduler:functionTimeoutSeconds" in e
+        and "lease 30s is shorter than the function timeout 60s" in e
+        for e in errors
+    ), errors
+
+
+def test_retries_that_cannot_outlive_the_lease_are_rejected() -> None:
+    retry = {"retryCount": 3, "minBackoffSeconds": 5, "maxBackoffSeconds": 60, "maxDoublings": 2}
+    message = error_of(valid_values(jobs=[valid_job(retry=retry)]))
+    assert "exactly-once-scheduler:jobs[0].retry.retryCount" in message
+    assert "exactly-once-scheduler:jobs[0].retry.minBackoffSeconds" in message
+    # 5, 15, 35 s after the first attempt: all inside the 70 s lease a crash leaves behind.
+    assert "lease of 70s" in message and "5s, 15s, 35s" in message
+
+
+def test_retention_shorter_than_the_latest_retry_is_rejected() -> None:
+    message = error_of(valid_values(retentionSeconds=300))
+    assert "exactly-once-scheduler:retentionSeconds" in message
+    latest = timing.latest_retry_arrival_seconds(DEFAULT_RETRY, 60)
+    assert f"retention 300s ends before the latest retry can arrive ({latest:g}s" in message
+
+
+def test_function_timeout_above_http_limit_is_rejected() -> None:
+    message = error_of(
+        valid_values(functionTimeoutSeconds=4000, jobs=[valid_job(attemptDeadlineSeconds=1800)])
+    )
+    assert "exactly-once-scheduler:functionTimeoutSeconds: job 'every-5': function timeout 4000s" in message
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    message = error_of(
+        valid_values(
+            ingress="PUBLIC",
+            maxInstances=0,
+            databaseName="Bad_Name",
+            jobHandler="nocolon",
+            jobs=[valid_job(name="bad name!", timeZone="Mars/Olympus", handler="x")],
+        )
+    )
+    for key in (
+        "ingress",
+        "maxInstances",
+        "databaseName",
+        "jobHandler",
+        "jobs[0].name",
+        "jobs[0].timeZone",
+        "jobs[0].handler",
+    ):
+        assert f"exactly-once-scheduler:{key}:" in message, key
+
+
+@pytest.mark.parametrize(
+    ("values", "key"),
+    [
+        (valid_values(functionTimeoutSeconds="60"), "functionTimeoutSeconds"),
+        (valid_values(deletionProtection="yes"), "deletionProtection"),
+        (valid_values(retentionSeconds=True), "retentionSeconds"),
+        (valid_values(jobs=[valid_job(attemptDeadlineSeconds="60s")]), "jobs[0].attemptDeadlineSeconds"),
+        (valid_values(jobs=[valid_job(retry={"retryCount": 2.5})]), "jobs[0].retry.retryCount"),
+        (valid_values(jobs=[valid_job(retry={"minBackof": 1})]), "jobs[0].retry.minBackof"),
+        (valid_values(jobs=[valid_job(attemptDeadline=60)]), "jobs[0].attemptDeadline"),
+        (valid_values(jobs=[valid_job(body=[1, 2])]), "jobs[0].body"),
+        (valid_values(jobs=[valid_job(), valid_job()]), "jobs[1].name"),
+        (valid_values(jobs=[]), "jobs"),
+        (valid_values(functionTimeout=60), "functionTimeout"),
+    ],
+)
+def test_bad_types_and_typos_name_the_key(values: dict[str, Any], key: str) -> None:
+    assert re.search(rf"exactly-once-scheduler:{re.escape(key)}: ", error_of(values))
+
+
+def test_missing_project_and_region_are_reported() -> None:
+    with pytest.raises(SettingsError, match=r"gcp:project is not set[\s\S]*gcp:region is not set"):
+        StackSettings.from_config(valid_values(), project="", region="", stack="dev")
+
+
+def test_advisory_violation_is_not_an_error() -> None:
+    settings = build(valid_values(jobs=[valid_job(attemptDeadlineSeconds=30)]))
+    advisories = settings.timing_advisories()
+    assert len(advisories) == 1
+    assert "exactly-once-scheduler:jobs[0].attemptDeadlineSeconds" in advisories[0]
+    assert "attempt deadline 30s differs from the function timeout 60s" in advisories[0]
+
+
+# --- the files on disk ------------------------------------------------------------------------
+
+
+def test_dev_stack_loads_and_passes_every_timing_check() -> None:
+    settings = load_stack_settings("dev")
+    assert [job.name for job in settings.jobs] == ["demo-every-5-minutes", "nightly-report"]
+    assert [(j.schedule, j.time_zone) for j in settings.jobs] == [
+        ("*/5 * * * *", "Etc/UTC"),
+        ("0 3 * * *", "Europe/Berlin"),
+    ]
+    assert settings.deletion_protection is False
+    assert settings.lease_seconds == 70
+    for job in settings.jobs:
+        assert job.retry == timing.RetryConfig(5, 0.0, 10.0, 300.0, 3)
+        assert timing.check_job_timing(settings.job_timing(job)) == []
+        # The crash-recovery numbers the dev config comments on.
+        assert timing.retry_arrivals_if_every_attempt_fails_instantly(job.retry) == [10, 30, 70, 150, 310]
+
+
+def test_load_stack_settings_applies_project_defaults_then_stack_values(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text((REPO_ROOT / "Pulumi.yaml").read_text())
+    stack = {
+        "config": {
+            "gcp:project": "p1",
+            "gcp:region": "asia-northeast1",
+            "exactly-once-scheduler:runsCollection": "runs",
+            "exactly-once-scheduler:jobs": [valid_job()],
+        }
+    }
+    (tmp_path / "Pulumi.staging.yaml").write_text(yaml.safe_dump(stack))
+    settings = load_stack_settings("staging", root=tmp_path)
+    assert (settings.project, settings.region, settings.runs_collection) == ("p1", "asia-northeast1", "runs")
+    assert settings.database_name == "scheduler-dedup"  # from Pulumi.yaml
+    assert settings.deletion_protection is True  # non-dev stacks default to protected
+
+
+def test_load_stack_settings_reports_the_stack_file_errors(tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.yaml").write_text((REPO_ROOT / "Pulumi.yaml").read_text())
+    bad = {
+        "config": {
+            "gcp:project": "p",
+            "gcp:region": "r",
+            "exactly-once-scheduler:jobs": [valid_job(schedule="@hourly")],
+        }
+    }
+    (tmp_path / "Pulumi.bad.yaml").write_text(yaml.safe_dump(bad))
+    with pytest.raises(SettingsError, match=r"stack 'bad'[\s\S]*exactly-once-scheduler:jobs\[0\]\.schedule"):
+        load_stack_settings("bad", root=tmp_path)
+    with pytest.raises(SettingsError, match=r"Pulumi\.missing\.yaml does not exist"):
+        load_stack_settings("missing", root=tmp_path)
+
+
+def test_pulumi_yaml_declares_every_scalar_key_with_type_default_description() -> None:
+    project = yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())
+    assert project["name"] == "exactly-once-scheduler"
+    assert project["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": "venv"}}
+    declared = project["config"]
+    assert set(declared) == {key.name for key in CONFIG_KEYS}
+    for key in CONFIG_KEYS:
+        schema = declared[key.name]
+        assert set(schema) == {"type", "default", "description"}, key.name
+        assert (schema["type"], schema["default"]) == (key.type, key.default), key.name
+        assert schema["description"] == key.description, key.name
+    assert set(project["template"]["config"]) == {"gcp:project", "gcp:region"}
+    assert all(v["description"] for v in project["template"]["config"].values())

@@ -1,0 +1,62 @@
+"""The source object is named by a hash of file contents only."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from infra.settings import REPO_ROOT
+from infra.source import source_files, source_hash
+
+
+@pytest.fixture
+def function_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "function"
+    shutil.copytree(REPO_ROOT / "function", copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return copy
+
+
+def test_hash_changes_when_a_file_changes(function_copy: Path) -> None:
+    before = source_hash(function_copy)
+    main = next(path for name, path in source_files(function_copy) if name.endswith(".py"))
+    main.write_bytes(main.read_bytes() + b"\n# changed\n")
+    assert source_hash(function_copy) != before
+
+
+def test_hash_changes_when_a_file_is_added_or_renamed(function_copy: Path) -> None:
+    before = source_hash(function_copy)
+    (function_copy / "extra.py").write_text("X = 1\n")
+    added = source_hash(function_copy)
+    (function_copy / "extra.py").rename(function_copy / "renamed.py")
+    assert len({before, added, source_hash(function_copy)}) == 3
+
+
+def test_hash_ignores_timestamps_caches_and_location(function_copy: Path, tmp_path: Path) -> None:
+    before = source_hash(function_copy)
+    for _, path in source_files(function_copy):
+        os.utime(path, (1_000_000, 1_000_000))
+    cache = function_copy / "__pycache__"
+    cache.mkdir(exist_ok=True)
+    (cache / "main.cpython-311.pyc").write_bytes(b"\x00compiled")
+    (function_copy / "stray.pyc").write_bytes(b"\x00")
+    moved = shutil.copytree(function_copy, tmp_path / "elsewhere" / "function")
+    assert source_hash(function_copy) == before
+    assert source_hash(moved) == before
+
+
+def test_archive_paths_are_relative_sorted_and_exclude_caches(function_copy: Path) -> None:
+    (function_copy / "__pycache__").mkdir(exist_ok=True)
+    (function_copy / "__pycache__" / "x.pyc").write_bytes(b"")
+    names = [name for name, _ in source_files(function_copy)]
+    assert names == sorted(names)
+    assert "requirements.txt" in names
+    assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
+    assert not any(name.startswith("/") for name in names)
+
+
+def test_missing_source_directory_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        source_hash(tmp_path / "nope")
