@@ -1,0 +1,5 @@
+"""The policy pack that keeps a fork of this stack from losing runs or going public.
+
+A package so tests import `policy.policies`; `pulumi preview --policy-pack policy` runs
+`__main__.py` instead.
+"""

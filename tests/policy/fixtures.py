@@ -1,0 +1,98 @@
+"""Resources shaped like the dev stack's (engine camelCase names) that pass every policy.
+
+Tests copy one, break a single property, and expect exactly that policy to complain.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+FUNCTION_URL = "https://eos-handler-xyz-uc.a.run.app"
+RUNTIME_SA = "eos-runtime@my-project.iam.gserviceaccount.com"
+INVOKER_SA = "eos-invoker@my-project.iam.gserviceaccount.com"
+
+
+def job() -> dict[str, Any]:
+    # Instant failures retry at 10, 30, 70, 150, 310 s: the last outlives the 70 s lease.
+    return copy.deepcopy(
+        {
+            "name": "demo",
+            "schedule": "*/5 * * * *",
+            "timeZone": "Etc/UTC",
+            "attemptDeadline": "60s",
+            "retryConfig": {
+                "retryCount": 5,
+                "minBackoffDuration": "10s",
+                "maxBackoffDuration": "300s",
+                "maxDoublings": 3,
+                "maxRetryDuration": "0s",
+            },
+            "httpTarget": {
+                "uri": FUNCTION_URL,
+                "httpMethod": "POST",
+                "headers": {"X-Job-Project": "my-project", "X-Job-Location": "us-central1"},
+                "oidcToken": {"serviceAccountEmail": INVOKER_SA, "audience": FUNCTION_URL},
+            },
+        }
+    )
+
+
+def function() -> dict[str, Any]:
+    return copy.deepcopy(
+        {
+            "name": "eos-handler",
+            "location": "us-central1",
+            "url": FUNCTION_URL,
+            "serviceConfig": {
+                "serviceAccountEmail": RUNTIME_SA,
+                "ingressSettings": "ALLOW_INTERNAL_ONLY",
+                "timeoutSeconds": 60,
+                "uri": FUNCTION_URL,
+                "environmentVariables": {
+                    "LEASE_SECONDS": "70",
+                    "RETENTION_SECONDS": "86400",
+                    "RUNS_COLLECTION": "scheduler_runs",
+                },
+            },
+        }
+    )
+
+
+def ttl_field() -> dict[str, Any]:
+    return copy.deepcopy(
+        {
+            "collection": "scheduler_runs",
+            "field": "expire_at",
+            "database": "scheduler-dedup",
+            "ttlConfig": {},
+            "indexConfig": {},
+        }
+    )
+
+
+def bucket() -> dict[str, Any]:
+    return {"location": "us-central1", "uniformBucketLevelAccess": True, "publicAccessPrevention": "enforced"}
+
+
+def datastore_grant() -> dict[str, Any]:
+    return copy.deepcopy(
+        {
+            "project": "my-project",
+            "role": "roles/datastore.user",
+            "member": f"serviceAccount:{RUNTIME_SA}",
+            "condition": {
+                "title": "only-scheduler-dedup",
+                "expression": 'resource.name.startsWith("projects/my-project/databases/scheduler-dedup")',
+            },
+        }
+    )
+
+
+def run_invoker_grant() -> dict[str, Any]:
+    return {
+        "name": "projects/my-project/locations/us-central1/services/eos-handler",
+        "location": "us-central1",
+        "role": "roles/run.invoker",
+        "member": f"serviceAccount:{INVOKER_SA}",
+    }

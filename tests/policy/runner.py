@@ -1,0 +1,108 @@
+"""Run a policy's validate callback the way the Pulumi engine would, without the CLI.
+
+Properties go through the same path as in `pulumi_policy`'s analyzer: the SDK's wire
+encoding, a protobuf Struct (numbers become floats), `MessageToDict`, `deserialize_properties`, then the
+unknown-checking proxy that raises on preview-time unknowns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from inspect import isawaitable
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2  # type: ignore[import-untyped]
+from pulumi_policy import (
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.deserialize import deserialize_properties, serialize_properties
+from pulumi_policy.proxy import (
+    UNKNOWN_BOOLEAN_VALUE,
+    UNKNOWN_NUMBER_VALUE,
+    UNKNOWN_STRING_VALUE,
+    unknown_checking_proxy,
+)
+
+# What the engine sends for values it cannot know during preview.
+UNKNOWN_STRING = UNKNOWN_STRING_VALUE
+UNKNOWN_NUMBER = UNKNOWN_NUMBER_VALUE
+UNKNOWN_BOOL = UNKNOWN_BOOLEAN_VALUE
+
+STACK_URN_PREFIX = "urn:pulumi:dev::exactly-once-scheduler::"
+
+
+def engine_props(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`raw` as a policy receives it from the engine (assets and archives included)."""
+    struct = struct_pb2.Struct()
+    struct.update(dict(serialize_properties(raw)))
+    return unknown_checking_proxy(deserialize_properties(json_format.MessageToDict(struct)))
+
+
+def urn(resource_type: str, name: str) -> str:
+    return f"{STACK_URN_PREFIX}{resource_type}::{name}"
+
+
+def _options() -> PolicyResourceOptions:
+    return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], None)
+
+
+@dataclass
+class Reported:
+    """Violations a policy reported: messages, and the URN each was attached to."""
+
+    violations: list[tuple[str, str | None]] = field(default_factory=list)
+
+    def __call__(self, message: str, urn: str | None = None) -> None:
+        assert isinstance(message, str) and message
+        self.violations.append((message, urn))
+
+    @property
+    def messages(self) -> list[str]:
+        return [message for message, _ in self.violations]
+
+
+def run_resource_policy(
+    policy: ResourceValidationPolicy, resource_type: str, props: Mapping[str, Any], name: str = "res"
+) -> list[str]:
+    """Messages `policy` reports for one resource."""
+    args = ResourceValidationArgs(
+        resource_type, engine_props(props), urn(resource_type, name), name, _options(), None
+    )
+    reported = Reported()
+    result = policy.validate(args, reported)
+    assert not isawaitable(result)
+    return reported.messages
+
+
+def stack_resource(
+    resource_type: str,
+    name: str,
+    props: Mapping[str, Any],
+    dependencies: Sequence[PolicyResource] = (),
+) -> PolicyResource:
+    return PolicyResource(
+        resource_type,
+        engine_props(props),
+        urn(resource_type, name),
+        name,
+        _options(),
+        None,
+        None,
+        list(dependencies),
+        {},
+    )
+
+
+def run_stack_policy(policy: StackValidationPolicy, resources: Sequence[PolicyResource]) -> Reported:
+    """Violations `policy` reports for a whole stack."""
+    reported = Reported()
+    result = policy.validate(StackValidationArgs(list(resources)), reported)
+    assert not isawaitable(result)
+    return reported

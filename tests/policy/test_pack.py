@@ -1,0 +1,127 @@
+"""The pack as a whole: the dev stack passes it (applied and in preview), and Pulumi can start it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
+
+from policy.policies import PACK_NAME, POLICIES
+from tests.policy.runner import UNKNOWN_STRING, run_resource_policy, run_stack_policy, stack_resource
+
+harness = pytest.importorskip("tests.support.pulumi_harness")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Values a fresh stack's preview cannot know: they come from resources not yet created.
+_COMPUTED_KEYS = frozenset({"url", "uri", "audience", "serviceAccountEmail", "member", "email", "bucket"})
+
+
+def _as_in_preview(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: UNKNOWN_STRING if k in _COMPUTED_KEYS else _as_in_preview(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_in_preview(v) for v in value]
+    return value
+
+
+@pytest.fixture(scope="module")
+def dev_resources() -> list[Any]:
+    resources: list[Any] = harness.dev_stack_resources()
+    return resources
+
+
+def _violations(resources: list[Any], preview: bool) -> list[str]:
+    """Every violation of every policy: resource policies see inputs, stack policies outputs."""
+    found: list[str] = []
+    stack = []
+    for r in resources:
+        inputs = _as_in_preview(r.inputs) if preview else r.inputs
+        outputs = _as_in_preview(r.outputs) if preview else r.outputs
+        stack.append(stack_resource(r.type, r.name, outputs))
+        for policy in POLICIES:
+            if isinstance(policy, ResourceValidationPolicy):
+                found += [
+                    f"{policy.name} {r.name}: {m}"
+                    for m in run_resource_policy(policy, r.type, inputs, r.name)
+                ]
+    for policy in POLICIES:
+        if isinstance(policy, StackValidationPolicy):
+            found += [f"{policy.name}: {m}" for m in run_stack_policy(policy, stack).messages]
+    return found
+
+
+def test_dev_stack_passes_every_policy(dev_resources: list[Any]) -> None:
+    types = {r.type for r in dev_resources}
+    # The policies must actually have had something to look at.
+    assert {
+        "gcp:cloudscheduler/job:Job",
+        "gcp:cloudfunctionsv2/function:Function",
+        "gcp:firestore/field:Field",
+        "gcp:storage/bucket:Bucket",
+        "gcp:projects/iAMMember:IAMMember",
+    } <= types
+    assert _violations(dev_resources, preview=False) == []
+
+
+def test_dev_stack_preview_with_unknown_outputs_passes(dev_resources: list[Any]) -> None:
+    assert _violations(dev_resources, preview=True) == []
+
+
+def test_a_broken_dev_stack_is_caught(dev_resources: list[Any]) -> None:
+    """Guards the two tests above against passing because nothing was checked."""
+    broken = []
+    for r in dev_resources:
+        if r.type == "gcp:cloudfunctionsv2/function:Function":
+            service = dict(r.outputs["serviceConfig"]) | {"timeoutSeconds": 300.0}
+            r = harness.MockedResource(
+                r.type, r.name, r.urn, r.inputs, dict(r.outputs) | {"serviceConfig": service}
+            )
+        broken.append(r)
+    found = _violations(broken, preview=False)
+    assert any(v.startswith("scheduler-timing-invariants") and "[lease-covers-timeout]" in v for v in found)
+
+
+def test_policy_names_are_unique_and_levels_explicit() -> None:
+    names = [p.name for p in POLICIES]
+    assert len(names) == len(set(names))
+    assert all(
+        p.enforcement_level in (EnforcementLevel.MANDATORY, EnforcementLevel.ADVISORY) for p in POLICIES
+    )
+
+
+def test_pulumi_can_start_the_pack_from_its_own_directory(tmp_path: Path) -> None:
+    """Runs __main__.py the way `pulumi.policy` does (runpy.run_path, cwd = policy/, repo root
+    not on sys.path), with PolicyPack replaced so no gRPC server starts."""
+    script = (
+        "import runpy, pulumi_policy\n"
+        "seen = {}\n"
+        "class Pack:\n"
+        "    def __init__(self, name, policies, **_):\n"
+        "        seen.update(name=name, count=len(policies))\n"
+        "pulumi_policy.PolicyPack = Pack\n"
+        "runpy.run_path('.', run_name='__main__')\n"
+        "print(seen['name'], seen['count'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT / "policy",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [PACK_NAME, str(len(POLICIES))]
+
+
+def test_pack_project_file_names_the_python_runtime_and_venv() -> None:
+    text = (REPO_ROOT / "policy" / "PulumiPolicy.yaml").read_text()
+    assert "name: python" in text and "virtualenv: venv" in text

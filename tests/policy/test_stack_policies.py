@@ -1,0 +1,251 @@
+"""Stack policies: the runs-collection TTL and the timing invariants across job and function."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pulumi_policy import EnforcementLevel, PolicyResource, StackValidationPolicy
+
+from infra import timing
+from policy.policies import FIRESTORE_FIELD, FUNCTION_V2, POLICIES, SCHEDULER_JOB
+from tests.policy import fixtures
+from tests.policy.runner import UNKNOWN_NUMBER, UNKNOWN_STRING, Reported, run_stack_policy, stack_resource
+
+
+def policy(name: str) -> StackValidationPolicy:
+    found = next(p for p in POLICIES if p.name == name)
+    assert isinstance(found, StackValidationPolicy)
+    return found
+
+
+def stack(
+    job: dict[str, Any] | None = None,
+    function: dict[str, Any] | None = None,
+    field: dict[str, Any] | None = None,
+) -> list[PolicyResource]:
+    fn = stack_resource(FUNCTION_V2, "eos-function", function or fixtures.function())
+    resources = [
+        fn,
+        stack_resource(SCHEDULER_JOB, "eos-job-demo", job or fixtures.job(), dependencies=[fn]),
+    ]
+    if field is not None:
+        resources.append(stack_resource(FIRESTORE_FIELD, "eos-runs-ttl", field))
+    return resources
+
+
+def invariants(resources: list[PolicyResource]) -> Reported:
+    return run_stack_policy(policy("scheduler-timing-invariants"), resources)
+
+
+def advisories(resources: list[PolicyResource]) -> Reported:
+    return run_stack_policy(policy("scheduler-timing-advisories"), resources)
+
+
+def ttl(resources: list[PolicyResource]) -> Reported:
+    return run_stack_policy(policy("runs-collection-ttl"), resources)
+
+
+def test_levels_are_split_between_the_two_timing_policies() -> None:
+    assert policy("scheduler-timing-invariants").enforcement_level == EnforcementLevel.MANDATORY
+    assert policy("scheduler-timing-advisories").enforcement_level == EnforcementLevel.ADVISORY
+    assert policy("runs-collection-ttl").enforcement_level == EnforcementLevel.MANDATORY
+
+
+# --- runs-collection-ttl ---------------------------------------------------------------------
+
+
+def test_ttl_field_with_exempt_index_passes() -> None:
+    assert ttl(stack(field=fixtures.ttl_field())).violations == []
+
+
+def test_missing_ttl_field_is_reported_against_the_stack() -> None:
+    [(message, urn)] = ttl(stack()).violations
+    assert urn is None
+    assert "'scheduler_runs' has no TTL field" in message and "field='expire_at'" in message
+
+
+def test_ttl_field_on_another_collection_does_not_count() -> None:
+    field = fixtures.ttl_field() | {"collection": "other"}
+    [(message, _)] = ttl(stack(field=field)).violations
+    assert "'scheduler_runs' has no TTL field" in message
+
+
+def test_runs_collection_comes_from_the_function_env() -> None:
+    function = fixtures.function()
+    function["serviceConfig"]["environmentVariables"]["RUNS_COLLECTION"] = "runs_b"
+    field = fixtures.ttl_field() | {"collection": "runs_b"}
+    assert ttl(stack(function=function, field=field)).violations == []
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"ttlConfig": None}, "ttlConfig is missing"),
+        ({"indexConfig": None}, "indexConfig is missing"),
+        ({"indexConfig": {"indexes": [{"order": "ASCENDING", "queryScope": "COLLECTION"}]}}, "lists 1 index"),
+    ],
+)
+def test_broken_ttl_field_is_reported_on_the_field(change: dict[str, Any], expected: str) -> None:
+    field = {k: v for k, v in (fixtures.ttl_field() | change).items() if v is not None}
+    resources = stack(field=field)
+    [(message, urn)] = ttl(resources).violations
+    assert expected in message and "expire_at" in message
+    assert urn == resources[-1].urn
+
+
+def test_unknown_ttl_field_values_are_not_reported() -> None:
+    field = fixtures.ttl_field() | {"collection": UNKNOWN_STRING, "ttlConfig": UNKNOWN_STRING}
+    assert ttl(stack(field=field)).violations == []
+
+
+def test_stack_without_jobs_or_functions_needs_no_ttl() -> None:
+    assert ttl([stack_resource("gcp:storage/bucket:Bucket", "b", fixtures.bucket())]).violations == []
+
+
+# --- scheduler-timing-invariants / advisories ------------------------------------------------
+
+
+def test_dev_like_timing_passes_both_levels() -> None:
+    resources = stack(field=fixtures.ttl_field())
+    assert invariants(resources).violations == []
+    assert advisories(resources).violations == []
+
+
+def test_lease_shorter_than_timeout_is_reported_on_the_job() -> None:
+    function = fixtures.function()
+    function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"] = "30"
+    resources = stack(function=function)
+    violations = invariants(resources).violations
+    assert [urn for _, urn in violations] == [resources[1].urn]
+    [message] = [m for m, _ in violations]
+    assert "[lease-covers-timeout]" in message
+    assert "LEASE_SECONDS" in message and "serviceConfig.timeoutSeconds" in message
+    assert "Fix: raise LEASE_SECONDS" in message
+
+
+def test_retries_that_end_inside_the_lease_lose_the_run() -> None:
+    job = fixtures.job()
+    job["retryConfig"]["retryCount"] = 2  # retries at 10 s and 30 s, lease 70 s
+    [message] = invariants(stack(job=job)).messages
+    assert "[retry-outlives-lease]" in message and "the run would be lost" in message
+    assert "Job.retryConfig.retryCount" in message
+
+
+def test_retention_shorter_than_retry_window_is_reported() -> None:
+    function = fixtures.function()
+    function["serviceConfig"]["environmentVariables"]["RETENTION_SECONDS"] = "300"
+    [message] = invariants(stack(function=function)).messages
+    latest = timing.latest_retry_arrival_seconds(
+        timing.RetryConfig(retry_count=5, min_backoff_seconds=10, max_backoff_seconds=300, max_doublings=3),
+        60,
+    )
+    assert "[retention-outlives-retries]" in message and f"({latest:g}s after" in message
+    assert "RETENTION_SECONDS" in message
+
+
+def test_deadline_far_from_timeout_is_advisory_only() -> None:
+    job = fixtures.job()
+    job["attemptDeadline"] = "120s"
+    resources = stack(job=job)
+    [message] = advisories(resources).messages
+    assert "[deadline-matches-timeout]" in message and "Fix: set attemptDeadline" in message
+    assert invariants(resources).violations == []
+
+
+def test_engine_float_numbers_and_fractional_durations_are_read() -> None:
+    job = fixtures.job()
+    job["attemptDeadline"] = "62.5s"  # within the 5 s tolerance of the 60 s timeout
+    job["retryConfig"]["minBackoffDuration"] = "10.0s"
+    resources = stack(job=job)
+    assert invariants(resources).violations == []
+    assert advisories(resources).violations == []
+
+
+def test_defaults_apply_when_retry_config_is_left_out() -> None:
+    job = fixtures.job()
+    del job["retryConfig"]  # Cloud Scheduler default: no retries, so a crash loses the run
+    [message] = invariants(stack(job=job)).messages
+    assert "[retry-outlives-lease]" in message and "0 retries" in message
+
+
+def test_missing_or_bad_lease_and_durations_are_reported() -> None:
+    function = fixtures.function()
+    del function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"]
+    job = fixtures.job()
+    job["retryConfig"]["maxBackoffDuration"] = "5 minutes"
+    messages = invariants(stack(job=job, function=function)).messages
+    assert len(messages) == 2
+    assert any("retryConfig.maxBackoffDuration '5 minutes' is not a duration" in m for m in messages)
+    assert any("LEASE_SECONDS is not set; set it explicitly" in m for m in messages)
+
+
+def test_rules_reported_per_resource_are_not_repeated_by_the_stack() -> None:
+    job = fixtures.job()
+    job["schedule"] = "every 5 minutes"
+    assert invariants(stack(job=job)).violations == []
+
+
+@pytest.mark.parametrize(
+    ("where", "key"),
+    [
+        ("job", "attemptDeadline"),
+        ("job", "retryConfig"),
+        ("retry", "retryCount"),
+        ("retry", "minBackoffDuration"),
+        ("service", "timeoutSeconds"),
+        ("env", "LEASE_SECONDS"),
+        ("env", "RETENTION_SECONDS"),
+    ],
+)
+def test_unknown_timing_input_skips_the_job(where: str, key: str) -> None:
+    # Broken lease: a known value here would be reported; an unknown input must silence it.
+    job, function = fixtures.job(), fixtures.function()
+    function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"] = "10"
+    unknown = UNKNOWN_NUMBER if key in ("retryCount", "timeoutSeconds") else UNKNOWN_STRING
+    target = {
+        "job": job,
+        "retry": job["retryConfig"],
+        "service": function["serviceConfig"],
+        "env": function["serviceConfig"]["environmentVariables"],
+    }[where]
+    target[key] = unknown
+    resources = stack(job=job, function=function)
+    assert invariants(resources).violations == []
+    assert advisories(resources).violations == []
+
+
+def test_unknown_uri_still_pairs_a_lone_function() -> None:
+    job = fixtures.job()
+    job["httpTarget"]["uri"] = UNKNOWN_STRING
+    function = fixtures.function()
+    function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"] = "30"
+    [message] = invariants(stack(job=job, function=function)).messages
+    assert "[lease-covers-timeout]" in message
+
+
+def test_job_is_paired_with_the_function_its_uri_names() -> None:
+    slow = fixtures.function()
+    slow["url"] = slow["serviceConfig"]["uri"] = "https://slow-xyz-uc.a.run.app"
+    slow["serviceConfig"]["timeoutSeconds"] = 600  # would break the 70 s lease
+    resources = [
+        stack_resource(FUNCTION_V2, "slow", slow),
+        stack_resource(FUNCTION_V2, "eos-function", fixtures.function()),
+        stack_resource(SCHEDULER_JOB, "eos-job-demo", fixtures.job()),
+    ]
+    assert invariants(resources).violations == []
+    assert advisories(resources).violations == []
+
+
+def test_job_that_cannot_be_paired_is_an_advisory() -> None:
+    job = fixtures.job()
+    job["httpTarget"]["uri"] = "https://elsewhere.example.com/run"
+    functions = []
+    for name in ("a", "b"):
+        function = fixtures.function()
+        function["url"] = function["serviceConfig"]["uri"] = f"https://{name}-xyz-uc.a.run.app"
+        functions.append(stack_resource(FUNCTION_V2, name, function))
+    resources = [*functions, stack_resource(SCHEDULER_JOB, "eos-job-demo", job)]
+    assert invariants(resources).violations == []
+    [message] = advisories(resources).messages
+    assert "cannot tell which of 2 functions" in message and "httpTarget.uri" in message
