@@ -16,6 +16,7 @@ import functions_framework
 from config import FunctionConfig
 from google.cloud import firestore
 from handler import ScheduledRunHandler
+from idempotency import IdempotencyTokens, TokenCheckEndpoint, TokenStoreConfig
 from job_api import JobRouter
 from ledger import FirestoreRunStore, RunLedger, new_attempt_id
 
@@ -48,4 +49,32 @@ def handle_scheduled_job(request: flask.Request) -> flask.Response:
     response = flask.jsonify(reply.body)
     response.status_code = reply.status
     response.headers.update(reply.headers)
+    return response
+
+
+# --- the downstream token check: a second entry point, deployed as its own function ----
+
+TOKEN_CONFIG = TokenStoreConfig.from_env(os.environ)
+_token_endpoint: TokenCheckEndpoint | None = None
+_token_endpoint_lock = threading.Lock()
+
+
+def _token_check_endpoint() -> TokenCheckEndpoint:
+    global _token_endpoint
+    if _token_endpoint is None:
+        with _token_endpoint_lock:
+            if _token_endpoint is None:
+                db = firestore.Client(project=CONFIG.project, database=CONFIG.database)
+                store = FirestoreRunStore(db, TOKEN_CONFIG.collection)
+                tokens = IdempotencyTokens(store, retention=timedelta(seconds=TOKEN_CONFIG.retention_seconds))
+                _token_endpoint = TokenCheckEndpoint(tokens)
+    return _token_endpoint
+
+
+@functions_framework.http
+def check_idempotency_token(request: flask.Request) -> flask.Response:
+    """Lets a workflow or service called twice for one token perform its step once."""
+    status, body = _token_check_endpoint().handle(request.method, request.get_data())
+    response = flask.jsonify(body)
+    response.status_code = status
     return response

@@ -29,11 +29,22 @@ class FunctionServerError(RuntimeError):
 
 
 class FunctionServer:
-    """One Functions Framework process serving `handle_scheduled_job`."""
+    """One Functions Framework process serving an entry point of a source file
+    (by default `handle_scheduled_job` of function/main.py)."""
 
-    def __init__(self, env: Mapping[str, str], log_path: Path, port: int | None = None) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        log_path: Path,
+        port: int | None = None,
+        *,
+        source: Path = FUNCTION_DIR / "main.py",
+        target: str = TARGET,
+    ) -> None:
         self.port = port or free_loopback_port()
         self.url = f"http://127.0.0.1:{self.port}/"
+        self.source = source
+        self.target = target
         self._env = {**os.environ, **env}
         self._log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
@@ -41,26 +52,29 @@ class FunctionServer:
     def start(self) -> None:
         """Start and wait until it answers. The function answers a bare GET with 400, which
         proves the module imported (config and handlers are checked at import)."""
-        framework = Path(sys.executable).with_name("functions-framework")
-        command = [str(framework), f"--source={FUNCTION_DIR / 'main.py'}", f"--target={TARGET}"]
-        command += ["--host=127.0.0.1", f"--port={self.port}"]
-        log = self._log_path.open("ab")
-        self._process = subprocess.Popen(
-            command,
-            cwd=FUNCTION_DIR,
-            env=self._env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
+        self.spawn()
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while not self._answers():
-            if self._process.poll() is not None or time.monotonic() > deadline:
+            if not self.running or time.monotonic() > deadline:
                 self.stop()
                 tail = self._log_path.read_text(errors="replace")[-3000:]
                 raise FunctionServerError(f"function server on port {self.port} did not start:\n{tail}")
             time.sleep(0.1)
+
+    def spawn(self) -> None:
+        """Start the process without waiting for it: for callers that time the start-up."""
+        framework = Path(sys.executable).with_name("functions-framework")
+        command = [str(framework), f"--source={self.source}", f"--target={self.target}"]
+        command += ["--host=127.0.0.1", f"--port={self.port}"]
+        with self._log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                command,
+                cwd=self.source.parent,
+                env=self._env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def crash(self) -> None:
         """Kill the server like a lost instance: no response, no finish, leases left behind."""

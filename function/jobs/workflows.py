@@ -1,0 +1,179 @@
+"""Proxy job: start one Workflows execution per scheduled run, carrying the run's token.
+
+Cloud Scheduler calling workflowexecutions.googleapis.com directly starts a new execution on
+every retry. Routed through the deduplicating function instead, the execution is started
+after the claim, and its `argument` carries run_id as the idempotency key plus the claim's
+fence, so the workflow can check them (check_idempotency_token) before it changes state: a
+lost response can still make the function start a second execution for the same run.
+
+Body (set by the stack, authenticated by OIDC):
+    {"workflow": "projects/P/locations/L/workflows/W", "argument": {...}}   argument optional
+The execution argument (a JSON object the workflow receives as its params):
+    {"idempotency_key": run_id, "fence": <int>, "job_name": ..., "schedule_time": RFC 3339,
+     "attempt_id": ..., "payload": <body.argument or {}>}
+
+Environment: WORKFLOWS_API_ENDPOINT (optional) overrides the endpoint. `host[:port]` or
+`https://host[:port]` uses TLS and Application Default Credentials (regional or private
+endpoints). `http://<loopback>:port` uses a plaintext channel with no credentials: for tests
+only, refused for any other host, and announced on stderr at start-up.
+
+The executions_v1 client of google-cloud-workflows 1.23 ships gRPC transports only (no
+REST), so the fake used by the tests is a loopback gRPC server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any
+from urllib.parse import urlsplit
+
+import grpc
+from config import ConfigError
+from google.cloud.workflows.executions_v1 import Execution, ExecutionsClient
+from google.cloud.workflows.executions_v1.services.executions.transports import ExecutionsGrpcTransport
+from job_api import RunContext, TerminalJobError
+
+from jobs.errors import downstream_call
+from jobs.loopback import is_loopback_host
+
+ENDPOINT_ENV = "WORKFLOWS_API_ENDPOINT"
+# One call, no client-side retry: a retry is a new delivery with a new fence, visible in logs.
+CALL_TIMEOUT_SECONDS = 30.0
+# The API rejects larger arguments; fail before the call, terminally.
+MAX_ARGUMENT_BYTES = 32 * 1024
+_WORKFLOW_NAME = re.compile(r"^projects/[^/]+/locations/[^/]+/workflows/[^/]+$")
+_BODY_KEYS = frozenset({"workflow", "argument"})
+
+
+@dataclass(frozen=True)
+class WorkflowsEndpoint:
+    host: str | None  # None: the library's default endpoint
+    plaintext: bool
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> WorkflowsEndpoint:
+        raw = env.get(ENDPOINT_ENV, "").strip()
+        if not raw:
+            return cls(None, plaintext=False)
+        parts = urlsplit(raw if "://" in raw else f"https://{raw}")
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
+            raise ConfigError(
+                ENDPOINT_ENV, f"{raw!r} is not host[:port], https://host[:port] or http://loopback:port"
+            )
+        if parts.scheme == "http" and not is_loopback_host(parts.hostname):
+            raise ConfigError(
+                ENDPOINT_ENV, f"{raw!r}: plaintext without credentials is allowed only on loopback"
+            )
+        return cls(parts.netloc, plaintext=parts.scheme == "http")
+
+
+@dataclass(frozen=True)
+class WorkflowRequest:
+    workflow: str
+    argument: dict[str, Any]
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> WorkflowRequest:
+        """Validate up front: the body is the same on every retry, so a bad one is terminal."""
+        unknown = sorted(set(body) - _BODY_KEYS)
+        if unknown:
+            raise TerminalJobError(f"unknown body fields {unknown}; expected {sorted(_BODY_KEYS)}")
+        workflow = body.get("workflow")
+        if not isinstance(workflow, str) or not _WORKFLOW_NAME.match(workflow):
+            raise TerminalJobError(
+                "body field workflow must be projects/<project>/locations/<location>/workflows/<name>"
+            )
+        argument = body.get("argument", {})
+        if not isinstance(argument, dict):
+            raise TerminalJobError("body field argument must be a JSON object")
+        return cls(workflow, argument)
+
+
+ENDPOINT = WorkflowsEndpoint.from_env(os.environ)
+if ENDPOINT.plaintext:
+    # Loud on purpose: this mode must never go unnoticed outside tests.
+    print(
+        json.dumps(
+            {
+                "severity": "WARNING",
+                "message": f"{ENDPOINT_ENV}={ENDPOINT.host}: plaintext loopback endpoint, no credentials",
+            }
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
+
+_client: ExecutionsClient | None = None
+_client_lock = threading.Lock()
+
+
+def _executions_client() -> ExecutionsClient:
+    """Created on first use, then shared by every request of the instance: import needs no
+    credentials, and the gRPC channel is reused."""
+    global _client
+    if _client is None:
+        with _client_lock:
+            if _client is None:
+                _client = _new_client(ENDPOINT)
+    return _client
+
+
+def _new_client(endpoint: WorkflowsEndpoint) -> ExecutionsClient:
+    if endpoint.plaintext:
+        assert endpoint.host is not None
+        # A channel instance makes the transport skip credentials altogether.
+        channel = grpc.insecure_channel(endpoint.host)
+        return ExecutionsClient(transport=ExecutionsGrpcTransport(host=endpoint.host, channel=channel))
+    options = {"api_endpoint": endpoint.host} if endpoint.host else None
+    return ExecutionsClient(client_options=options)  # Application Default Credentials
+
+
+def execution_argument(context: RunContext, payload: Mapping[str, Any]) -> str:
+    """The idempotency token and its fence, as the workflow's params."""
+    schedule_time = context.schedule_time.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return json.dumps(
+        {
+            "idempotency_key": context.run_id,
+            "fence": context.fence,
+            "job_name": context.job_name,
+            "schedule_time": schedule_time,
+            "attempt_id": context.attempt_id,
+            "payload": dict(payload),
+        },
+        separators=(",", ":"),
+    )
+
+
+def start_workflow_execution(context: RunContext) -> None:
+    request = WorkflowRequest.from_body(context.json_body())
+    argument = execution_argument(context, request.argument)
+    if len(argument.encode()) > MAX_ARGUMENT_BYTES:
+        raise TerminalJobError(f"execution argument exceeds {MAX_ARGUMENT_BYTES} bytes")
+    with downstream_call(f"starting an execution of {request.workflow}"):
+        execution = _executions_client().create_execution(
+            parent=request.workflow,
+            execution=Execution(argument=argument),
+            retry=None,
+            timeout=CALL_TIMEOUT_SECONDS,
+        )
+    _log_started(context, request.workflow, execution)
+
+
+def _log_started(context: RunContext, workflow: str, execution: Execution) -> None:
+    line = {
+        "severity": "INFO",
+        "message": "started a workflow execution",
+        "workflow": workflow,
+        "execution": execution.name,
+        "run_id": context.run_id,
+        "attempt_id": context.attempt_id,
+        "fence": context.fence,
+    }
+    print(json.dumps(line), flush=True)

@@ -1,0 +1,161 @@
+"""Downstream token checks on the Firestore emulator, in-process and over HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import requests
+from config import ConfigError
+from idempotency import (
+    IdempotencyTokens,
+    NotTokenHolder,
+    TokenStatus,
+    TokenStoreConfig,
+    Verdict,
+    token_document_id,
+)
+from ledger import FirestoreRunStore
+
+from localrun.function_server import FunctionServer
+from tests.support.proxy_runs import RUN_ID, concurrent
+
+COLLECTION = "idempotency_tokens"
+
+
+def tokens_on(db, **kwargs) -> IdempotencyTokens:
+    return IdempotencyTokens(FirestoreRunStore(db, COLLECTION), retention=timedelta(days=1), **kwargs)
+
+
+def test_exactly_one_of_many_concurrent_callers_proceeds(db):
+    tokens = tokens_on(db)
+    checks = concurrent(24, lambda _: tokens.begin(RUN_ID, fence=7))
+    verdicts = Counter(check.verdict for check in checks)
+    assert verdicts == {Verdict.FIRST: 1, Verdict.DUPLICATE: 23}
+    assert sum(check.holder is not None for check in checks) == 1
+
+
+def test_concurrent_callers_with_different_fences_still_let_one_proceed(db):
+    tokens = tokens_on(db)
+    checks = concurrent(16, lambda i: tokens.begin("order-17", fence=100 + i))
+    assert sum(check.first for check in checks) == 1
+    winner = next(check for check in checks if check.first)
+    for index, check in enumerate(checks):
+        if not check.first:
+            expected = Verdict.STALE_FENCE if 100 + index < winner.recorded_fence else Verdict.DUPLICATE
+            assert check.verdict == expected
+            assert check.recorded_fence == winner.recorded_fence
+
+
+def test_a_stale_fence_is_refused_and_a_newer_one_is_a_duplicate(db):
+    tokens = tokens_on(db)
+    assert tokens.begin(RUN_ID, fence=200).verdict == Verdict.FIRST
+    stale = tokens.begin(RUN_ID, fence=100)
+    assert (stale.verdict, stale.first, stale.recorded_fence) == (Verdict.STALE_FENCE, False, 200)
+    assert tokens.begin(RUN_ID, fence=300).verdict == Verdict.DUPLICATE
+    assert tokens.begin(RUN_ID).verdict == Verdict.DUPLICATE  # no fence: no fence check
+
+
+def test_completion_is_visible_to_duplicates_and_only_the_holder_may_finish(db):
+    tokens = tokens_on(db)
+    first = tokens.begin("payment-9", fence=1)
+    assert first.holder is not None
+    with pytest.raises(NotTokenHolder):
+        tokens.complete("payment-9", "someone-else", {"charged": True})
+    tokens.complete("payment-9", first.holder, {"charged": True})
+    tokens.complete("payment-9", first.holder, {"charged": True})  # a retried request: harmless
+    duplicate = tokens.begin("payment-9", fence=2)
+    assert (duplicate.status, duplicate.result) == (TokenStatus.COMPLETED, {"charged": True})
+    with pytest.raises(NotTokenHolder):
+        tokens.release("payment-9", first.holder)  # completed: the step happened
+
+
+def test_release_after_a_failed_step_lets_the_retry_proceed(db):
+    tokens = tokens_on(db)
+    first = tokens.begin(RUN_ID, fence=1)
+    assert first.holder is not None
+    with pytest.raises(NotTokenHolder):
+        tokens.release(RUN_ID, "not-the-holder")
+    tokens.release(RUN_ID, first.holder)
+    assert tokens.begin(RUN_ID, fence=2).first
+
+
+def test_an_expired_record_is_a_new_use_of_the_token(db):
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    tokens = tokens_on(db, clock=lambda: now[0])
+    assert tokens.begin("t").first
+    assert not tokens.begin("t").first
+    now[0] += timedelta(days=2)
+    assert tokens.begin("t").first
+
+
+def test_scopes_separate_steps_and_document_ids_hide_other_tokens(db):
+    tokens = tokens_on(db)
+    assert tokens.begin(RUN_ID, scope="charge").first
+    assert tokens.begin(RUN_ID, scope="email").first
+    assert tokens.begin(RUN_ID).first
+    assert token_document_id(RUN_ID) == RUN_ID
+    assert token_document_id("order-17") == hashlib.sha256(b"\0order-17").hexdigest()
+    stored = {doc.id for doc in db.collection(COLLECTION).stream()}
+    assert RUN_ID in stored and len(stored) == 3
+
+
+def test_config_names_the_variable():
+    assert TokenStoreConfig.from_env({}) == TokenStoreConfig()
+    with pytest.raises(ConfigError, match="IDEMPOTENCY_RETENTION_SECONDS"):
+        TokenStoreConfig.from_env({"IDEMPOTENCY_RETENTION_SECONDS": "-1"})
+    with pytest.raises(ConfigError, match="IDEMPOTENCY_COLLECTION"):
+        TokenStoreConfig.from_env({"IDEMPOTENCY_COLLECTION": "a/b"})
+
+
+# --- the HTTP entry point, served by the Functions Framework ---------------------------
+
+
+@pytest.fixture
+def token_server(emulator_host, project, log_path):
+    env = {"FIRESTORE_EMULATOR_HOST": emulator_host, "GOOGLE_CLOUD_PROJECT": project, "THREADS": "48"}
+    server = FunctionServer(env, log_path, target="check_idempotency_token")
+    server.start()
+    yield server
+    server.stop()
+
+
+def post(server, body) -> requests.Response:
+    return requests.post(server.url, json=body, timeout=30)
+
+
+def test_http_concurrent_checks_answer_first_once(token_server):
+    replies = concurrent(16, lambda _: post(token_server, {"token": RUN_ID, "fence": 5}))
+    assert {reply.status_code for reply in replies} == {200}
+    assert sorted(reply.json()["first"] for reply in replies) == [False] * 15 + [True]
+
+
+def test_http_begin_complete_and_duplicate(token_server):
+    begin = post(token_server, {"token": RUN_ID, "fence": "1790000000000000000", "scope": "charge"}).json()
+    assert (begin["first"], begin["verdict"], begin["recorded_fence"]) == (True, "first", 1790000000000000000)
+    stale = post(token_server, {"token": RUN_ID, "fence": 1, "scope": "charge"})
+    assert (stale.status_code, stale.json()["verdict"], stale.json()["first"]) == (200, "stale_fence", False)
+
+    wrong = post(token_server, {"action": "complete", "token": RUN_ID, "scope": "charge", "holder": "x"})
+    assert (wrong.status_code, wrong.json()["error"]) == (409, "not_holder")
+    done = {"action": "complete", "token": RUN_ID, "scope": "charge", "holder": begin["holder"], "result": 7}
+    assert post(token_server, done).status_code == 200
+    again = post(token_server, {"token": RUN_ID, "scope": "charge"}).json()
+    assert (again["first"], again["status"], again["result"]) == (False, "completed", 7)
+    assert "holder" not in again
+
+
+@pytest.mark.parametrize(
+    "body",
+    [None, [], {"token": ""}, {"token": RUN_ID, "fence": -1}, {"token": RUN_ID, "action": "complete"}],
+    ids=str,
+)
+def test_http_bad_requests_are_400(token_server, body):
+    reply = requests.post(token_server.url, data=b"" if body is None else None, json=body, timeout=30)
+    assert (reply.status_code, reply.json()["error"]) == (400, "bad_request")
+
+
+def test_http_only_post(token_server):
+    assert requests.get(token_server.url, timeout=30).status_code == 405

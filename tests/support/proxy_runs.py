@@ -1,0 +1,59 @@
+"""Deliveries of one scheduled run to a real function server, for the proxy job tests."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import requests
+from scheduler_request import run_key_from_headers
+
+from localrun.function_server import FunctionServer
+
+JOB_NAME = "nightly"
+HEADERS = {
+    "X-CloudScheduler-JobName": JOB_NAME,
+    "X-CloudScheduler-ScheduleTime": "2026-10-16T12:00:00Z",
+    "X-Job-Project": "acme",
+    "X-Job-Location": "europe-west1",
+}
+RUN_ID = run_key_from_headers(HEADERS).run_id
+
+
+def proxy_server(
+    emulator_host: str, project: str, log_path: Path, handler: str, **extra: str
+) -> FunctionServer:
+    """The real function, with `handler` selected for JOB_NAME through JOB_HANDLERS."""
+    env = {
+        "FIRESTORE_EMULATOR_HOST": emulator_host,
+        "GOOGLE_CLOUD_PROJECT": project,
+        "JOB_HANDLER": "jobs.noop:do_nothing",
+        "JOB_HANDLERS": json.dumps({JOB_NAME: handler}),
+        "THREADS": "48",
+        **extra,
+    }
+    return FunctionServer(env, log_path)
+
+
+def deliver(server: FunctionServer, body: dict[str, Any]) -> requests.Response:
+    return requests.post(server.url, headers=HEADERS, data=json.dumps(body).encode(), timeout=60)
+
+
+def concurrent(count: int, call: Callable[[int], Any]) -> list[Any]:
+    """`count` calls released together by a barrier, so they really overlap."""
+    barrier = threading.Barrier(count)
+
+    def one(index: int) -> Any:
+        barrier.wait(timeout=30)
+        return call(index)
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(one, range(count)))
+
+
+def run_record(db: Any) -> Any:
+    return db.collection("scheduler_runs").document(RUN_ID).get()
