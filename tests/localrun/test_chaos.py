@@ -1,0 +1,95 @@
+"""The local Cloud Scheduler against the real function and the Firestore emulator."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any
+
+import pytest
+
+from infra import timing
+from infra.settings import load_stack_settings
+from infra.timing import RetryConfig
+from localrun.demo import SimulationOptions, simulate
+from localrun.faults import Fault, FaultRates, RunFaults
+
+# A hard bound on a whole simulation, not a performance assertion: a hang fails, it never waits forever.
+HARD_TIMEOUT_SECONDS = 180.0
+
+
+def simulate_bounded(**kwargs: Any) -> dict[str, Any]:
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["report"] = simulate(**kwargs)
+        except BaseException as error:  # re-raised in the test thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(HARD_TIMEOUT_SECONDS)
+    if thread.is_alive():
+        pytest.fail(f"the simulation did not finish within {HARD_TIMEOUT_SECONDS}s")
+    if "error" in outcome:
+        raise outcome["error"]
+    report: dict[str, Any] = outcome["report"]
+    return report
+
+
+@pytest.mark.chaos
+def test_every_run_executes_exactly_once_under_every_fault(emulator_host, project, tmp_path):
+    settings = load_stack_settings("dev")
+    job = settings.jobs[0]
+    assert not [v for v in timing.check_job_timing(settings.job_timing(job)) if not v.advisory]
+    options = SimulationOptions(
+        runs=24,
+        seed=11,
+        speedup=20.0,
+        interval_seconds=0.2,
+        rates=FaultRates(duplicate=0.3, lost_ack=0.15, slow=0.2, crash=0.1, fail=0.15),
+    )
+    report = simulate_bounded(
+        settings=settings,
+        job=job,
+        options=options,
+        emulator_host=emulator_host,
+        firestore_project=project,
+        log_dir=tmp_path,
+    )
+
+    assert report["runs"] == 24
+    assert {kind: n for kind, n in report["faults_injected"].items() if n == 0} == {}
+    assert report["instance_crashes"] >= 1 and report["instance_restart_errors"] == []
+    bad = [(r["index"], r["executions"], r["deliveries"]) for r in report["results"] if r["executions"] != 1]
+    assert bad == []
+    assert (report["exactly_once"], report["duplicate"], report["lost"]) == (24, 0, 0)
+    assert report["ok"]
+    # The function really was hit more often than it ran: the faults produced redeliveries.
+    assert report["deliveries"] > report["runs"]
+
+
+def test_a_retry_policy_that_ends_inside_the_lease_loses_a_crashed_run(emulator_host, project, tmp_path):
+    settings = load_stack_settings("dev")
+    # One retry, 10 s after the crash: the crashed attempt's 70 s lease still blocks the run.
+    short = RetryConfig(retry_count=1, min_backoff_seconds=10, max_backoff_seconds=300, max_doublings=3)
+    job = dataclasses.replace(settings.jobs[0], retry=short)
+    rules = {v.rule for v in timing.check_job_timing(settings.job_timing(job))}
+    assert "retry-outlives-lease" in rules
+
+    report = simulate_bounded(
+        settings=settings,
+        job=job,
+        options=SimulationOptions(runs=1, speedup=20.0),
+        emulator_host=emulator_host,
+        firestore_project=project,
+        log_dir=tmp_path,
+        plan=[RunFaults(primary=Fault.CRASH)],
+    )
+
+    (run,) = report["results"]
+    assert report["faults_injected"][Fault.CRASH.value] == 1
+    assert [d["outcome"] for d in run["deliveries"]] == ["dropped", "in_progress"]
+    assert run["retries_exhausted"] and run["executions"] == 0 and run["verdict"] == "lost"
+    assert (report["lost"], report["ok"]) == (1, False)

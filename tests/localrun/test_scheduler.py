@@ -1,0 +1,177 @@
+"""The local Cloud Scheduler without an emulator: fire times, headers, retry waits, fault plans."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+
+import pytest
+from scheduler_request import run_key_from_headers
+
+from infra import timing
+from infra.settings import load_stack_settings
+from infra.timing import RetryConfig
+from localrun.faults import PRIMARY_FAULTS, Fault, FaultRates, fault_counts, plan_faults
+from localrun.scheduler import CompressedClock, DeliveryTimeout, HttpReply, LocalScheduler, fire_times
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_daily_berlin_fire_times_follow_the_spring_dst_change():
+    # 03:00 Berlin is 02:00Z in winter (CET) and 01:00Z from 29 March 2026 (CEST).
+    times = fire_times("0 3 * * *", "Europe/Berlin", utc("2026-03-27T12:00:00Z"), 4)
+    assert times == [
+        utc("2026-03-28T02:00:00Z"),
+        utc("2026-03-29T01:00:00Z"),
+        utc("2026-03-30T01:00:00Z"),
+        utc("2026-03-31T01:00:00Z"),
+    ]
+
+
+def test_daily_berlin_fire_times_follow_the_autumn_dst_change():
+    times = fire_times("0 3 * * *", "Europe/Berlin", utc("2026-10-23T12:00:00Z"), 3)
+    assert times == [utc("2026-10-24T01:00:00Z"), utc("2026-10-25T02:00:00Z"), utc("2026-10-26T02:00:00Z")]
+
+
+def test_a_wall_time_skipped_by_spring_forward_does_not_fire():
+    times = fire_times("30 2 * * *", "Europe/Berlin", utc("2026-03-27T12:00:00Z"), 3)
+    assert times == [utc("2026-03-28T01:30:00Z"), utc("2026-03-30T00:30:00Z"), utc("2026-03-31T00:30:00Z")]
+
+
+def test_a_wall_time_repeated_by_fall_back_fires_once():
+    # 01:30 CEST on 25 October; 02:00 local happens twice (00:00Z and 01:00Z).
+    times = fire_times("0 * * * *", "Europe/Berlin", utc("2026-10-24T23:30:00Z"), 3)
+    assert times == [utc("2026-10-25T00:00:00Z"), utc("2026-10-25T02:00:00Z"), utc("2026-10-25T03:00:00Z")]
+
+
+def test_fire_times_are_utc_and_strictly_after_the_start():
+    start = utc("2026-01-01T00:05:00Z")
+    times = fire_times("*/5 * * * *", "Etc/UTC", start, 3)
+    assert times == [utc("2026-01-01T00:10:00Z"), utc("2026-01-01T00:15:00Z"), utc("2026-01-01T00:20:00Z")]
+    assert all(t.utcoffset() == timedelta(0) for t in times)
+
+
+class FakeTime:
+    """A clock that only moves when the scheduler sleeps, so waits can be compared exactly."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+class RecordingTransport:
+    def __init__(self, *replies: HttpReply | Exception) -> None:
+        self.replies = list(replies)
+        self.requests: list[tuple[str, dict[str, str], bytes, float]] = []
+
+    def post(self, url, headers, body, timeout):
+        self.requests.append((url, dict(headers), body, timeout))
+        reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
+@pytest.fixture
+def settings():
+    return load_stack_settings("dev")
+
+
+def scheduler_for(settings, job, transport, fake, speedup=60.0):
+    clock = CompressedClock(speedup, monotonic=fake.monotonic, sleep=fake.sleep)
+    return LocalScheduler(settings, job, "http://127.0.0.1:1/", clock=clock, transport=transport)
+
+
+def test_deliveries_carry_cloud_scheduler_and_stack_headers(settings):
+    job = settings.jobs[0]
+    transport = RecordingTransport(HttpReply(500, "failed_released"), HttpReply(200, "executed"))
+    scheduler = scheduler_for(settings, job, transport, FakeTime())
+    result = scheduler.run(0, utc("2026-10-16T12:05:00Z"))
+
+    assert result.acknowledged and [d.status for d in result.deliveries] == [500, 200]
+    (first_headers, retry_headers) = [headers for _, headers, _, _ in transport.requests]
+    assert (
+        first_headers
+        == retry_headers
+        == {
+            "X-CloudScheduler-JobName": job.name,
+            "X-CloudScheduler-ScheduleTime": "2026-10-16T12:05:00Z",
+            "X-Job-Project": settings.project,
+            "X-Job-Location": settings.region,
+            "Content-Type": "application/json",
+        }
+    )
+    # The function identifies the run from exactly these headers.
+    key = run_key_from_headers(first_headers)
+    assert (key.project, key.location, key.job_name) == (settings.project, settings.region, job.name)
+    assert key.schedule_time == utc("2026-10-16T12:05:00Z")
+
+
+def test_attempt_deadline_and_body_durations_are_compressed(settings):
+    job = settings.jobs[0]
+    transport = RecordingTransport(HttpReply(200, "executed"))
+    scheduler_for(settings, job, transport, FakeTime(), speedup=20.0).run(0, utc("2026-10-16T12:05:00Z"))
+    (_, _, body, timeout) = transport.requests[0]
+    assert timeout == job.attempt_deadline_seconds / 20
+    assert body == b'{"sleep_seconds":%r}' % (job.body["sleep_seconds"] / 20)
+
+
+@pytest.mark.parametrize(
+    "retry",
+    [
+        RetryConfig(retry_count=5, min_backoff_seconds=10, max_backoff_seconds=300, max_doublings=3),
+        RetryConfig(retry_count=5, min_backoff_seconds=5, max_backoff_seconds=20, max_doublings=1),
+        RetryConfig(retry_count=5, min_backoff_seconds=10, max_retry_duration_seconds=75),
+    ],
+)
+@pytest.mark.parametrize("speedup", [1.0, 60.0])
+def test_retry_waits_are_the_timing_modules_schedule_scaled_by_the_speedup(settings, retry, speedup):
+    job = dataclasses.replace(settings.jobs[0], retry=retry)
+    fake = FakeTime()
+    # Every attempt fails instantly, the case timing.retry_arrivals_... describes.
+    transport = RecordingTransport(HttpReply(500, "failed_released"))
+    result = scheduler_for(settings, job, transport, fake, speedup).run(0, utc("2026-10-16T12:05:00Z"))
+
+    arrivals = timing.retry_arrivals_if_every_attempt_fails_instantly(retry)
+    expected = [
+        (later - earlier) / speedup for earlier, later in zip([0.0, *arrivals], arrivals, strict=False)
+    ]
+    assert fake.sleeps == pytest.approx(expected)
+    assert len(result.deliveries) == 1 + len(arrivals)
+    assert result.retries_exhausted
+
+
+def test_a_timeout_counts_as_a_failed_attempt(settings):
+    job = settings.jobs[0]
+    fake = FakeTime()
+    transport = RecordingTransport(DeliveryTimeout("slow"), HttpReply(200, "duplicate_completed"))
+    result = scheduler_for(settings, job, transport, fake).run(0, utc("2026-10-16T12:05:00Z"))
+    assert [d.outcome for d in result.deliveries] == ["timeout", "duplicate_completed"]
+    assert fake.sleeps == [job.retry.backoff_before_retry(1) / 60]
+
+
+def test_fault_plans_are_reproducible_and_cover_every_kind():
+    rates = FaultRates(duplicate=0.05, lost_ack=0.05, slow=0.05, crash=0.05, fail=0.05)
+    plan = plan_faults(20, rates, seed=3)
+    assert plan == plan_faults(20, rates, seed=3)
+    assert all(count >= 1 for count in fault_counts(plan).values())
+    assert all(sum(kind in PRIMARY_FAULTS for kind in run.kinds) <= 1 for run in plan)
+
+
+def test_a_zero_rate_is_never_injected():
+    plan = plan_faults(50, FaultRates(crash=0.0), seed=1)
+    assert fault_counts(plan)[Fault.CRASH.value] == 0
+
+
+def test_primary_rates_above_one_are_rejected():
+    with pytest.raises(ValueError, match="must not exceed 1"):
+        plan_faults(5, FaultRates(lost_ack=0.5, slow=0.5, crash=0.5, fail=0.0), seed=1)
