@@ -1,0 +1,258 @@
+"""Cases 1-3, in one process against one emulator: ours and the baseline side by side.
+
+Both implementations get their own RPC-counting client on the same emulator and take turns
+(ours first on even repeats, the baseline first on odd ones), so drift in the emulator or the
+machine hits both alike. Every delivery uses a run id never seen before, except the duplicates,
+which is the point of those cases.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TextIO, TypeVar
+
+from handler import ScheduledRunHandler
+from job_api import JobRouter, RunContext
+from ledger import FirestoreRunStore, RunLedger, new_attempt_id
+
+from bench.baseline import BaselineHandler
+from bench.stats import Metric, metric
+from localrun.firestore_rpcs import RpcCounter, counted_emulator_client
+
+COLLECTION = "scheduler_runs"
+NOOP_JOB = "jobs.noop:do_nothing"
+COUNTING_JOB = "bench.inprocess:count_execution"
+STORM_SIZE = 64
+SCHEDULE_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+T = TypeVar("T")
+
+
+class ExecutionCounter:
+    """How often the job body really ran: the quantity 'exactly once' is about."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    def hit(self) -> None:
+        with self._lock:
+            self._count += 1
+
+    def take(self) -> int:
+        with self._lock:
+            count, self._count = self._count, 0
+            return count
+
+
+EXECUTIONS = ExecutionCounter()
+
+
+def count_execution(context: RunContext) -> None:
+    """Our job for the storm: a no-op that counts, resolved by JobRouter like any job."""
+    del context
+    EXECUTIONS.hit()
+
+
+@dataclass(frozen=True)
+class Delivery:
+    status: int | None  # None: the handler raised, which the Functions Framework answers with 500
+    seconds: float
+
+    @property
+    def error(self) -> bool:
+        return self.status is None or self.status >= 500
+
+
+class RunIds:
+    """Fresh scheduled runs: one job name per implementation and bench session, and a new
+    schedule time for every run, so no delivery ever meets a record it did not expect."""
+
+    def __init__(self, label: str) -> None:
+        self._job = f"bench-{label}-{uuid.uuid4().hex[:8]}"
+        self._next = 0
+
+    def headers(self) -> dict[str, str]:
+        self._next += 1
+        schedule_time = SCHEDULE_EPOCH + timedelta(minutes=self._next)
+        return {
+            "X-CloudScheduler-JobName": self._job,
+            "X-CloudScheduler-ScheduleTime": schedule_time.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "X-Job-Project": "bench",
+            "X-Job-Location": "local",
+        }
+
+
+class Implementation:
+    """One contender: a way to deliver a run in process, and the RPC counter on its client."""
+
+    def __init__(self, label: str, deliver: Callable[[dict[str, str]], int], counter: RpcCounter) -> None:
+        self.label = label
+        self._deliver = deliver
+        self.counter = counter
+        self.runs = RunIds(label)
+
+    def deliver(self, headers: dict[str, str]) -> Delivery:
+        started = time.perf_counter()
+        try:
+            status: int | None = self._deliver(headers)
+        except Exception:
+            status = None
+        return Delivery(status, time.perf_counter() - started)
+
+    def rpcs(self, headers: dict[str, str]) -> tuple[Delivery, int]:
+        self.counter.reset()
+        delivery = self.deliver(headers)
+        return delivery, sum(self.counter.snapshot().values())
+
+
+def ours(emulator_host: str, project: str, job: str, log_stream: TextIO) -> Implementation:
+    db, counter = counted_emulator_client(emulator_host, project)
+    ledger = RunLedger(
+        FirestoreRunStore(db, COLLECTION), lease=timedelta(minutes=5), retention=timedelta(days=1)
+    )
+    handler = ScheduledRunHandler(
+        ledger, JobRouter(job, {}), db, new_attempt_id=new_attempt_id, log_stream=log_stream
+    )
+    return Implementation("ours", lambda headers: handler.handle(headers, b"").status, counter)
+
+
+def baseline(emulator_host: str, project: str, job: Callable[[], None] | None = None) -> Implementation:
+    db, counter = counted_emulator_client(emulator_host, project)
+    handler = BaselineHandler(db, COLLECTION) if job is None else BaselineHandler(db, COLLECTION, job)
+    return Implementation("baseline", lambda headers: handler.handle(headers)[1], counter)
+
+
+def turns(repeat: int, first: T, second: T) -> Iterator[T]:
+    """Alternate who goes first, so neither always runs on a warmer (or busier) emulator."""
+    yield from (first, second) if repeat % 2 == 0 else (second, first)
+
+
+def warm_up(impls: tuple[Implementation, Implementation], rounds: int = 5) -> None:
+    """Channel set-up and first-call imports are cold-start costs (case 5), not per-run costs."""
+    for _ in range(rounds):
+        for impl in impls:
+            headers = impl.runs.headers()
+            impl.deliver(headers)
+            impl.deliver(headers)
+
+
+def first_delivery(ours_impl: Implementation, base_impl: Implementation, repeats: int) -> list[Metric]:
+    latency: dict[str, list[float]] = {"ours": [], "baseline": []}
+    rpcs: dict[str, list[float]] = {"ours": [], "baseline": []}
+    for repeat in range(repeats):
+        for impl in turns(repeat, ours_impl, base_impl):
+            delivery, count = impl.rpcs(impl.runs.headers())
+            if delivery.status != 200:
+                raise RuntimeError(f"{impl.label}: first delivery answered {delivery.status}")
+            latency[impl.label].append(delivery.seconds * 1000)
+            rpcs[impl.label].append(count)
+    case = "1. first delivery (in process, no-op job)"
+    return [
+        metric(case, "latency", "ms", "lower", latency["ours"], latency["baseline"]),
+        metric(case, "Firestore RPCs per run", "RPCs", "lower", rpcs["ours"], rpcs["baseline"]),
+    ]
+
+
+def duplicate_of_completed(
+    ours_impl: Implementation, base_impl: Implementation, repeats: int
+) -> list[Metric]:
+    latency: dict[str, list[float]] = {"ours": [], "baseline": []}
+    rpcs: dict[str, list[float]] = {"ours": [], "baseline": []}
+    for repeat in range(repeats):
+        for impl in turns(repeat, ours_impl, base_impl):
+            headers = impl.runs.headers()
+            impl.deliver(headers)
+            delivery, count = impl.rpcs(headers)
+            if delivery.status != 200:
+                raise RuntimeError(f"{impl.label}: duplicate of a completed run answered {delivery.status}")
+            latency[impl.label].append(delivery.seconds * 1000)
+            rpcs[impl.label].append(count)
+    case = "2. duplicate of a completed run"
+    return [
+        metric(case, "latency", "ms", "lower", latency["ours"], latency["baseline"]),
+        metric(case, "Firestore RPCs per delivery", "RPCs", "lower", rpcs["ours"], rpcs["baseline"]),
+    ]
+
+
+@dataclass(frozen=True)
+class StormResult:
+    executions: int
+    errors: int
+    conflicts: int  # 409: the designed "retry later", not an error
+    latencies_ms: list[float]
+
+
+def storm(impl: Implementation, pool: ThreadPoolExecutor, size: int) -> StormResult:
+    """`size` deliveries of one run released at once by a barrier, like a burst of retries."""
+    headers = impl.runs.headers()
+    barrier = threading.Barrier(size)
+
+    def one() -> Delivery:
+        barrier.wait()
+        return impl.deliver(headers)
+
+    EXECUTIONS.take()
+    deliveries = [future.result() for future in [pool.submit(one) for _ in range(size)]]
+    return StormResult(
+        executions=EXECUTIONS.take(),
+        errors=sum(d.error for d in deliveries),
+        conflicts=sum(d.status == 409 for d in deliveries),
+        latencies_ms=[d.seconds * 1000 for d in deliveries],
+    )
+
+
+def duplicate_storm(
+    ours_impl: Implementation, base_impl: Implementation, repeats: int, size: int = STORM_SIZE
+) -> tuple[list[Metric], dict[str, list[StormResult]]]:
+    results: dict[str, list[StormResult]] = {"ours": [], "baseline": []}
+    with ThreadPoolExecutor(max_workers=size, thread_name_prefix="storm") as pool:
+        for repeat in range(repeats):
+            for impl in turns(repeat, ours_impl, base_impl):
+                results[impl.label].append(storm(impl, pool, size))
+    case = f"3. duplicate storm ({size} concurrent deliveries of one run)"
+
+    def values(label: str, pick: Callable[[StormResult], float]) -> list[float]:
+        return [pick(result) for result in results[label]]
+
+    def executions(r: StormResult) -> float:
+        return r.executions
+
+    def error_share(r: StormResult) -> float:
+        return 100 * r.errors / size
+
+    def p95(r: StormResult) -> float:
+        return sorted(r.latencies_ms)[max(0, -(-95 * len(r.latencies_ms) // 100) - 1)]
+
+    metrics = [
+        metric(
+            case,
+            "executions per run",
+            "runs",
+            "lower",
+            values("ours", executions),
+            values("baseline", executions),
+        ),
+        metric(
+            case,
+            "deliveries that error (5xx)",
+            "%",
+            "lower",
+            values("ours", error_share),
+            values("baseline", error_share),
+        ),
+        metric(case, "latency p95 per storm", "ms", "lower", values("ours", p95), values("baseline", p95)),
+    ]
+    return metrics, results
+
+
+def null_log() -> TextIO:
+    """Ours logs one JSON line per request; it pays the formatting, the terminal does not."""
+    return open(os.devnull, "w")

@@ -1,0 +1,166 @@
+"""Cases 4 and 5: both handlers behind the real Functions Framework, over loopback HTTP.
+
+The baseline is served by the same launcher as ours (a FunctionServer pointed at another
+source file), with the same gunicorn options, so the two differ only in what the handler does.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import requests
+
+from bench.inprocess import NOOP_JOB, RunIds, turns
+from bench.stats import Metric, metric
+from localrun.function_server import FUNCTION_DIR, FunctionServer, FunctionServerError
+
+REPO = FUNCTION_DIR.parent
+BASELINE_SOURCE = REPO / "bench" / "baseline_app.py"
+OURS_SOURCE = FUNCTION_DIR / "main.py"
+SERVER_THREADS = "8"
+CLIENT_THREADS = 8
+
+
+class SourceServer(FunctionServer):
+    """A FunctionServer for any source file, which can also time its own cold start."""
+
+    def __init__(self, env: Mapping[str, str], log_path: Path, source: Path, label: str) -> None:
+        super().__init__(env, log_path, source=source)
+        self.label = label
+        self.runs = RunIds(f"http-{label}")
+
+    def cold_start_seconds(self) -> float:
+        """From spawning the process to the response to its first scheduled run: import,
+        framework start-up, Firestore client creation and the run itself, as after a scale-up."""
+        started = time.perf_counter()
+        self.spawn()
+        request = scheduled_request(self.url, self.runs.headers())
+        try:
+            while True:
+                try:
+                    with urllib.request.urlopen(request, timeout=60) as response:
+                        status = response.status
+                    break
+                except urllib.error.HTTPError as error:
+                    status = error.code
+                    break
+                except (urllib.error.URLError, ConnectionError):
+                    if not self.running:
+                        raise FunctionServerError(f"{self.label} server died; see {self._log_path}") from None
+                    time.sleep(0.005)
+            elapsed = time.perf_counter() - started
+        finally:
+            self.stop()
+        if status != 200:
+            raise FunctionServerError(f"{self.label}: first scheduled run answered {status}")
+        return elapsed
+
+
+def scheduled_request(url: str, headers: Mapping[str, str]) -> urllib.request.Request:
+    return urllib.request.Request(url, data=b"", headers=dict(headers), method="POST")
+
+
+def server_env(emulator_host: str, project: str) -> dict[str, str]:
+    return {
+        "GOOGLE_CLOUD_PROJECT": project,
+        "FIRESTORE_EMULATOR_HOST": emulator_host,
+        "JOB_HANDLER": NOOP_JOB,
+        "THREADS": SERVER_THREADS,
+    }
+
+
+def fire(server: SourceServer | FunctionServer, runs: RunIds, count: int) -> tuple[float, int]:
+    """`count` fresh runs from CLIENT_THREADS keep-alive clients; returns (requests/s, non-200s)."""
+    batches = [[runs.headers() for _ in range(count // CLIENT_THREADS)] for _ in range(CLIENT_THREADS)]
+    barrier = threading.Barrier(CLIENT_THREADS + 1)
+
+    def client(batch: list[dict[str, str]]) -> int:
+        failures = 0
+        with requests.Session() as session:
+            barrier.wait()
+            for headers in batch:
+                failures += session.post(server.url, headers=headers, data=b"", timeout=60).status_code != 200
+        return failures
+
+    with ThreadPoolExecutor(max_workers=CLIENT_THREADS) as pool:
+        futures = [pool.submit(client, batch) for batch in batches]
+        barrier.wait()
+        started = time.perf_counter()
+        failures = sum(future.result() for future in futures)
+        elapsed = time.perf_counter() - started
+    return sum(map(len, batches)) / elapsed, failures
+
+
+def http_throughput(
+    emulator_host: str, project: str, log_dir: Path, repeats: int, requests_per_repeat: int
+) -> list[Metric]:
+    env = server_env(emulator_host, project)
+    ours = SourceServer(env, log_dir / "ours-server.log", OURS_SOURCE, "ours")
+    base = SourceServer(env, log_dir / "baseline-server.log", BASELINE_SOURCE, "baseline")
+    rates: dict[str, list[float]] = {"ours": [], "baseline": []}
+    failures: dict[str, int] = {"ours": 0, "baseline": 0}
+    ours.start()
+    try:
+        base.start()
+        try:
+            for server in (ours, base):
+                fire(server, server.runs, CLIENT_THREADS * 4)  # warm: client, channel, threads
+            for repeat in range(repeats):
+                for server in turns(repeat, ours, base):
+                    rate, failed = fire(server, server.runs, requests_per_repeat)
+                    rates[server.label].append(rate)
+                    failures[server.label] += failed
+        finally:
+            base.stop()
+    finally:
+        ours.stop()
+    if failures["ours"] or failures["baseline"]:
+        raise RuntimeError(f"fresh runs over HTTP answered non-200: {failures}")
+    case = (
+        f"4. end to end over HTTP (Functions Framework, {SERVER_THREADS} threads, {CLIENT_THREADS} clients)"
+    )
+    return [metric(case, "fresh runs per second", "req/s", "higher", rates["ours"], rates["baseline"])]
+
+
+def import_seconds(source: Path, env: Mapping[str, str]) -> float:
+    """Import alone, in a fresh interpreter: what every new instance pays before serving."""
+    module = source.stem
+    code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
+    completed = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=source.parent,
+        env={**env, "PYTHONPATH": f"{source.parent}"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(completed.stdout.strip().splitlines()[-1])
+
+
+def cold_start(emulator_host: str, project: str, log_dir: Path, repeats: int) -> list[Metric]:
+    env = server_env(emulator_host, project)
+    full_env = {**os.environ, **env}
+    servers = {
+        "ours": SourceServer(env, log_dir / "ours-cold.log", OURS_SOURCE, "ours"),
+        "baseline": SourceServer(env, log_dir / "baseline-cold.log", BASELINE_SOURCE, "baseline"),
+    }
+    first: dict[str, list[float]] = {"ours": [], "baseline": []}
+    imports: dict[str, list[float]] = {"ours": [], "baseline": []}
+    for repeat in range(repeats):
+        for server in turns(repeat, servers["ours"], servers["baseline"]):
+            first[server.label].append(server.cold_start_seconds() * 1000)
+            imports[server.label].append(import_seconds(server.source, full_env) * 1000)
+    case = "5. cold start (fresh process)"
+    return [
+        metric(case, "spawn to first run's response", "ms", "lower", first["ours"], first["baseline"]),
+        metric(case, "import of the entry module", "ms", "lower", imports["ours"], imports["baseline"]),
+    ]

@@ -1,0 +1,70 @@
+"""Summaries over repeats: the report always shows the spread, never one lucky run."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+Better = Literal["lower", "higher"]
+
+
+def percentile(values: Sequence[float], share: float) -> float:
+    """Nearest-rank percentile: an observed value, so a p95 of 20 samples is a real delivery."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(share * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass(frozen=True)
+class Summary:
+    n: int
+    min: float
+    median: float
+    p95: float
+    max: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Summary:
+        if not values:
+            raise ValueError("no samples to summarise")
+        return cls(len(values), min(values), statistics.median(values), percentile(values, 0.95), max(values))
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One row of the report: ours and the baseline, measured the same way in the same run."""
+
+    case: str
+    name: str
+    unit: str
+    better: Better
+    ours: Summary
+    baseline: Summary
+
+    @property
+    def ratio(self) -> float | None:
+        """How many times better ours is, on the medians (>1: ours wins); None when undefined."""
+        ours, base = self.ours.median, self.baseline.median
+        if self.better == "lower":
+            return base / ours if ours > 0 else None
+        return ours / base if base > 0 else None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "case": self.case,
+            "metric": self.name,
+            "unit": self.unit,
+            "better": self.better,
+            "ours": asdict(self.ours),
+            "baseline": asdict(self.baseline),
+            "ratio": self.ratio,
+        }
+
+
+def metric(
+    case: str, name: str, unit: str, better: Better, ours: Sequence[float], baseline: Sequence[float]
+) -> Metric:
+    return Metric(case, name, unit, better, Summary.of(ours), Summary.of(baseline))
