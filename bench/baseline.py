@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from google.cloud import firestore
+from ledger import in_progress_record
 from scheduler_request import BadSchedulerRequest, RunKey, run_key_from_headers
 
 # Longer than the work takes, and at least the job's attempt deadline.
@@ -45,24 +46,8 @@ def claim_run(
             return "completed"
         if run["lease_expires"] > now:
             return "in_progress"
-    transaction.set(
-        run_ref,
-        {
-            "status": "in_progress",
-            "attempt_id": attempt_id,
-            "lease_expires": now + LEASE,
-            "expire_at": now + RETENTION,
-            # The same operator fields as our record, so both write the same bytes.
-            "job_name": key.job_name,
-            "schedule_time": key.schedule_time,
-            "project": key.project,
-            "location": key.location,
-            "claimed_at": now,
-            "completed_at": None,
-            "result": None,
-            "error": None,
-        },
-    )
+    # Our record, field for field, so both implementations write the same bytes.
+    transaction.set(run_ref, in_progress_record(key, attempt_id, now, lease=LEASE, retention=RETENTION))
     return "claimed"
 
 

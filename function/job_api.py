@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -41,9 +41,10 @@ class RunContext:
     # The instance's client, for jobs that keep their own records in the same database.
     firestore: firestore.Client
 
-    def json_body(self) -> dict[str, Any]:
-        """The body as a JSON object ({} when empty); a malformed body is terminal, since
-        Cloud Scheduler would send the same bytes on every retry."""
+    def json_body(self, allowed_fields: Collection[str] | None = None) -> dict[str, Any]:
+        """The body as a JSON object ({} when empty). A malformed body, or one with fields
+        outside `allowed_fields`, is terminal: Cloud Scheduler sends the same bytes on every
+        retry, and a typo in a field name must not be silently ignored."""
         if not self.body.strip():
             return {}
         try:
@@ -52,6 +53,8 @@ class RunContext:
             raise TerminalJobError(f"request body is not JSON: {error}") from None
         if not isinstance(parsed, dict):
             raise TerminalJobError("request body must be a JSON object")
+        if allowed_fields is not None and (unknown := sorted(set(parsed) - set(allowed_fields))):
+            raise TerminalJobError(f"unknown body fields {unknown}; expected {sorted(allowed_fields)}")
         return parsed
 
 

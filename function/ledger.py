@@ -159,6 +159,27 @@ class LeaseLost(Exception):
         self.claim = claim
 
 
+def in_progress_record(
+    key: RunKey, attempt_id: str, now: datetime, *, lease: timedelta, retention: timedelta
+) -> dict[str, Any]:
+    """A claimed run's record. Every field is always present (None until it applies), so a
+    takeover's update replaces a completed record's leftovers too."""
+    return {
+        "status": RunStatus.IN_PROGRESS.value,
+        "attempt_id": attempt_id,
+        "lease_expires": now + lease,
+        "expire_at": now + retention,  # the TTL field
+        "job_name": key.job_name,
+        "schedule_time": key.schedule_time,
+        "project": key.project,
+        "location": key.location,
+        "claimed_at": now,
+        "completed_at": None,
+        "result": None,
+        "error": None,
+    }
+
+
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -260,20 +281,7 @@ class RunLedger:
         )
 
     def _new_record(self, key: RunKey, attempt_id: str, now: datetime) -> dict[str, Any]:
-        return {
-            "status": RunStatus.IN_PROGRESS.value,
-            "attempt_id": attempt_id,
-            "lease_expires": now + self._lease,
-            "expire_at": now + self._retention,  # the TTL field
-            "job_name": key.job_name,
-            "schedule_time": key.schedule_time,
-            "project": key.project,
-            "location": key.location,
-            "claimed_at": now,
-            "completed_at": None,
-            "result": None,
-            "error": None,
-        }
+        return in_progress_record(key, attempt_id, now, lease=self._lease, retention=self._retention)
 
     @staticmethod
     def _claim(

@@ -1,4 +1,4 @@
-"""Cloud Run function entry point: `handle_scheduled_job`.
+"""Cloud Run function entry points: `handle_scheduled_job` (and `check_idempotency_token`).
 
 Configuration and job handlers are checked at import, i.e. when the instance starts, so a bad
 value fails the deployment loudly. The Firestore client is created on the first request and
@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Generic, TypeVar
 
 import flask
 import functions_framework
@@ -21,60 +23,66 @@ from job_api import JobRouter
 from ledger import FirestoreRunStore, RunLedger, new_attempt_id
 
 CONFIG = FunctionConfig.from_env(os.environ)
+TOKEN_CONFIG = TokenStoreConfig.from_env(os.environ)
 JOBS = JobRouter(CONFIG.job_handler, CONFIG.job_handlers)
 
-_handler: ScheduledRunHandler | None = None
-_handler_lock = threading.Lock()
+T = TypeVar("T")
 
 
-def _scheduled_run_handler() -> ScheduledRunHandler:
-    global _handler
-    if _handler is None:
-        with _handler_lock:
-            if _handler is None:
-                db = firestore.Client(project=CONFIG.project, database=CONFIG.database)
-                ledger = RunLedger(
-                    FirestoreRunStore(db, CONFIG.runs_collection),
-                    lease=timedelta(seconds=CONFIG.lease_seconds),
-                    retention=timedelta(seconds=CONFIG.retention_seconds),
-                )
-                _handler = ScheduledRunHandler(ledger, JOBS, db, new_attempt_id=new_attempt_id)
-    return _handler
+class _OncePerInstance(Generic[T]):
+    """Builds a value on first use, once, however many requests race for it."""
+
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build = build
+        self._value: T | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> T:
+        if self._value is None:
+            with self._lock:
+                if self._value is None:
+                    self._value = self._build()
+        return self._value
+
+
+_firestore = _OncePerInstance(lambda: firestore.Client(project=CONFIG.project, database=CONFIG.database))
+
+
+def _build_run_handler() -> ScheduledRunHandler:
+    ledger = RunLedger(
+        FirestoreRunStore(_firestore(), CONFIG.runs_collection),
+        lease=timedelta(seconds=CONFIG.lease_seconds),
+        retention=timedelta(seconds=CONFIG.retention_seconds),
+    )
+    return ScheduledRunHandler(ledger, JOBS, _firestore(), new_attempt_id=new_attempt_id)
+
+
+def _build_token_endpoint() -> TokenCheckEndpoint:
+    store = FirestoreRunStore(_firestore(), TOKEN_CONFIG.collection)
+    return TokenCheckEndpoint(
+        IdempotencyTokens(store, retention=timedelta(seconds=TOKEN_CONFIG.retention_seconds))
+    )
+
+
+_run_handler = _OncePerInstance(_build_run_handler)
+_token_endpoint = _OncePerInstance(_build_token_endpoint)
 
 
 @functions_framework.http
 def handle_scheduled_job(request: flask.Request) -> flask.Response:
     """Runs the job once per scheduled run, however often Cloud Scheduler delivers it."""
-    reply = _scheduled_run_handler().handle(dict(request.headers.items()), request.get_data())
+    reply = _run_handler().handle(dict(request.headers.items()), request.get_data())
     response = flask.jsonify(reply.body)
     response.status_code = reply.status
     response.headers.update(reply.headers)
     return response
 
 
-# --- the downstream token check: a second entry point, deployed as its own function ----
-
-TOKEN_CONFIG = TokenStoreConfig.from_env(os.environ)
-_token_endpoint: TokenCheckEndpoint | None = None
-_token_endpoint_lock = threading.Lock()
-
-
-def _token_check_endpoint() -> TokenCheckEndpoint:
-    global _token_endpoint
-    if _token_endpoint is None:
-        with _token_endpoint_lock:
-            if _token_endpoint is None:
-                db = firestore.Client(project=CONFIG.project, database=CONFIG.database)
-                store = FirestoreRunStore(db, TOKEN_CONFIG.collection)
-                tokens = IdempotencyTokens(store, retention=timedelta(seconds=TOKEN_CONFIG.retention_seconds))
-                _token_endpoint = TokenCheckEndpoint(tokens)
-    return _token_endpoint
-
-
 @functions_framework.http
 def check_idempotency_token(request: flask.Request) -> flask.Response:
-    """Lets a workflow or service called twice for one token perform its step once."""
-    status, body = _token_check_endpoint().handle(request.method, request.get_data())
+    """Lets a workflow or service called twice for one token perform its step once.
+    Deployed as its own function from the same source (see README, idempotent proxy)."""
+    status, body = _token_endpoint().handle(request.method, request.get_data())
     response = flask.jsonify(body)
     response.status_code = status
     return response

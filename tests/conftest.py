@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.cloud import firestore
 
 from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator
+from localrun.function_server import FunctionServer
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +46,19 @@ def db(project: str) -> firestore.Client:
 @pytest.fixture
 def log_path(tmp_path: Path) -> Path:
     return tmp_path / "function-server.log"
+
+
+@pytest.fixture
+def function_servers(log_path: Path) -> Iterator[Callable[..., FunctionServer]]:
+    """Start real Functions Framework servers on loopback; all are stopped after the test."""
+    started: list[FunctionServer] = []
+
+    def start(env: Mapping[str, str], **options: Any) -> FunctionServer:
+        server = FunctionServer(env, log_path, **options)
+        server.start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

@@ -16,7 +16,7 @@ from jobs import downstream_http
 from jobs.errors import RetryableJobError, classify, error_for_status
 
 from tests.support.fake_downstream import FakeDownstream
-from tests.support.proxy_runs import JOB_NAME, RUN_ID, deliver, proxy_server, run_record
+from tests.support.proxy_runs import JOB_NAME, RUN_ID, deliver, proxy_env, run_record
 
 HANDLER = "jobs.downstream_http:call_downstream"
 
@@ -29,19 +29,10 @@ def downstream():
 
 
 @pytest.fixture
-def start_server(emulator_host, project, log_path):
-    servers = []
-
-    def start(**extra: str):
-        env = {"DOWNSTREAM_ID_TOKEN_DISABLED": "1", **extra}
-        server = proxy_server(emulator_host, project, log_path, HANDLER, **env)
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+def start_server(function_servers, emulator_host, project):
+    return lambda **extra: function_servers(
+        proxy_env(emulator_host, project, HANDLER, DOWNSTREAM_ID_TOKEN_DISABLED="1", **extra)
+    )
 
 
 def body_for(downstream: FakeDownstream, **extra) -> dict[str, Any]:

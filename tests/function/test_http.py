@@ -38,18 +38,8 @@ def server_env(emulator_host: str, project: str, **extra: str) -> dict[str, str]
 
 
 @pytest.fixture
-def start_server(emulator_host, project, log_path):
-    servers: list[FunctionServer] = []
-
-    def start(**extra: str) -> FunctionServer:
-        server = FunctionServer(server_env(emulator_host, project, **extra), log_path)
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+def start_server(function_servers, emulator_host, project):
+    return lambda **extra: function_servers(server_env(emulator_host, project, **extra))
 
 
 Body = dict[str, object]

@@ -19,7 +19,6 @@ from idempotency import (
 )
 from ledger import FirestoreRunStore
 
-from localrun.function_server import FunctionServer
 from tests.support.proxy_runs import RUN_ID, concurrent
 
 COLLECTION = "idempotency_tokens"
@@ -114,12 +113,9 @@ def test_config_names_the_variable():
 
 
 @pytest.fixture
-def token_server(emulator_host, project, log_path):
+def token_server(function_servers, emulator_host, project):
     env = {"FIRESTORE_EMULATOR_HOST": emulator_host, "GOOGLE_CLOUD_PROJECT": project, "THREADS": "48"}
-    server = FunctionServer(env, log_path, target="check_idempotency_token")
-    server.start()
-    yield server
-    server.stop()
+    return function_servers(env, target="check_idempotency_token")
 
 
 def post(server, body) -> requests.Response:

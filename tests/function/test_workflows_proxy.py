@@ -14,9 +14,9 @@ from idempotency import IdempotencyTokens, Verdict
 from jobs.workflows import WorkflowsEndpoint
 from ledger import FirestoreRunStore
 
-from localrun.function_server import FunctionServerError
+from localrun.function_server import FunctionServer, FunctionServerError
 from tests.support.fake_workflows import FakeWorkflows
-from tests.support.proxy_runs import JOB_NAME, RUN_ID, concurrent, deliver, proxy_server, run_record
+from tests.support.proxy_runs import JOB_NAME, RUN_ID, concurrent, deliver, proxy_env, run_record
 
 HANDLER = "jobs.workflows:start_workflow_execution"
 WORKFLOW = "projects/acme/locations/europe-west1/workflows/nightly-report"
@@ -31,20 +31,10 @@ def fake():
 
 
 @pytest.fixture
-def start_server(emulator_host, project, log_path, fake):
-    servers = []
-
-    def start(**extra: str):
-        server = proxy_server(
-            emulator_host, project, log_path, HANDLER, WORKFLOWS_API_ENDPOINT=fake.endpoint, **extra
-        )
-        server.start()
-        servers.append(server)
-        return server
-
-    yield start
-    for server in servers:
-        server.stop()
+def start_server(function_servers, emulator_host, project, fake):
+    return lambda **extra: function_servers(
+        proxy_env(emulator_host, project, HANDLER, WORKFLOWS_API_ENDPOINT=fake.endpoint, **extra)
+    )
 
 
 def arguments(fake: FakeWorkflows) -> list[dict[str, Any]]:
@@ -156,9 +146,8 @@ def test_lost_response_starts_a_second_execution_that_the_token_check_stops(star
 
 
 def test_plaintext_endpoint_off_loopback_stops_the_instance(emulator_host, project, log_path):
-    server = proxy_server(
-        emulator_host, project, log_path, HANDLER, WORKFLOWS_API_ENDPOINT="http://workflows.example:80"
-    )
+    env = proxy_env(emulator_host, project, HANDLER, WORKFLOWS_API_ENDPOINT="http://workflows.example:80")
+    server = FunctionServer(env, log_path)
     with pytest.raises(FunctionServerError, match="WORKFLOWS_API_ENDPOINT"):
         server.start()
 

@@ -6,7 +6,6 @@ import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import requests
@@ -24,11 +23,9 @@ HEADERS = {
 RUN_ID = run_key_from_headers(HEADERS).run_id
 
 
-def proxy_server(
-    emulator_host: str, project: str, log_path: Path, handler: str, **extra: str
-) -> FunctionServer:
-    """The real function, with `handler` selected for JOB_NAME through JOB_HANDLERS."""
-    env = {
+def proxy_env(emulator_host: str, project: str, handler: str, **extra: str) -> dict[str, str]:
+    """The real function's environment, with `handler` selected for JOB_NAME via JOB_HANDLERS."""
+    return {
         "FIRESTORE_EMULATOR_HOST": emulator_host,
         "GOOGLE_CLOUD_PROJECT": project,
         "JOB_HANDLER": "jobs.noop:do_nothing",
@@ -36,7 +33,6 @@ def proxy_server(
         "THREADS": "48",
         **extra,
     }
-    return FunctionServer(env, log_path)
 
 
 def deliver(server: FunctionServer, body: dict[str, Any]) -> requests.Response:
