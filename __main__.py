@@ -16,5 +16,12 @@ pulumi.export("functionUri", scheduler.function_uri)
 pulumi.export("jobNames", scheduler.job_names)
 pulumi.export("runtimeServiceAccount", scheduler.runtime_service_account_email)
 pulumi.export("invokerServiceAccount", scheduler.invoker_service_account_email)
+pulumi.export("buildServiceAccount", scheduler.build_service_account_email)
 pulumi.export("databaseName", scheduler.database_name)
 pulumi.export("runsCollection", scheduler.runs_collection)
+
+# Only when a job has a sample workflow (workflow: {sample: true}).
+if scheduler.token_check_uri is not None:
+    pulumi.export("tokenCheckUri", scheduler.token_check_uri)
+    pulumi.export("workflowServiceAccount", scheduler.workflow_service_account_email)
+    pulumi.export("sampleWorkflows", scheduler.sample_workflows)

@@ -85,6 +85,18 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "jobs.demo:run_demo_job",
         "Default job logic as module:callable inside function/, for jobs that set no handler.",
     ),
+    ConfigKey(
+        "idempotencyCollection",
+        "string",
+        "idempotency_tokens",
+        "Firestore collection of the token check's records (deployed with a sample workflow).",
+    ),
+    ConfigKey(
+        "idempotencyRetentionSeconds",
+        "integer",
+        604800,
+        "How long a token record is kept (TTL on expire_at); at least retentionSeconds.",
+    ),
 )
 _KEYS_BY_NAME = {key.name: key for key in CONFIG_KEYS}
 JOBS_KEY = "jobs"
@@ -100,7 +112,16 @@ DEFAULT_RETRY = RetryConfig(
 )
 DEFAULT_TIME_ZONE = "Etc/UTC"
 
-_JOB_KEYS = ("name", "schedule", "timeZone", "attemptDeadlineSeconds", "retry", "body", "handler")
+_JOB_KEYS = ("name", "schedule", "timeZone", "attemptDeadlineSeconds", "retry", "body", "handler", "workflow")
+_WORKFLOW_KEYS = ("sample", "name", "argument")
+
+# The Workflows proxy job (function/jobs/workflows.py) and its client-side call timeout
+# (CALL_TIMEOUT_SECONDS there; a test keeps the two equal). A function timeout shorter than
+# the call plus some margin lets Cloud Run cut a slow call off, leaving the run to a retry.
+WORKFLOWS_HANDLER = "jobs.workflows:start_workflow_execution"
+WORKFLOWS_HANDLER_MODULE = WORKFLOWS_HANDLER.split(":")[0]
+WORKFLOWS_CALL_TIMEOUT_SECONDS = 30.0
+WORKFLOWS_TIMEOUT_MARGIN_SECONDS = 5.0
 _RETRY_KEYS = {
     "retryCount": "retry_count",
     "maxRetryDurationSeconds": "max_retry_duration_seconds",
@@ -113,6 +134,8 @@ _INTEGER_RETRY_FIELDS = {"retry_count", "max_doublings"}
 _JOB_NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _HANDLER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 _DATABASE_ID = re.compile(r"^[a-z][a-z0-9-]{2,61}[a-z0-9]$")
+# What function/jobs/workflows.py accepts as body.workflow.
+WORKFLOW_RESOURCE_NAME = re.compile(r"^projects/[^/]+/locations/[^/]+/workflows/[^/]+$")
 
 
 class SettingsError(ValueError):
@@ -122,6 +145,27 @@ class SettingsError(ValueError):
 def config_key(key: str) -> str:
     """The fully qualified key, as `pulumi config set` and `Pulumi.<stack>.yaml` spell it."""
     return f"{CONFIG_NAMESPACE}:{key}"
+
+
+@dataclass(frozen=True)
+class WorkflowSettings:
+    """A job's `workflow` setting: the job starts one Workflows execution per scheduled run.
+
+    Either `sample` (the stack deploys infra/sample_workflow.yaml for this job, so its resource
+    name is only known to the Pulumi program) or `name` (an existing workflow). `argument`
+    becomes the body's `argument`, which the workflow receives as `args.payload`.
+    """
+
+    sample: bool
+    name: str | None = None
+    argument: Mapping[str, Any] | None = None
+
+    def body(self, workflow: str) -> dict[str, Any]:
+        """The job body jobs.workflows:start_workflow_execution reads, for `workflow`."""
+        body: dict[str, Any] = {"workflow": workflow}
+        if self.argument is not None:
+            body["argument"] = dict(self.argument)
+        return body
 
 
 @dataclass(frozen=True)
@@ -135,12 +179,25 @@ class JobSettings:
     retry: RetryConfig
     body: Mapping[str, Any] | None = None
     handler: str | None = None
+    workflow: WorkflowSettings | None = None
 
-    def body_bytes(self) -> bytes | None:
-        """The exact request body Cloud Scheduler sends (and the local scheduler replays)."""
-        if self.body is None:
+    @property
+    def sample_workflow(self) -> bool:
+        """True when the stack deploys a sample workflow for this job."""
+        return self.workflow is not None and self.workflow.sample
+
+    def body_bytes(self, sample_workflow: str | None = None) -> bytes | None:
+        """The exact request body Cloud Scheduler sends (and the local scheduler replays).
+
+        A job with a sample workflow needs that workflow's resource name, which only the
+        Pulumi program knows (`sample_workflow`); without it there is no body to send yet.
+        """
+        body = self.body
+        if self.workflow is not None and self.workflow.sample:
+            body = self.workflow.body(sample_workflow) if sample_workflow else None
+        if body is None:
             return None
-        return json.dumps(self.body, sort_keys=True, separators=(",", ":")).encode()
+        return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True)
@@ -159,6 +216,8 @@ class StackSettings:
     deletion_protection: bool
     job_handler: str
     jobs: tuple[JobSettings, ...]
+    idempotency_collection: str = "idempotency_tokens"
+    idempotency_retention_seconds: float = 604800.0
 
     def job_timing(self, job: JobSettings) -> JobTiming:
         """The timing facts of `job` in this stack, for `timing.check_job_timing`."""
@@ -175,13 +234,36 @@ class StackSettings:
         """HttpTarget headers of `job`. The local scheduler sends these same headers, so a run id
         computed locally matches the one computed in the cloud."""
         headers = {"X-Job-Project": self.project, "X-Job-Location": self.region}
-        if job.body is not None:
+        if job.body is not None or job.workflow is not None:
             headers["Content-Type"] = "application/json"
         return headers
 
     def job_handlers(self) -> dict[str, str]:
         """Per-job handler overrides (JOB_HANDLERS); jobs without one use `job_handler`."""
         return {job.name: job.handler for job in self.jobs if job.handler is not None}
+
+    def handler_of(self, job: JobSettings) -> str:
+        """The handler that runs `job`: its own, else the stack's default."""
+        return job.handler or self.job_handler
+
+    def uses_workflows(self) -> bool:
+        """True when some job starts Workflows executions: the runtime account then needs
+        roles/workflows.invoker, and only then."""
+        return any(self.handler_of(job).split(":")[0] == WORKFLOWS_HANDLER_MODULE for job in self.jobs)
+
+    def sample_workflow_jobs(self) -> tuple[JobSettings, ...]:
+        """Jobs the stack deploys a sample workflow for (and hence the token check)."""
+        return tuple(job for job in self.jobs if job.sample_workflow)
+
+    def token_check_environment(self) -> dict[str, str]:
+        """The token-check function's environment, by the names function/idempotency.py and
+        function/config.py read."""
+        return {
+            "GOOGLE_CLOUD_PROJECT": self.project,
+            "FIRESTORE_DATABASE": self.database_name,
+            "IDEMPOTENCY_COLLECTION": self.idempotency_collection,
+            "IDEMPOTENCY_RETENTION_SECONDS": _number_text(self.idempotency_retention_seconds),
+        }
 
     def function_environment(self) -> dict[str, str]:
         """The function's environment variables, by the names function/config.py reads."""
@@ -199,12 +281,25 @@ class StackSettings:
 
     def timing_advisories(self) -> list[str]:
         """Advisory timing findings (deploy anyway, but say so), phrased with config keys."""
-        return [
+        advisories = [
             _violation_text(violation, index, job, self)
             for index, job in enumerate(self.jobs)
             for violation in timing.check_job_timing(self.job_timing(job))
             if violation.advisory
         ]
+        minimum = WORKFLOWS_CALL_TIMEOUT_SECONDS + WORKFLOWS_TIMEOUT_MARGIN_SECONDS
+        if self.uses_workflows() and self.function_timeout_seconds < minimum:
+            # Advisory, not an error: nothing is lost or doubled (the lease holds the run, a
+            # retry takes it over, the workflow's token check stops a second state change),
+            # but a slow CreateExecution is cut off by Cloud Run instead of timing out cleanly.
+            advisories.append(
+                f"{config_key('functionTimeoutSeconds')}: "
+                f"{_number_text(self.function_timeout_seconds)}s is shorter than the Workflows call "
+                f"timeout {_number_text(WORKFLOWS_CALL_TIMEOUT_SECONDS)}s + "
+                f"{_number_text(WORKFLOWS_TIMEOUT_MARGIN_SECONDS)}s: Cloud Run may stop a slow "
+                f"CreateExecution mid-call and leave the run to a retry; set at least {_number_text(minimum)}"
+            )
+        return advisories
 
     @classmethod
     def from_config(
@@ -244,8 +339,30 @@ class StackSettings:
         job_handler = str(scalars["jobHandler"])
         if not _HANDLER.match(job_handler):
             errors.append(f"{config_key('jobHandler')}: {job_handler!r} is not module:callable")
+        token_collection = str(scalars["idempotencyCollection"])
+        if not token_collection or "/" in token_collection or token_collection.startswith("__"):
+            errors.append(
+                f"{config_key('idempotencyCollection')}: {token_collection!r} "
+                "is not a top-level collection id"
+            )
+        elif token_collection == collection:
+            errors.append(
+                f"{config_key('idempotencyCollection')}: {token_collection!r} is also the runsCollection; "
+                "token records and run records need collections of their own"
+            )
+        token_retention = int(scalars["idempotencyRetentionSeconds"])
+        retention = int(scalars["retentionSeconds"])
+        if token_retention < retention:
+            # A duplicate execution can start as late as the last retry of the run, which the
+            # run record outlives by design; the token has to outlive it as well.
+            errors.append(
+                f"{config_key('idempotencyRetentionSeconds')}, {config_key('retentionSeconds')}: "
+                f"token retention {token_retention}s is shorter than the run retention {retention}s: "
+                "a late duplicate execution would find no token and change state again"
+            )
 
         jobs = _jobs(values.get(JOBS_KEY), timeout, errors)
+        _check_workflow_jobs(values.get(JOBS_KEY), jobs, job_handler, errors)
         settings = cls(
             project=project,
             region=region,
@@ -259,6 +376,8 @@ class StackSettings:
             deletion_protection=bool(scalars["deletionProtection"]),
             job_handler=job_handler,
             jobs=jobs,
+            idempotency_collection=token_collection,
+            idempotency_retention_seconds=float(token_retention),
         )
         if not errors:
             errors.extend(settings.timing_errors(lease_grace_seconds=grace))
@@ -384,6 +503,21 @@ def _job(item: Any, index: int, function_timeout: float, errors: list[str]) -> J
     handler = item.get("handler")
     if handler is not None and (not isinstance(handler, str) or not _HANDLER.match(handler)):
         errors.append(f"{config_key(f'{prefix}.handler')}: {handler!r} is not module:callable")
+    workflow = _workflow(item.get("workflow"), prefix, errors) if "workflow" in item else None
+    if workflow is not None:
+        if body is not None:
+            errors.append(
+                f"{config_key(f'{prefix}.body')}: a job with a workflow sends the workflow body; "
+                f"put the workflow's input in {prefix}.workflow.argument instead"
+            )
+        if handler is not None and handler != WORKFLOWS_HANDLER:
+            errors.append(
+                f"{config_key(f'{prefix}.handler')}: {handler!r} cannot start the job's workflow; "
+                f"leave it out (it defaults to {WORKFLOWS_HANDLER})"
+            )
+        handler = WORKFLOWS_HANDLER
+        if workflow.name is not None:
+            body = workflow.body(workflow.name)
 
     if len(errors) > before or deadline is None or retry is None:
         return None
@@ -395,7 +529,74 @@ def _job(item: Any, index: int, function_timeout: float, errors: list[str]) -> J
         retry=retry,
         body=dict(body) if body is not None else None,
         handler=handler,
+        workflow=workflow,
     )
+
+
+def _workflow(raw: Any, prefix: str, errors: list[str]) -> WorkflowSettings | None:
+    """A job's `workflow` setting: exactly one of `sample: true` or `name`, plus `argument`."""
+    key = f"{prefix}.workflow"
+    if not isinstance(raw, Mapping):
+        errors.append(
+            f"{config_key(key)}: expected an object such as {{sample: true}} or "
+            f"{{name: projects/<p>/locations/<l>/workflows/<w>}}, got {raw!r}"
+        )
+        return None
+    before = len(errors)
+    errors.extend(f"{config_key(f'{key}.{k}')}: unknown workflow key" for k in raw if k not in _WORKFLOW_KEYS)
+    sample = raw.get("sample", False)
+    if not isinstance(sample, bool):
+        errors.append(f"{config_key(f'{key}.sample')}: expected true or false, got {sample!r}")
+    name = raw.get("name")
+    if name is not None and (not isinstance(name, str) or not WORKFLOW_RESOURCE_NAME.match(name)):
+        errors.append(
+            f"{config_key(f'{key}.name')}: {name!r} is not projects/<project>/locations/<location>/"
+            "workflows/<workflow>"
+        )
+    if sample is True and name is not None:
+        errors.append(f"{config_key(key)}: set either sample: true or name, not both")
+    elif sample is not True and name is None and len(errors) == before:
+        errors.append(
+            f"{config_key(key)}: set sample: true (deploy the sample workflow) or name "
+            "(an existing workflow's projects/<p>/locations/<l>/workflows/<w>)"
+        )
+    argument = raw.get("argument")
+    if argument is not None and not isinstance(argument, Mapping):
+        errors.append(f"{config_key(f'{key}.argument')}: expected a JSON object, got {argument!r}")
+    if len(errors) > before:
+        return None
+    return WorkflowSettings(
+        sample=sample is True,
+        name=name,
+        argument=dict(argument) if argument is not None else None,
+    )
+
+
+def _check_workflow_jobs(
+    raw: Any, jobs: tuple[JobSettings, ...], default_handler: str, errors: list[str]
+) -> None:
+    """A job handled by the Workflows proxy without a `workflow` setting must carry the body
+    that proxy reads; a wrong body would only show up as a terminal failure at run time."""
+    if not isinstance(raw, list):
+        return
+    indexes = {item.get("name"): index for index, item in enumerate(raw) if isinstance(item, Mapping)}
+    for job in jobs:
+        if job.workflow is not None or (job.handler or default_handler) != WORKFLOWS_HANDLER:
+            continue
+        key = config_key(f"jobs[{indexes.get(job.name, '?')}].body")
+        body = job.body or {}
+        workflow = body.get("workflow")
+        unknown = sorted(set(body) - {"workflow", "argument"})
+        if not isinstance(workflow, str) or not WORKFLOW_RESOURCE_NAME.match(workflow):
+            errors.append(
+                f"{key}: job {job.name!r} runs {WORKFLOWS_HANDLER}, which needs body.workflow = "
+                "projects/<p>/locations/<l>/workflows/<w> (or set workflow: {sample: true} / {name: ...})"
+            )
+        elif unknown or not isinstance(body.get("argument", {}), Mapping):
+            errors.append(
+                f"{key}: job {job.name!r}: the Workflows proxy body is {{workflow, argument?: object}}, "
+                f"got fields {sorted(body)}"
+            )
 
 
 def _retry(raw: Any, prefix: str, errors: list[str]) -> RetryConfig | None:

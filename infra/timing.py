@@ -11,9 +11,11 @@ dependencies.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
+from datetime import date, timedelta
 
 # Limits documented by Cloud Scheduler and Cloud Run functions.
 MIN_ATTEMPT_DEADLINE_SECONDS = 15.0
@@ -135,30 +137,105 @@ _CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
 _CRON_ITEM = re.compile(r"^(?:\*|(?P<lo>\w+)(?:-(?P<hi>\w+))?)(?:/(?P<step>\d+))?$")
 
 
+@dataclass(frozen=True)
+class _CronSpec:
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    days_of_month: frozenset[int]
+    months: frozenset[int]
+    days_of_week: frozenset[int]  # 0 = Sunday (7 folded into 0)
+    any_day_of_month: bool
+    any_day_of_week: bool
+
+    def runs_on(self, day: date) -> bool:
+        """Vixie cron: when both day fields are restricted, either one matching is enough."""
+        if day.month not in self.months:
+            return False
+        dom = day.day in self.days_of_month
+        dow = (day.isoweekday() % 7) in self.days_of_week
+        if self.any_day_of_month or self.any_day_of_week:
+            return dom and dow
+        return dom or dow
+
+
+def _parse_cron(schedule: str) -> _CronSpec:
+    fields = schedule.split()
+    if len(fields) != 5:
+        hint = " (groc syntax such as 'every 5 minutes' is not supported)" if fields[:1] == ["every"] else ""
+        raise ValueError(f"schedule {schedule!r} has {len(fields)} fields, unix-cron needs 5{hint}")
+    values: list[frozenset[int]] = []
+    for text, (name, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
+        expanded: set[int] = set()
+        for item in text.split(","):
+            match = _CRON_ITEM.match(item)
+            if match is None:
+                raise ValueError(f"schedule {schedule!r}: {name} item {item!r} is not unix-cron")
+            bounds = []
+            for part in (match["lo"], match["hi"]):
+                if part is None:
+                    continue
+                value = names.get(part.upper()) if not part.isdigit() else int(part)
+                if value is None or not low <= value <= high:
+                    raise ValueError(f"schedule {schedule!r}: {name} value {part!r} is outside {low}-{high}")
+                bounds.append(value)
+            step = int(match["step"]) if match["step"] is not None else 1
+            if step == 0:
+                raise ValueError(f"schedule {schedule!r}: {name} step must be positive")
+            if not bounds:
+                first, last = low, high  # "*" or "*/15"
+            elif len(bounds) == 1:
+                first = bounds[0]
+                last = high if match["step"] else first  # "5/15": from 5 to the end, every 15
+            else:
+                first, last = bounds
+            if last < first:
+                raise ValueError(f"schedule {schedule!r}: {name} range {item!r} runs backwards")
+            expanded.update(range(first, last + 1, step))
+        values.append(frozenset(expanded))
+    minutes, hours, days_of_month, months, days_of_week = values
+    return _CronSpec(
+        minutes,
+        hours,
+        days_of_month,
+        months,
+        frozenset(d % 7 for d in days_of_week),
+        any_day_of_month=fields[2] == "*",
+        any_day_of_week=fields[4] == "*",
+    )
+
+
 def unix_cron_error(schedule: str) -> str | None:
     """Why `schedule` is not a five-field unix-cron expression, or None when it is.
 
     Only unix-cron jobs get the X-CloudScheduler-ScheduleTime header that identifies a run;
     a groc schedule such as "every 5 minutes" would make every delivery look the same.
     """
-    fields = schedule.split()
-    if len(fields) != 5:
-        hint = " (groc syntax such as 'every 5 minutes' is not supported)" if fields[:1] == ["every"] else ""
-        return f"schedule {schedule!r} has {len(fields)} fields, unix-cron needs 5{hint}"
-    for text, (name, low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
-        for item in text.split(","):
-            match = _CRON_ITEM.match(item)
-            if match is None:
-                return f"schedule {schedule!r}: {name} item {item!r} is not unix-cron"
-            for part in (match["lo"], match["hi"]):
-                if part is None:
-                    continue
-                value = names.get(part.upper()) if not part.isdigit() else int(part)
-                if value is None or not low <= value <= high:
-                    return f"schedule {schedule!r}: {name} value {part!r} is outside {low}-{high}"
-            if match["step"] is not None and int(match["step"]) == 0:
-                return f"schedule {schedule!r}: {name} step must be positive"
+    try:
+        _parse_cron(schedule)
+    except ValueError as error:
+        return str(error)
     return None
+
+
+def schedule_min_interval_seconds(schedule: str) -> float | None:
+    """The shortest gap between two fire times of a unix-cron schedule, in wall-clock time
+    over a leap year (a DST change can shorten one gap by an hour); None if it never fires
+    twice in that year or is not unix-cron.
+
+    Cloud Scheduler stops retrying a run at the next scheduled execution (or, per newer docs,
+    may skip that execution while retries go on), so the gap bounds how long retries last.
+    """
+    try:
+        spec = _parse_cron(schedule)
+    except ValueError:
+        return None
+    times_of_day = sorted(h * 3600 + m * 60 for h in spec.hours for m in spec.minutes)
+    gaps = [b - a for a, b in itertools.pairwise(times_of_day)]
+    start = date(2028, 1, 1)  # a leap year, so 29 February schedules are seen
+    run_days = [d for d in (start + timedelta(days=n) for n in range(366 + 7)) if spec.runs_on(d)]
+    for earlier, later in itertools.pairwise(run_days):
+        gaps.append((later - earlier).days * 86_400 - times_of_day[-1] + times_of_day[0])
+    return float(min(gaps)) if gaps else None
 
 
 def check_job_timing(job: JobTiming) -> list[Violation]:
@@ -200,9 +277,16 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
             )
         )
 
-    arrivals = retry_arrivals_if_every_attempt_fails_instantly(retry)
+    # Retries stop at the next scheduled execution at the latest: only those before it count.
+    interval = schedule_min_interval_seconds(job.schedule)
+    arrivals = [
+        arrival
+        for arrival in retry_arrivals_if_every_attempt_fails_instantly(retry)
+        if interval is None or arrival < interval
+    ]
     last_arrival = arrivals[-1] if arrivals else 0.0
     if last_arrival <= job.lease_seconds:
+        before_next = f", before the next scheduled run {_s(interval)} later" if interval is not None else ""
         violations.append(
             Violation(
                 "retry-outlives-lease",
@@ -216,7 +300,7 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
                 ),
                 f"if an attempt crashes, its lease of {_s(job.lease_seconds)} blocks the run, but the last "
                 f"retry arrives {_s(last_arrival)} after the first attempt "
-                f"({len(arrivals)} retries at {', '.join(_s(a) for a in arrivals) or 'none'}): "
+                f"({len(arrivals)} retries at {', '.join(_s(a) for a in arrivals) or 'none'}{before_next}): "
                 "the run would be lost; allow more or later retries, or a shorter lease",
             )
         )
@@ -229,6 +313,17 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
                 ("retention_seconds",),
                 f"retention {_s(job.retention_seconds)} ends before the latest retry can arrive "
                 f"({_s(latest)} after the first attempt): a late retry would run the job again",
+            )
+        )
+    if interval is not None and latest > interval:
+        violations.append(
+            Violation(
+                "retries-fit-schedule",
+                ("schedule", "retry.retry_count", "attempt_deadline_seconds"),
+                f"retries can go on for {_s(latest)}, longer than the {_s(interval)} between scheduled "
+                "runs: Cloud Scheduler then stops retrying at the next run, or skips that run; "
+                "schedule less often, or allow fewer or shorter retries",
+                advisory=True,
             )
         )
 

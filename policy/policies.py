@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -70,23 +71,60 @@ PUBLIC_PRINCIPALS: Final = frozenset({"allusers", "allauthenticatedusers", "prin
 PRIMITIVE_ROLES: Final = frozenset({"roles/owner", "roles/editor", "roles/viewer"})
 CONDITIONAL_ROLES: Final = frozenset({"roles/datastore.user"})
 
+
+class Holder(enum.Enum):
+    """Which of the stack's own accounts may hold an allow-listed project role."""
+
+    # serviceConfig.serviceAccountEmail of any Cloud Functions v2 function of the stack.
+    FUNCTION_RUNTIME = "the runtime account of a function in this stack"
+    # The same, but only of a function that runs the Workflows proxy (jobs.workflows) through
+    # JOB_HANDLER or JOB_HANDLERS.
+    WORKFLOWS_PROXY_RUNTIME = "the runtime account of a function whose JOB_HANDLER(S) use jobs.workflows"
+    # buildConfig.serviceAccount of any Cloud Functions v2 function of the stack.
+    FUNCTION_BUILD = "the build account (buildConfig.serviceAccount) of a function in this stack"
+
+
+@dataclass(frozen=True)
+class AllowedProjectRole:
+    """A role the stack may grant project-wide: why it cannot be scoped, and to whom."""
+
+    reason: str
+    holder: Holder
+
+
 # The one list of roles the stack may grant project-wide, each with the reason it cannot be
-# scoped to a single resource. Extend it here (and only here) when a feature needs one more.
-PROJECT_ROLE_ALLOWLIST: Final[Mapping[str, str]] = MappingProxyType(
+# scoped to a single resource and the one kind of account that may hold it. Extend it here
+# (and only here) when a feature needs one more.
+PROJECT_ROLE_ALLOWLIST: Final[Mapping[str, AllowedProjectRole]] = MappingProxyType(
     {
-        "roles/datastore.user": (
+        "roles/datastore.user": AllowedProjectRole(
             "the runtime account claims and finishes run records; Firestore has no per-database "
-            "IAM resource, so the grant is project-wide with a condition naming the database"
+            "IAM resource, so the grant is project-wide with a condition naming the database",
+            Holder.FUNCTION_RUNTIME,
         ),
-        "roles/workflows.invoker": (
-            "the runtime account starts executions when a job goes through the Workflows proxy"
+        "roles/workflows.invoker": AllowedProjectRole(
+            "the runtime account starts executions when a job goes through the Workflows proxy; "
+            "Workflows has no per-workflow IAM resource",
+            Holder.WORKFLOWS_PROXY_RUNTIME,
+        ),
+        "roles/logging.logWriter": AllowedProjectRole(
+            "the build account writes the functions' build logs; Cloud Logging has no narrower IAM "
+            "resource for writing log entries than the project",
+            Holder.FUNCTION_BUILD,
         ),
     }
 )
 PROJECT_MEMBER_PREFIX: Final = "serviceAccount:"
+WORKFLOWS_PROXY_MODULE: Final = "jobs.workflows"
+TOKEN_CHECK_ENTRY_POINT: Final = "check_idempotency_token"
+DEFAULT_IDEMPOTENCY_COLLECTION: Final = "idempotency_tokens"  # function/idempotency.py's default
+# Environment switches of function/jobs/ meant for tests only (see the README's proxy section).
+WORKFLOWS_ENDPOINT_ENV: Final = "WORKFLOWS_API_ENDPOINT"
+ID_TOKEN_DISABLED_ENV: Final = "DOWNSTREAM_ID_TOKEN_DISABLED"
 
 _DEFAULT_COMPUTE_SA = re.compile(r"^\d+-compute@developer\.gserviceaccount\.com$")
 _APP_ENGINE_DEFAULT_SA = re.compile(r"^[^@]+@appspot\.gserviceaccount\.com$")
+_LEGACY_CLOUD_BUILD_SA = re.compile(r"^\d+@cloudbuild\.gserviceaccount\.com$")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)s\s*$")
 
 # Provider/service defaults used when a property is left out.
@@ -286,6 +324,24 @@ def _check_job_schedule_and_deadline(args: ResourceValidationArgs) -> Iterable[s
         )
 
 
+def _check_job_not_google_api(args: ResourceValidationArgs) -> Iterable[str]:
+    uri = _lookup(args.props, "httpTarget", "uri")
+    if not isinstance(uri, str):
+        return  # not an HTTP job, or unknown in preview
+    try:
+        host = (urlsplit(uri.strip()).hostname or "").lower().rstrip(".")
+    except ValueError:
+        return
+    if host == "googleapis.com" or host.endswith(".googleapis.com"):
+        yield (
+            f"Scheduler job '{args.name}': httpTarget.uri '{uri}' calls a Google API directly; the API "
+            "ignores X-CloudScheduler-ScheduleTime, so every retry repeats the call (e.g. starts "
+            "another workflow execution). Route it through the dedup proxy: point the job at the "
+            "function URI and run it with a proxy job handler such as "
+            "jobs.workflows:start_workflow_execution (see README, 'Idempotent proxy')."
+        )
+
+
 # --- public principals ----------------------------------------------------------------------
 
 
@@ -404,6 +460,44 @@ def _check_dedicated_service_account(args: ResourceValidationArgs) -> Iterable[s
         )
 
 
+def _account_email(value: str) -> str:
+    """The email in a service account reference: `projects/<p>/serviceAccounts/<email>` or bare."""
+    return value.strip().rsplit("/", 1)[-1].lower()
+
+
+def _check_build_service_account(args: ResourceValidationArgs) -> Iterable[str]:
+    path = (
+        ("buildConfig", "serviceAccount") if args.resource_type == FUNCTION_V2 else ("buildServiceAccount",)
+    )
+    account = _lookup(args.props, *path)
+    prop = ".".join(path)
+    if account is UNKNOWN or (
+        args.resource_type == FUNCTION_V2 and _lookup(args.props, "buildConfig") is UNKNOWN
+    ):
+        return
+    fix = (
+        "Set it to a dedicated build account (projects/<p>/serviceAccounts/<email>) holding only "
+        "roles/logging.logWriter, roles/artifactregistry.writer on the image repository and "
+        "roles/storage.objectViewer on the source bucket."
+    )
+    if _is_blank(account):
+        yield (
+            f"{args.resource_type} '{args.name}': property {prop} is not set, so Cloud Build builds the "
+            f"function as its default identity: in new projects the default compute account (Editor). {fix}"
+        )
+    elif isinstance(account, str):
+        email = _account_email(account)
+        if (
+            _DEFAULT_COMPUTE_SA.match(email)
+            or _LEGACY_CLOUD_BUILD_SA.match(email)
+            or _APP_ENGINE_DEFAULT_SA.match(email)
+        ):
+            yield (
+                f"{args.resource_type} '{args.name}': property {prop} '{account}' is a default account "
+                f"with broad project roles. {fix}"
+            )
+
+
 def _check_ingress(args: ResourceValidationArgs) -> Iterable[str]:
     if args.resource_type == CLOUD_RUN_V2_SERVICE:
         path: tuple[str, ...] = ("ingress",)
@@ -426,6 +520,46 @@ def _check_ingress(args: ResourceValidationArgs) -> Iterable[str]:
             f"{args.resource_type} '{args.name}': property {prop} {shown}, so the endpoint is reachable "
             f"from the internet (IAM still applies). Set it to {fix}; Cloud Scheduler in the same "
             "project counts as internal. Keep allow-all only for a scheduler in another project."
+        )
+
+
+def _env_of(resource_type: str, props: Any, variable: str) -> Any:
+    """A function's or Cloud Run service's environment variable: value, MISSING or UNKNOWN."""
+    if resource_type == FUNCTION_V2:
+        return _lookup(props, "serviceConfig", "environmentVariables", variable)
+    if resource_type == FUNCTION_V1:
+        return _lookup(props, "environmentVariables", variable)
+    containers = _elements(props, "template", "containers")
+    if containers is UNKNOWN:
+        return UNKNOWN
+    found: Any = MISSING
+    for container in containers if isinstance(containers, list) else []:
+        envs = _elements(container, "envs")
+        if envs is UNKNOWN:
+            found = UNKNOWN
+        for env in envs if isinstance(envs, list) else []:
+            name = _lookup(env, "name")
+            if name is UNKNOWN:
+                found = UNKNOWN
+            elif name == variable:
+                return _lookup(env, "value")
+    return found
+
+
+def _check_no_test_switches(args: ResourceValidationArgs) -> Iterable[str]:
+    endpoint = _env_of(args.resource_type, args.props, WORKFLOWS_ENDPOINT_ENV)
+    if isinstance(endpoint, str) and endpoint.strip().lower().startswith("http://"):
+        yield (
+            f"{args.resource_type} '{args.name}': environment variable {WORKFLOWS_ENDPOINT_ENV}="
+            f"'{endpoint}' is the tests' plaintext endpoint without credentials. Remove it (the "
+            "library default is right), or give host[:port] / https://host[:port]."
+        )
+    disabled = _env_of(args.resource_type, args.props, ID_TOKEN_DISABLED_ENV)
+    if disabled is not MISSING and disabled is not UNKNOWN:
+        yield (
+            f"{args.resource_type} '{args.name}': environment variable {ID_TOKEN_DISABLED_ENV} is set "
+            f"('{disabled}'); it is a test-only switch that sends downstream calls without an ID token. "
+            "Remove it from deployed functions."
         )
 
 
@@ -539,8 +673,40 @@ def _field_problems(field: PolicyResource) -> list[str]:
     return problems
 
 
+def _is_token_check(function: PolicyResource) -> bool:
+    """The token-check function: same source as the dedup function, another entry point. It
+    is not a scheduler target and keeps no run records."""
+    return bool(_lookup(function.props, "buildConfig", "entryPoint") == TOKEN_CHECK_ENTRY_POINT)
+
+
+def _ledger_functions(resources: Iterable[PolicyResource]) -> list[PolicyResource]:
+    """Cloud Functions v2 that may be scheduler targets and keep run records."""
+    return [f for f in _resources_of(resources, FUNCTION_V2) if not _is_token_check(f)]
+
+
+def _missing_ttl_collections(
+    fields: list[PolicyResource], collections: Iterable[str | None]
+) -> list[str | None]:
+    """The collections (None: "some collection") no expire_at Field covers."""
+    return [
+        collection
+        for collection in collections
+        if not any(
+            collection is None or _lookup(f.props, "collection") in (collection, UNKNOWN) for f in fields
+        )
+    ]
+
+
+def _ttl_fields(resources: Iterable[PolicyResource]) -> list[PolicyResource]:
+    return [
+        f
+        for f in _resources_of(resources, FIRESTORE_FIELD)
+        if _lookup(f.props, "field") in (TTL_FIELD, UNKNOWN)
+    ]
+
+
 def _validate_runs_ttl(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-    functions = _resources_of(args.resources, FUNCTION_V2)
+    functions = _ledger_functions(args.resources)
     if not functions and not _resources_of(args.resources, SCHEDULER_JOB):
         return  # no run ledger in this stack
     collections: set[str] = set()
@@ -550,31 +716,126 @@ def _validate_runs_ttl(args: StackValidationArgs, report_violation: ReportViolat
             collections.add(collection.strip())
         elif collection is MISSING:
             collections.add(DEFAULT_RUNS_COLLECTION)
-    ttl_fields = [
-        f
-        for f in _resources_of(args.resources, FIRESTORE_FIELD)
-        if _lookup(f.props, "field") in (TTL_FIELD, UNKNOWN)
-    ]
+    ttl_fields = _ttl_fields(args.resources)
     for field in ttl_fields:
         for problem in _field_problems(field):
             report_violation(f"Firestore field '{field.name}' ({TTL_FIELD}): {problem}.", field.urn)
 
     wanted: list[str | None] = [*sorted(collections)] if collections else [None]
-    for collection in wanted:
-        covered = [
-            f
-            for f in ttl_fields
-            if collection is None or _lookup(f.props, "collection") in (collection, UNKNOWN)
-        ]
-        if not covered:
-            name = f"'{collection}'" if collection else "of run records"
-            shown = repr(collection or "<runs collection>")
-            report_violation(
-                f"The runs collection {name} has no TTL field: without it run records are kept forever. "
-                f"Add gcp.firestore.Field(collection={shown}, field='{TTL_FIELD}', "
-                "ttl_config={}, index_config={}).",
-                None,
-            )
+    for collection in _missing_ttl_collections(ttl_fields, wanted):
+        name = f"'{collection}'" if collection else "of run records"
+        shown = repr(collection or "<runs collection>")
+        report_violation(
+            f"The runs collection {name} has no TTL field: without it run records are kept forever. "
+            f"Add gcp.firestore.Field(collection={shown}, field='{TTL_FIELD}', "
+            "ttl_config={}, index_config={}).",
+            None,
+        )
+
+
+def _validate_idempotency_ttl(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Token records expire like run records; the field's own problems (ttlConfig, indexes) are
+    reported once, by runs-collection-ttl, which checks every expire_at Field."""
+    collections: set[str] = set()
+    unknown = False
+    for function in _resources_of(args.resources, FUNCTION_V2):
+        if not _is_token_check(function):
+            continue
+        collection = _env(function, "IDEMPOTENCY_COLLECTION")
+        if isinstance(collection, str) and collection.strip():
+            collections.add(collection.strip())
+        elif collection is UNKNOWN:
+            unknown = True
+        else:
+            collections.add(DEFAULT_IDEMPOTENCY_COLLECTION)  # what the function falls back to
+    wanted: list[str | None] = [*sorted(collections)]
+    if unknown and not collections:
+        wanted = [None]
+    for collection in _missing_ttl_collections(_ttl_fields(args.resources), wanted):
+        shown = repr(collection or "<IDEMPOTENCY_COLLECTION>")
+        report_violation(
+            f"The token check deploys, but its collection {shown} has no TTL field: token records "
+            f"would be kept forever. Add gcp.firestore.Field(collection={shown}, field='{TTL_FIELD}', "
+            "ttl_config={}, index_config={}).",
+            None,
+        )
+
+
+# --- stack: who holds the project-wide roles ------------------------------------------------
+
+
+def _handler_specs(function: PolicyResource) -> list[str] | Absent:
+    """Every module:callable a function may run (JOB_HANDLER and JOB_HANDLERS' values)."""
+    specs: list[str] = []
+    single = _env(function, "JOB_HANDLER")
+    table = _env(function, "JOB_HANDLERS")
+    if single is UNKNOWN or table is UNKNOWN:
+        return Absent.UNKNOWN
+    if isinstance(single, str):
+        specs.append(single)
+    if isinstance(table, str):
+        try:
+            parsed = json.loads(table)
+        except json.JSONDecodeError:
+            parsed = {}
+        if isinstance(parsed, dict):
+            specs.extend(v for v in parsed.values() if isinstance(v, str))
+    return specs
+
+
+def _uses_workflows_proxy(function: PolicyResource) -> bool | Absent:
+    specs = _handler_specs(function)
+    if isinstance(specs, Absent):
+        return specs
+    return any(spec.split(":")[0].strip() == WORKFLOWS_PROXY_MODULE for spec in specs)
+
+
+def _holder_accounts(holder: Holder, resources: list[PolicyResource]) -> set[str] | Absent:
+    """Emails (lower-case) of the stack's accounts that may hold a role, or UNKNOWN when some
+    account or handler is not known in preview (then nothing is reported)."""
+    emails: set[str] = set()
+    for function in _resources_of(resources, FUNCTION_V2):
+        if holder is Holder.FUNCTION_BUILD:
+            build_account = _lookup(function.props, "buildConfig", "serviceAccount")
+            if build_account is UNKNOWN:
+                return Absent.UNKNOWN
+            if isinstance(build_account, str) and build_account.strip():
+                emails.add(_account_email(build_account))
+            continue
+        if holder is Holder.WORKFLOWS_PROXY_RUNTIME:
+            uses = _uses_workflows_proxy(function)
+            if uses is UNKNOWN:
+                return UNKNOWN
+            if uses is not True:
+                continue
+        account = _lookup(function.props, "serviceConfig", "serviceAccountEmail")
+        if account is UNKNOWN:
+            return Absent.UNKNOWN
+        if isinstance(account, str) and account.strip():
+            emails.add(account.strip().lower())
+    return emails
+
+
+def _validate_project_role_holders(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    resources = list(args.resources)
+    for grant in _resources_of(resources, PROJECT_IAM_MEMBER):
+        role, member = _lookup(grant.props, "role"), _lookup(grant.props, "member")
+        allowed = PROJECT_ROLE_ALLOWLIST.get(role) if isinstance(role, str) else None
+        if allowed is None or not isinstance(member, str) or not member.startswith(PROJECT_MEMBER_PREFIX):
+            continue  # unknown, or reported by project-iam-allowlist
+        holders = _holder_accounts(allowed.holder, resources)
+        if holders is UNKNOWN or not isinstance(holders, set):
+            continue
+        email = member.removeprefix(PROJECT_MEMBER_PREFIX).strip().lower()
+        if email in holders:
+            continue
+        found = ", ".join(sorted(holders)) if holders else "none in this stack"
+        report_violation(
+            f"Project IAM member '{grant.name}': {role} is granted project-wide to '{member}', but only "
+            f"{allowed.holder.value} may hold it (found: {found}). Remove the grant, or grant it to "
+            "that account only; a job that no longer uses the feature needs no grant at all.",
+            grant.urn,
+        )
 
 
 # --- stack: timing invariants ---------------------------------------------------------------
@@ -614,6 +875,9 @@ _RULE_FIXES: Final[Mapping[str, str]] = MappingProxyType(
             "raise RETENTION_SECONDS past the latest retry, or shorten the retry window"
         ),
         "deadline-matches-timeout": "set attemptDeadline to serviceConfig.timeoutSeconds",
+        "retries-fit-schedule": (
+            "schedule the job less often, or lower retryConfig.retryCount, the backoffs or attemptDeadline"
+        ),
     }
 )
 
@@ -772,7 +1036,7 @@ def _timing_validator(advisory: bool) -> Callable[[StackValidationArgs, ReportVi
     able to silence advisories without silencing the rules that protect runs."""
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-        functions = _resources_of(args.resources, FUNCTION_V2)
+        functions = _ledger_functions(args.resources)
         for job in _resources_of(args.resources, SCHEDULER_JOB):
             plan = _plan(job, functions)
             if plan is None:
@@ -820,6 +1084,13 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
         _check_job_schedule_and_deadline,
     ),
     _resource_policy(
+        "scheduler-job-no-direct-google-api",
+        "Cloud Scheduler jobs never call *.googleapis.com directly; they go through the dedup proxy.",
+        _MANDATORY,
+        [SCHEDULER_JOB],
+        _check_job_not_google_api,
+    ),
+    _resource_policy(
         "no-public-principals",
         "No allUsers / allAuthenticatedUsers on functions, Cloud Run services or buckets.",
         _MANDATORY,
@@ -834,11 +1105,25 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
         _check_dedicated_service_account,
     ),
     _resource_policy(
+        "function-build-service-account",
+        "Functions build as a dedicated account, never Cloud Build's default (compute) identity.",
+        _MANDATORY,
+        [FUNCTION_V2, FUNCTION_V1],
+        _check_build_service_account,
+    ),
+    _resource_policy(
         "function-ingress-restricted",
         "Function ingress is internal-only unless a scheduler in another project needs allow-all.",
         _ADVISORY,
         [FUNCTION_V2, FUNCTION_V1, CLOUD_RUN_V2_SERVICE],
         _check_ingress,
+    ),
+    _resource_policy(
+        "function-no-test-switches",
+        "Deployed functions set neither a plaintext WORKFLOWS_API_ENDPOINT nor DOWNSTREAM_ID_TOKEN_DISABLED.",
+        _MANDATORY,
+        [FUNCTION_V2, FUNCTION_V1, CLOUD_RUN_V2_SERVICE],
+        _check_no_test_switches,
     ),
     _resource_policy(
         "no-primitive-roles",
@@ -872,6 +1157,18 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
         name="runs-collection-ttl",
         description="The runs collection has a TTL on expire_at, exempt from indexing.",
         validate=_validate_runs_ttl,
+        enforcement_level=_MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="idempotency-collection-ttl",
+        description="When the token check is deployed, its collection has a TTL on expire_at.",
+        validate=_validate_idempotency_ttl,
+        enforcement_level=_MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="project-role-holders",
+        description="Each allow-listed project role is held only by the account it is listed for.",
+        validate=_validate_project_role_holders,
         enforcement_level=_MANDATORY,
     ),
     StackValidationPolicy(

@@ -16,7 +16,7 @@ REGION = "europe-west1"
 def valid_job(**overrides: Any) -> dict[str, Any]:
     job: dict[str, Any] = {
         "name": "every-5",
-        "schedule": "*/5 * * * *",
+        "schedule": "*/15 * * * *",
         "timeZone": "Etc/UTC",
         "attemptDeadlineSeconds": 60,
         "retry": {"retryCount": 5, "minBackoffSeconds": 10, "maxBackoffSeconds": 300, "maxDoublings": 3},

@@ -91,9 +91,21 @@ def test_main_exports_the_stack_outputs(pulumi_config: dict[str, str]) -> None:
         "jobNames": ["every-5"],
         "runtimeServiceAccount": "eos-runtime@p-123.iam.gserviceaccount.com",
         "invokerServiceAccount": "eos-invoker@p-123.iam.gserviceaccount.com",
+        "buildServiceAccount": "eos-builder@p-123.iam.gserviceaccount.com",
         "databaseName": "scheduler-dedup",
         "runsCollection": "scheduler_runs",
     }
+
+
+def test_main_exports_the_proxy_outputs_only_with_a_sample_workflow(pulumi_config: dict[str, str]) -> None:
+    jobs = [valid_job(), valid_job(name="proxied", body=None, workflow={"sample": True})]
+    pulumi_config["exactly-once-scheduler:jobs"] = json.dumps(
+        [{k: v for k, v in job.items() if v is not None} for job in jobs]
+    )
+    exports = _run_main(pulumi_config, pulumi_harness._GcpMocks("p-123"))
+    assert exports["tokenCheckUri"].startswith("https://eos-token-check-")
+    assert exports["workflowServiceAccount"] == "eos-workflow@p-123.iam.gserviceaccount.com"
+    assert set(exports["sampleWorkflows"]) == {"proxied"}
 
 
 def test_main_with_bad_config_registers_no_resource(pulumi_config: dict[str, str]) -> None:

@@ -42,8 +42,9 @@ def account_email(stack: MockedStack, name: str) -> str:
 def test_every_child_is_parented_to_the_component(stack: MockedStack) -> None:
     component = stack.component
     children = [r for r in stack.resources if r.type != COMPONENT_TYPE]
-    # APIs + database, TTL field, 2 accounts, 2 bindings, bucket, object, function, 2 jobs.
-    assert len(children) == len(REQUIRED_APIS) + 11
+    # APIs + database, TTL field, 2 accounts, 2 bindings, bucket, object, function, 2 jobs,
+    # and the build's account, image repository and its 3 grants.
+    assert len(children) == len(REQUIRED_APIS) + 11 + 5
     assert {r.parent for r in children} == {component.urn}
     assert all(f"{COMPONENT_TYPE}$" in r.urn for r in children)
 
@@ -54,6 +55,7 @@ def test_component_registers_its_outputs(stack: MockedStack) -> None:
         "jobNames": ["every-5", "nightly"],
         "runtimeServiceAccountEmail": f"eos-runtime@{PROJECT}.iam.gserviceaccount.com",
         "invokerServiceAccountEmail": f"eos-invoker@{PROJECT}.iam.gserviceaccount.com",
+        "buildServiceAccountEmail": f"eos-builder@{PROJECT}.iam.gserviceaccount.com",
         "databaseName": "scheduler-dedup",
         "runsCollection": "scheduler_runs",
     }
@@ -92,8 +94,11 @@ def test_dev_database_can_be_deleted() -> None:
 
 
 def test_runtime_account_gets_datastore_user_on_this_database_only(stack: MockedStack) -> None:
-    (binding,) = stack.of_type("gcp:projects/iAMMember:IAMMember")
-    assert binding.inputs["role"] == "roles/datastore.user"
+    (binding,) = [
+        r
+        for r in stack.of_type("gcp:projects/iAMMember:IAMMember")
+        if r.inputs["role"] == "roles/datastore.user"
+    ]
     assert binding.inputs["member"] == f"serviceAccount:{account_email(stack, 'eos-runtime')}"
     expression = binding.inputs["condition"]["expression"]
     database = f"projects/{PROJECT}/databases/scheduler-dedup"
@@ -116,7 +121,7 @@ def test_no_public_principals_primitive_roles_or_default_accounts(stack: MockedS
         assert forbidden not in text
     assert "-compute@developer.gserviceaccount.com" not in text
     accounts = {r.inputs["accountId"] for r in stack.of_type(ACCOUNT)}
-    assert accounts == {"eos-runtime", "eos-invoker"}
+    assert accounts == {"eos-runtime", "eos-invoker", "eos-builder"}
 
 
 def test_source_bucket_is_private(stack: MockedStack) -> None:
@@ -202,7 +207,7 @@ def test_scheduler_jobs_post_to_the_function_with_oidc(stack: MockedStack) -> No
     invoker = account_email(stack, "eos-invoker")
     nightly, every5 = jobs["nightly"], jobs["every-5"]
     assert (nightly["schedule"], nightly["timeZone"]) == ("0 3 * * *", "Europe/Berlin")
-    assert (every5["schedule"], every5["timeZone"]) == ("*/5 * * * *", "Etc/UTC")
+    assert (every5["schedule"], every5["timeZone"]) == ("*/15 * * * *", "Etc/UTC")
     for job in (nightly, every5):
         assert job["region"] == REGION and job["project"] == PROJECT
         assert job["attemptDeadline"] == "60s"

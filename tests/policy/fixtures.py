@@ -11,6 +11,7 @@ from typing import Any
 FUNCTION_URL = "https://eos-handler-xyz-uc.a.run.app"
 RUNTIME_SA = "eos-runtime@my-project.iam.gserviceaccount.com"
 INVOKER_SA = "eos-invoker@my-project.iam.gserviceaccount.com"
+BUILDER_SA = "eos-builder@my-project.iam.gserviceaccount.com"
 
 
 def job() -> dict[str, Any]:
@@ -18,7 +19,7 @@ def job() -> dict[str, Any]:
     return copy.deepcopy(
         {
             "name": "demo",
-            "schedule": "*/5 * * * *",
+            "schedule": "*/15 * * * *",
             "timeZone": "Etc/UTC",
             "attemptDeadline": "60s",
             "retryConfig": {
@@ -44,6 +45,11 @@ def function() -> dict[str, Any]:
             "name": "eos-handler",
             "location": "us-central1",
             "url": FUNCTION_URL,
+            "buildConfig": {
+                "runtime": "python312",
+                "entryPoint": "handle_scheduled_job",
+                "serviceAccount": f"projects/my-project/serviceAccounts/{BUILDER_SA}",
+            },
             "serviceConfig": {
                 "serviceAccountEmail": RUNTIME_SA,
                 "ingressSettings": "ALLOW_INTERNAL_ONLY",

@@ -125,3 +125,70 @@ def test_pulumi_can_start_the_pack_from_its_own_directory(tmp_path: Path) -> Non
 def test_pack_project_file_names_the_python_runtime_and_venv() -> None:
     text = (REPO_ROOT / "policy" / "PulumiPolicy.yaml").read_text()
     assert "name: python" in text and "virtualenv: venv" in text
+
+
+# --- issue #7: stacks with workflow jobs pass, and breaking them is caught ---------------------
+
+
+def _workflow_stack(workflow: dict[str, Any]) -> list[Any]:
+    from tests.infra.conftest import build, valid_job, valid_values
+
+    settings = build(valid_values(jobs=[valid_job(), valid_job(name="wf", workflow=workflow)]))
+    resources: list[Any] = harness.run_mocked_stack(settings)
+    return resources
+
+
+@pytest.mark.parametrize(
+    "workflow", [{"sample": True, "argument": {"a": 1}}, {"name": "projects/p/locations/l/workflows/w"}]
+)
+def test_workflow_job_stacks_pass_every_policy(workflow: dict[str, Any]) -> None:
+    resources = _workflow_stack(workflow)
+    assert any(
+        r.type == "gcp:projects/iAMMember:IAMMember" and "workflows" in r.inputs["role"] for r in resources
+    )
+    assert _violations(resources, preview=False) == []
+    assert _violations(resources, preview=True) == []
+
+
+def test_dev_stack_has_the_sample_workflow_the_policies_checked(dev_resources: list[Any]) -> None:
+    types = {r.type for r in dev_resources}
+    assert "gcp:workflows/workflow:Workflow" in types
+    assert any(
+        r.type == "gcp:cloudfunctionsv2/function:Function"
+        and r.inputs["buildConfig"]["entryPoint"] == "check_idempotency_token"
+        for r in dev_resources
+    )
+
+
+def test_a_broken_workflow_stack_is_caught() -> None:
+    resources = _workflow_stack({"sample": True})
+    # No TTL on the token collection, and the invoker account given workflows.invoker too.
+    broken = [r for r in resources if r.name != "eos-tokens-ttl"]
+    for r in resources:
+        if r.name == "eos-runtime-workflows-invoker":
+            member = f"serviceAccount:{r.outputs['member'].split(':', 1)[1].replace('runtime', 'invoker')}"
+            broken.append(
+                harness.MockedResource(
+                    r.type,
+                    "extra",
+                    r.urn + "-extra",
+                    r.inputs | {"member": member},
+                    r.outputs | {"member": member},
+                )
+            )
+    found = _violations(broken, preview=False)
+    assert any(v.startswith("idempotency-collection-ttl: ") for v in found)
+    assert any(v.startswith("project-role-holders: ") and "eos-invoker@" in v for v in found)
+
+
+def test_a_function_building_as_the_default_identity_is_caught(dev_resources: list[Any]) -> None:
+    broken = []
+    for r in dev_resources:
+        if r.type == "gcp:cloudfunctionsv2/function:Function":
+            build = {k: v for k, v in r.inputs["buildConfig"].items() if k != "serviceAccount"}
+            r = harness.MockedResource(
+                r.type, r.name, r.urn, dict(r.inputs) | {"buildConfig": build}, r.outputs
+            )
+        broken.append(r)
+    found = _violations(broken, preview=False)
+    assert sum(v.startswith("function-build-service-account ") for v in found) == 2

@@ -19,6 +19,7 @@ from policy.policies import (
     PROJECT_IAM_MEMBER,
     PROJECT_ROLE_ALLOWLIST,
     SCHEDULER_JOB,
+    Holder,
 )
 from tests.policy import fixtures
 from tests.policy.runner import UNKNOWN_BOOL, UNKNOWN_NUMBER, UNKNOWN_STRING, run_resource_policy
@@ -333,8 +334,14 @@ def test_unknown_condition_is_not_reported() -> None:
 
 
 def test_allowlist_has_a_reason_for_every_role() -> None:
-    assert set(PROJECT_ROLE_ALLOWLIST) == {"roles/datastore.user", "roles/workflows.invoker"}
-    assert all(reason.strip() for reason in PROJECT_ROLE_ALLOWLIST.values())
+    assert set(PROJECT_ROLE_ALLOWLIST) == {
+        "roles/datastore.user",
+        "roles/workflows.invoker",
+        "roles/logging.logWriter",
+    }
+    assert PROJECT_ROLE_ALLOWLIST["roles/logging.logWriter"].holder is Holder.FUNCTION_BUILD
+    assert all(allowed.reason.strip() for allowed in PROJECT_ROLE_ALLOWLIST.values())
+    assert PROJECT_ROLE_ALLOWLIST["roles/workflows.invoker"].holder is Holder.WORKFLOWS_PROXY_RUNTIME
 
 
 def test_allow_listed_project_grants_to_service_accounts_pass() -> None:
@@ -422,6 +429,8 @@ def test_fully_unknown_resources_report_nothing(
             "httpTarget",
             "serviceConfig",
             "serviceAccountEmail",
+            "buildConfig",
+            "buildServiceAccount",
             "ingressSettings",
             "template",
             "ingress",

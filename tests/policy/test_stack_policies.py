@@ -147,6 +147,7 @@ def test_retention_shorter_than_retry_window_is_reported() -> None:
 def test_deadline_far_from_timeout_is_advisory_only() -> None:
     job = fixtures.job()
     job["attemptDeadline"] = "120s"
+    job["schedule"] = "0 * * * *"  # hourly: the longer retries still fit between runs
     resources = stack(job=job)
     [message] = advisories(resources).messages
     assert "[deadline-matches-timeout]" in message and "Fix: set attemptDeadline" in message
@@ -249,3 +250,13 @@ def test_job_that_cannot_be_paired_is_an_advisory() -> None:
     assert invariants(resources).violations == []
     [message] = advisories(resources).messages
     assert "cannot tell which of 2 functions" in message and "httpTarget.uri" in message
+
+
+def test_retries_outlasting_the_schedule_interval_are_advisory_only() -> None:
+    job = fixtures.job()
+    job["schedule"] = "*/5 * * * *"  # retries can go on for 670 s
+    resources = stack(job=job)
+    [message] = advisories(resources).messages
+    assert "[retries-fit-schedule]" in message and "longer than the 300s between scheduled runs" in message
+    assert "Fix: schedule the job less often" in message
+    assert invariants(resources).violations == []

@@ -151,6 +151,12 @@ def mock_stack(settings: StackSettings, function_dir: Path | None = None) -> Moc
             scheduler.invoker_service_account_email,
             scheduler.database_name,
             scheduler.runs_collection,
+            scheduler.sample_workflows,
+            *[
+                o
+                for o in (scheduler.token_check_uri, scheduler.workflow_service_account_email)
+                if o is not None
+            ],
         )
 
     try:

@@ -1,0 +1,267 @@
+"""Issue #7, stack side: the optional sample workflow, the token check it calls, and the
+project-level roles/workflows.invoker grant that exists only when a job uses the proxy."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.settings import REPO_ROOT, WORKFLOWS_CALL_TIMEOUT_SECONDS, WORKFLOWS_HANDLER
+from infra.stack import REQUIRED_APIS, SAMPLE_WORKFLOW_FILE, WORKFLOWS_API, _workflow_name
+from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
+from tests.support.pulumi_harness import MockedStack, dev_stack_resources, mock_stack
+
+FUNCTION = "gcp:cloudfunctionsv2/function:Function"
+JOB = "gcp:cloudscheduler/job:Job"
+ACCOUNT = "gcp:serviceaccount/account:Account"
+WORKFLOW = "gcp:workflows/workflow:Workflow"
+PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
+RUN_MEMBER = "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"
+FIELD = "gcp:firestore/field:Field"
+SERVICE = "gcp:projects/service:Service"
+EXISTING = f"projects/{PROJECT}/locations/{REGION}/workflows/existing"
+
+
+@pytest.fixture(scope="module")
+def stack() -> MockedStack:
+    return mock_stack(
+        build(
+            valid_values(
+                jobs=[
+                    valid_job(name="every-5"),
+                    valid_job(name="report", workflow={"sample": True, "argument": {"kind": "daily"}}),
+                ]
+            )
+        )
+    )
+
+
+def named(stack: MockedStack, type_: str, name: str) -> Any:
+    return next(r for r in stack.of_type(type_) if r.name == name)
+
+
+def email(stack: MockedStack, name: str) -> str:
+    return str(named(stack, ACCOUNT, name).outputs["email"])
+
+
+def workflows_grants(stack: MockedStack) -> list[Any]:
+    return [r for r in stack.of_type(PROJECT_MEMBER) if r.inputs["role"] == "roles/workflows.invoker"]
+
+
+# --- the grant, and the API, only with a job that uses the Workflows proxy --------------------
+
+
+def test_without_a_workflow_job_there_is_no_grant_api_or_token_check() -> None:
+    plain = mock_stack(build(valid_values()))
+    assert workflows_grants(plain) == []
+    assert WORKFLOWS_API not in {r.inputs["service"] for r in plain.of_type(SERVICE)}
+    assert plain.of_type(WORKFLOW) == []
+    assert len(plain.of_type(FUNCTION)) == 1
+    assert {"tokenCheckUri", "sampleWorkflows"}.isdisjoint(plain.component_outputs)
+
+
+def test_sample_workflow_job_gets_the_project_level_invoker_grant_for_the_runtime_account(
+    stack: MockedStack,
+) -> None:
+    (grant,) = workflows_grants(stack)
+    assert grant.inputs["member"] == f"serviceAccount:{email(stack, 'eos-runtime')}"
+    assert grant.inputs["project"] == PROJECT
+    assert "condition" not in grant.inputs
+    services = sorted(r.inputs["service"] for r in stack.of_type(SERVICE))
+    assert services == sorted((*REQUIRED_APIS, WORKFLOWS_API))
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        valid_job(name="existing", workflow={"name": EXISTING}),
+        valid_job(name="by-hand", handler=WORKFLOWS_HANDLER, body={"workflow": EXISTING}),
+    ],
+)
+def test_existing_workflow_job_gets_the_grant_but_no_sample(job: dict[str, Any]) -> None:
+    existing = mock_stack(build(valid_values(jobs=[job])))
+    assert len(workflows_grants(existing)) == 1
+    assert existing.of_type(WORKFLOW) == []
+    assert len(existing.of_type(FUNCTION)) == 1  # no token check without a sample workflow
+    assert len(existing.of_type(FIELD)) == 1
+    body = json.loads(base64.b64decode(existing.one(JOB).inputs["httpTarget"]["body"]))
+    assert body == {"workflow": EXISTING}
+    env = existing.one(FUNCTION).inputs["serviceConfig"]["environmentVariables"]
+    assert json.loads(env["JOB_HANDLERS"]) == {job["name"]: WORKFLOWS_HANDLER}
+
+
+# --- the token-check function -----------------------------------------------------------------
+
+
+def test_token_check_is_a_second_function_from_the_same_source(stack: MockedStack) -> None:
+    main, token = named(stack, FUNCTION, "eos-function"), named(stack, FUNCTION, "eos-token-check")
+    assert token.inputs["buildConfig"]["entryPoint"] == "check_idempotency_token"
+    assert token.inputs["buildConfig"]["runtime"] == "python312"
+    assert token.inputs["buildConfig"]["source"] == main.inputs["buildConfig"]["source"]
+    assert len(stack.of_type("gcp:storage/bucketObject:BucketObject")) == 1
+    service = token.inputs["serviceConfig"]
+    assert service["serviceAccountEmail"] == email(stack, "eos-runtime")
+    assert service["ingressSettings"] == "ALLOW_INTERNAL_ONLY"
+    assert service["allTrafficOnLatestRevision"] is True
+    assert service["environmentVariables"] == {
+        "GOOGLE_CLOUD_PROJECT": PROJECT,
+        "FIRESTORE_DATABASE": "scheduler-dedup",
+        "IDEMPOTENCY_COLLECTION": "idempotency_tokens",
+        "IDEMPOTENCY_RETENTION_SECONDS": "604800",
+    }
+
+
+def test_token_check_env_follows_config() -> None:
+    settings = build(
+        valid_values(
+            idempotencyCollection="tokens_b",
+            idempotencyRetentionSeconds=90000,
+            jobs=[valid_job(workflow={"sample": True})],
+        )
+    )
+    resources = mock_stack(settings)
+    env = named(resources, FUNCTION, "eos-token-check").inputs["serviceConfig"]["environmentVariables"]
+    assert (env["IDEMPOTENCY_COLLECTION"], env["IDEMPOTENCY_RETENTION_SECONDS"]) == ("tokens_b", "90000")
+    assert named(resources, FIELD, "eos-tokens-ttl").inputs["collection"] == "tokens_b"
+
+
+def test_token_records_get_a_ttl_field_exempt_from_indexing(stack: MockedStack) -> None:
+    ttl = named(stack, FIELD, "eos-tokens-ttl")
+    assert ttl.inputs == {
+        "project": PROJECT,
+        "database": "scheduler-dedup",
+        "collection": "idempotency_tokens",
+        "field": "expire_at",
+        "ttlConfig": {},
+        "indexConfig": {},
+    }
+
+
+# --- the sample workflow and its account --------------------------------------------------------
+
+
+def test_workflow_account_may_invoke_only_the_token_check(stack: MockedStack) -> None:
+    workflow_email = email(stack, "eos-workflow")
+    token = named(stack, FUNCTION, "eos-token-check")
+    grants = [
+        r
+        for r in stack.resources
+        if workflow_email in json.dumps(r.inputs, default=repr) and r.type != WORKFLOW
+    ]
+    # The account itself, and exactly one binding: run.invoker on the token check's service.
+    binding = named(stack, RUN_MEMBER, "eos-workflow-run-invoker")
+    assert [r.name for r in grants] == ["eos-workflow-run-invoker"]
+    assert binding.inputs["role"] == "roles/run.invoker"
+    assert binding.inputs["name"] == token.outputs["serviceConfig"]["service"]
+    assert binding.inputs["member"] == f"serviceAccount:{workflow_email}"
+    assert all(workflow_email not in r.inputs["member"] for r in stack.of_type(PROJECT_MEMBER))
+
+
+def test_sample_workflow_properties(stack: MockedStack) -> None:
+    workflow = stack.one(WORKFLOW)
+    token_uri = named(stack, FUNCTION, "eos-token-check").outputs["serviceConfig"]["uri"]
+    assert workflow.inputs["name"] == "eos-report"
+    assert (workflow.inputs["project"], workflow.inputs["region"]) == (PROJECT, REGION)
+    assert workflow.inputs["serviceAccount"] == named(stack, ACCOUNT, "eos-workflow").outputs["name"]
+    assert workflow.inputs["sourceContents"] == SAMPLE_WORKFLOW_FILE.read_text(encoding="utf-8")
+    assert workflow.inputs["userEnvVars"] == {"TOKEN_CHECK_URL": token_uri}
+    assert workflow.inputs["deletionProtection"] is False
+
+
+def test_workflow_job_posts_to_the_dedup_function_with_the_workflow_in_its_body(stack: MockedStack) -> None:
+    report = named(stack, JOB, "eos-job-report").inputs
+    uri = named(stack, FUNCTION, "eos-function").outputs["serviceConfig"]["uri"]
+    target = report["httpTarget"]
+    assert target["uri"] == uri and "googleapis.com" not in target["uri"]
+    assert target["oidcToken"] == {"serviceAccountEmail": email(stack, "eos-invoker"), "audience": uri}
+    assert target["headers"]["Content-Type"] == "application/json"
+    assert json.loads(base64.b64decode(target["body"])) == {
+        "workflow": f"projects/{PROJECT}/locations/{REGION}/workflows/eos-report",
+        "argument": {"kind": "daily"},
+    }
+    env = named(stack, FUNCTION, "eos-function").inputs["serviceConfig"]["environmentVariables"]
+    assert json.loads(env["JOB_HANDLERS"]) == {"report": WORKFLOWS_HANDLER}
+
+
+def test_component_outputs_name_the_token_check_and_the_workflows(stack: MockedStack) -> None:
+    outputs = stack.component_outputs
+    assert (
+        outputs["tokenCheckUri"] == named(stack, FUNCTION, "eos-token-check").outputs["serviceConfig"]["uri"]
+    )
+    assert outputs["sampleWorkflows"] == {
+        "report": f"projects/{PROJECT}/locations/{REGION}/workflows/eos-report"
+    }
+    assert outputs["workflowServiceAccountEmail"] == email(stack, "eos-workflow")
+
+
+def test_two_sample_jobs_share_one_account_and_one_token_check() -> None:
+    jobs = [valid_job(name=n, workflow={"sample": True}) for n in ("a", "b")]
+    resources = mock_stack(build(valid_values(jobs=jobs)))
+    assert sorted(r.inputs["name"] for r in resources.of_type(WORKFLOW)) == ["eos-a", "eos-b"]
+    assert len(resources.of_type(FUNCTION)) == 2
+    assert len([r for r in resources.of_type(ACCOUNT) if r.name == "eos-workflow"]) == 1
+    assert len(workflows_grants(resources)) == 1
+
+
+def test_long_workflow_names_are_shortened_uniquely() -> None:
+    long_job = "j" * 100
+    name = _workflow_name("eos", long_job)
+    assert len(name) == 64 and re.match(r"^[a-z][a-z0-9_-]*$", name)
+    assert name != _workflow_name("eos", long_job[:-1] + "k")
+    assert _workflow_name("eos", "report") == "eos-report"
+
+
+def test_dev_stack_deploys_the_workflow_proxy_demo() -> None:
+    resources = dev_stack_resources()
+    (workflow,) = [r for r in resources if r.type == WORKFLOW]
+    assert workflow.inputs["name"] == "eos-workflow-proxy-demo"
+    assert len([r for r in resources if r.type == FUNCTION]) == 2
+
+
+# --- the sample workflow's source ---------------------------------------------------------------
+
+
+def test_sample_workflow_is_yaml_that_checks_the_token_before_its_state_change() -> None:
+    text = SAMPLE_WORKFLOW_FILE.read_text(encoding="utf-8")
+    main = yaml.safe_load(text)["main"]
+    assert main["params"] == ["args"]
+    steps = [next(iter(step)) for step in main["steps"]]
+    assert steps.index("check_token") < steps.index("skip_duplicate") < steps.index("change_state")
+    assert steps.index("change_state") < steps.index("complete_token")
+    check = main["steps"][0]["check_token"]
+    assert check["call"] == "http.post"
+    assert check["args"]["url"] == '${sys.get_env("TOKEN_CHECK_URL")}'
+    assert check["args"]["auth"] == {"type": "OIDC"}
+    assert check["args"]["body"] == {
+        "action": "begin",
+        "token": "${args.idempotency_key}",
+        "fence": "${args.fence}",
+        "scope": "change_state",
+    }
+    switch = main["steps"][1]["skip_duplicate"]["switch"][0]
+    assert switch["condition"] == "${not check.body.first}"
+    assert "return" in json.dumps(switch["steps"])
+    complete = main["steps"][steps.index("complete_token")]["complete_token"]["args"]
+    assert complete["body"]["action"] == "complete"
+    assert complete["body"]["holder"] == "${check.body.holder}"
+    assert complete["body"]["scope"] == check["args"]["body"]["scope"]
+    assert complete["auth"] == {"type": "OIDC"}
+    assert "PLACEHOLDER" in text and "sys.log" not in text
+
+
+def test_readme_shows_the_sample_workflow_verbatim() -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    proxy = readme.split("<!-- section:proxy -->", 1)[1].split("<!-- /section:proxy -->", 1)[0]
+    blocks = re.findall(r"```yaml\n(.*?)```", proxy, flags=re.S)
+    assert SAMPLE_WORKFLOW_FILE.read_text(encoding="utf-8") in blocks
+
+
+def test_workflows_call_timeout_matches_the_function_side() -> None:
+    source = (REPO_ROOT / "function" / "jobs" / "workflows.py").read_text(encoding="utf-8")
+    match = re.search(r"^CALL_TIMEOUT_SECONDS = ([\d.]+)$", source, flags=re.M)
+    assert match is not None and float(match[1]) == WORKFLOWS_CALL_TIMEOUT_SECONDS
