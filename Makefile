@@ -4,10 +4,16 @@ PYTHON ?= python3
 VENV := venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-REQUIREMENTS := requirements.txt requirements-dev.txt function/requirements.txt policy/requirements.txt
+REQUIREMENTS := requirements.txt requirements-dev.txt function/requirements.txt policy/requirements.txt \
+	tests/requirements-function.txt
+# The function is deployed on Cloud Run's python312 runtime: its tests run on that Python too.
+# (the first python3.12 that runs: on PATH, or one installed by pyenv)
+RUNTIME_PYTHON ?= $(shell for p in python3.12 $$(pyenv root 2>/dev/null)/versions/3.12*/bin/python3.12; \
+	do "$$p" --version >/dev/null 2>&1 && echo "$$p" && break; done)
+RUNTIME_VENV := venv-py312
 LINTED := function infra policy localrun bench tests __main__.py
 
-.PHONY: install lint typecheck test demo bench clean
+.PHONY: install lint typecheck test test-runtime demo bench clean
 
 $(STAMP): $(REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +33,17 @@ typecheck: $(STAMP)
 # FIRESTORE_EMULATOR_HOST when it is set) and stop it at the end.
 test: lint typecheck
 	$(BIN)/python -m pytest
+	$(MAKE) test-runtime
+
+$(RUNTIME_VENV)/.installed: function/requirements.txt tests/requirements-function.txt
+	@test -n "$(RUNTIME_PYTHON)" || { echo "python3.12 not found: the function's tests run on the python312 runtime's Python (install it, or set RUNTIME_PYTHON=...)"; exit 1; }
+	test -x $(RUNTIME_VENV)/bin/python || $(RUNTIME_PYTHON) -m venv $(RUNTIME_VENV)
+	$(RUNTIME_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements-function.txt
+	touch $@
+
+test-runtime: $(RUNTIME_VENV)/.installed
+	$(RUNTIME_VENV)/bin/python --version
+	$(RUNTIME_VENV)/bin/python -m pytest tests/function
 
 demo: $(STAMP)
 	$(BIN)/python -m localrun.demo $(ARGS)
@@ -35,4 +52,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.run $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .demo
+	rm -rf $(VENV) $(RUNTIME_VENV) .pytest_cache .mypy_cache .ruff_cache .demo
