@@ -30,6 +30,8 @@ from pulumi_policy.proxy import (
     unknown_checking_proxy,
 )
 
+from policy.policies import POLICIES
+
 # What the engine sends for values it cannot know during preview.
 UNKNOWN_STRING = UNKNOWN_STRING_VALUE
 UNKNOWN_NUMBER = UNKNOWN_NUMBER_VALUE
@@ -106,3 +108,17 @@ def run_stack_policy(policy: StackValidationPolicy, resources: Sequence[PolicyRe
     result = policy.validate(StackValidationArgs(list(resources)), reported)
     assert not isawaitable(result)
     return reported
+
+
+def resource_policy(name: str) -> ResourceValidationPolicy:
+    """The pack's resource policy called `name`."""
+    found = next(p for p in POLICIES if p.name == name)
+    assert isinstance(found, ResourceValidationPolicy), name
+    return found
+
+
+def stack_policy(name: str) -> StackValidationPolicy:
+    """The pack's stack policy called `name`."""
+    found = next(p for p in POLICIES if p.name == name)
+    assert isinstance(found, StackValidationPolicy), name
+    return found

@@ -6,21 +6,22 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
+from pulumi_policy import EnforcementLevel
 
-from policy.policies import FUNCTION_V1, FUNCTION_V2, POLICIES, PROJECT_IAM_MEMBER
+from policy.policies import FUNCTION_V1, FUNCTION_V2, PROJECT_IAM_MEMBER
 from tests.policy import fixtures
-from tests.policy.runner import UNKNOWN_STRING, run_resource_policy, run_stack_policy, stack_resource
-
-
-def policy(name: str) -> Any:
-    return next(p for p in POLICIES if p.name == name)
+from tests.policy.runner import (
+    UNKNOWN_STRING,
+    resource_policy,
+    run_resource_policy,
+    run_stack_policy,
+    stack_policy,
+    stack_resource,
+)
 
 
 def build_check(resource_type: str, props: dict[str, Any]) -> list[str]:
-    found = policy("function-build-service-account")
-    assert isinstance(found, ResourceValidationPolicy)
-    return run_resource_policy(found, resource_type, props, "fn")
+    return run_resource_policy(resource_policy("function-build-service-account"), resource_type, props, "fn")
 
 
 def with_build_account(account: Any) -> dict[str, Any]:
@@ -30,7 +31,7 @@ def with_build_account(account: Any) -> dict[str, Any]:
 
 
 def test_level_is_mandatory() -> None:
-    assert policy("function-build-service-account").enforcement_level == EnforcementLevel.MANDATORY
+    assert resource_policy("function-build-service-account").enforcement_level == EnforcementLevel.MANDATORY
 
 
 def test_dedicated_build_account_passes_in_either_form() -> None:
@@ -73,8 +74,7 @@ def test_unknown_build_account_is_not_reported() -> None:
 
 
 def holders(function: dict[str, Any], member: str) -> list[str]:
-    found = policy("project-role-holders")
-    assert isinstance(found, StackValidationPolicy)
+    found = stack_policy("project-role-holders")
     grant = {"project": "my-project", "role": "roles/logging.logWriter", "member": member}
     resources = [
         stack_resource(FUNCTION_V2, "eos-function", function),

@@ -22,7 +22,13 @@ from policy.policies import (
     Holder,
 )
 from tests.policy import fixtures
-from tests.policy.runner import UNKNOWN_BOOL, UNKNOWN_NUMBER, UNKNOWN_STRING, run_resource_policy
+from tests.policy.runner import (
+    UNKNOWN_BOOL,
+    UNKNOWN_NUMBER,
+    UNKNOWN_STRING,
+    resource_policy,
+    run_resource_policy,
+)
 
 RUN_INVOKER_MEMBER = "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"
 RUN_INVOKER_BINDING = "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding"
@@ -32,14 +38,8 @@ BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
 BUCKET_IAM_POLICY = "gcp:storage/bucketIAMPolicy:BucketIAMPolicy"
 
 
-def policy(name: str) -> ResourceValidationPolicy:
-    found = next(p for p in POLICIES if p.name == name)
-    assert isinstance(found, ResourceValidationPolicy)
-    return found
-
-
 def check(name: str, resource_type: str, props: dict[str, Any]) -> list[str]:
-    return run_resource_policy(policy(name), resource_type, props, name="crafted")
+    return run_resource_policy(resource_policy(name), resource_type, props, name="crafted")
 
 
 # --- scheduler-job-oidc-auth -----------------------------------------------------------------
@@ -252,7 +252,7 @@ def test_unknown_runtime_account_is_not_reported() -> None:
 
 
 def test_ingress_policy_is_advisory() -> None:
-    assert policy("function-ingress-restricted").enforcement_level == EnforcementLevel.ADVISORY
+    assert resource_policy("function-ingress-restricted").enforcement_level == EnforcementLevel.ADVISORY
 
 
 def test_internal_ingress_passes_and_allow_all_is_reported() -> None:

@@ -5,18 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pulumi_policy import EnforcementLevel, PolicyResource, StackValidationPolicy
+from pulumi_policy import EnforcementLevel, PolicyResource
 
 from infra import timing
-from policy.policies import FIRESTORE_FIELD, FUNCTION_V2, POLICIES, SCHEDULER_JOB
+from policy.policies import FIRESTORE_FIELD, FUNCTION_V2, SCHEDULER_JOB
 from tests.policy import fixtures
-from tests.policy.runner import UNKNOWN_NUMBER, UNKNOWN_STRING, Reported, run_stack_policy, stack_resource
-
-
-def policy(name: str) -> StackValidationPolicy:
-    found = next(p for p in POLICIES if p.name == name)
-    assert isinstance(found, StackValidationPolicy)
-    return found
+from tests.policy.runner import (
+    UNKNOWN_NUMBER,
+    UNKNOWN_STRING,
+    Reported,
+    run_stack_policy,
+    stack_policy,
+    stack_resource,
+)
 
 
 def stack(
@@ -35,21 +36,21 @@ def stack(
 
 
 def invariants(resources: list[PolicyResource]) -> Reported:
-    return run_stack_policy(policy("scheduler-timing-invariants"), resources)
+    return run_stack_policy(stack_policy("scheduler-timing-invariants"), resources)
 
 
 def advisories(resources: list[PolicyResource]) -> Reported:
-    return run_stack_policy(policy("scheduler-timing-advisories"), resources)
+    return run_stack_policy(stack_policy("scheduler-timing-advisories"), resources)
 
 
 def ttl(resources: list[PolicyResource]) -> Reported:
-    return run_stack_policy(policy("runs-collection-ttl"), resources)
+    return run_stack_policy(stack_policy("runs-collection-ttl"), resources)
 
 
 def test_levels_are_split_between_the_two_timing_policies() -> None:
-    assert policy("scheduler-timing-invariants").enforcement_level == EnforcementLevel.MANDATORY
-    assert policy("scheduler-timing-advisories").enforcement_level == EnforcementLevel.ADVISORY
-    assert policy("runs-collection-ttl").enforcement_level == EnforcementLevel.MANDATORY
+    assert stack_policy("scheduler-timing-invariants").enforcement_level == EnforcementLevel.MANDATORY
+    assert stack_policy("scheduler-timing-advisories").enforcement_level == EnforcementLevel.ADVISORY
+    assert stack_policy("runs-collection-ttl").enforcement_level == EnforcementLevel.MANDATORY
 
 
 # --- runs-collection-ttl ---------------------------------------------------------------------

@@ -7,14 +7,13 @@ import json
 from typing import Any
 
 import pytest
-from pulumi_policy import EnforcementLevel, PolicyResource, ResourceValidationPolicy, StackValidationPolicy
+from pulumi_policy import EnforcementLevel, PolicyResource
 
 from policy.policies import (
     CLOUD_RUN_V2_SERVICE,
     FIRESTORE_FIELD,
     FUNCTION_V1,
     FUNCTION_V2,
-    POLICIES,
     PROJECT_IAM_MEMBER,
     SCHEDULER_JOB,
 )
@@ -22,25 +21,15 @@ from tests.policy import fixtures
 from tests.policy.runner import (
     UNKNOWN_STRING,
     Reported,
+    resource_policy,
     run_resource_policy,
     run_stack_policy,
+    stack_policy,
     stack_resource,
 )
 
 WORKFLOWS_HANDLER = "jobs.workflows:start_workflow_execution"
 OTHER_SA = "someone@my-project.iam.gserviceaccount.com"
-
-
-def resource_policy(name: str) -> ResourceValidationPolicy:
-    found = next(p for p in POLICIES if p.name == name)
-    assert isinstance(found, ResourceValidationPolicy)
-    return found
-
-
-def stack_policy(name: str) -> StackValidationPolicy:
-    found = next(p for p in POLICIES if p.name == name)
-    assert isinstance(found, StackValidationPolicy)
-    return found
 
 
 def test_levels() -> None:
