@@ -8,10 +8,7 @@ then reused by every request of the instance: import stays cheap and needs no cr
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Generic, TypeVar
 
 import flask
 import functions_framework
@@ -21,31 +18,13 @@ from handler import ScheduledRunHandler
 from idempotency import IdempotencyTokens, TokenCheckEndpoint, TokenStoreConfig
 from job_api import JobRouter
 from ledger import FirestoreRunStore, RunLedger, new_attempt_id
+from once import OncePerInstance
 
 CONFIG = FunctionConfig.from_env(os.environ)
 TOKEN_CONFIG = TokenStoreConfig.from_env(os.environ)
 JOBS = JobRouter(CONFIG.job_handler, CONFIG.job_handlers)
 
-T = TypeVar("T")
-
-
-class _OncePerInstance(Generic[T]):
-    """Builds a value on first use, once, however many requests race for it."""
-
-    def __init__(self, build: Callable[[], T]) -> None:
-        self._build = build
-        self._value: T | None = None
-        self._lock = threading.Lock()
-
-    def __call__(self) -> T:
-        if self._value is None:
-            with self._lock:
-                if self._value is None:
-                    self._value = self._build()
-        return self._value
-
-
-_firestore = _OncePerInstance(lambda: firestore.Client(project=CONFIG.project, database=CONFIG.database))
+_firestore = OncePerInstance(lambda: firestore.Client(project=CONFIG.project, database=CONFIG.database))
 
 
 def _build_run_handler() -> ScheduledRunHandler:
@@ -64,8 +43,8 @@ def _build_token_endpoint() -> TokenCheckEndpoint:
     )
 
 
-_run_handler = _OncePerInstance(_build_run_handler)
-_token_endpoint = _OncePerInstance(_build_token_endpoint)
+_run_handler = OncePerInstance(_build_run_handler)
+_token_endpoint = OncePerInstance(_build_token_endpoint)
 
 
 @functions_framework.http

@@ -27,7 +27,6 @@ import json
 import os
 import re
 import sys
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC
@@ -39,6 +38,7 @@ from config import ConfigError
 from google.cloud.workflows.executions_v1 import Execution, ExecutionsClient
 from google.cloud.workflows.executions_v1.services.executions.transports import ExecutionsGrpcTransport
 from job_api import RunContext, TerminalJobError
+from once import OncePerInstance
 
 from jobs.errors import downstream_call
 from jobs.loopback import is_loopback_host
@@ -107,19 +107,8 @@ if ENDPOINT.plaintext:
         flush=True,
     )
 
-_client: ExecutionsClient | None = None
-_client_lock = threading.Lock()
-
-
-def _executions_client() -> ExecutionsClient:
-    """Created on first use, then shared by every request of the instance: import needs no
-    credentials, and the gRPC channel is reused."""
-    global _client
-    if _client is None:
-        with _client_lock:
-            if _client is None:
-                _client = _new_client(ENDPOINT)
-    return _client
+# Built on first use, then shared by every request of the instance (see once.py).
+_executions_client = OncePerInstance(lambda: _new_client(ENDPOINT))
 
 
 def _new_client(endpoint: WorkflowsEndpoint) -> ExecutionsClient:
