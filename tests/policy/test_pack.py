@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 
+from infra.settings import load_stack_settings
 from policy.policies import PACK_NAME, POLICIES
 from tests.policy.runner import UNKNOWN_STRING, run_resource_policy, run_stack_policy, stack_resource
-
-harness = pytest.importorskip("tests.support.pulumi_harness")
+from tests.support import pulumi_harness as harness
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Values a fresh stack's preview cannot know: they come from resources not yet created.
@@ -71,6 +71,24 @@ def test_dev_stack_passes_every_policy(dev_resources: list[Any]) -> None:
 
 def test_dev_stack_preview_with_unknown_outputs_passes(dev_resources: list[Any]) -> None:
     assert _violations(dev_resources, preview=True) == []
+
+
+STACK_FILES = sorted(REPO_ROOT.glob("Pulumi.*.yaml"))
+
+
+@pytest.mark.parametrize("stack_file", STACK_FILES, ids=[path.name for path in STACK_FILES])
+def test_every_shipped_stack_passes_every_policy_and_timing_rule(stack_file: Path) -> None:
+    """A forker copies these files: each must deploy cleanly, advisories included."""
+    stack_name = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    settings = load_stack_settings(stack_name)
+    assert settings.timing_advisories() == []
+    resources = harness.run_mocked_stack(settings)
+    assert _violations(resources, preview=False) == []
+    assert _violations(resources, preview=True) == []
+
+
+def test_the_example_stacks_are_shipped() -> None:
+    assert {path.name for path in STACK_FILES} >= {"Pulumi.dev.yaml", "Pulumi.prod.yaml"}
 
 
 def test_a_broken_dev_stack_is_caught(dev_resources: list[Any]) -> None:
