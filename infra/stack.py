@@ -234,7 +234,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             f"{name}-runtime-datastore-user",
             project=project,
             role="roles/datastore.user",
-            member=runtime_account.email.apply(lambda email: f"serviceAccount:{email}"),
+            member=runtime_account.member,
             condition={
                 "title": f"only-{settings.database_name}"[:100],
                 "description": "Firestore access limited to the run ledger database of this stack.",
@@ -255,7 +255,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
                 f"{name}-runtime-workflows-invoker",
                 project=project,
                 role="roles/workflows.invoker",
-                member=runtime_account.email.apply(lambda email: f"serviceAccount:{email}"),
+                member=runtime_account.member,
                 opts=self._child(),
             )
         return _Identities(runtime=runtime_account, invoker=invoker_account)
@@ -305,7 +305,6 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             description="Builds the functions: writes logs, pushes to one repository, reads one bucket.",
             opts=self._after(apis, "iam.googleapis.com"),
         )
-        builder_member = builder_account.email.apply(lambda email: f"serviceAccount:{email}")
         repository = gcp.artifactregistry.Repository(
             f"{name}-images",
             project=project,
@@ -322,7 +321,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
                 f"{name}-builder-log-writer",
                 project=project,
                 role="roles/logging.logWriter",
-                member=builder_member,
+                member=builder_account.member,
                 opts=self._child(),
             ),
             gcp.artifactregistry.RepositoryIamMember(
@@ -331,14 +330,14 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
                 location=region,
                 repository=repository.repository_id,
                 role="roles/artifactregistry.writer",
-                member=builder_member,
+                member=builder_account.member,
                 opts=self._child(),
             ),
             gcp.storage.BucketIAMMember(
                 f"{name}-builder-source-viewer",
                 bucket=source.bucket.name,
                 role="roles/storage.objectViewer",
-                member=builder_member,
+                member=builder_account.member,
                 opts=self._child(),
             ),
         )
@@ -392,7 +391,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             location=settings.region,
             name=function.service_config.apply(_service_name),
             role="roles/run.invoker",
-            member=invoker_account.email.apply(lambda email: f"serviceAccount:{email}"),
+            member=invoker_account.member,
             opts=self._child(),
         )
 
@@ -457,7 +456,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             location=region,
             name=token_check.service_config.apply(_service_name),
             role="roles/run.invoker",
-            member=workflow_account.email.apply(lambda email: f"serviceAccount:{email}"),
+            member=workflow_account.member,
             opts=self._child(),
         )
         workflow_source = SAMPLE_WORKFLOW_FILE.read_text(encoding="utf-8")

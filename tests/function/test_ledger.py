@@ -164,12 +164,19 @@ def test_losing_a_takeover_race_reads_again(db, clock):
         ledger.claim(KEY, "attempt-3")
 
 
-def test_happy_path_costs_two_rpcs_on_the_wire(emulator_host, project, clock):
+@pytest.fixture
+def counted(emulator_host, project, clock):
+    """A ledger whose Firestore RPCs are counted on the wire, starting from zero."""
     client, rpcs = counted_emulator_client(emulator_host, project)
     ledger = RunLedger(
         FirestoreRunStore(client, "scheduler_runs"), lease=LEASE, retention=RETENTION, clock=clock
     )
     rpcs.reset()
+    return ledger, rpcs
+
+
+def test_happy_path_costs_two_rpcs_on_the_wire(counted):
+    ledger, rpcs = counted
     ledger.complete(ledger.claim(KEY, "attempt-1"))
     assert rpcs.snapshot() == {"Commit": 2}
 
@@ -179,11 +186,7 @@ def test_happy_path_costs_two_rpcs_on_the_wire(emulator_host, project, clock):
     assert rpcs.snapshot() == {"Commit": 1, "BatchGetDocuments": 1}  # failed create + one read
 
 
-def test_failed_run_costs_two_rpcs_on_the_wire(emulator_host, project, clock):
-    client, rpcs = counted_emulator_client(emulator_host, project)
-    ledger = RunLedger(
-        FirestoreRunStore(client, "scheduler_runs"), lease=LEASE, retention=RETENTION, clock=clock
-    )
-    rpcs.reset()
+def test_failed_run_costs_two_rpcs_on_the_wire(counted):
+    ledger, rpcs = counted
     ledger.release(ledger.claim(KEY, "attempt-1"))
     assert rpcs.snapshot() == {"Commit": 2}
