@@ -69,3 +69,44 @@ def test_a_primitive_role_for_the_deployer_is_caught(resources: list[MockedResou
     assert any(
         v.startswith("no-primitive-roles ci-deployer-editor:") for v in violations([*resources, editor])
     )
+
+
+def _questioned(found: list[str], grant_name: str) -> bool:
+    return any(
+        f"'{grant_name}'" in v and v.split()[0] in ("project-iam-allowlist", "project-role-holders:")
+        for v in found
+    )
+
+
+def test_a_deployer_the_whole_pool_may_impersonate_gets_no_project_roles(
+    resources: list[MockedResource],
+) -> None:
+    """The allowance is for an account only one repository can use; a second, broader
+    impersonation grant (every identity in the pool) takes it away."""
+    [binding] = [r for r in resources if r.type == "gcp:serviceaccount/iAMMember:IAMMember"]
+    whole_pool = binding.inputs["member"].split("/attribute.repository/")[0] + "/*"
+    broader = MockedResource(
+        binding.type,
+        "ci-deployer-whole-pool",
+        binding.urn + "-whole-pool",
+        binding.inputs | {"member": whole_pool},
+        binding.outputs | {"member": whole_pool},
+    )
+    found = violations([*resources, broader])
+    assert all(_questioned(found, name) for name in DEPLOYER_GRANT_NAMES)
+
+
+def test_deployer_roles_stay_off_the_main_stacks_own_accounts() -> None:
+    """Granting a deploy role to, say, the function's runtime account is still refused."""
+    from tests.support import pulumi_harness as harness
+
+    stack = harness.dev_stack_resources()
+    grant = next(r for r in stack if r.type == "gcp:projects/iAMMember:IAMMember")
+    run_admin = MockedResource(
+        grant.type,
+        "runtime-run-admin",
+        grant.urn + "-run-admin",
+        {k: v for k, v in grant.inputs.items() if k != "condition"} | {"role": "roles/run.admin"},
+        {k: v for k, v in grant.outputs.items() if k != "condition"} | {"role": "roles/run.admin"},
+    )
+    assert _questioned(violations([*stack, run_admin]), "runtime-run-admin")

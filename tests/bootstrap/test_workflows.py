@@ -138,6 +138,7 @@ def test_the_deploy_workflow_updates_dev_smoke_tests_it_then_waits_for_prod_revi
     assert dev["steps"].index(up) < len(dev["steps"]) - 1
     assert runs(dev)[-1] == "venv/bin/python -m ops smoke --stack dev"
     assert prod["needs"] == "dev" and prod["environment"] == "prod"
+    assert prod["if"] == "vars.DEPLOY_PROD == 'true'"
     [up_prod] = steps_using(prod, PULUMI)
     assert (up_prod["with"]["command"], up_prod["with"]["stack-name"]) == ("up", "prod")
 
