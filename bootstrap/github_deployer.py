@@ -39,6 +39,7 @@ ATTRIBUTE_MAPPING = {
 }
 WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
 KEY_ENCRYPTER_DECRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+KEY_ROTATION_PERIOD = f"{90 * 24 * 3600}s"
 
 
 def repository_principal_set(pool_name: str, repository: str) -> str:
@@ -194,6 +195,8 @@ class GithubDeployer(pulumi.ComponentResource):
             name="pulumi-secrets",
             key_ring=key_ring.id,
             purpose="ENCRYPT_DECRYPT",
+            # New key versions every 90 days; old ones still decrypt what they encrypted.
+            rotation_period=KEY_ROTATION_PERIOD,
             # Destroying the key would make every stack's secrets unreadable.
             opts=pulumi.ResourceOptions(parent=self, protect=True),
         )

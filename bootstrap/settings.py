@@ -63,29 +63,21 @@ class BootstrapSettings:
                 f"repository is '{repository}': expected '<owner>/<repo>' as GitHub writes it, "
                 "e.g. 'acme/exactly-once-scheduler'"
             )
-        settings = cls(
+        return cls(
             project=project,
             repository=repository,
-            repository_id=_optional_str(
-                values, "repositoryId", _REPOSITORY_ID, "GitHub's numeric repository id"
-            ),
+            repository_id=_matching(values, "repositoryId", _REPOSITORY_ID, "GitHub's numeric repository id"),
             pool_id=_id(values, "poolId", cls.pool_id),
             provider_id=_id(values, "providerId", cls.provider_id),
-            deployer_account_id=_optional_str(
+            deployer_account_id=_matching(
                 values, "deployerAccountId", _ACCOUNT_ID, "6-30 lower-case letters, digits or hyphens"
             )
             or cls.deployer_account_id,
-            state_bucket=_optional_str(values, "stateBucket", _BUCKET, "a valid Cloud Storage bucket name"),
-            state_bucket_location=_optional_str(values, "stateBucketLocation", None, "")
-            or region
-            or cls.state_bucket_location,
-            secrets_key_ring=_optional_str(
-                values, "secretsKeyRing", _KEY_RING, "1-63 letters, digits, - or _"
-            ),
-            secrets_key_location=_optional_str(values, "secretsKeyLocation", None, "")
-            or cls.secrets_key_location,
+            state_bucket=_matching(values, "stateBucket", _BUCKET, "a valid Cloud Storage bucket name"),
+            state_bucket_location=_text(values, "stateBucketLocation") or region or cls.state_bucket_location,
+            secrets_key_ring=_matching(values, "secretsKeyRing", _KEY_RING, "1-63 letters, digits, - or _"),
+            secrets_key_location=_text(values, "secretsKeyLocation") or cls.secrets_key_location,
         )
-        return settings
 
     @property
     def attribute_condition(self) -> str:
@@ -103,19 +95,25 @@ def _required_str(values: Mapping[str, Any], key: str) -> str:
     return value.strip()
 
 
-def _optional_str(
-    values: Mapping[str, Any], key: str, pattern: re.Pattern[str] | None, shape: str
-) -> str | None:
+def _text(values: Mapping[str, Any], key: str) -> str | None:
+    """The key's value; unset and "" (the project file's default) both mean "not set"."""
     value = values.get(key)
     if value is None or value == "":
         return None
-    if not isinstance(value, str) or (pattern is not None and not pattern.match(value)):
+    if not isinstance(value, str):
+        raise BootstrapConfigError(f"{key} is {value!r}: expected a string")
+    return value
+
+
+def _matching(values: Mapping[str, Any], key: str, pattern: re.Pattern[str], shape: str) -> str | None:
+    value = _text(values, key)
+    if value is not None and not pattern.match(value):
         raise BootstrapConfigError(f"{key} is '{value}': expected {shape}")
     return value
 
 
 def _id(values: Mapping[str, Any], key: str, default: str) -> str:
-    value = _optional_str(values, key, _POOL_OR_PROVIDER_ID, "4-32 lower-case letters, digits or hyphens")
+    value = _matching(values, key, _POOL_OR_PROVIDER_ID, "4-32 lower-case letters, digits or hyphens")
     if value is not None and value.startswith("gcp-"):
         raise BootstrapConfigError(f"{key} is '{value}': the 'gcp-' prefix is reserved by Google")
     return value or default

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import runpy
 from collections.abc import Iterator
 from pathlib import Path
@@ -102,6 +101,8 @@ def test_the_state_bucket_is_private_versioned_and_the_key_is_the_deployers_only
     assert bucket.inputs["publicAccessPrevention"] == "enforced"
     assert bucket.inputs["versioning"] == {"enabled": True}
     assert bucket.inputs["forceDestroy"] is False
+    [key] = of_type(resources, "gcp:kms/cryptoKey:CryptoKey")
+    assert key.inputs["rotationPeriod"] == "7776000s"
     [key_grant] = of_type(resources, "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember")
     assert (key_grant.inputs["role"], key_grant.inputs["member"]) == (
         "roles/cloudkms.cryptoKeyEncrypterDecrypter",
@@ -136,9 +137,11 @@ def test_a_first_preview_declares_the_same_resources() -> None:
         ({"repository": REPO, "providerId": "GH"}, "providerId"),
         ({"repository": REPO, "deployerAccountId": "ci"}, "deployerAccountId"),
         ({"repository": REPO, "stateBucket": "Not_A-Bucket!"}, "stateBucket"),
+        ({"repository": REPO, "secretsKeyRing": "a ring"}, "secretsKeyRing"),
+        ({"repository": REPO, "stateBucketLocation": 3}, "stateBucketLocation"),
     ],
 )
-def test_bad_config_names_the_key(values: dict[str, str], key: str) -> None:
+def test_bad_config_names_the_key(values: dict[str, object], key: str) -> None:
     with pytest.raises(BootstrapConfigError, match=rf"^{key} "):
         BootstrapSettings.from_config(values, project="acme-prod")
 
@@ -197,5 +200,6 @@ def test_the_example_stack_file_builds_valid_settings() -> None:
     built = BootstrapSettings.from_config(
         values, project=example["gcp:project"], region=example["gcp:region"]
     )
-    assert built.state_bucket and built.secrets_key_ring
-    assert json.dumps(built.attribute_condition).count("assertion.repository") == 1
+    assert (built.project, built.repository) == ("my-gcp-project", "my-org/exactly-once-scheduler")
+    assert built.state_bucket == "my-gcp-project-pulumi-state" and built.secrets_key_ring == "pulumi"
+    assert built.state_bucket_location == "us-central1"  # gcp:region, as the project file says
