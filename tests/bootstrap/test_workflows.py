@@ -166,3 +166,16 @@ def test_make_lint_runs_both_workflow_linters_offline() -> None:
     ).stdout
     assert re.search(r"/actionlint -shellcheck=\S+/shellcheck$", planned, re.MULTILINE)
     assert re.search(r"/zizmor --offline ", planned)
+
+
+def test_the_docs_name_every_repository_variable_the_workflows_read() -> None:
+    read = {
+        variable
+        for path in WORKFLOWS.glob("*.yml")
+        for variable in re.findall(r"\bvars\.([A-Z0-9_]+)", path.read_text())
+    }
+    assert read >= {"GCP_WORKLOAD_IDENTITY_PROVIDER", "GCP_DEPLOYER_SERVICE_ACCOUNT", "PULUMI_BACKEND_URL"}
+    documented = set(
+        re.findall(r"^\| `([A-Z0-9_]+)` \|", (REPO_ROOT / "docs" / "ci.md").read_text(), re.MULTILINE)
+    )
+    assert documented == read
