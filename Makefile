@@ -11,9 +11,9 @@ REQUIREMENTS := requirements.txt requirements-dev.txt function/requirements.txt 
 RUNTIME_PYTHON ?= $(shell for p in python3.12 $$(pyenv root 2>/dev/null)/versions/3.12*/bin/python3.12; \
 	do "$$p" --version >/dev/null 2>&1 && echo "$$p" && break; done)
 RUNTIME_VENV := venv-py312
-LINTED := function infra policy localrun bench tests __main__.py
+LINTED := function infra policy localrun bench bootstrap tests __main__.py
 
-.PHONY: install lint typecheck test test-runtime demo bench clean
+.PHONY: install lint lint-workflows typecheck test test-runtime demo bench clean
 
 $(STAMP): $(REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,9 +22,15 @@ $(STAMP): $(REQUIREMENTS)
 
 install: $(STAMP)
 
-lint: $(STAMP)
+lint: $(STAMP) lint-workflows
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
+
+# The GitHub Actions workflows: actionlint (shellcheck on every run: script) and zizmor's
+# security audits, both offline. Any finding, however minor, fails the build.
+lint-workflows: $(STAMP)
+	$(BIN)/actionlint -shellcheck=$(BIN)/shellcheck
+	$(BIN)/zizmor --offline --no-progress .
 
 typecheck: $(STAMP)
 	$(BIN)/mypy $(LINTED)

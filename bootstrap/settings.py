@@ -1,0 +1,119 @@
+"""The bootstrap stack's config, validated before any resource is declared.
+
+Kept free of the Pulumi engine so tests and the docs can build settings directly. Every error
+names the config key and what is wrong with its value.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+GITHUB_OIDC_ISSUER: Final = "https://token.actions.githubusercontent.com"
+
+# Where a GitHub owner/repository name may not go: GitHub's own rules, which keep the value
+# safe to quote inside the provider's CEL attribute condition.
+_REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+_REPOSITORY_ID = re.compile(r"^[0-9]{1,20}$")
+# Workload Identity pool and provider ids: 4-32 characters, lower-case letters, digits and
+# hyphens; the "gcp-" prefix is reserved by Google.
+_POOL_OR_PROVIDER_ID = re.compile(r"^[a-z0-9-]{4,32}$")
+# Service account ids: 6-30 characters, starting with a letter, no trailing hyphen.
+_ACCOUNT_ID = re.compile(r"^[a-z](?:[-a-z0-9]{4,28})[a-z0-9]$")
+# Bucket names: 3-63 characters of lower-case letters, digits, '-', '_' and '.'.
+_BUCKET = re.compile(r"^[a-z0-9][-a-z0-9_.]{1,61}[a-z0-9]$")
+_KEY_RING = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
+
+
+class BootstrapConfigError(ValueError):
+    """A config value the bootstrap stack cannot use; the message names the key."""
+
+
+@dataclass(frozen=True)
+class BootstrapSettings:
+    """What the bootstrap stack creates, from `pulumi config` (see Pulumi.ci.yaml)."""
+
+    project: str
+    # The fork, as "<owner>/<repo>": the only repository whose workflows may deploy.
+    repository: str
+    # GitHub's numeric repository id: pins the trust to this repository even if the name is
+    # later freed and taken by someone else. Optional because it must be looked up.
+    repository_id: str | None = None
+    pool_id: str = "github-actions"
+    provider_id: str = "github"
+    deployer_account_id: str = "ci-deployer"
+    # A private bucket for Pulumi state (`pulumi login gs://<bucket>`), created only when named.
+    state_bucket: str | None = None
+    state_bucket_location: str = "US"
+    # A KMS key ring for the stacks' secrets provider (gcpkms://...), created only when named.
+    # Key rings cannot be deleted: choose a name you will not need again.
+    secrets_key_ring: str | None = None
+    secrets_key_location: str = "global"
+
+    @classmethod
+    def from_config(cls, values: Mapping[str, Any], project: str, region: str = "") -> BootstrapSettings:
+        """Settings from the stack's config values (keys as in Pulumi.<stack>.yaml, no namespace)."""
+        if not project:
+            raise BootstrapConfigError("gcp:project is not set: run `pulumi config set gcp:project <id>`")
+        repository = _required_str(values, "repository")
+        if not _REPOSITORY.match(repository):
+            raise BootstrapConfigError(
+                f"repository is '{repository}': expected '<owner>/<repo>' as GitHub writes it, "
+                "e.g. 'acme/exactly-once-scheduler'"
+            )
+        return cls(
+            project=project,
+            repository=repository,
+            repository_id=_matching(values, "repositoryId", _REPOSITORY_ID, "GitHub's numeric repository id"),
+            pool_id=_id(values, "poolId", cls.pool_id),
+            provider_id=_id(values, "providerId", cls.provider_id),
+            deployer_account_id=_matching(
+                values, "deployerAccountId", _ACCOUNT_ID, "6-30 lower-case letters, digits or hyphens"
+            )
+            or cls.deployer_account_id,
+            state_bucket=_matching(values, "stateBucket", _BUCKET, "a valid Cloud Storage bucket name"),
+            state_bucket_location=_text(values, "stateBucketLocation") or region or cls.state_bucket_location,
+            secrets_key_ring=_matching(values, "secretsKeyRing", _KEY_RING, "1-63 letters, digits, - or _"),
+            secrets_key_location=_text(values, "secretsKeyLocation") or cls.secrets_key_location,
+        )
+
+    @property
+    def attribute_condition(self) -> str:
+        """The provider's CEL condition: tokens of any other repository are refused at exchange."""
+        condition = f'assertion.repository == "{self.repository}"'
+        if self.repository_id is not None:
+            condition += f' && assertion.repository_id == "{self.repository_id}"'
+        return condition
+
+
+def _required_str(values: Mapping[str, Any], key: str) -> str:
+    value = values.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise BootstrapConfigError(f"{key} is not set: run `pulumi config set {key} <value>`")
+    return value.strip()
+
+
+def _text(values: Mapping[str, Any], key: str) -> str | None:
+    """The key's value; unset and "" (the project file's default) both mean "not set"."""
+    value = values.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise BootstrapConfigError(f"{key} is {value!r}: expected a string")
+    return value
+
+
+def _matching(values: Mapping[str, Any], key: str, pattern: re.Pattern[str], shape: str) -> str | None:
+    value = _text(values, key)
+    if value is not None and not pattern.match(value):
+        raise BootstrapConfigError(f"{key} is '{value}': expected {shape}")
+    return value
+
+
+def _id(values: Mapping[str, Any], key: str, default: str) -> str:
+    value = _matching(values, key, _POOL_OR_PROVIDER_ID, "4-32 lower-case letters, digits or hyphens")
+    if value is not None and value.startswith("gcp-"):
+        raise BootstrapConfigError(f"{key} is '{value}': the 'gcp-' prefix is reserved by Google")
+    return value or default

@@ -1,0 +1,72 @@
+"""Run the bootstrap program under the stack harness's mocks, in applied or preview mode.
+
+Reuses tests/support/pulumi_harness.py (its Google Cloud mocks, recording monitor and
+MockedResource) and adds only what the bootstrap's resource types compute: the pool's and the
+provider's full names (which carry the project *number*) and KMS ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from bootstrap.github_deployer import GithubDeployer
+from bootstrap.settings import BootstrapSettings
+from tests.support.pulumi_harness import MockedResource, _GcpMocks, _RecordingMonitor
+
+PROJECT_NUMBER = "123456789012"
+BOOTSTRAP_PROJECT = "exactly-once-scheduler-bootstrap"
+COMPONENT_NAME = "ci"
+POOLS = f"projects/{PROJECT_NUMBER}/locations/global/workloadIdentityPools"
+
+
+class _BootstrapMocks(_GcpMocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        resource_id, outputs = super().new_resource(args)
+        inputs = args.inputs
+        if args.typ == "gcp:iam/workloadIdentityPool:WorkloadIdentityPool":
+            outputs["name"] = f"{POOLS}/{inputs['workloadIdentityPoolId']}"
+        elif args.typ == "gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider":
+            pool, provider = inputs["workloadIdentityPoolId"], inputs["workloadIdentityPoolProviderId"]
+            outputs["name"] = f"{POOLS}/{pool}/providers/{provider}"
+        elif args.typ == "gcp:kms/keyRing:KeyRing":
+            resource_id = (
+                f"projects/{inputs['project']}/locations/{inputs['location']}/keyRings/{inputs['name']}"
+            )
+        elif args.typ == "gcp:kms/cryptoKey:CryptoKey":
+            resource_id = f"{inputs['keyRing']}/cryptoKeys/{inputs['name']}"
+        # The base class recorded its own outputs dict, which these updates changed in place.
+        return resource_id, outputs
+
+
+def run_bootstrap(
+    settings: BootstrapSettings, preview: bool = False
+) -> tuple[list[MockedResource], dict[str, Any]]:
+    """Every resource GithubDeployer registers, and the component's outputs (None in preview
+    where Google computes them)."""
+    mocks = _BootstrapMocks(settings.project)
+    monitor = _RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project=BOOTSTRAP_PROJECT, stack="ci", preview=preview, monitor=monitor)
+    outputs: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        deployer = GithubDeployer(COMPONENT_NAME, settings)
+        optional = {"stateBucketUrl": deployer.state_bucket_url, "secretsProvider": deployer.secrets_provider}
+        wanted = {
+            "workloadIdentityProvider": deployer.workload_identity_provider,
+            "deployerServiceAccount": deployer.deployer_email,
+            **{key: value for key, value in optional.items() if value is not None},
+        }
+        return pulumi.Output.all(**wanted).apply(outputs.update)
+
+    program()
+    resources = []
+    for urn in monitor.resources:
+        typ, name = urn.split("::")[2].split("$")[-1], urn.split("::")[3]
+        typ_, name_, inputs, recorded, custom = next(r for r in mocks.registered if r[:2] == (typ, name))
+        resources.append(
+            MockedResource(typ_, name_, urn, inputs, recorded, monitor.parents.get(urn, ""), custom)
+        )
+    return resources, outputs
