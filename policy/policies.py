@@ -86,10 +86,25 @@ class Holder(enum.Enum):
 
 @dataclass(frozen=True)
 class AllowedProjectRole:
-    """A role the stack may grant project-wide: why it cannot be scoped, and to whom."""
+    """A role the stack may grant project-wide: why it cannot be scoped, and to whom.
+
+    `condition`, when set, is the only IAM condition expression the grant may carry (a full
+    match): the role is allowed only as narrowed by it, never unconditioned or broader.
+    """
 
     reason: str
     holder: Holder
+    condition: re.Pattern[str] | None = None
+    condition_shown: str = ""
+
+
+# What infra/build.py grants the build account: object read on the one bucket Cloud Functions
+# copies sources to (`gcf-v2-sources-<project number>-<region>`) or objects in it; both halves
+# must name the same bucket.
+GCF_SOURCES_CONDITION: Final = re.compile(
+    r'^resource\.name == "projects/_/buckets/(?P<bucket>gcf-v2-sources-\d+-[a-z]+-[a-z]+\d+)" \|\| '
+    r'resource\.name\.startsWith\("projects/_/buckets/(?P=bucket)/"\)$'
+)
 
 
 # The one list of roles the stack may grant project-wide, each with the reason it cannot be
@@ -111,6 +126,17 @@ PROJECT_ROLE_ALLOWLIST: Final[Mapping[str, AllowedProjectRole]] = MappingProxyTy
             "the build account writes the functions' build logs; Cloud Logging has no narrower IAM "
             "resource for writing log entries than the project",
             Holder.FUNCTION_BUILD,
+        ),
+        "roles/storage.objectViewer": AllowedProjectRole(
+            "the build account fetches the source Cloud Functions copied to gcf-v2-sources-<project "
+            "number>-<region>, a bucket that does not exist before the first deploy, so the grant "
+            "sits on the project with a condition naming that bucket",
+            Holder.FUNCTION_BUILD,
+            condition=GCF_SOURCES_CONDITION,
+            condition_shown=(
+                'resource.name == "projects/_/buckets/gcf-v2-sources-<number>-<region>" || '
+                'resource.name.startsWith("projects/_/buckets/gcf-v2-sources-<number>-<region>/")'
+            ),
         ),
     }
 )
@@ -620,6 +646,17 @@ def _check_project_iam_allowlist(args: ResourceValidationArgs) -> Iterable[str]:
             f"Project IAM member '{args.name}': member '{member}' is not a service account; project-wide "
             f"grants are for the stack's own accounts only. Use a '{PROJECT_MEMBER_PREFIX}<email>' member."
         )
+    allowed_role = PROJECT_ROLE_ALLOWLIST.get(role) if isinstance(role, str) else None
+    if allowed_role is not None and allowed_role.condition is not None:
+        expression = _lookup(args.props, "condition", "expression")
+        if expression is UNKNOWN:
+            return
+        if not (isinstance(expression, str) and allowed_role.condition.match(expression.strip())):
+            shown = "has no condition" if _is_blank(expression) else f"has condition '{expression}'"
+            yield (
+                f"Project IAM member '{args.name}': {role} {shown}, but it may be granted project-wide only "
+                f"with exactly the condition {allowed_role.condition_shown} ({allowed_role.reason})."
+            )
 
 
 # --- buckets --------------------------------------------------------------------------------

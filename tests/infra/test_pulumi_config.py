@@ -13,7 +13,7 @@ from pulumi.runtime import config as runtime_config
 
 from infra.pulumi_config import settings_from_pulumi_config
 from infra.settings import load_stack_settings
-from tests.infra.conftest import valid_job
+from tests.infra.conftest import NAMESPACE, valid_job
 from tests.support import pulumi_harness
 from tests.support.pulumi_harness import MOCK_STACK, run_mocked_stack
 
@@ -26,9 +26,9 @@ def pulumi_config() -> Iterator[dict[str, str]]:
     values = {
         "gcp:project": "p-123",
         "gcp:region": "us-east1",
-        "exactly-once-scheduler:functionTimeoutSeconds": "60",
-        "exactly-once-scheduler:deletionProtection": "false",
-        "exactly-once-scheduler:jobs": json.dumps([valid_job()]),
+        f"{NAMESPACE}:functionTimeoutSeconds": "60",
+        f"{NAMESPACE}:deletionProtection": "false",
+        f"{NAMESPACE}:jobs": json.dumps([valid_job()]),
     }
     yield values
     runtime_config.set_all_config({})
@@ -45,7 +45,7 @@ def test_string_values_are_parsed_by_declared_type(pulumi_config: dict[str, str]
 
 
 def test_bad_config_fails_cleanly_before_any_resource(pulumi_config: dict[str, str]) -> None:
-    pulumi_config["exactly-once-scheduler:jobs"] = json.dumps([valid_job(attemptDeadlineSeconds=5)])
+    pulumi_config[f"{NAMESPACE}:jobs"] = json.dumps([valid_job(attemptDeadlineSeconds=5)])
     runtime_config.set_all_config(pulumi_config)
     with pytest.raises(
         pulumi.RunError, match=rf"stack '{MOCK_STACK}'[\s\S]*jobs\[0\]\.attemptDeadlineSeconds"
@@ -54,7 +54,7 @@ def test_bad_config_fails_cleanly_before_any_resource(pulumi_config: dict[str, s
 
 
 def test_non_integer_string_names_the_key(pulumi_config: dict[str, str]) -> None:
-    pulumi_config["exactly-once-scheduler:maxInstances"] = "many"
+    pulumi_config[f"{NAMESPACE}:maxInstances"] = "many"
     runtime_config.set_all_config(pulumi_config)
     with pytest.raises(pulumi.RunError, match="maxInstances"):
         settings_from_pulumi_config()
@@ -66,7 +66,7 @@ def _run_main(pulumi_config: dict[str, str], mocks: pulumi_harness._GcpMocks) ->
 
     from infra.settings import REPO_ROOT
 
-    pulumi.runtime.set_mocks(mocks, project="exactly-once-scheduler", stack=MOCK_STACK, preview=False)
+    pulumi.runtime.set_mocks(mocks, project=NAMESPACE, stack=MOCK_STACK, preview=False)
     runtime_config.set_all_config(pulumi_config)
     root = get_root_resource()
     assert isinstance(root, pulumi.runtime.stack.Stack)
@@ -99,7 +99,7 @@ def test_main_exports_the_stack_outputs(pulumi_config: dict[str, str]) -> None:
 
 def test_main_exports_the_proxy_outputs_only_with_a_sample_workflow(pulumi_config: dict[str, str]) -> None:
     jobs = [valid_job(), valid_job(name="proxied", body=None, workflow={"sample": True})]
-    pulumi_config["exactly-once-scheduler:jobs"] = json.dumps(
+    pulumi_config[f"{NAMESPACE}:jobs"] = json.dumps(
         [{k: v for k, v in job.items() if v is not None} for job in jobs]
     )
     exports = _run_main(pulumi_config, pulumi_harness._GcpMocks("p-123"))
@@ -109,8 +109,8 @@ def test_main_exports_the_proxy_outputs_only_with_a_sample_workflow(pulumi_confi
 
 
 def test_main_with_bad_config_registers_no_resource(pulumi_config: dict[str, str]) -> None:
-    pulumi_config["exactly-once-scheduler:retentionSeconds"] = "60"
+    pulumi_config[f"{NAMESPACE}:retentionSeconds"] = "60"
     mocks = pulumi_harness._GcpMocks("p-123")
-    with pytest.raises(pulumi.RunError, match="exactly-once-scheduler:retentionSeconds"):
+    with pytest.raises(pulumi.RunError, match=f"{NAMESPACE}:retentionSeconds"):
         _run_main(pulumi_config, mocks)
     assert mocks.registered == []

@@ -54,6 +54,8 @@ class MockedStack:
     resources: list[MockedResource]
     component_outputs: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    # URN -> the URNs it waits for (explicit depends_on and every input's resources).
+    dependencies: dict[str, list[str]] = field(default_factory=dict)
 
     def of_type(self, type_: str) -> list[MockedResource]:
         return [r for r in self.resources if r.type == type_]
@@ -153,11 +155,13 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: _GcpMocks) -> None:
         super().__init__(mocks)
         self.parents: dict[str, str] = {}
+        self.dependencies: dict[str, list[str]] = {}
         self.registered_outputs: dict[str, dict[str, Any]] = {}
 
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         self.parents[response.urn] = request.parent
+        self.dependencies[response.urn] = list(request.dependencies)
         return response
 
     def RegisterResourceOutputs(self, request: Any) -> Any:
@@ -243,6 +247,7 @@ def mock_stack(
         resources=resources,
         component_outputs=monitor.registered_outputs.get(component_urn, {}),
         warnings=log.messages,
+        dependencies=monitor.dependencies,
     )
 
 
