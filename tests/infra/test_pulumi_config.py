@@ -60,13 +60,15 @@ def test_non_integer_string_names_the_key(pulumi_config: dict[str, str]) -> None
         settings_from_pulumi_config()
 
 
-def _run_main(pulumi_config: dict[str, str], mocks: pulumi_harness._GcpMocks) -> dict[str, Any]:
+def _run_main(
+    pulumi_config: dict[str, str], mocks: pulumi_harness._GcpMocks, project: str = NAMESPACE
+) -> dict[str, Any]:
     """Run __main__.py as `pulumi up` would, under mocks; collect resource types and exports."""
     from pulumi.runtime.settings import get_root_resource
 
     from infra.settings import REPO_ROOT
 
-    pulumi.runtime.set_mocks(mocks, project=NAMESPACE, stack=MOCK_STACK, preview=False)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=MOCK_STACK, preview=False)
     runtime_config.set_all_config(pulumi_config)
     root = get_root_resource()
     assert isinstance(root, pulumi.runtime.stack.Stack)
@@ -87,12 +89,12 @@ def test_main_exports_the_stack_outputs(pulumi_config: dict[str, str]) -> None:
     exports = _run_main(pulumi_config, mocks)
     assert [typ for typ, *_ in mocks.registered].count("gcp:cloudscheduler/job:Job") == 1
     assert exports == {
-        "functionUri": "https://eos-handler-xyz-uc.a.run.app",
-        "jobNames": ["every-5"],
-        "runtimeServiceAccount": "eos-runtime@p-123.iam.gserviceaccount.com",
-        "invokerServiceAccount": "eos-invoker@p-123.iam.gserviceaccount.com",
-        "buildServiceAccount": "eos-builder@p-123.iam.gserviceaccount.com",
-        "databaseName": "scheduler-dedup",
+        "functionUri": "https://eos-test-handler-xyz-uc.a.run.app",
+        "jobNames": ["eos-test_every-5"],
+        "runtimeServiceAccount": "eos-test-runtime@p-123.iam.gserviceaccount.com",
+        "invokerServiceAccount": "eos-test-invoker@p-123.iam.gserviceaccount.com",
+        "buildServiceAccount": "eos-test-builder@p-123.iam.gserviceaccount.com",
+        "databaseName": "eos-test-ledger",
         "runsCollection": "scheduler_runs",
     }
 
@@ -103,8 +105,9 @@ def test_main_exports_the_proxy_outputs_only_with_a_sample_workflow(pulumi_confi
         [{k: v for k, v in job.items() if v is not None} for job in jobs]
     )
     exports = _run_main(pulumi_config, pulumi_harness._GcpMocks("p-123"))
-    assert exports["tokenCheckUri"].startswith("https://eos-token-check-")
-    assert exports["workflowServiceAccount"] == "eos-workflow@p-123.iam.gserviceaccount.com"
+    assert exports["tokenCheckUri"].startswith("https://eos-test-token-check-")
+    assert exports["tokenCheckServiceAccount"] == "eos-test-tokens@p-123.iam.gserviceaccount.com"
+    assert exports["workflowServiceAccount"] == "eos-test-workflow@p-123.iam.gserviceaccount.com"
     assert set(exports["sampleWorkflows"]) == {"proxied"}
 
 
@@ -114,3 +117,20 @@ def test_main_with_bad_config_registers_no_resource(pulumi_config: dict[str, str
     with pytest.raises(pulumi.RunError, match=f"{NAMESPACE}:retentionSeconds"):
         _run_main(pulumi_config, mocks)
     assert mocks.registered == []
+
+
+def test_a_renamed_project_reads_its_keys_from_its_own_namespace(pulumi_config: dict[str, str]) -> None:
+    """A fork renames the project (Pulumi.yaml `name:`) and its keys move with it."""
+    renamed = {
+        key.replace(f"{NAMESPACE}:", "acme-nightly:") if key.startswith(f"{NAMESPACE}:") else key: value
+        for key, value in pulumi_config.items()
+    }
+    renamed["acme-nightly:maxInstances"] = "4"
+    mocks = pulumi_harness._GcpMocks("p-123")
+    exports = _run_main(renamed, mocks, project="acme-nightly")
+    assert exports["jobNames"] == ["eos-test_every-5"]
+    (function,) = [inputs for typ, _, inputs, *_ in mocks.registered if typ.endswith("function:Function")]
+    assert function["serviceConfig"]["maxInstanceCount"] == 4
+    # The old namespace is not read at all: with only its keys, no job is configured.
+    with pytest.raises(pulumi.RunError, match="acme-nightly:jobs: at least one job is required"):
+        _run_main(pulumi_config, pulumi_harness._GcpMocks("p-123"), project="acme-nightly")
