@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from infra.build import IAM_PROPAGATION_DELAY
+from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.pulumi_harness import PROJECT_NUMBER, SLEEP, MockedStack, mock_stack
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"

@@ -303,7 +303,9 @@ def test_sample_workflow_job_defaults_its_handler_and_sends_the_workflow_body() 
     }
     assert settings.headers_for(job)["Content-Type"] == "application/json"
     assert settings.uses_workflows() and settings.sample_workflow_jobs() == (job,)
-    assert json.loads(settings.function_environment()["JOB_HANDLERS"]) == {"eos-prod_every-5": WORKFLOWS_HANDLER}
+    assert json.loads(settings.function_environment()["JOB_HANDLERS"]) == {
+        "eos-prod_every-5": WORKFLOWS_HANDLER
+    }
 
 
 def test_existing_workflow_job_has_a_static_body() -> None:
@@ -380,14 +382,9 @@ def test_idempotency_settings_defaults_and_validation() -> None:
     assert settings.idempotency_retention_seconds == 604800
     assert settings.token_check_environment()["IDEMPOTENCY_RETENTION_SECONDS"] == "604800"
     message = error_of(valid_values(idempotencyRetentionSeconds=3600))
-    assert (
-        f"{NAMESPACE}:idempotencyRetentionSeconds, {NAMESPACE}:retentionSeconds"
-        in message
-    )
+    assert f"{NAMESPACE}:idempotencyRetentionSeconds, {NAMESPACE}:retentionSeconds" in message
     assert "3600s is shorter than the run retention 86400s" in message
-    assert f"{NAMESPACE}:idempotencyCollection" in error_of(
-        valid_values(idempotencyCollection="a/b")
-    )
+    assert f"{NAMESPACE}:idempotencyCollection" in error_of(valid_values(idempotencyCollection="a/b"))
     message = error_of(valid_values(idempotencyCollection="scheduler_runs"))
     assert "also the runsCollection" in message
 

@@ -235,7 +235,9 @@ def test_scheduler_jobs_post_to_the_function_with_oidc(stack: MockedStack) -> No
 def test_job_headers_are_the_settings_headers(two_job_settings: StackSettings) -> None:
     jobs = {r.inputs["name"]: r.inputs for r in mock_stack(two_job_settings).of_type(JOB)}
     for job in two_job_settings.jobs:
-        assert jobs[two_job_settings.scheduler_job_id(job)]["httpTarget"]["headers"] == two_job_settings.headers_for(job)
+        assert jobs[two_job_settings.scheduler_job_id(job)]["httpTarget"][
+            "headers"
+        ] == two_job_settings.headers_for(job)
 
 
 def test_fractional_durations_keep_their_fraction() -> None:

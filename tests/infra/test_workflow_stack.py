@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.settings import REPO_ROOT, WORKFLOWS_CALL_TIMEOUT_SECONDS, WORKFLOWS_HANDLER
 from infra.sample_workflows import SAMPLE_WORKFLOW_FILE
+from infra.settings import REPO_ROOT, WORKFLOWS_CALL_TIMEOUT_SECONDS, WORKFLOWS_HANDLER
 from infra.stack import REQUIRED_APIS, WORKFLOWS_API
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.pulumi_harness import MockedStack, dev_stack_resources, mock_stack

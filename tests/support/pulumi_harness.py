@@ -132,7 +132,10 @@ class _GcpMocks(pulumi.runtime.Mocks):
 def _unknown_where_computed(inputs: Any, outputs: Any) -> Any:
     """`outputs` with every value the provider computed (not given as an input) unknown."""
     if isinstance(outputs, dict) and isinstance(inputs, dict):
-        return {k: _unknown_where_computed(inputs[k], v) if k in inputs else UNKNOWN for k, v in outputs.items()}
+        return {
+            key: _unknown_where_computed(inputs[key], value) if key in inputs else UNKNOWN
+            for key, value in outputs.items()
+        }
     return outputs if outputs == inputs else UNKNOWN
 
 
