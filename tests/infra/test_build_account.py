@@ -76,7 +76,8 @@ def test_builder_may_read_the_gcf_v2_sources_bucket_and_nothing_else(stack: Mock
     kind, viewer = grants_to_builder(stack)["roles/storage.objectViewer"]
     assert kind == "gcp:projects/iAMMember:IAMMember" and viewer["project"] == PROJECT
     bucket = f"projects/_/buckets/gcf-v2-sources-{PROJECT_NUMBER}-{REGION}"
-    assert viewer["condition"]["expression"] == (
+    condition = viewer["condition"]
+    assert isinstance(condition, dict) and condition["expression"] == (
         f'resource.name == "{bucket}" || resource.name.startsWith("{bucket}/")'
     )
     # The stack's own source bucket is read by Cloud Functions, never by the build.
