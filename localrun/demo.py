@@ -114,8 +114,9 @@ def simulate(
             pool.wait_until_serving()
             # An attempt the scheduler gave up on may still be inside the job: let it end.
             settle = clock.real(settings.lease_seconds) * 2 + 10
-            wait_for(lambda: not live_claims(db, settings.runs_collection, job.name), timeout=settle)
-            counts = count_executions(db, job.name)
+            job_id = settings.scheduler_job_id(job)
+            wait_for(lambda: not live_claims(db, settings.runs_collection, job_id), timeout=settle)
+            counts = count_executions(db, job_id)
         finally:
             pool.stop()
     for result in results:
@@ -387,12 +388,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _pick_job(settings: StackSettings, name: str | None) -> JobSettings:
-    if name is None:
-        return settings.jobs[0]
-    for job in settings.jobs:
-        if job.name == name:
-            return job
-    raise ValueError(f"no job {name!r} in the stack (jobs: {', '.join(j.name for j in settings.jobs)})")
+    """The job `--job` names as the stack config does (default: the stack's first job)."""
+    return settings.jobs[0] if name is None else settings.job_named(name)
 
 
 def _shown(path: Path) -> str:

@@ -81,9 +81,10 @@ def rfc3339(instant: datetime) -> str:
 
 def delivery_headers(settings: StackSettings, job: JobSettings, schedule_time: datetime) -> dict[str, str]:
     """Headers of every delivery of one run. ScheduleTime is the run's identity, so it is the
-    same on every retry; the project/location headers are the stack's own HttpTarget headers."""
+    same on every retry; the job name is the deployed Cloud Scheduler job id and the
+    project/location headers are the stack's own HttpTarget headers, as in the cloud."""
     return {
-        JOB_NAME_HEADER: job.name,
+        JOB_NAME_HEADER: settings.scheduler_job_id(job),
         SCHEDULE_TIME_HEADER: rfc3339(schedule_time),
         **settings.headers_for(job),
     }
@@ -183,7 +184,8 @@ class RequestsTransport:
 
 # Called with the run, the URL its attempt went to and an event set when that request has
 # returned; crashes that instance while the attempt is inside the job, and says whether it did.
-CrashHook = Callable[[JobSettings, datetime, str, threading.Event], bool]
+# (deployed job id, schedule time, instance URL, run done) -> whether the instance was killed.
+CrashHook = Callable[[str, datetime, str, threading.Event], bool]
 
 
 # --- what happened ----------------------------------------------------------------------------
@@ -246,6 +248,8 @@ class LocalScheduler:
     ) -> None:
         self.settings = settings
         self.job = job
+        # The name the function sees and records (X-CloudScheduler-JobName).
+        self.job_id = settings.scheduler_job_id(job)
         # A fixed URL, or a chooser called per request (an InstancePool's `pick`).
         self._pick = url if callable(url) else lambda: url
         self.clock = clock
@@ -362,7 +366,7 @@ class LocalScheduler:
             crash = self._crash
 
             def crash_when_inside() -> None:
-                crashed.append(crash(self.job, schedule_time, url, done))
+                crashed.append(crash(self.job_id, schedule_time, url, done))
 
             crasher = threading.Thread(target=crash_when_inside, name=f"crash-{result.index}")
             crasher.start()
@@ -506,14 +510,14 @@ class InstancePool:
             return str(self._servers[self._next % count].url)
 
     def crash_when_inside(
-        self, job: JobSettings, schedule_time: datetime, url: str, done: threading.Event
+        self, job_id: str, schedule_time: datetime, url: str, done: threading.Event
     ) -> bool:
         """Once the attempt sent to `url` has claimed the run (it is sleeping inside the job),
         kill that instance. False when the attempt ended first (e.g. another crash got it)."""
         key = rfc3339(schedule_time)
 
         def claimed_or_done() -> bool:
-            return done.is_set() or key in live_claims(self._db, self._runs, job.name)
+            return done.is_set() or key in live_claims(self._db, self._runs, job_id)
 
         wait_for(claimed_or_done, timeout=30.0)
         with self._crash_lock:
