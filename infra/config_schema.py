@@ -7,6 +7,7 @@ out; the program asks `pulumi.get_project()` and the local tools read Pulumi.yam
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +119,7 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ),
 )
 KEYS_BY_NAME = {key.name: key for key in CONFIG_KEYS}
+_NOTIFICATION_CHANNEL = re.compile(r"^projects/[^/]+/notificationChannels/[^/]+$")
 JOBS_KEY = "jobs"
 
 
@@ -149,3 +151,40 @@ def project_name(root: Path = REPO_ROOT) -> str:
     if not isinstance(name, str) or not name.strip():
         raise SettingsError(f"{root / PROJECT_FILE}: `name:` is not set")
     return name.strip()
+
+
+def scalar_value(values: Mapping[str, Any], key: ConfigKey, errors: ConfigProblems) -> Any:
+    """The value of `key`, type-checked; its default (None: derived later) when unset or wrong."""
+    value: Any = values.get(key.name, key.default)
+    if value is None:
+        return key.default
+    # bool is an int in Python, but `true` is never a sensible number of seconds.
+    if key.type == "boolean" and isinstance(value, bool):
+        return value
+    if key.type == "integer" and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if key.type == "string" and isinstance(value, str):
+        return value
+    if key.type == "array" and isinstance(value, list | tuple):
+        return tuple(value)
+    errors.append(f"{errors.key(key.name)}: expected {key.type}, got {value!r}")
+    return key.default
+
+
+def integer_value(value: Any) -> int:
+    """An integer key's value; 0 when it was reported as not an integer (the error says so)."""
+    return value if isinstance(value, int) else 0
+
+
+def notification_channels(raw: Any, errors: ConfigProblems) -> tuple[str, ...]:
+    channels: list[str] = []
+    for index, channel in enumerate(raw or ()):
+        if isinstance(channel, str) and _NOTIFICATION_CHANNEL.match(channel):
+            channels.append(channel)
+        else:
+            errors.append(
+                f"{errors.key(f'alertNotificationChannels[{index}]')}: {channel!r} is not a notification "
+                "channel (projects/<project>/notificationChannels/<id>, as `gcloud beta monitoring "
+                "channels list` prints it)"
+            )
+    return tuple(channels)

@@ -13,7 +13,6 @@ infra/job_config.py, the names the stack gives its resources in infra/names.py.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +30,11 @@ from infra.config_schema import (
     ConfigKey,
     ConfigProblems,
     SettingsError,
+    integer_value,
+    notification_channels,
     project_name,
     read_yaml,
+    scalar_value,
 )
 from infra.job_config import (
     HANDLER,
@@ -66,8 +68,6 @@ __all__ = [
     "load_stack_settings",
     "project_name",
 ]
-
-_NOTIFICATION_CHANNEL = re.compile(r"^projects/[^/]+/notificationChannels/[^/]+$")
 
 
 @dataclass(frozen=True)
@@ -245,13 +245,13 @@ class StackSettings:
         unknown = sorted(set(values) - set(KEYS_BY_NAME) - {JOBS_KEY})
         errors.extend(f"{errors.key(key)}: unknown config key" for key in unknown)
 
-        scalars = {key.name: _scalar(values, key, errors) for key in CONFIG_KEYS}
-        timeout = int(_integer(scalars["functionTimeoutSeconds"]))
-        grace = int(_integer(scalars["leaseGraceSeconds"]))
+        scalars = {key.name: scalar_value(values, key, errors) for key in CONFIG_KEYS}
+        timeout = int(integer_value(scalars["functionTimeoutSeconds"]))
+        grace = int(integer_value(scalars["leaseGraceSeconds"]))
         ingress = str(scalars["ingress"])
         if ingress not in INGRESS_SETTINGS:
             errors.append(f"{errors.key('ingress')}: {ingress!r} is not one of {', '.join(INGRESS_SETTINGS)}")
-        max_instances = _integer(scalars["maxInstances"])
+        max_instances = integer_value(scalars["maxInstances"])
         if max_instances < 1:
             errors.append(f"{errors.key('maxInstances')}: {max_instances} must be at least 1")
         database = str(scalars["databaseName"])
@@ -285,8 +285,8 @@ class StackSettings:
                 f"{errors.key('idempotencyCollection')}: {token_collection!r} is also the runsCollection; "
                 "token records and run records need collections of their own"
             )
-        token_retention = _integer(scalars["idempotencyRetentionSeconds"])
-        retention = _integer(scalars["retentionSeconds"])
+        token_retention = integer_value(scalars["idempotencyRetentionSeconds"])
+        retention = integer_value(scalars["retentionSeconds"])
         if token_retention < retention:
             # A duplicate execution can start as late as the last retry of the run, which the
             # run record outlives by design; the token has to outlive it as well.
@@ -295,7 +295,7 @@ class StackSettings:
                 f"token retention {token_retention}s is shorter than the run retention {retention}s: "
                 "a late duplicate execution would find no token and change state again"
             )
-        channels = _notification_channels(scalars["alertNotificationChannels"], errors)
+        channels = notification_channels(scalars["alertNotificationChannels"], errors)
 
         jobs = parse_jobs(values.get(JOBS_KEY), timeout, errors)
         check_workflow_jobs(values.get(JOBS_KEY), jobs, job_handler, errors)
@@ -368,42 +368,6 @@ def load_stack_settings(stack: str = "dev", root: Path = REPO_ROOT) -> StackSett
         stack=stack,
         namespace=namespace,
     )
-
-
-def _scalar(values: Mapping[str, Any], key: ConfigKey, errors: ConfigProblems) -> Any:
-    """The value of `key`, type-checked; its default (None: derived later) when unset or wrong."""
-    value: Any = values.get(key.name, key.default)
-    if value is None:
-        return key.default
-    # bool is an int in Python, but `true` is never a sensible number of seconds.
-    if key.type == "boolean" and isinstance(value, bool):
-        return value
-    if key.type == "integer" and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if key.type == "string" and isinstance(value, str):
-        return value
-    if key.type == "array" and isinstance(value, list | tuple):
-        return tuple(value)
-    errors.append(f"{errors.key(key.name)}: expected {key.type}, got {value!r}")
-    return key.default
-
-
-def _integer(value: Any) -> int:
-    return value if isinstance(value, int) else 0
-
-
-def _notification_channels(raw: Any, errors: ConfigProblems) -> tuple[str, ...]:
-    channels: list[str] = []
-    for index, channel in enumerate(raw or ()):
-        if isinstance(channel, str) and _NOTIFICATION_CHANNEL.match(channel):
-            channels.append(channel)
-        else:
-            errors.append(
-                f"{errors.key(f'alertNotificationChannels[{index}]')}: {channel!r} is not a notification "
-                "channel (projects/<project>/notificationChannels/<id>, as `gcloud beta monitoring "
-                "channels list` prints it)"
-            )
-    return tuple(channels)
 
 
 def _timing_keys(field: str, index: int) -> tuple[str, ...]:
