@@ -22,6 +22,7 @@ import pulumi_gcp as gcp
 
 from infra.build import BuildIdentity, build_identity, function_source, propagation_sleep
 from infra.config_schema import REPO_ROOT
+from infra.identities import Identities, identities
 from infra.names import StackNames
 from infra.sample_workflows import SampleWorkflows, sample_workflows, service_name, service_uri
 from infra.scheduler_jobs import scheduler_job
@@ -64,15 +65,6 @@ class _RunLedger(NamedTuple):
     database: gcp.firestore.Database | None
     database_name: pulumi.Output[str]
     runs_ttl: gcp.firestore.Field
-
-
-class _Identities(NamedTuple):
-    runtime: gcp.serviceaccount.Account
-    invoker: gcp.serviceaccount.Account
-    # Only with a sample workflow: the token check's own account.
-    token_check: gcp.serviceaccount.Account | None
-    # Grants a request uses at once (Firestore access of the functions' accounts, ...).
-    grants: list[pulumi.Resource]
 
 
 class ExactlyOnceScheduler(pulumi.ComponentResource):
@@ -184,86 +176,8 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         )
         return _RunLedger(database=database, database_name=database_name, runs_ttl=runs_ttl)
 
-    def _identities(self, name: str, settings: StackSettings, apis: _Apis) -> _Identities:
-        """One account per job a principal does: the scheduled function may use Firestore (and
-        start workflows when a job needs it), the invoker may only invoke, the token check may
-        only use Firestore."""
-        runtime = self._account(
-            name,
-            settings,
-            apis,
-            "runtime",
-            "function runtime",
-            "Runs the dedup function; Firestore access limited to one database.",
-        )
-        invoker = self._account(
-            name,
-            settings,
-            apis,
-            "invoker",
-            "job invoker",
-            "Signs Cloud Scheduler's OIDC tokens; may invoke only the dedup function.",
-        )
-        grants: list[pulumi.Resource] = [self._datastore_user(name, "runtime", settings, runtime)]
-        token_check = None
-        if settings.sample_workflow_jobs():
-            token_check = self._account(
-                name,
-                settings,
-                apis,
-                "tokens",
-                "token check",
-                "Runs the token check; Firestore access limited to one database.",
-            )
-            grants.append(self._datastore_user(name, "tokens", settings, token_check))
-        if settings.uses_workflows():
-            # Workflows has no per-workflow IAM resource, so starting executions needs a
-            # project-level grant; only made when some job goes through the Workflows proxy.
-            # The policy pack allows exactly this role for exactly this account.
-            grants.append(
-                gcp.projects.IAMMember(
-                    f"{name}-runtime-workflows-invoker",
-                    project=settings.project,
-                    role="roles/workflows.invoker",
-                    member=runtime.member,
-                    opts=self._child(),
-                )
-            )
-        return _Identities(runtime=runtime, invoker=invoker, token_check=token_check, grants=grants)
-
-    def _account(
-        self, name: str, settings: StackSettings, apis: _Apis, role: str, title: str, description: str
-    ) -> gcp.serviceaccount.Account:
-        return gcp.serviceaccount.Account(
-            f"{name}-{role}",
-            project=settings.project,
-            account_id=settings.names.service_account_id(role),
-            display_name=f"Exactly-once scheduler ({settings.stack}): {title}",
-            description=description,
-            opts=self._after(apis, "iam.googleapis.com"),
-        )
-
-    def _datastore_user(
-        self, name: str, role: str, settings: StackSettings, account: gcp.serviceaccount.Account
-    ) -> gcp.projects.IAMMember:
-        database_resource = f"projects/{settings.project}/databases/{settings.database_name}"
-        return gcp.projects.IAMMember(
-            f"{name}-{role}-datastore-user",
-            project=settings.project,
-            role="roles/datastore.user",
-            member=account.member,
-            condition={
-                "title": f"only-{settings.database_name}"[:100],
-                "description": "Firestore access limited to the run ledger database of this stack.",
-                # The exact database or its documents; a mere prefix would also match
-                # "<name>-other" databases.
-                "expression": (
-                    f'resource.name == "{database_resource}" || '
-                    f'resource.name.startsWith("{database_resource}/")'
-                ),
-            },
-            opts=self._child(),
-        )
+    def _identities(self, name: str, settings: StackSettings, apis: _Apis) -> Identities:
+        return identities(name, settings, parent=self, iam_api=apis["iam.googleapis.com"])
 
     def _build(self, name: str, settings: StackSettings, apis: _Apis, function_dir: Path) -> BuildIdentity:
         source = function_source(name, settings, function_dir, self._after(apis, "storage.googleapis.com"))
@@ -326,7 +240,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         settings: StackSettings,
         apis: _Apis,
         ledger: _RunLedger,
-        identities: _Identities,
+        identities: Identities,
         build: BuildIdentity,
     ) -> SampleWorkflows | None:
         """Sample workflows (jobs with `workflow: {sample: true}`) and the token check they call."""
@@ -359,7 +273,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
     def _serving_grants_propagation(
         self,
         name: str,
-        identities: _Identities,
+        identities: Identities,
         invoker_binding: gcp.cloudrunv2.ServiceIamMember,
         samples: SampleWorkflows | None,
     ) -> pulumi.Resource:
@@ -403,7 +317,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         settings: StackSettings,
         function_uri: pulumi.Output[str],
         jobs: list[gcp.cloudscheduler.Job],
-        identities: _Identities,
+        identities: Identities,
         builder_account: gcp.serviceaccount.Account,
         ledger: _RunLedger,
         samples: SampleWorkflows | None,
