@@ -42,6 +42,17 @@ def test_string_values_are_parsed_by_declared_type(pulumi_config: dict[str, str]
     assert settings.deletion_protection is False
     assert settings.retention_seconds == 86400  # unset: the default applies
     assert [job.name for job in settings.jobs] == ["every-5"]
+    assert (settings.create_database, settings.alert_notification_channels) == (True, ())
+
+
+def test_list_and_derived_keys_are_read_from_pulumi_config(pulumi_config: dict[str, str]) -> None:
+    channels = ["projects/p-123/notificationChannels/1", "projects/p-123/notificationChannels/2"]
+    pulumi_config[f"{NAMESPACE}:alertNotificationChannels"] = json.dumps(channels)
+    pulumi_config[f"{NAMESPACE}:databaseName"] = "(default)"
+    runtime_config.set_all_config(pulumi_config)
+    settings = settings_from_pulumi_config()
+    assert settings.alert_notification_channels == tuple(channels)
+    assert (settings.database_name, settings.create_database) == ("(default)", False)
 
 
 def test_bad_config_fails_cleanly_before_any_resource(pulumi_config: dict[str, str]) -> None:
