@@ -123,6 +123,7 @@ def build_identity(
     parent: pulumi.Resource,
     iam_api: pulumi.Resource,
     registry_api: pulumi.Resource,
+    build_apis: list[pulumi.Resource],
 ) -> BuildIdentity:
     """The build's own identity and exactly the grants a build uses.
 
@@ -178,7 +179,11 @@ def build_identity(
             opts=child,
         ),
     ]
-    ready = propagation_sleep(f"{name}-build-grants-propagation", grants, {"builder": account.member}, parent)
+    # Also after the APIs a build uses: enabling one creates its service agents (Cloud Build's,
+    # Cloud Functions') in the background, and a build that starts first fails the same way.
+    ready = propagation_sleep(
+        f"{name}-build-grants-propagation", [*grants, *build_apis], {"builder": account.member}, parent
+    )
     docker_repository = pulumi.Output.all(
         repository.project, repository.location, repository.repository_id
     ).apply(lambda parts: "projects/{}/locations/{}/repositories/{}".format(*parts))

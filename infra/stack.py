@@ -188,6 +188,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             parent=self,
             iam_api=apis["iam.googleapis.com"],
             registry_api=apis["artifactregistry.googleapis.com"],
+            build_apis=[apis[api] for api in FUNCTION_APIS],
         )
 
     def _dedup_function(

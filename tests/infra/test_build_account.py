@@ -90,6 +90,10 @@ def test_functions_build_only_after_the_builder_grants_had_time_to_propagate(sta
     assert sleep.inputs["triggers"] == {"builder": BUILDER_MEMBER}
     grants = {r.urn for r in stack.resources if r.inputs.get("member") == BUILDER_MEMBER}
     assert len(grants) == 3 and grants <= set(stack.dependencies[sleep.urn])
+    apis = {
+        r.urn for r in stack.of_type("gcp:projects/service:Service") if "cloudbuild" in r.inputs["service"]
+    }
+    assert len(apis) == 1 and apis <= set(stack.dependencies[sleep.urn])
     for function in stack.of_type(FUNCTION):
         assert sleep.urn in stack.dependencies[function.urn]
 
