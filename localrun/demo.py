@@ -31,16 +31,13 @@ from infra.settings import REPO_ROOT, JobSettings, SettingsError, StackSettings,
 from localrun.emulator import EMULATOR_HOST_ENV, EmulatorError, firestore_emulator
 from localrun.faults import Fault, FaultRates, RunFaults, fault_counts, plan_faults
 from localrun.function_server import FunctionServer, FunctionServerError
+from localrun.instances import InstancePool, count_executions, live_claims, wait_for
 from localrun.scheduler import (
     CompressedClock,
-    InstancePool,
     LocalScheduler,
     RunResult,
     compressed_function_env,
-    count_executions,
     fire_times,
-    live_claims,
-    wait_for,
 )
 
 DEFAULT_OUTPUT_DIR = REPO_ROOT / ".demo"
