@@ -284,7 +284,7 @@ def test_pulumi_yaml_declares_every_scalar_key_with_type_default_description() -
     assert all(v["description"] for v in project["template"]["config"].values())
 
 
-# --- the optional workflow of a job (issue #7) -------------------------------------------------
+# --- the optional workflow of a job ------------------------------------------------------------
 
 EXISTING_WORKFLOW = "projects/p/locations/us-central1/workflows/w"
 

@@ -162,7 +162,7 @@ def test_pack_project_file_names_the_python_runtime_and_venv() -> None:
     assert "name: python" in text and "virtualenv: venv" in text
 
 
-# --- issue #7: stacks with workflow jobs pass, and breaking them is caught ---------------------
+# --- stacks with workflow jobs pass, and breaking them is caught -------------------------------
 
 
 def _workflow_stack(workflow: dict[str, Any]) -> list[Any]:
