@@ -16,7 +16,11 @@ class DeployerRole(NamedTuple):
 
 DEPLOYER_ROLES: tuple[DeployerRole, ...] = (
     DeployerRole("roles/serviceusage.serviceUsageAdmin", "enable the APIs the stack uses on a fresh project"),
-    DeployerRole("roles/browser", "read the project number (gcp.organizations.get_project)"),
+    DeployerRole(
+        "roles/browser",
+        "read the project number (gcp.organizations.get_project), which names the build's "
+        "gcf-v2-sources bucket in its IAM condition",
+    ),
     DeployerRole("roles/iam.serviceAccountAdmin", "create the stack's dedicated service accounts"),
     DeployerRole(
         "roles/iam.serviceAccountUser",
@@ -28,12 +32,23 @@ DEPLOYER_ROLES: tuple[DeployerRole, ...] = (
         "grant the project-level roles, with IAM conditions, to the stack's own accounts",
     ),
     DeployerRole("roles/datastore.owner", "create the Firestore database and its TTL field policies"),
-    DeployerRole("roles/storage.admin", "create the private source bucket, upload the source, set bucket IAM"),
-    DeployerRole("roles/artifactregistry.admin", "create the per-stack image repository and grant the build on it"),
+    DeployerRole("roles/storage.admin", "create the private source bucket and upload the source"),
+    DeployerRole(
+        "roles/artifactregistry.admin", "create the per-stack image repository and grant the build on it"
+    ),
     DeployerRole("roles/cloudfunctions.admin", "create and update the Cloud Run functions"),
     DeployerRole("roles/run.admin", "grant roles/run.invoker on the functions' Cloud Run services"),
     DeployerRole("roles/cloudscheduler.admin", "create the Cloud Scheduler jobs"),
-    DeployerRole("roles/workflows.admin", "create the sample workflow (when a job has one)"),
+    DeployerRole(
+        "roles/workflows.editor",
+        "create the sample workflows (when a job has one); Workflows has no per-workflow IAM to manage",
+    ),
     DeployerRole("roles/logging.configWriter", "create the log-based metrics"),
     DeployerRole("roles/monitoring.editor", "create the alert policies and the dashboard"),
 )
+
+
+def deployer_roles_table() -> str:
+    """DEPLOYER_ROLES as the Markdown table docs/deploy.md shows (a test keeps them equal)."""
+    rows = [f"| `{role.role}` | {role.reason} |" for role in DEPLOYER_ROLES]
+    return "\n".join(["| Role | Why the deploying identity needs it |", "| --- | --- |", *rows])

@@ -9,15 +9,17 @@ from typing import Any
 
 import pulumi
 
-from infra.settings import CONFIG_KEYS, CONFIG_NAMESPACE, JOBS_KEY, SettingsError, StackSettings
+from infra.settings import CONFIG_KEYS, JOBS_KEY, SettingsError, StackSettings
 
 
 def settings_from_pulumi_config() -> StackSettings:
     """Validated settings of the current stack, or a clean `pulumi up` failure naming the keys.
 
-    Raised before the component exists, so a bad config never touches a resource.
+    Raised before the component exists, so a bad config never touches a resource. The keys
+    live in the project's own namespace: a fork that renames the project reads its own keys.
     """
-    config = pulumi.Config(CONFIG_NAMESPACE)
+    namespace = pulumi.get_project()
+    config = pulumi.Config(namespace)
     gcp_config = pulumi.Config("gcp")
     values: dict[str, Any] = {}
     try:
@@ -28,6 +30,8 @@ def settings_from_pulumi_config() -> StackSettings:
                 value: Any = config.get_int(key.name)
             elif key.type == "boolean":
                 value = config.get_bool(key.name)
+            elif key.type == "array":
+                value = config.get_object(key.name)
             else:
                 value = config.get(key.name)
             if value is not None:
@@ -42,6 +46,7 @@ def settings_from_pulumi_config() -> StackSettings:
             project=gcp_config.get("project") or "",
             region=gcp_config.get("region") or "",
             stack=pulumi.get_stack(),
+            namespace=namespace,
         )
     except SettingsError as error:
         raise pulumi.RunError(str(error)) from error

@@ -372,6 +372,50 @@ def _retry_config_violations(retry: RetryConfig) -> list[Violation]:
     return violations
 
 
+def check_wait_overlap(job: JobTiming) -> list[Violation]:
+    """Advisory findings for a job whose overlap policy is `wait`.
+
+    A run that finds an earlier run of its job still holding the job is answered 409 and
+    comes back only through Cloud Scheduler's retries (which ignore Retry-After). It runs once
+    the earlier run has finished, provided a retry still arrives by then: the earlier run can
+    hold the job for up to its lease (a crashed holder keeps it that long). Retries stop at the
+    job's next scheduled run, and a job whose runs can take as long as its schedule interval
+    queues every run behind the previous one.
+    """
+    violations: list[Violation] = []
+    interval = schedule_min_interval_seconds(job.schedule)
+    arrivals = [
+        arrival
+        for arrival in retry_arrivals_if_every_attempt_fails_instantly(job.retry)
+        if interval is None or arrival < interval
+    ]
+    if not arrivals or arrivals[-1] <= job.lease_seconds:
+        last = (
+            f"the last retry arrives {_s(arrivals[-1])} after the first attempt" if arrivals else "no retry"
+        )
+        violations.append(
+            Violation(
+                "overlap-wait-window",
+                ("retry.retry_count", "retry.min_backoff_seconds", "retry.max_doublings", "lease_seconds"),
+                f"overlap 'wait' needs retries that outlast the earlier run's lease {_s(job.lease_seconds)}, "
+                f"but {last}: a run that has to wait would never run; allow more or later retries",
+                advisory=True,
+            )
+        )
+    if interval is not None and job.function_timeout_seconds >= interval:
+        violations.append(
+            Violation(
+                "overlap-wait-backlog",
+                ("schedule", "function_timeout_seconds"),
+                f"overlap 'wait': a run may take {_s(job.function_timeout_seconds)}, as long as the "
+                f"{_s(interval)} between scheduled runs, so runs can queue behind each other until "
+                "their retries run out; schedule less often or use overlap 'skip'",
+                advisory=True,
+            )
+        )
+    return violations
+
+
 def lease_for_timeout(function_timeout_seconds: float, grace_seconds: float = 10.0) -> int:
     """The lease the stack gives a function: its timeout plus a grace for clock skew between
     instances and the time between the claim and the start of the timeout clock."""

@@ -31,16 +31,13 @@ from infra.settings import REPO_ROOT, JobSettings, SettingsError, StackSettings,
 from localrun.emulator import EMULATOR_HOST_ENV, EmulatorError, firestore_emulator
 from localrun.faults import Fault, FaultRates, RunFaults, fault_counts, plan_faults
 from localrun.function_server import FunctionServer, FunctionServerError
+from localrun.instances import InstancePool, count_executions, live_claims, wait_for
 from localrun.scheduler import (
     CompressedClock,
-    InstancePool,
     LocalScheduler,
     RunResult,
     compressed_function_env,
-    count_executions,
     fire_times,
-    live_claims,
-    wait_for,
 )
 
 DEFAULT_OUTPUT_DIR = REPO_ROOT / ".demo"
@@ -114,8 +111,9 @@ def simulate(
             pool.wait_until_serving()
             # An attempt the scheduler gave up on may still be inside the job: let it end.
             settle = clock.real(settings.lease_seconds) * 2 + 10
-            wait_for(lambda: not live_claims(db, settings.runs_collection, job.name), timeout=settle)
-            counts = count_executions(db, job.name)
+            job_id = settings.scheduler_job_id(job)
+            wait_for(lambda: not live_claims(db, settings.runs_collection, job_id), timeout=settle)
+            counts = count_executions(db, job_id)
         finally:
             pool.stop()
     for result in results:
@@ -387,12 +385,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _pick_job(settings: StackSettings, name: str | None) -> JobSettings:
-    if name is None:
-        return settings.jobs[0]
-    for job in settings.jobs:
-        if job.name == name:
-            return job
-    raise ValueError(f"no job {name!r} in the stack (jobs: {', '.join(j.name for j in settings.jobs)})")
+    """The job `--job` names as the stack config does (default: the stack's first job)."""
+    return settings.jobs[0] if name is None else settings.job_named(name)
 
 
 def _shown(path: Path) -> str:

@@ -18,11 +18,9 @@ idle. Each run still carries its true fire time in X-CloudScheduler-ScheduleTime
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -32,8 +30,6 @@ from zoneinfo import ZoneInfo
 
 import requests
 from croniter import croniter
-from google.cloud import firestore
-from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra.settings import JobSettings, StackSettings
 from localrun.faults import NO_FAULTS, Fault, RunFaults
@@ -81,9 +77,10 @@ def rfc3339(instant: datetime) -> str:
 
 def delivery_headers(settings: StackSettings, job: JobSettings, schedule_time: datetime) -> dict[str, str]:
     """Headers of every delivery of one run. ScheduleTime is the run's identity, so it is the
-    same on every retry; the project/location headers are the stack's own HttpTarget headers."""
+    same on every retry; the job name is the deployed Cloud Scheduler job id and the
+    project/location headers are the stack's own HttpTarget headers, as in the cloud."""
     return {
-        JOB_NAME_HEADER: job.name,
+        JOB_NAME_HEADER: settings.scheduler_job_id(job),
         SCHEDULE_TIME_HEADER: rfc3339(schedule_time),
         **settings.headers_for(job),
     }
@@ -183,7 +180,8 @@ class RequestsTransport:
 
 # Called with the run, the URL its attempt went to and an event set when that request has
 # returned; crashes that instance while the attempt is inside the job, and says whether it did.
-CrashHook = Callable[[JobSettings, datetime, str, threading.Event], bool]
+# (deployed job id, schedule time, instance URL, run done) -> whether the instance was killed.
+CrashHook = Callable[[str, datetime, str, threading.Event], bool]
 
 
 # --- what happened ----------------------------------------------------------------------------
@@ -246,6 +244,8 @@ class LocalScheduler:
     ) -> None:
         self.settings = settings
         self.job = job
+        # The name the function sees and records (X-CloudScheduler-JobName).
+        self.job_id = settings.scheduler_job_id(job)
         # A fixed URL, or a chooser called per request (an InstancePool's `pick`).
         self._pick = url if callable(url) else lambda: url
         self.clock = clock
@@ -362,7 +362,7 @@ class LocalScheduler:
             crash = self._crash
 
             def crash_when_inside() -> None:
-                crashed.append(crash(self.job, schedule_time, url, done))
+                crashed.append(crash(self.job_id, schedule_time, url, done))
 
             crasher = threading.Thread(target=crash_when_inside, name=f"crash-{result.index}")
             crasher.start()
@@ -415,129 +415,3 @@ class LocalScheduler:
         except DeliveryDropped:
             delivery.outcome = "dropped"
         result.deliveries.append(delivery)
-
-
-# --- the truth, read from Firestore ----------------------------------------------------------
-
-
-def _schedule_key(value: Any) -> str:
-    return rfc3339(value) if isinstance(value, datetime) else str(value)
-
-
-def count_executions(db: firestore.Client, job_name: str) -> Counter[str]:
-    """Executions per ScheduleTime, from the demo job's own records: what actually ran, not
-    what the responses claimed."""
-    query = db.collection(EXECUTIONS_COLLECTION).where(filter=FieldFilter("job_name", "==", job_name))
-    return Counter(_schedule_key(doc.get("schedule_time")) for doc in query.stream())
-
-
-def live_claims(db: firestore.Client, runs_collection: str, job_name: str) -> list[str]:
-    """ScheduleTimes of runs an attempt may still be executing (in progress, lease not over)."""
-    now = datetime.now(UTC)
-    query = db.collection(runs_collection).where(filter=FieldFilter("job_name", "==", job_name))
-    return [
-        _schedule_key(fields.get("schedule_time"))
-        for doc in query.stream()
-        if (fields := doc.to_dict() or {}).get("status") == "in_progress"
-        and isinstance(fields.get("lease_expires"), datetime)
-        and fields["lease_expires"] > now
-    ]
-
-
-def wait_for(probe: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
-    deadline = time.monotonic() + timeout
-    while not probe():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)
-    return True
-
-
-class InstancePool:
-    """Function instances behind one "service", like Cloud Run's: deliveries go round-robin to
-    the instances that are up, and a crash (SIGKILL) takes down one instance with every
-    request in flight on it, while the others keep serving. The crashed instance restarts in
-    the background, so the scheduler's retry clock starts at the crash, as in the cloud.
-    With a single instance a crash makes the whole service refuse connections until it is back.
-    """
-
-    def __init__(self, servers: Sequence[Any], db: firestore.Client, runs_collection: str) -> None:
-        if not servers:
-            raise ValueError("at least one instance")
-        self._servers = list(servers)  # localrun.function_server.FunctionServer objects
-        self._db = db
-        self._runs = runs_collection
-        self._lock = threading.Lock()
-        self._down: set[int] = set()
-        self._next = 0
-        self._restarts: list[threading.Thread] = []
-        self._crash_lock = threading.Lock()  # one crash decision at a time
-        self.crashes = 0
-        self.errors: list[str] = []
-
-    def start(self) -> None:
-        for server in self._servers:
-            server.start()
-
-    def warm_up(self, settings: StackSettings, job: JobSettings) -> None:
-        """One delivery per instance, of a job name no report counts, before the clock starts:
-        the first request of an instance (and of a fresh emulator) is slow enough to overrun a
-        compressed attempt deadline, which would only show start-up cost, not a fault."""
-        warm = dataclasses.replace(job, name=WARM_UP_JOB, body=None)
-        for server in self._servers:
-            headers = delivery_headers(settings, warm, datetime.now(UTC).replace(microsecond=0))
-            requests.post(server.url, headers=headers, data=b"", timeout=60).raise_for_status()
-
-    def stop(self) -> None:
-        self.wait_until_serving()
-        for server in self._servers:
-            server.stop()
-
-    def pick(self) -> str:
-        """URL of the next instance that is up (any instance, when none is)."""
-        with self._lock:
-            count = len(self._servers)
-            for step in range(count):
-                index = (self._next + step) % count
-                if index not in self._down:
-                    self._next = index + 1
-                    return str(self._servers[index].url)
-            self._next += 1
-            return str(self._servers[self._next % count].url)
-
-    def crash_when_inside(
-        self, job: JobSettings, schedule_time: datetime, url: str, done: threading.Event
-    ) -> bool:
-        """Once the attempt sent to `url` has claimed the run (it is sleeping inside the job),
-        kill that instance. False when the attempt ended first (e.g. another crash got it)."""
-        key = rfc3339(schedule_time)
-
-        def claimed_or_done() -> bool:
-            return done.is_set() or key in live_claims(self._db, self._runs, job.name)
-
-        wait_for(claimed_or_done, timeout=30.0)
-        with self._crash_lock:
-            index = next(i for i, server in enumerate(self._servers) if server.url == url)
-            with self._lock:
-                if done.is_set() or index in self._down:
-                    return False
-                self._down.add(index)
-            self._servers[index].crash()
-            self.crashes += 1
-            restart = threading.Thread(target=self._restart, args=(index,), name=f"restart-{index}")
-            self._restarts.append(restart)
-            restart.start()
-        return True
-
-    def wait_until_serving(self) -> None:
-        for restart in list(self._restarts):
-            restart.join()
-
-    def _restart(self, index: int) -> None:
-        try:
-            self._servers[index].start()
-        except Exception as error:  # reported; deliveries to it then fail visibly
-            self.errors.append(str(error))
-            return
-        with self._lock:
-            self._down.discard(index)

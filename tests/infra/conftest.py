@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
-from infra.settings import StackSettings
+from infra.settings import StackSettings, project_name
 
 PROJECT = "acme-prod"
+# The config namespace: the Pulumi project's name, as Pulumi.yaml spells it.
+NAMESPACE = project_name()
 REGION = "europe-west1"
 
 
@@ -32,7 +34,7 @@ def valid_values(**overrides: Any) -> dict[str, Any]:
 
 
 def build(values: dict[str, Any], stack: str = "prod") -> StackSettings:
-    return StackSettings.from_config(values, project=PROJECT, region=REGION, stack=stack)
+    return StackSettings.from_config(values, project=PROJECT, region=REGION, stack=stack, namespace=NAMESPACE)
 
 
 @pytest.fixture

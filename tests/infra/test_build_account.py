@@ -1,18 +1,20 @@
-"""Part B: the function builds run as a dedicated, least-privilege account instead of Cloud
-Build's default identity (the default compute account in new projects)."""
+"""The function builds run as a dedicated, least-privilege account instead of Cloud Build's
+default identity (the default compute account in new projects), and only after its grants
+have had time to take effect."""
 
 from __future__ import annotations
 
 import pytest
 
+from infra.build import IAM_PROPAGATION_DELAY
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
-from tests.support.pulumi_harness import MockedStack, mock_stack
+from tests.support.pulumi_harness import PROJECT_NUMBER, SLEEP, MockedStack, mock_stack
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 ACCOUNT = "gcp:serviceaccount/account:Account"
-BUILDER_EMAIL = f"eos-builder@{PROJECT}.iam.gserviceaccount.com"
+BUILDER_EMAIL = f"eos-prod-builder@{PROJECT}.iam.gserviceaccount.com"
 BUILDER_MEMBER = f"serviceAccount:{BUILDER_EMAIL}"
-REPOSITORY = f"projects/{PROJECT}/locations/{REGION}/repositories/eos-functions"
+REPOSITORY = f"projects/{PROJECT}/locations/{REGION}/repositories/eos-prod-functions"
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +34,7 @@ def grants_to_builder(stack: MockedStack) -> dict[str, tuple[str, dict[str, obje
 
 def test_builder_account_exists(stack: MockedStack) -> None:
     (account,) = [r for r in stack.of_type(ACCOUNT) if r.name == "eos-builder"]
-    assert account.inputs["accountId"] == "eos-builder"
+    assert account.inputs["accountId"] == "eos-prod-builder"
     assert account.outputs["email"] == BUILDER_EMAIL
 
 
@@ -49,7 +51,7 @@ def test_repository_is_a_docker_repository_in_the_region(stack: MockedStack) -> 
     repository = stack.one("gcp:artifactregistry/repository:Repository")
     assert repository.inputs["format"] == "DOCKER"
     assert (repository.inputs["location"], repository.inputs["project"]) == (REGION, PROJECT)
-    assert repository.inputs["repositoryId"] == "eos-functions"
+    assert repository.inputs["repositoryId"] == "eos-prod-functions"
 
 
 def test_builder_holds_exactly_three_least_privilege_grants(stack: MockedStack) -> None:
@@ -64,10 +66,36 @@ def test_builder_holds_exactly_three_least_privilege_grants(stack: MockedStack) 
     assert "condition" not in log_writer
     kind, writer = grants["roles/artifactregistry.writer"]
     assert kind == "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember"
-    assert (writer["repository"], writer["location"]) == ("eos-functions", REGION)
-    kind, viewer = grants["roles/storage.objectViewer"]
-    assert kind == "gcp:storage/bucketIAMMember:BucketIAMMember"
-    assert viewer["bucket"] == stack.one("gcp:storage/bucket:Bucket").outputs["name"]
+    assert (writer["repository"], writer["location"]) == ("eos-prod-functions", REGION)
+
+
+def test_builder_may_read_the_gcf_v2_sources_bucket_and_nothing_else(stack: MockedStack) -> None:
+    """Cloud Functions copies the upload to gcf-v2-sources-<number>-<region> and the build
+    fetches it from there; that bucket only exists after the first deploy, hence a project
+    grant narrowed by a condition to exactly that bucket."""
+    kind, viewer = grants_to_builder(stack)["roles/storage.objectViewer"]
+    assert kind == "gcp:projects/iAMMember:IAMMember" and viewer["project"] == PROJECT
+    bucket = f"projects/_/buckets/gcf-v2-sources-{PROJECT_NUMBER}-{REGION}"
+    condition = viewer["condition"]
+    assert isinstance(condition, dict) and condition["expression"] == (
+        f'resource.name == "{bucket}" || resource.name.startsWith("{bucket}/")'
+    )
+    # The stack's own source bucket is read by Cloud Functions, never by the build.
+    assert not stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+
+
+def test_functions_build_only_after_the_builder_grants_had_time_to_propagate(stack: MockedStack) -> None:
+    (sleep,) = [r for r in stack.of_type(SLEEP) if r.name == "eos-build-grants-propagation"]
+    assert sleep.inputs["createDuration"] == IAM_PROPAGATION_DELAY == "60s"
+    assert sleep.inputs["triggers"] == {"builder": BUILDER_MEMBER}
+    grants = {r.urn for r in stack.resources if r.inputs.get("member") == BUILDER_MEMBER}
+    assert len(grants) == 3 and grants <= set(stack.dependencies[sleep.urn])
+    apis = {
+        r.urn for r in stack.of_type("gcp:projects/service:Service") if "cloudbuild" in r.inputs["service"]
+    }
+    assert len(apis) == 1 and apis <= set(stack.dependencies[sleep.urn])
+    for function in stack.of_type(FUNCTION):
+        assert sleep.urn in stack.dependencies[function.urn]
 
 
 def test_runtime_and_invoker_accounts_get_no_build_roles(stack: MockedStack) -> None:

@@ -13,7 +13,7 @@ from pulumi.runtime import config as runtime_config
 
 from infra.pulumi_config import settings_from_pulumi_config
 from infra.settings import load_stack_settings
-from tests.infra.conftest import valid_job
+from tests.infra.conftest import NAMESPACE, valid_job
 from tests.support import pulumi_harness
 from tests.support.pulumi_harness import MOCK_STACK, run_mocked_stack
 
@@ -26,9 +26,9 @@ def pulumi_config() -> Iterator[dict[str, str]]:
     values = {
         "gcp:project": "p-123",
         "gcp:region": "us-east1",
-        "exactly-once-scheduler:functionTimeoutSeconds": "60",
-        "exactly-once-scheduler:deletionProtection": "false",
-        "exactly-once-scheduler:jobs": json.dumps([valid_job()]),
+        f"{NAMESPACE}:functionTimeoutSeconds": "60",
+        f"{NAMESPACE}:deletionProtection": "false",
+        f"{NAMESPACE}:jobs": json.dumps([valid_job()]),
     }
     yield values
     runtime_config.set_all_config({})
@@ -42,10 +42,21 @@ def test_string_values_are_parsed_by_declared_type(pulumi_config: dict[str, str]
     assert settings.deletion_protection is False
     assert settings.retention_seconds == 86400  # unset: the default applies
     assert [job.name for job in settings.jobs] == ["every-5"]
+    assert (settings.create_database, settings.alert_notification_channels) == (True, ())
+
+
+def test_list_and_derived_keys_are_read_from_pulumi_config(pulumi_config: dict[str, str]) -> None:
+    channels = ["projects/p-123/notificationChannels/1", "projects/p-123/notificationChannels/2"]
+    pulumi_config[f"{NAMESPACE}:alertNotificationChannels"] = json.dumps(channels)
+    pulumi_config[f"{NAMESPACE}:databaseName"] = "(default)"
+    runtime_config.set_all_config(pulumi_config)
+    settings = settings_from_pulumi_config()
+    assert settings.alert_notification_channels == tuple(channels)
+    assert (settings.database_name, settings.create_database) == ("(default)", False)
 
 
 def test_bad_config_fails_cleanly_before_any_resource(pulumi_config: dict[str, str]) -> None:
-    pulumi_config["exactly-once-scheduler:jobs"] = json.dumps([valid_job(attemptDeadlineSeconds=5)])
+    pulumi_config[f"{NAMESPACE}:jobs"] = json.dumps([valid_job(attemptDeadlineSeconds=5)])
     runtime_config.set_all_config(pulumi_config)
     with pytest.raises(
         pulumi.RunError, match=rf"stack '{MOCK_STACK}'[\s\S]*jobs\[0\]\.attemptDeadlineSeconds"
@@ -54,19 +65,21 @@ def test_bad_config_fails_cleanly_before_any_resource(pulumi_config: dict[str, s
 
 
 def test_non_integer_string_names_the_key(pulumi_config: dict[str, str]) -> None:
-    pulumi_config["exactly-once-scheduler:maxInstances"] = "many"
+    pulumi_config[f"{NAMESPACE}:maxInstances"] = "many"
     runtime_config.set_all_config(pulumi_config)
     with pytest.raises(pulumi.RunError, match="maxInstances"):
         settings_from_pulumi_config()
 
 
-def _run_main(pulumi_config: dict[str, str], mocks: pulumi_harness._GcpMocks) -> dict[str, Any]:
+def _run_main(
+    pulumi_config: dict[str, str], mocks: pulumi_harness._GcpMocks, project: str = NAMESPACE
+) -> dict[str, Any]:
     """Run __main__.py as `pulumi up` would, under mocks; collect resource types and exports."""
     from pulumi.runtime.settings import get_root_resource
 
     from infra.settings import REPO_ROOT
 
-    pulumi.runtime.set_mocks(mocks, project="exactly-once-scheduler", stack=MOCK_STACK, preview=False)
+    pulumi.runtime.set_mocks(mocks, project=project, stack=MOCK_STACK, preview=False)
     runtime_config.set_all_config(pulumi_config)
     root = get_root_resource()
     assert isinstance(root, pulumi.runtime.stack.Stack)
@@ -87,30 +100,48 @@ def test_main_exports_the_stack_outputs(pulumi_config: dict[str, str]) -> None:
     exports = _run_main(pulumi_config, mocks)
     assert [typ for typ, *_ in mocks.registered].count("gcp:cloudscheduler/job:Job") == 1
     assert exports == {
-        "functionUri": "https://eos-handler-xyz-uc.a.run.app",
-        "jobNames": ["every-5"],
-        "runtimeServiceAccount": "eos-runtime@p-123.iam.gserviceaccount.com",
-        "invokerServiceAccount": "eos-invoker@p-123.iam.gserviceaccount.com",
-        "buildServiceAccount": "eos-builder@p-123.iam.gserviceaccount.com",
-        "databaseName": "scheduler-dedup",
+        "functionUri": "https://eos-test-handler-xyz-uc.a.run.app",
+        "jobNames": ["eos-test_every-5"],
+        "runtimeServiceAccount": "eos-test-runtime@p-123.iam.gserviceaccount.com",
+        "invokerServiceAccount": "eos-test-invoker@p-123.iam.gserviceaccount.com",
+        "buildServiceAccount": "eos-test-builder@p-123.iam.gserviceaccount.com",
+        "databaseName": "eos-test-ledger",
         "runsCollection": "scheduler_runs",
     }
 
 
 def test_main_exports_the_proxy_outputs_only_with_a_sample_workflow(pulumi_config: dict[str, str]) -> None:
     jobs = [valid_job(), valid_job(name="proxied", body=None, workflow={"sample": True})]
-    pulumi_config["exactly-once-scheduler:jobs"] = json.dumps(
+    pulumi_config[f"{NAMESPACE}:jobs"] = json.dumps(
         [{k: v for k, v in job.items() if v is not None} for job in jobs]
     )
     exports = _run_main(pulumi_config, pulumi_harness._GcpMocks("p-123"))
-    assert exports["tokenCheckUri"].startswith("https://eos-token-check-")
-    assert exports["workflowServiceAccount"] == "eos-workflow@p-123.iam.gserviceaccount.com"
+    assert exports["tokenCheckUri"].startswith("https://eos-test-token-check-")
+    assert exports["tokenCheckServiceAccount"] == "eos-test-tokens@p-123.iam.gserviceaccount.com"
+    assert exports["workflowServiceAccount"] == "eos-test-workflow@p-123.iam.gserviceaccount.com"
     assert set(exports["sampleWorkflows"]) == {"proxied"}
 
 
 def test_main_with_bad_config_registers_no_resource(pulumi_config: dict[str, str]) -> None:
-    pulumi_config["exactly-once-scheduler:retentionSeconds"] = "60"
+    pulumi_config[f"{NAMESPACE}:retentionSeconds"] = "60"
     mocks = pulumi_harness._GcpMocks("p-123")
-    with pytest.raises(pulumi.RunError, match="exactly-once-scheduler:retentionSeconds"):
+    with pytest.raises(pulumi.RunError, match=f"{NAMESPACE}:retentionSeconds"):
         _run_main(pulumi_config, mocks)
     assert mocks.registered == []
+
+
+def test_a_renamed_project_reads_its_keys_from_its_own_namespace(pulumi_config: dict[str, str]) -> None:
+    """A fork renames the project (Pulumi.yaml `name:`) and its keys move with it."""
+    renamed = {
+        key.replace(f"{NAMESPACE}:", "acme-nightly:") if key.startswith(f"{NAMESPACE}:") else key: value
+        for key, value in pulumi_config.items()
+    }
+    renamed["acme-nightly:maxInstances"] = "4"
+    mocks = pulumi_harness._GcpMocks("p-123")
+    exports = _run_main(renamed, mocks, project="acme-nightly")
+    assert exports["jobNames"] == ["eos-test_every-5"]
+    (function,) = [inputs for typ, _, inputs, *_ in mocks.registered if typ.endswith("function:Function")]
+    assert function["serviceConfig"]["maxInstanceCount"] == 4
+    # The old namespace is not read at all: with only its keys, no job is configured.
+    with pytest.raises(pulumi.RunError, match="acme-nightly:jobs: at least one job is required"):
+        _run_main(pulumi_config, pulumi_harness._GcpMocks("p-123"), project="acme-nightly")

@@ -12,15 +12,15 @@ import pytest
 import yaml
 
 from infra import timing
+from infra.job_config import DEFAULT_RETRY
 from infra.settings import (
     CONFIG_KEYS,
-    DEFAULT_RETRY,
     REPO_ROOT,
     SettingsError,
     StackSettings,
     load_stack_settings,
 )
-from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
+from tests.infra.conftest import NAMESPACE, PROJECT, REGION, build, valid_job, valid_values
 
 
 def error_of(values: dict[str, Any]) -> str:
@@ -37,7 +37,9 @@ def test_defaults_apply_and_lease_is_derived_from_the_timeout() -> None:
     assert settings.function_timeout_seconds == 60
     assert settings.lease_seconds == timing.lease_for_timeout(60) == 70
     assert settings.retention_seconds == 86400
-    assert settings.database_name == "scheduler-dedup"
+    # The stack's own database, created by the stack.
+    assert (settings.database_name, settings.create_database) == ("eos-prod-ledger", True)
+    assert settings.alert_notification_channels == ()
     assert settings.runs_collection == "scheduler_runs"
     assert settings.ingress == "ALLOW_INTERNAL_ONLY"
     assert settings.deletion_protection is True
@@ -81,7 +83,9 @@ def test_headers_add_content_type_only_with_a_body(two_job_settings: StackSettin
 
 def test_function_environment_lists_per_job_handlers_only_when_set(two_job_settings: StackSettings) -> None:
     env = two_job_settings.function_environment()
-    assert json.loads(env["JOB_HANDLERS"]) == {"every-5": "jobs.noop:do_nothing"}
+    # Keyed by the job name the function receives (the deployed Cloud Scheduler job id).
+    assert json.loads(env["JOB_HANDLERS"]) == {"eos-prod_every-5": "jobs.noop:do_nothing"}
+    assert two_job_settings.scheduler_job_id("every-5") == "eos-prod_every-5"
     assert env["LEASE_SECONDS"] == "70"
     assert env["RETENTION_SECONDS"] == "86400"
     assert "JOB_HANDLERS" not in build(valid_values()).function_environment()
@@ -92,21 +96,21 @@ def test_function_environment_lists_per_job_handlers_only_when_set(two_job_setti
 
 def test_groc_schedule_is_rejected_naming_the_key() -> None:
     message = error_of(valid_values(jobs=[valid_job(schedule="every 5 minutes")]))
-    assert "exactly-once-scheduler:jobs[0].schedule" in message
+    assert f"{NAMESPACE}:jobs[0].schedule" in message
     assert "groc" in message and "'every 5 minutes'" in message
 
 
 def test_deadline_out_of_range_names_key_and_numbers() -> None:
     message = error_of(valid_values(jobs=[valid_job(), valid_job(name="other", attemptDeadlineSeconds=10)]))
-    assert "exactly-once-scheduler:jobs[1].attemptDeadlineSeconds" in message
+    assert f"{NAMESPACE}:jobs[1].attemptDeadlineSeconds" in message
     assert "10s" in message and "15s..1800s" in message
     assert "jobs[0]" not in message
 
 
 def test_lease_shorter_than_timeout_via_config_knob() -> None:
     message = error_of(valid_values(leaseGraceSeconds=-20))
-    assert "exactly-once-scheduler:leaseGraceSeconds" in message
-    assert "exactly-once-scheduler:functionTimeoutSeconds" in message
+    assert f"{NAMESPACE}:leaseGraceSeconds" in message
+    assert f"{NAMESPACE}:functionTimeoutSeconds" in message
     assert "lease 40s is shorter than the function timeout 60s" in message
     assert "[lease 40s = functionTimeoutSeconds 60 + leaseGraceSeconds -20]" in message
 
@@ -115,7 +119,7 @@ def test_lease_shorter_than_timeout_on_hand_built_settings() -> None:
     settings = dataclasses.replace(build(valid_values()), lease_seconds=30)
     errors = settings.timing_errors()
     assert any(
-        "exactly-once-scheduler:functionTimeoutSeconds" in e
+        f"{NAMESPACE}:functionTimeoutSeconds" in e
         and "lease 30s is shorter than the function timeout 60s" in e
         for e in errors
     ), errors
@@ -124,15 +128,15 @@ def test_lease_shorter_than_timeout_on_hand_built_settings() -> None:
 def test_retries_that_cannot_outlive_the_lease_are_rejected() -> None:
     retry = {"retryCount": 3, "minBackoffSeconds": 5, "maxBackoffSeconds": 60, "maxDoublings": 2}
     message = error_of(valid_values(jobs=[valid_job(retry=retry)]))
-    assert "exactly-once-scheduler:jobs[0].retry.retryCount" in message
-    assert "exactly-once-scheduler:jobs[0].retry.minBackoffSeconds" in message
+    assert f"{NAMESPACE}:jobs[0].retry.retryCount" in message
+    assert f"{NAMESPACE}:jobs[0].retry.minBackoffSeconds" in message
     # 5, 15, 35 s after the first attempt: all inside the 70 s lease a crash leaves behind.
     assert "lease of 70s" in message and "5s, 15s, 35s" in message
 
 
 def test_retention_shorter_than_the_latest_retry_is_rejected() -> None:
     message = error_of(valid_values(retentionSeconds=300))
-    assert "exactly-once-scheduler:retentionSeconds" in message
+    assert f"{NAMESPACE}:retentionSeconds" in message
     latest = timing.latest_retry_arrival_seconds(DEFAULT_RETRY, 60)
     assert f"retention 300s ends before the latest retry can arrive ({latest:g}s" in message
 
@@ -141,7 +145,7 @@ def test_function_timeout_above_http_limit_is_rejected() -> None:
     message = error_of(
         valid_values(functionTimeoutSeconds=4000, jobs=[valid_job(attemptDeadlineSeconds=1800)])
     )
-    assert "exactly-once-scheduler:functionTimeoutSeconds: job 'every-5': function timeout 4000s" in message
+    assert f"{NAMESPACE}:functionTimeoutSeconds: job 'every-5': function timeout 4000s" in message
 
 
 def test_every_problem_is_reported_at_once() -> None:
@@ -163,7 +167,7 @@ def test_every_problem_is_reported_at_once() -> None:
         "jobs[0].timeZone",
         "jobs[0].handler",
     ):
-        assert f"exactly-once-scheduler:{key}:" in message, key
+        assert f"{NAMESPACE}:{key}:" in message, key
 
 
 @pytest.mark.parametrize(
@@ -183,19 +187,19 @@ def test_every_problem_is_reported_at_once() -> None:
     ],
 )
 def test_bad_types_and_typos_name_the_key(values: dict[str, Any], key: str) -> None:
-    assert re.search(rf"exactly-once-scheduler:{re.escape(key)}: ", error_of(values))
+    assert re.search(rf"{NAMESPACE}:{re.escape(key)}: ", error_of(values))
 
 
 def test_missing_project_and_region_are_reported() -> None:
     with pytest.raises(SettingsError, match=r"gcp:project is not set[\s\S]*gcp:region is not set"):
-        StackSettings.from_config(valid_values(), project="", region="", stack="dev")
+        StackSettings.from_config(valid_values(), project="", region="", stack="dev", namespace=NAMESPACE)
 
 
 def test_advisory_violation_is_not_an_error() -> None:
     settings = build(valid_values(jobs=[valid_job(attemptDeadlineSeconds=30)]))
     advisories = settings.timing_advisories()
     assert len(advisories) == 1
-    assert "exactly-once-scheduler:jobs[0].attemptDeadlineSeconds" in advisories[0]
+    assert f"{NAMESPACE}:jobs[0].attemptDeadlineSeconds" in advisories[0]
     assert "attempt deadline 30s differs from the function timeout 60s" in advisories[0]
 
 
@@ -232,14 +236,14 @@ def test_load_stack_settings_applies_project_defaults_then_stack_values(tmp_path
         "config": {
             "gcp:project": "p1",
             "gcp:region": "asia-northeast1",
-            "exactly-once-scheduler:runsCollection": "runs",
-            "exactly-once-scheduler:jobs": [valid_job()],
+            f"{NAMESPACE}:runsCollection": "runs",
+            f"{NAMESPACE}:jobs": [valid_job()],
         }
     }
     (tmp_path / "Pulumi.staging.yaml").write_text(yaml.safe_dump(stack))
     settings = load_stack_settings("staging", root=tmp_path)
     assert (settings.project, settings.region, settings.runs_collection) == ("p1", "asia-northeast1", "runs")
-    assert settings.database_name == "scheduler-dedup"  # from Pulumi.yaml
+    assert settings.database_name == "eos-staging-ledger"  # Pulumi.yaml: the stack's own
     assert settings.deletion_protection is True  # non-dev stacks default to protected
 
 
@@ -249,11 +253,11 @@ def test_load_stack_settings_reports_the_stack_file_errors(tmp_path: Path) -> No
         "config": {
             "gcp:project": "p",
             "gcp:region": "r",
-            "exactly-once-scheduler:jobs": [valid_job(schedule="@hourly")],
+            f"{NAMESPACE}:jobs": [valid_job(schedule="@hourly")],
         }
     }
     (tmp_path / "Pulumi.bad.yaml").write_text(yaml.safe_dump(bad))
-    with pytest.raises(SettingsError, match=r"stack 'bad'[\s\S]*exactly-once-scheduler:jobs\[0\]\.schedule"):
+    with pytest.raises(SettingsError, match=rf"stack 'bad'[\s\S]*{NAMESPACE}:jobs\[0\]\.schedule"):
         load_stack_settings("bad", root=tmp_path)
     with pytest.raises(SettingsError, match=r"Pulumi\.missing\.yaml does not exist"):
         load_stack_settings("missing", root=tmp_path)
@@ -261,20 +265,26 @@ def test_load_stack_settings_reports_the_stack_file_errors(tmp_path: Path) -> No
 
 def test_pulumi_yaml_declares_every_scalar_key_with_type_default_description() -> None:
     project = yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())
-    assert project["name"] == "exactly-once-scheduler"
+    assert project["name"] == NAMESPACE
     assert project["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": "venv"}}
     declared = project["config"]
-    assert set(declared) == {key.name for key in CONFIG_KEYS}
+    # A key whose default depends on other keys is not declared (it would become required).
+    assert set(declared) == {key.name for key in CONFIG_KEYS if key.default is not None}
     for key in CONFIG_KEYS:
+        if key.default is None:
+            continue
         schema = declared[key.name]
+        if key.type == "array":
+            assert schema.pop("items") == {"type": "string"}, key.name
         assert set(schema) == {"type", "default", "description"}, key.name
-        assert (schema["type"], schema["default"]) == (key.type, key.default), key.name
+        default = list(key.default) if isinstance(key.default, tuple) else key.default
+        assert (schema["type"], schema["default"]) == (key.type, default), key.name
         assert schema["description"] == key.description, key.name
     assert set(project["template"]["config"]) == {"gcp:project", "gcp:region"}
     assert all(v["description"] for v in project["template"]["config"].values())
 
 
-# --- the optional workflow of a job (issue #7) -------------------------------------------------
+# --- the optional workflow of a job ------------------------------------------------------------
 
 EXISTING_WORKFLOW = "projects/p/locations/us-central1/workflows/w"
 
@@ -293,7 +303,9 @@ def test_sample_workflow_job_defaults_its_handler_and_sends_the_workflow_body() 
     }
     assert settings.headers_for(job)["Content-Type"] == "application/json"
     assert settings.uses_workflows() and settings.sample_workflow_jobs() == (job,)
-    assert json.loads(settings.function_environment()["JOB_HANDLERS"]) == {"every-5": WORKFLOWS_HANDLER}
+    assert json.loads(settings.function_environment()["JOB_HANDLERS"]) == {
+        "eos-prod_every-5": WORKFLOWS_HANDLER
+    }
 
 
 def test_existing_workflow_job_has_a_static_body() -> None:
@@ -351,13 +363,13 @@ def test_no_workflow_job_means_no_workflows() -> None:
 )
 def test_workflow_settings_are_validated_naming_the_key(job: dict[str, Any], key: str, text: str) -> None:
     message = error_of(valid_values(jobs=[job]))
-    assert f"exactly-once-scheduler:{key}:" in message
+    assert f"{NAMESPACE}:{key}:" in message
     assert text in message
 
 
 def test_default_handler_set_to_the_proxy_needs_workflow_bodies() -> None:
     message = error_of(valid_values(jobHandler="jobs.workflows:start_workflow_execution"))
-    assert "exactly-once-scheduler:jobs[0].body" in message
+    assert f"{NAMESPACE}:jobs[0].body" in message
     ok = valid_job(body={"workflow": EXISTING_WORKFLOW, "argument": {"a": 1}})
     assert build(
         valid_values(jobHandler="jobs.workflows:start_workflow_execution", jobs=[ok])
@@ -370,14 +382,9 @@ def test_idempotency_settings_defaults_and_validation() -> None:
     assert settings.idempotency_retention_seconds == 604800
     assert settings.token_check_environment()["IDEMPOTENCY_RETENTION_SECONDS"] == "604800"
     message = error_of(valid_values(idempotencyRetentionSeconds=3600))
-    assert (
-        "exactly-once-scheduler:idempotencyRetentionSeconds, exactly-once-scheduler:retentionSeconds"
-        in message
-    )
+    assert f"{NAMESPACE}:idempotencyRetentionSeconds, {NAMESPACE}:retentionSeconds" in message
     assert "3600s is shorter than the run retention 86400s" in message
-    assert "exactly-once-scheduler:idempotencyCollection" in error_of(
-        valid_values(idempotencyCollection="a/b")
-    )
+    assert f"{NAMESPACE}:idempotencyCollection" in error_of(valid_values(idempotencyCollection="a/b"))
     message = error_of(valid_values(idempotencyCollection="scheduler_runs"))
     assert "also the runsCollection" in message
 
@@ -387,7 +394,7 @@ def test_short_function_timeout_with_the_workflows_proxy_is_advisory() -> None:
     settings = build(valid_values(functionTimeoutSeconds=20, jobs=[job]))
     advisories = settings.timing_advisories()
     assert any(
-        a.startswith("exactly-once-scheduler:functionTimeoutSeconds: 20s is shorter than the Workflows call")
+        a.startswith(f"{NAMESPACE}:functionTimeoutSeconds: 20s is shorter than the Workflows call")
         and "at least 35" in a
         for a in advisories
     )

@@ -18,7 +18,7 @@ from tests.support.pulumi_harness import MockedStack, dev_stack_resources, mock_
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 JOB = "gcp:cloudscheduler/job:Job"
 ACCOUNT = "gcp:serviceaccount/account:Account"
-URI = "https://eos-handler-xyz-uc.a.run.app"
+URI = "https://eos-prod-handler-xyz-uc.a.run.app"
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +43,8 @@ def test_every_child_is_parented_to_the_component(stack: MockedStack) -> None:
     component = stack.component
     children = [r for r in stack.resources if r.type != COMPONENT_TYPE]
     # APIs + database, TTL field, 2 accounts, 2 bindings, bucket, object, function, 2 jobs,
-    # and the build's account, image repository and its 3 grants.
-    assert len(children) == len(REQUIRED_APIS) + 11 + 5
+    # the build's account, image repository and its 3 grants, and the 2 propagation pauses.
+    assert len(children) == len(REQUIRED_APIS) + 11 + 5 + 2
     assert {r.parent for r in children} == {component.urn}
     assert all(f"{COMPONENT_TYPE}$" in r.urn for r in children)
 
@@ -52,11 +52,11 @@ def test_every_child_is_parented_to_the_component(stack: MockedStack) -> None:
 def test_component_registers_its_outputs(stack: MockedStack) -> None:
     assert stack.component_outputs == {
         "functionUri": URI,
-        "jobNames": ["every-5", "nightly"],
-        "runtimeServiceAccountEmail": f"eos-runtime@{PROJECT}.iam.gserviceaccount.com",
-        "invokerServiceAccountEmail": f"eos-invoker@{PROJECT}.iam.gserviceaccount.com",
-        "buildServiceAccountEmail": f"eos-builder@{PROJECT}.iam.gserviceaccount.com",
-        "databaseName": "scheduler-dedup",
+        "jobNames": ["eos-prod_every-5", "eos-prod_nightly"],
+        "runtimeServiceAccountEmail": f"eos-prod-runtime@{PROJECT}.iam.gserviceaccount.com",
+        "invokerServiceAccountEmail": f"eos-prod-invoker@{PROJECT}.iam.gserviceaccount.com",
+        "buildServiceAccountEmail": f"eos-prod-builder@{PROJECT}.iam.gserviceaccount.com",
+        "databaseName": "eos-prod-ledger",
         "runsCollection": "scheduler_runs",
     }
 
@@ -70,14 +70,14 @@ def test_apis_are_enabled_and_left_enabled_on_destroy(stack: MockedStack) -> Non
 def test_two_jobs_share_one_database_and_one_ttl_policy(stack: MockedStack) -> None:
     database = stack.one("gcp:firestore/database:Database")
     assert database.inputs["type"] == "FIRESTORE_NATIVE"
-    assert database.inputs["name"] == "scheduler-dedup"
+    assert database.inputs["name"] == "eos-prod-ledger"
     assert database.inputs["locationId"] == REGION
     assert database.inputs["deleteProtectionState"] == "DELETE_PROTECTION_ENABLED"
     assert database.inputs["deletionPolicy"] == "ABANDON"
     ttl = stack.one("gcp:firestore/field:Field")
     assert ttl.inputs == {
         "project": PROJECT,
-        "database": "scheduler-dedup",
+        "database": "eos-prod-ledger",
         "collection": "scheduler_runs",
         "field": "expire_at",
         "ttlConfig": {},
@@ -101,7 +101,7 @@ def test_runtime_account_gets_datastore_user_on_this_database_only(stack: Mocked
     ]
     assert binding.inputs["member"] == f"serviceAccount:{account_email(stack, 'eos-runtime')}"
     expression = binding.inputs["condition"]["expression"]
-    database = f"projects/{PROJECT}/databases/scheduler-dedup"
+    database = f"projects/{PROJECT}/databases/eos-prod-ledger"
     assert expression == f'resource.name == "{database}" || resource.name.startsWith("{database}/")'
     assert binding.inputs["condition"]["title"]
 
@@ -121,7 +121,7 @@ def test_no_public_principals_primitive_roles_or_default_accounts(stack: MockedS
         assert forbidden not in text
     assert "-compute@developer.gserviceaccount.com" not in text
     accounts = {r.inputs["accountId"] for r in stack.of_type(ACCOUNT)}
-    assert accounts == {"eos-runtime", "eos-invoker", "eos-builder"}
+    assert accounts == {"eos-prod-runtime", "eos-prod-invoker", "eos-prod-builder"}
 
 
 def test_source_bucket_is_private(stack: MockedStack) -> None:
@@ -174,12 +174,12 @@ def test_function_build_and_service_config(stack: MockedStack) -> None:
     assert service["allTrafficOnLatestRevision"] is True
     assert service["environmentVariables"] == {
         "GOOGLE_CLOUD_PROJECT": PROJECT,
-        "FIRESTORE_DATABASE": "scheduler-dedup",
+        "FIRESTORE_DATABASE": "eos-prod-ledger",
         "RUNS_COLLECTION": "scheduler_runs",
         "LEASE_SECONDS": "70",
         "RETENTION_SECONDS": "86400",
         "JOB_HANDLER": "jobs.demo:run_demo_job",
-        "JOB_HANDLERS": json.dumps({"every-5": "jobs.noop:do_nothing"}),
+        "JOB_HANDLERS": json.dumps({"eos-prod_every-5": "jobs.noop:do_nothing"}),
     }
 
 
@@ -205,7 +205,7 @@ def test_configured_ingress_and_env_without_handlers() -> None:
 def test_scheduler_jobs_post_to_the_function_with_oidc(stack: MockedStack) -> None:
     jobs = {r.inputs["name"]: r.inputs for r in stack.of_type(JOB)}
     invoker = account_email(stack, "eos-invoker")
-    nightly, every5 = jobs["nightly"], jobs["every-5"]
+    nightly, every5 = jobs["eos-prod_nightly"], jobs["eos-prod_every-5"]
     assert (nightly["schedule"], nightly["timeZone"]) == ("0 3 * * *", "Europe/Berlin")
     assert (every5["schedule"], every5["timeZone"]) == ("*/15 * * * *", "Etc/UTC")
     for job in (nightly, every5):
@@ -235,7 +235,9 @@ def test_scheduler_jobs_post_to_the_function_with_oidc(stack: MockedStack) -> No
 def test_job_headers_are_the_settings_headers(two_job_settings: StackSettings) -> None:
     jobs = {r.inputs["name"]: r.inputs for r in mock_stack(two_job_settings).of_type(JOB)}
     for job in two_job_settings.jobs:
-        assert jobs[job.name]["httpTarget"]["headers"] == two_job_settings.headers_for(job)
+        assert jobs[two_job_settings.scheduler_job_id(job)]["httpTarget"][
+            "headers"
+        ] == two_job_settings.headers_for(job)
 
 
 def test_fractional_durations_keep_their_fraction() -> None:
@@ -259,7 +261,7 @@ def test_dev_stack_declares_one_job_per_configured_job() -> None:
     settings = load_stack_settings("dev")
     resources = dev_stack_resources()
     names = sorted(r.inputs["name"] for r in resources if r.type == JOB)
-    assert names == sorted(job.name for job in settings.jobs)
+    assert names == sorted(settings.scheduler_job_id(job) for job in settings.jobs)
 
 
 def test_component_name_is_validated() -> None:

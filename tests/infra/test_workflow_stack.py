@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.sample_workflows import SAMPLE_WORKFLOW_FILE
 from infra.settings import REPO_ROOT, WORKFLOWS_CALL_TIMEOUT_SECONDS, WORKFLOWS_HANDLER
-from infra.stack import REQUIRED_APIS, SAMPLE_WORKFLOW_FILE, WORKFLOWS_API, _workflow_name
+from infra.stack import REQUIRED_APIS, WORKFLOWS_API
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.pulumi_harness import MockedStack, dev_stack_resources, mock_stack
 
@@ -92,7 +93,7 @@ def test_existing_workflow_job_gets_the_grant_but_no_sample(job: dict[str, Any])
     body = json.loads(base64.b64decode(existing.one(JOB).inputs["httpTarget"]["body"]))
     assert body == {"workflow": EXISTING}
     env = existing.one(FUNCTION).inputs["serviceConfig"]["environmentVariables"]
-    assert json.loads(env["JOB_HANDLERS"]) == {job["name"]: WORKFLOWS_HANDLER}
+    assert json.loads(env["JOB_HANDLERS"]) == {f"eos-prod_{job['name']}": WORKFLOWS_HANDLER}
 
 
 # --- the token-check function -----------------------------------------------------------------
@@ -105,12 +106,13 @@ def test_token_check_is_a_second_function_from_the_same_source(stack: MockedStac
     assert token.inputs["buildConfig"]["source"] == main.inputs["buildConfig"]["source"]
     assert len(stack.of_type("gcp:storage/bucketObject:BucketObject")) == 1
     service = token.inputs["serviceConfig"]
-    assert service["serviceAccountEmail"] == email(stack, "eos-runtime")
+    # Its own account: Firestore only, never the scheduled function's workflows.invoker.
+    assert service["serviceAccountEmail"] == email(stack, "eos-tokens") != email(stack, "eos-runtime")
     assert service["ingressSettings"] == "ALLOW_INTERNAL_ONLY"
     assert service["allTrafficOnLatestRevision"] is True
     assert service["environmentVariables"] == {
         "GOOGLE_CLOUD_PROJECT": PROJECT,
-        "FIRESTORE_DATABASE": "scheduler-dedup",
+        "FIRESTORE_DATABASE": "eos-prod-ledger",
         "IDEMPOTENCY_COLLECTION": "idempotency_tokens",
         "IDEMPOTENCY_RETENTION_SECONDS": "604800",
     }
@@ -134,7 +136,7 @@ def test_token_records_get_a_ttl_field_exempt_from_indexing(stack: MockedStack) 
     ttl = named(stack, FIELD, "eos-tokens-ttl")
     assert ttl.inputs == {
         "project": PROJECT,
-        "database": "scheduler-dedup",
+        "database": "eos-prod-ledger",
         "collection": "idempotency_tokens",
         "field": "expire_at",
         "ttlConfig": {},
@@ -165,7 +167,7 @@ def test_workflow_account_may_invoke_only_the_token_check(stack: MockedStack) ->
 def test_sample_workflow_properties(stack: MockedStack) -> None:
     workflow = stack.one(WORKFLOW)
     token_uri = named(stack, FUNCTION, "eos-token-check").outputs["serviceConfig"]["uri"]
-    assert workflow.inputs["name"] == "eos-report"
+    assert workflow.inputs["name"] == "eos-prod_report"
     assert (workflow.inputs["project"], workflow.inputs["region"]) == (PROJECT, REGION)
     assert workflow.inputs["serviceAccount"] == named(stack, ACCOUNT, "eos-workflow").outputs["name"]
     assert workflow.inputs["sourceContents"] == SAMPLE_WORKFLOW_FILE.read_text(encoding="utf-8")
@@ -181,11 +183,11 @@ def test_workflow_job_posts_to_the_dedup_function_with_the_workflow_in_its_body(
     assert target["oidcToken"] == {"serviceAccountEmail": email(stack, "eos-invoker"), "audience": uri}
     assert target["headers"]["Content-Type"] == "application/json"
     assert json.loads(base64.b64decode(target["body"])) == {
-        "workflow": f"projects/{PROJECT}/locations/{REGION}/workflows/eos-report",
+        "workflow": f"projects/{PROJECT}/locations/{REGION}/workflows/eos-prod_report",
         "argument": {"kind": "daily"},
     }
     env = named(stack, FUNCTION, "eos-function").inputs["serviceConfig"]["environmentVariables"]
-    assert json.loads(env["JOB_HANDLERS"]) == {"report": WORKFLOWS_HANDLER}
+    assert json.loads(env["JOB_HANDLERS"]) == {"eos-prod_report": WORKFLOWS_HANDLER}
 
 
 def test_component_outputs_name_the_token_check_and_the_workflows(stack: MockedStack) -> None:
@@ -194,32 +196,25 @@ def test_component_outputs_name_the_token_check_and_the_workflows(stack: MockedS
         outputs["tokenCheckUri"] == named(stack, FUNCTION, "eos-token-check").outputs["serviceConfig"]["uri"]
     )
     assert outputs["sampleWorkflows"] == {
-        "report": f"projects/{PROJECT}/locations/{REGION}/workflows/eos-report"
+        "report": f"projects/{PROJECT}/locations/{REGION}/workflows/eos-prod_report"
     }
+    assert outputs["tokenCheckServiceAccountEmail"] == email(stack, "eos-tokens")
     assert outputs["workflowServiceAccountEmail"] == email(stack, "eos-workflow")
 
 
 def test_two_sample_jobs_share_one_account_and_one_token_check() -> None:
     jobs = [valid_job(name=n, workflow={"sample": True}) for n in ("a", "b")]
     resources = mock_stack(build(valid_values(jobs=jobs)))
-    assert sorted(r.inputs["name"] for r in resources.of_type(WORKFLOW)) == ["eos-a", "eos-b"]
+    assert sorted(r.inputs["name"] for r in resources.of_type(WORKFLOW)) == ["eos-prod_a", "eos-prod_b"]
     assert len(resources.of_type(FUNCTION)) == 2
     assert len([r for r in resources.of_type(ACCOUNT) if r.name == "eos-workflow"]) == 1
     assert len(workflows_grants(resources)) == 1
 
 
-def test_long_workflow_names_are_shortened_uniquely() -> None:
-    long_job = "j" * 100
-    name = _workflow_name("eos", long_job)
-    assert len(name) == 64 and re.match(r"^[a-z][a-z0-9_-]*$", name)
-    assert name != _workflow_name("eos", long_job[:-1] + "k")
-    assert _workflow_name("eos", "report") == "eos-report"
-
-
 def test_dev_stack_deploys_the_workflow_proxy_demo() -> None:
     resources = dev_stack_resources()
     (workflow,) = [r for r in resources if r.type == WORKFLOW]
-    assert workflow.inputs["name"] == "eos-workflow-proxy-demo"
+    assert workflow.inputs["name"] == "eos-dev_workflow-proxy-demo"
     assert len([r for r in resources if r.type == FUNCTION]) == 2
 
 

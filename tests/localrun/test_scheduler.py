@@ -103,7 +103,7 @@ def test_deliveries_carry_cloud_scheduler_and_stack_headers(settings):
         first_headers
         == retry_headers
         == {
-            "X-CloudScheduler-JobName": job.name,
+            "X-CloudScheduler-JobName": settings.scheduler_job_id(job),
             "X-CloudScheduler-ScheduleTime": "2026-10-16T12:05:00Z",
             "X-Job-Project": settings.project,
             "X-Job-Location": settings.region,
@@ -112,7 +112,8 @@ def test_deliveries_carry_cloud_scheduler_and_stack_headers(settings):
     )
     # The function identifies the run from exactly these headers.
     key = run_key_from_headers(first_headers)
-    assert (key.project, key.location, key.job_name) == (settings.project, settings.region, job.name)
+    assert (key.project, key.location) == (settings.project, settings.region)
+    assert key.job_name == settings.scheduler_job_id(job) == f"eos-dev_{job.name}"
     assert key.schedule_time == utc("2026-10-16T12:05:00Z")
 
 

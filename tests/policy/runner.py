@@ -30,6 +30,7 @@ from pulumi_policy.proxy import (
     unknown_checking_proxy,
 )
 
+from infra.config_schema import project_name
 from policy.policies import POLICIES
 
 # What the engine sends for values it cannot know during preview.
@@ -37,7 +38,7 @@ UNKNOWN_STRING = UNKNOWN_STRING_VALUE
 UNKNOWN_NUMBER = UNKNOWN_NUMBER_VALUE
 UNKNOWN_BOOL = UNKNOWN_BOOLEAN_VALUE
 
-STACK_URN_PREFIX = "urn:pulumi:dev::exactly-once-scheduler::"
+STACK_URN_PREFIX = f"urn:pulumi:dev::{project_name()}::"
 
 
 def engine_props(raw: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,4 +1,4 @@
-"""Part B's policies: functions build as a dedicated account, and roles/logging.logWriter is
+"""The build policies: functions build as a dedicated account, and roles/logging.logWriter is
 held project-wide only by that build account."""
 
 from __future__ import annotations

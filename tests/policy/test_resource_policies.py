@@ -338,8 +338,11 @@ def test_allowlist_has_a_reason_for_every_role() -> None:
         "roles/datastore.user",
         "roles/workflows.invoker",
         "roles/logging.logWriter",
+        "roles/storage.objectViewer",
     }
     assert PROJECT_ROLE_ALLOWLIST["roles/logging.logWriter"].holder is Holder.FUNCTION_BUILD
+    assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].holder is Holder.FUNCTION_BUILD
+    assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].condition is not None
     assert all(allowed.reason.strip() for allowed in PROJECT_ROLE_ALLOWLIST.values())
     assert PROJECT_ROLE_ALLOWLIST["roles/workflows.invoker"].holder is Holder.WORKFLOWS_PROXY_RUNTIME
 

@@ -15,14 +15,23 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
+from pulumi.output import Unknown
 from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
 
-from infra.settings import PROJECT_NAME, REPO_ROOT, StackSettings, load_stack_settings
+from infra.names import DEFAULT_COMPONENT
+from infra.settings import REPO_ROOT, StackSettings, load_stack_settings, project_name
 from infra.stack import COMPONENT_TYPE, ExactlyOnceScheduler
 
-COMPONENT_NAME = "eos"
+COMPONENT_NAME = DEFAULT_COMPONENT
 MOCK_STACK = "test"
 DEFAULT_FUNCTION_DIR = REPO_ROOT / "function"
+# What gcp.organizations.get_project answers for every project under these mocks.
+PROJECT_NUMBER = "123456789012"
+GET_PROJECT = "gcp:organizations/getProject:getProject"
+SLEEP = "time:index/sleep:Sleep"
+# In preview the engine knows no output a provider computes; these mocks then answer them so.
+UNKNOWN = rpc.UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,8 @@ class MockedStack:
     resources: list[MockedResource]
     component_outputs: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
+    # URN -> the URNs it waits for (explicit depends_on and every input's resources).
+    dependencies: dict[str, list[str]] = field(default_factory=dict)
 
     def of_type(self, type_: str) -> list[MockedResource]:
         return [r for r in self.resources if r.type == type_]
@@ -60,31 +71,44 @@ class MockedStack:
 
 
 class _GcpMocks(pulumi.runtime.Mocks):
-    """Outputs = inputs plus what Google Cloud computes for the few types we read back."""
+    """Outputs = inputs plus what Google Cloud computes for the few types we read back.
 
-    def __init__(self, project: str) -> None:
+    With `preview`, every value a provider computes is unknown, as in a first `pulumi preview`
+    of a fresh stack: emails, members, URIs, service names, generations, bucket names, ids.
+    """
+
+    def __init__(self, project: str, preview: bool = False) -> None:
         self.project = project
+        self.preview = preview
         self.registered: list[tuple[str, str, dict[str, Any], dict[str, Any], bool]] = []
+        self.calls: list[tuple[str, dict[str, Any]]] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         inputs = dict(args.inputs)
+        outputs = self._computed(args.typ, args.name, inputs)
+        if self.preview:
+            outputs = _unknown_where_computed(inputs, outputs)
+        self.registered.append((args.typ, args.name, inputs, outputs, bool(args.custom)))
+        return (None if self.preview else f"{args.name}-id"), outputs
+
+    def _computed(self, typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         outputs = dict(inputs)
         project = inputs.get("project", self.project)
-        if args.typ == "gcp:serviceaccount/account:Account":
+        if typ == "gcp:serviceaccount/account:Account":
             email = f"{inputs['accountId']}@{project}.iam.gserviceaccount.com"
             outputs.update(
                 email=email,
                 member=f"serviceAccount:{email}",
                 name=f"projects/{project}/serviceAccounts/{email}",
             )
-        elif args.typ == "gcp:storage/bucket:Bucket":
-            outputs.setdefault("name", f"{args.name}-a1b2c3d")
+        elif typ == "gcp:storage/bucket:Bucket":
+            outputs.setdefault("name", f"{name}-a1b2c3d")
             outputs["url"] = f"gs://{outputs['name']}"
-        elif args.typ == "gcp:storage/bucketObject:BucketObject":
+        elif typ == "gcp:storage/bucketObject:BucketObject":
             # Generations are microsecond timestamps; derive one from the name so it is stable.
             outputs["generation"] = 1_700_000_000_000_000 + zlib.crc32(str(inputs.get("name")).encode())
             outputs["md5hash"] = "bW9jaw=="
-        elif args.typ == "gcp:cloudfunctionsv2/function:Function":
+        elif typ == "gcp:cloudfunctionsv2/function:Function":
             name, location = inputs["name"], inputs["location"]
             service_config = dict(inputs.get("serviceConfig", {}))
             service_config.update(
@@ -92,11 +116,40 @@ class _GcpMocks(pulumi.runtime.Mocks):
                 service=f"projects/{project}/locations/{location}/services/{name}",
             )
             outputs.update(serviceConfig=service_config, url=service_config["uri"], state="ACTIVE")
-        self.registered.append((args.typ, args.name, inputs, outputs, bool(args.custom)))
-        return f"{args.name}-id", outputs
+        elif typ == SLEEP:
+            outputs["id"] = "2026-01-01T00:00:00Z"
+        return outputs
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        return {}, None
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        """Data sources: Pulumi reads them in preview too, so their answers are always known."""
+        self.calls.append((args.token, dict(args.args)))
+        if args.token == GET_PROJECT:
+            project = args.args.get("projectId") or self.project
+            return {"projectId": project, "number": PROJECT_NUMBER, "name": project}, []
+        raise NotImplementedError(f"no mock answer for {args.token}")
+
+
+def _unknown_where_computed(inputs: Any, outputs: Any) -> Any:
+    """`outputs` with every value the provider computed (not given as an input) unknown."""
+    if isinstance(outputs, dict) and isinstance(inputs, dict):
+        return {
+            key: _unknown_where_computed(inputs[key], value) if key in inputs else UNKNOWN
+            for key, value in outputs.items()
+        }
+    return outputs if outputs == inputs else UNKNOWN
+
+
+def as_policy_value(value: Any) -> Any:
+    """A recorded value with preview-time unknowns as the policy SDK's unknown sentinel."""
+    from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
+
+    if isinstance(value, Unknown) or value == UNKNOWN:
+        return UNKNOWN_STRING_VALUE
+    if isinstance(value, dict):
+        return {k: as_policy_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_policy_value(v) for v in value]
+    return value
 
 
 class _RecordingMonitor(pulumi_mocks.MockMonitor):
@@ -105,11 +158,13 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: _GcpMocks) -> None:
         super().__init__(mocks)
         self.parents: dict[str, str] = {}
+        self.dependencies: dict[str, list[str]] = {}
         self.registered_outputs: dict[str, dict[str, Any]] = {}
 
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         self.parents[response.urn] = request.parent
+        self.dependencies[response.urn] = list(request.dependencies)
         return response
 
     def RegisterResourceOutputs(self, request: Any) -> Any:
@@ -128,21 +183,30 @@ class _WarningLog(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def mock_stack(settings: StackSettings, function_dir: Path | None = None) -> MockedStack:
-    """Run ExactlyOnceScheduler(settings) under mocks; return resources, outputs and warnings."""
-    mocks = _GcpMocks(settings.project)
+def mock_stack(
+    settings: StackSettings,
+    function_dir: Path | None = None,
+    *,
+    preview: bool = False,
+    stack: str = MOCK_STACK,
+    component: str = COMPONENT_NAME,
+) -> MockedStack:
+    """Run ExactlyOnceScheduler(settings) under mocks; return resources, outputs and warnings.
+
+    `preview`: as a first `pulumi preview` sees it, every computed output unknown."""
+    mocks = _GcpMocks(settings.project, preview=preview)
     monitor = _RecordingMonitor(mocks)
     log = _WarningLog()
     logger = logging.getLogger(f"{__name__}.engine")
     logger.addHandler(log)
     logger.propagate = False
     pulumi.runtime.set_mocks(
-        mocks, project=PROJECT_NAME, stack=MOCK_STACK, preview=False, logger=logger, monitor=monitor
+        mocks, project=project_name(), stack=stack, preview=preview, logger=logger, monitor=monitor
     )
 
     @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
-        scheduler = ExactlyOnceScheduler(COMPONENT_NAME, settings, function_dir or DEFAULT_FUNCTION_DIR)
+        scheduler = ExactlyOnceScheduler(component, settings, function_dir or DEFAULT_FUNCTION_DIR)
         # Awaiting every output makes the test wait until all resources are registered.
         return pulumi.Output.all(
             scheduler.function_uri,
@@ -186,12 +250,15 @@ def mock_stack(settings: StackSettings, function_dir: Path | None = None) -> Moc
         resources=resources,
         component_outputs=monitor.registered_outputs.get(component_urn, {}),
         warnings=log.messages,
+        dependencies=monitor.dependencies,
     )
 
 
-def run_mocked_stack(settings: StackSettings, function_dir: Path | None = None) -> list[MockedResource]:
+def run_mocked_stack(
+    settings: StackSettings, function_dir: Path | None = None, *, preview: bool = False
+) -> list[MockedResource]:
     """Every resource the component registers (the component itself included), in order."""
-    return mock_stack(settings, function_dir).resources
+    return mock_stack(settings, function_dir, preview=preview).resources
 
 
 def dev_stack_resources() -> list[MockedResource]:

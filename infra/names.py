@@ -1,0 +1,118 @@
+"""Every name the stack chooses for itself, unique per stack and valid under Google Cloud's rules.
+
+Many stacks (dev, staging, a branch preview) may share one project, so nothing the program
+names may be a constant: each id starts with a prefix made of the component name and the stack
+name. Long or unusual stack names are shortened *stably*: truncated, then a short hash of the
+full, unmodified identity is appended, so the same stack always gets the same ids and two stacks
+whose names differ anywhere (even only in their last character, or only in `_` versus `-`) never
+share one. Only the names that had to change carry a hash; `eos-dev-runtime` stays readable.
+
+One function per kind of id, each with that kind's rules. The stack, the local scheduler and
+the operations tooling all take names from here, so they agree on what was deployed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+# The component name `__main__.py` gives ExactlyOnceScheduler.
+DEFAULT_COMPONENT = "eos"
+
+# Hex characters of the hash appended to a shortened name: 16.7 million values, so two stack
+# names in one project colliding by chance is not a practical concern.
+TAG_LENGTH = 6
+
+SERVICE_ACCOUNT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")  # 6-30
+FUNCTION_NAME = re.compile(r"^[a-z][a-z0-9-]{0,61}[a-z0-9]$")  # also its Cloud Run service's name
+SCHEDULER_JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
+REPOSITORY_ID = re.compile(r"^[a-z][a-z0-9-]{0,61}[a-z0-9]$")
+WORKFLOW_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}[A-Za-z0-9]$")
+DATABASE_ID = re.compile(r"^[a-z][a-z0-9-]{2,61}[a-z0-9]$")  # 4-63
+
+_SERVICE_ACCOUNT_MAX = 30
+_FUNCTION_MAX = 63
+_SCHEDULER_JOB_MAX = 500
+_REPOSITORY_MAX = 63
+_WORKFLOW_MAX = 64
+_DATABASE_MAX = 63
+# Job names are the user's ('-' and '_' allowed), so the prefix ends at a character it never
+# contains itself: stack `dev` with job `a-b` and stack `dev-a` with job `b` stay apart.
+_JOB_SEPARATOR = "_"
+# The fixed suffixes (roles, "ledger", ...) never end in another one after a '-', so
+# `<prefix>-<suffix>` cannot be read two ways either.
+_COMPONENT = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+
+
+def _tag(identity: str) -> str:
+    return hashlib.sha256(identity.encode()).hexdigest()[:TAG_LENGTH]
+
+
+def _slug(text: str) -> str:
+    """Lower-case letters, digits and single hyphens: what every id kind here accepts."""
+    return re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")
+
+
+@dataclass(frozen=True)
+class StackNames:
+    """The names of one component in one stack."""
+
+    stack: str
+    component: str = DEFAULT_COMPONENT
+
+    def __post_init__(self) -> None:
+        if not _COMPONENT.match(self.component):
+            raise ValueError(
+                f"component name {self.component!r} must be 1-40 of a-z, 0-9, '-', starting with a letter"
+            )
+        if not self.stack:
+            raise ValueError("the stack name is empty")
+
+    @property
+    def prefix(self) -> str:
+        """`<component>-<stack>` as ids may spell it (possibly long: the kinds shorten it)."""
+        return f"{self.component}-{_slug(self.stack) or 'stack'}"
+
+    def _name(
+        self, suffix: str, max_length: int, *, separator: str = "-", readable_suffix: str | None = None
+    ) -> str:
+        """`<prefix><separator><suffix>`, or, when it is too long or the prefix or suffix had to
+        be rewritten, a shortened form that carries a hash of the original identity."""
+        shown = suffix if readable_suffix is None else readable_suffix
+        full = f"{self.prefix}{separator}{shown}"
+        exact = self.prefix == f"{self.component}-{self.stack}" and shown == suffix
+        if exact and len(full) <= max_length:
+            return full
+        tag = _tag(f"{self.component}\0{self.stack}\0{suffix}")
+        # Keep the suffix whole when there is room (it says what the thing is); else cut it too.
+        room = max_length - len(shown) - len(tag) - 2
+        if room >= len(self.component) + 2:
+            return f"{self.prefix[:room].rstrip('-')}-{tag}{separator}{shown}"
+        return f"{full[: max_length - len(tag) - 1].rstrip('-_')}-{tag}"
+
+    def service_account_id(self, role: str) -> str:
+        """A service account id: 6-30 of a-z, 0-9, '-', starting with a letter."""
+        return self._name(role, _SERVICE_ACCOUNT_MAX)
+
+    def function_name(self, role: str) -> str:
+        """A Cloud Run function name (also its Cloud Run service's): at most 63, lower-case."""
+        return self._name(role, _FUNCTION_MAX)
+
+    def scheduler_job_id(self, job_name: str) -> str:
+        """The Cloud Scheduler job id of the configured job `job_name`. Cloud Scheduler sends it
+        as X-CloudScheduler-JobName, so it is the job name the function sees."""
+        return self._name(job_name, _SCHEDULER_JOB_MAX, separator=_JOB_SEPARATOR)
+
+    def repository_id(self) -> str:
+        """The Artifact Registry repository holding the functions' images."""
+        return self._name("functions", _REPOSITORY_MAX)
+
+    def workflow_name(self, job_name: str) -> str:
+        """A workflow id (letters, digits, '-', '_'; at most 64; ends in a letter or digit)."""
+        readable = job_name.rstrip("-_") or "workflow"
+        return self._name(job_name, _WORKFLOW_MAX, separator=_JOB_SEPARATOR, readable_suffix=readable)
+
+    def database_id(self) -> str:
+        """The Firestore database id of a stack that creates its own ledger database."""
+        return self._name("ledger", _DATABASE_MAX)
