@@ -18,6 +18,7 @@ from pulumi_policy import (
     StackValidationArgs,
 )
 
+from infra.deployer_roles import DEPLOYER_ROLES
 from policy.props import (
     CONDITIONAL_ROLES,
     FUNCTION_V2,
@@ -49,6 +50,12 @@ class Holder(enum.Enum):
     WORKFLOWS_PROXY_RUNTIME = "the runtime account of a function whose JOB_HANDLER(S) use jobs.workflows"
     # buildConfig.serviceAccount of any Cloud Functions v2 function of the stack.
     FUNCTION_BUILD = "the build account (buildConfig.serviceAccount) of a function in this stack"
+    # serviceAccountId of a roles/iam.workloadIdentityUser grant whose every member is one
+    # repository's principal set: the CI deployer bootstrap/ creates.
+    CI_DEPLOYER = (
+        "the CI deployer: an account of this stack that only one GitHub repository's workflows may "
+        "impersonate (roles/iam.workloadIdentityUser for principalSet://.../attribute.repository/<owner>/<repo>)"
+    )
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,15 @@ class AllowedProjectRole:
 GCF_SOURCES_CONDITION: Final = re.compile(
     r'^resource\.name == "projects/_/buckets/(?P<bucket>gcf-v2-sources-\d+-[a-z]+-[a-z]+\d+)" \|\| '
     r'resource\.name\.startsWith\("projects/_/buckets/(?P=bucket)/"\)$'
+)
+
+
+SERVICE_ACCOUNT_IAM_MEMBER: Final = "gcp:serviceaccount/iAMMember:IAMMember"
+WORKLOAD_IDENTITY_USER: Final = "roles/iam.workloadIdentityUser"
+# Every workflow run of one GitHub repository, as bootstrap/ grants it impersonation.
+_ONE_REPOSITORY: Final = re.compile(
+    r"^principalSet://iam\.googleapis\.com/projects/[^/]+/locations/global/workloadIdentityPools/[^/]+"
+    r"/attribute\.repository/[^/]+/[^/]+$"
 )
 
 
@@ -105,6 +121,14 @@ PROJECT_ROLE_ALLOWLIST: Final[Mapping[str, AllowedProjectRole]] = MappingProxyTy
                 'resource.name.startsWith("projects/_/buckets/gcf-v2-sources-<number>-<region>/")'
             ),
         ),
+        # Deploying the stack is project-wide by nature; each role's reason is in
+        # infra/deployer_roles.py, the list the deploy docs and bootstrap/ use.
+        **{
+            deployer_role.role: AllowedProjectRole(
+                f"the CI deployer must {deployer_role.reason}", Holder.CI_DEPLOYER
+            )
+            for deployer_role in DEPLOYER_ROLES
+        },
     }
 )
 
@@ -211,6 +235,8 @@ def _uses_workflows_proxy(function: PolicyResource) -> bool | Absent:
 def _holder_accounts(holder: Holder, resources: list[PolicyResource]) -> set[str] | Absent:
     """Emails (lower-case) of the stack's accounts that may hold a role, or UNKNOWN when some
     account or handler is not known in preview (then nothing is reported)."""
+    if holder is Holder.CI_DEPLOYER:
+        return _ci_deployer_accounts(resources)
     emails: set[str] = set()
     for function in resources_of(resources, FUNCTION_V2):
         if holder is Holder.FUNCTION_BUILD:
@@ -232,6 +258,22 @@ def _holder_accounts(holder: Holder, resources: list[PolicyResource]) -> set[str
         if isinstance(account, str) and account.strip():
             emails.add(account.strip().lower())
     return emails
+
+
+def _ci_deployer_accounts(resources: list[PolicyResource]) -> set[str] | Absent:
+    """Accounts that only one repository's workflows may impersonate (UNKNOWN in preview)."""
+    one_repository: set[str] = set()
+    broader: set[str] = set()
+    for grant in resources_of(resources, SERVICE_ACCOUNT_IAM_MEMBER):
+        if lookup(grant.props, "role") != WORKLOAD_IDENTITY_USER:
+            continue
+        member, account = lookup(grant.props, "member"), lookup(grant.props, "serviceAccountId")
+        if member is UNKNOWN or account is UNKNOWN:
+            return Absent.UNKNOWN
+        if isinstance(account, str):
+            narrow = isinstance(member, str) and _ONE_REPOSITORY.match(member.strip()) is not None
+            (one_repository if narrow else broader).add(account_email(account))
+    return one_repository - broader
 
 
 def validate_project_role_holders(args: StackValidationArgs, report_violation: ReportViolation) -> None:

@@ -36,11 +36,6 @@ def test_only_the_deployers_project_role_grants_are_questioned(
     assert others == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the pack has no allowance yet for the CI deployer's project-wide roles "
-    "(project-iam-allowlist reports each role of infra/deployer_roles.py)",
-)
 @pytest.mark.parametrize("preview", [False, True], ids=["applied", "preview"])
 def test_the_bootstrap_passes_every_policy(resources: list[MockedResource], preview: bool) -> None:
     assert violations(resources, preview) == []

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy
 
+from infra.deployer_roles import DEPLOYER_ROLES
 from policy.policies import (
     BUCKET,
     CLOUD_RUN_V2_SERVICE,
@@ -339,7 +340,8 @@ def test_allowlist_has_a_reason_for_every_role() -> None:
         "roles/workflows.invoker",
         "roles/logging.logWriter",
         "roles/storage.objectViewer",
-    }
+    } | {deployer_role.role for deployer_role in DEPLOYER_ROLES}
+    assert all(PROJECT_ROLE_ALLOWLIST[r.role].holder is Holder.CI_DEPLOYER for r in DEPLOYER_ROLES)
     assert PROJECT_ROLE_ALLOWLIST["roles/logging.logWriter"].holder is Holder.FUNCTION_BUILD
     assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].holder is Holder.FUNCTION_BUILD
     assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].condition is not None
