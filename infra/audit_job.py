@@ -1,0 +1,81 @@
+"""The missed-run audit as one more scheduled job of the stack, and what it needs to know.
+
+Pulumi-free, like infra/settings.py: the Pulumi program, the `ops` CLI and the tests all read
+the audit's facts from here, so the job the stack deploys and the audit an operator runs by
+hand judge runs by the same windows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from audit_config import AuditConfig, AuditedJob
+
+from infra import timing
+from infra.settings import DEFAULT_RETRY, JobSettings, StackSettings
+
+AUDIT_JOB_NAME = "missed-run-audit"
+AUDIT_HANDLER = "jobs.missed_runs:audit_missed_runs"
+AUDIT_JOBS_ENV = "AUDIT_JOBS"
+# Hourly: a missed run is reported at most an hour after its last retry could have ended.
+AUDIT_SCHEDULE = "5 * * * *"
+AUDIT_INTERVAL_SECONDS = 3600.0
+# Cloud Scheduler starts an attempt a little after its scheduled time; allow for that.
+DISPATCH_SLACK_SECONDS = 60.0
+
+
+def scheduler_job_id(settings: StackSettings, job: JobSettings) -> str:
+    """The id Cloud Scheduler knows `job` by, which it also sends as X-CloudScheduler-JobName
+    and which therefore names the job in every run id. The one place that maps a job's name
+    in the stack config to its deployed id."""
+    del settings  # the deployed id is the config name today
+    return job.name
+
+
+def retry_window_seconds(settings: StackSettings, job: JobSettings) -> float:
+    """From a run's schedule time until no attempt of it can still arrive or be running:
+    the latest retry arrival (every attempt using its whole deadline), plus a lease for
+    the last attempt's claim, plus Scheduler's dispatch delay."""
+    latest = timing.latest_retry_arrival_seconds(job.retry, job.attempt_deadline_seconds)
+    return latest + settings.lease_seconds + DISPATCH_SLACK_SECONDS
+
+
+def audit_job(settings: StackSettings) -> JobSettings:
+    """The audit's own scheduled job: hourly, through the same exactly-once handler."""
+    return JobSettings(
+        name=AUDIT_JOB_NAME,
+        schedule=AUDIT_SCHEDULE,
+        time_zone="Etc/UTC",
+        attempt_deadline_seconds=settings.function_timeout_seconds,
+        retry=DEFAULT_RETRY,
+        handler=AUDIT_HANDLER,
+    )
+
+
+def with_audit_job(settings: StackSettings) -> StackSettings:
+    """`settings` plus the audit job, so the stack schedules it like any other job (and its
+    handler lands in JOB_HANDLERS). A config that already has a job of that name is refused."""
+    if any(job.name == AUDIT_JOB_NAME for job in settings.jobs):
+        raise ValueError(f"job name {AUDIT_JOB_NAME!r} is reserved for the stack's missed-run audit")
+    return dataclasses.replace(settings, jobs=(*settings.jobs, audit_job(settings)))
+
+
+def audited_jobs(settings: StackSettings) -> tuple[AuditedJob, ...]:
+    """Every job of `settings` as the audit sees it (the audit job too, when present: a
+    missed audit run is reported by the next one)."""
+    return tuple(
+        AuditedJob(
+            name=scheduler_job_id(settings, job),
+            schedule=job.schedule,
+            time_zone=job.time_zone,
+            retry_window_seconds=retry_window_seconds(settings, job),
+        )
+        for job in settings.jobs
+    )
+
+
+def audit_environment(settings: StackSettings) -> dict[str, str]:
+    """The function environment the audit job reads (AUDIT_JOBS), for `settings` with the audit
+    job already added."""
+    config = AuditConfig(jobs=audited_jobs(settings), interval_seconds=AUDIT_INTERVAL_SECONDS)
+    return {AUDIT_JOBS_ENV: config.to_json()}
