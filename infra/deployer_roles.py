@@ -28,12 +28,8 @@ DEPLOYER_ROLES: tuple[DeployerRole, ...] = (
         "grant the project-level roles, with IAM conditions, to the stack's own accounts",
     ),
     DeployerRole("roles/datastore.owner", "create the Firestore database and its TTL field policies"),
-    DeployerRole(
-        "roles/storage.admin", "create the private source bucket, upload the source, set bucket IAM"
-    ),
-    DeployerRole(
-        "roles/artifactregistry.admin", "create the per-stack image repository and grant the build on it"
-    ),
+    DeployerRole("roles/storage.admin", "create the private source bucket, upload the source, set bucket IAM"),
+    DeployerRole("roles/artifactregistry.admin", "create the per-stack image repository and grant the build on it"),
     DeployerRole("roles/cloudfunctions.admin", "create and update the Cloud Run functions"),
     DeployerRole("roles/run.admin", "grant roles/run.invoker on the functions' Cloud Run services"),
     DeployerRole("roles/cloudscheduler.admin", "create the Cloud Scheduler jobs"),
