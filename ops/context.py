@@ -12,7 +12,7 @@ from audit_config import AuditedJob
 from google.cloud import firestore
 from scheduler_request import parse_rfc3339
 
-from infra.audit_job import audited_jobs, scheduler_job_id
+from infra.audit_job import audited_jobs, scheduler_job_id, with_audit_job
 from infra.settings import JobSettings, SettingsError, StackSettings, load_stack_settings
 
 EMULATOR_HOST_ENV = "FIRESTORE_EMULATOR_HOST"
@@ -37,7 +37,8 @@ class StackContext:
         cls, stack: str, firestore_project: str | None = None, database: str | None = None
     ) -> StackContext:
         try:
-            settings = load_stack_settings(stack)
+            # The stack schedules the missed-run audit as one more job: it is audited too.
+            settings = with_audit_job(load_stack_settings(stack))
         except SettingsError as error:
             raise UserError(str(error)) from None
         return cls(

@@ -39,8 +39,8 @@ def _retention_note(context: StackContext, since: datetime, now: datetime) -> st
         return None
     return (
         f"note: run records are deleted by the TTL {int(retention.total_seconds())}s after they are "
-        f"claimed; runs scheduled before {rfc3339(oldest)} may show as missed only because their "
-        "records are gone"
+        f"claimed, so the audit is only sure of runs scheduled after {rfc3339(oldest)}: an earlier "
+        "run can lack a record because the TTL removed it"
     )
 
 
