@@ -24,11 +24,6 @@ LEASE_LOST = "lease_lost"
 STORE_ERROR = "store_error"
 FAILED_TERMINAL = "failed_terminal"
 FAILED_RELEASED = "failed_released"
-# The outcomes the dashboard charts, by what an operator calls them.
-EXECUTED = ("executed", "lease_taken_over")
-DUPLICATE = ("duplicate_completed", "in_progress")
-TAKEOVER = ("lease_taken_over",)
-FAILURES = (LEASE_LOST, STORE_ERROR, FAILED_TERMINAL, FAILED_RELEASED, "bad_request")
 
 
 @dataclass(frozen=True)

@@ -32,16 +32,17 @@ def _judge(
     )
 
 
-def _retention_note(context: StackContext, since: datetime, now: datetime) -> str | None:
-    retention = timedelta(seconds=context.settings.retention_seconds)
-    oldest = now - retention
-    if since >= oldest:
-        return None
-    return (
-        f"note: run records are deleted by the TTL {int(retention.total_seconds())}s after they are "
-        f"claimed, so the audit is only sure of runs scheduled after {rfc3339(oldest)}: an earlier "
-        "run can lack a record because the TTL removed it"
+def _retention_note(context: StackContext, since: datetime, now: datetime) -> str:
+    """Run records expire (the TTL), so the ledger can only vouch for recent runs."""
+    retention = int(context.settings.retention_seconds)
+    oldest = now - timedelta(seconds=retention)
+    note = (
+        f"note: run records are deleted by the TTL {retention}s after they are claimed, so the audit "
+        f"is only sure of runs scheduled after {rfc3339(oldest)}"
     )
+    if since < oldest:
+        note += ": an earlier run can lack a record because the TTL removed it"
+    return note
 
 
 def audit(
@@ -67,8 +68,7 @@ def audit(
         f"{context.database}, collection {context.settings.runs_collection}) "
         f"from {rfc3339(since)} to {rfc3339(until)}\n"
     )
-    if note := _retention_note(context, since, now):
-        out.write(note + "\n")
+    out.write(_retention_note(context, since, now) + "\n")
     runs = _judge(context, expected, now)
     for run in runs:
         detail = f"  ({run.detail})" if run.detail else ""

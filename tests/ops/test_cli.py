@@ -26,6 +26,7 @@ def test_audit_backfill_audit(dev_function: DevFunction, cli: Cli) -> None:
 
     audit = cli("audit", *window)
     assert audit.returncode == 1, audit.stderr
+    assert "run records are deleted by the TTL 86400s after they are claimed" in audit.stdout
     assert _missed_lines(audit.stdout) == [
         f"{_stamp(10, 30)}  {job.name}  missed  (no delivery reached the ledger)"
     ]
