@@ -78,8 +78,34 @@ def test_user_errors_exit_2_with_one_line(cli: Cli) -> None:
         (("backfill", "--job", "nightly-report", "--at", "2026-01-01T03:00:00Z"), "not a fire time"),
         (("backfill", "--job", "demo-every-15-minutes"), "--at"),
         (("status", "--limit", "0"), "--limit"),
+        # What only the deployed stack knows, without the Pulumi CLI to ask: say which flag.
+        (("backfill", "--job", "demo-every-15-minutes", "--at", "2026-01-01T10:30:00Z"), "pass --url"),
+        (
+            (
+                "backfill",
+                "--job",
+                "demo-every-15-minutes",
+                "--at",
+                "2026-01-01T10:30:00Z",
+                "--url",
+                "https://x.run.app",
+            ),
+            "pass --invoker",
+        ),
+        (
+            (
+                "backfill",
+                "--job",
+                "workflow-proxy-demo",
+                "--at",
+                "2026-01-01T10:30:00Z",
+                "--url",
+                "http://127.0.0.1:9/",
+            ),
+            "pass --body",
+        ),
     ):
-        result = cli(*args)
+        result = cli(*args, extra_env={"PATH": "/nonexistent"})
         assert result.returncode == 2, (args, result.stdout, result.stderr)
         assert expected in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr
