@@ -132,10 +132,18 @@ RecordReader = Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]]
 def expected_runs(
     jobs: Iterable[AuditedJob], *, since: datetime, until: datetime
 ) -> list[tuple[AuditedJob, datetime]]:
-    """Every (job, schedule time) the jobs' schedules expect in [since, until]."""
+    """Every (job, schedule time) the jobs' schedules expect in [since, until], from the time
+    each job was deployed on."""
     return [
-        (job, instant) for job in jobs for instant in fire_times(job.schedule, job.time_zone, since, until)
+        (job, instant)
+        for job in jobs
+        for instant in fire_times(job.schedule, job.time_zone, since, until)
+        if _was_deployed(job, instant)
     ]
+
+
+def _was_deployed(job: AuditedJob, instant: datetime) -> bool:
+    return job.not_before is None or instant >= job.not_before
 
 
 def runs_whose_window_closed(
@@ -150,7 +158,7 @@ def runs_whose_window_closed(
     for job in jobs:
         window = timedelta(seconds=job.retry_window_seconds)
         for instant in fire_times(job.schedule, job.time_zone, after - window, up_to - window):
-            if after < instant + window <= up_to:
+            if after < instant + window <= up_to and _was_deployed(job, instant):
                 found.append((job, instant))
     return found
 

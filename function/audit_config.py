@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+from scheduler_request import RunKey, parse_rfc3339
 
 
 class AuditError(ValueError):
@@ -25,14 +28,19 @@ class AuditedJob:
     time_zone: str
     # From the scheduled time to when the last retry can have ended.
     retry_window_seconds: float
+    # When the job was deployed: runs scheduled earlier were never due, so never missed.
+    not_before: datetime | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        fields: dict[str, Any] = {
             "name": self.name,
             "schedule": self.schedule,
             "time_zone": self.time_zone,
             "retry_window_seconds": self.retry_window_seconds,
         }
+        if self.not_before is not None:
+            fields["not_before"] = RunKey("", "", "", self.not_before).schedule_time_rfc3339
+        return fields
 
 
 @dataclass(frozen=True)
@@ -67,12 +75,22 @@ class AuditConfig:
 def _audited_job(item: Any, index: int) -> AuditedJob:
     if not isinstance(item, dict):
         raise AuditError(f"jobs[{index}]: expected an object")
-    unknown = sorted(set(item) - {"name", "schedule", "time_zone", "retry_window_seconds"})
+    unknown = sorted(set(item) - {"name", "schedule", "time_zone", "retry_window_seconds", "not_before"})
     if unknown:
         raise AuditError(f"jobs[{index}]: unknown fields {unknown}")
     for key in ("name", "schedule", "time_zone"):
         if not isinstance(item.get(key), str) or not item[key]:
             raise AuditError(f"jobs[{index}].{key}: expected a non-empty string")
+    not_before = item.get("not_before")
+    if not_before is not None:
+        try:
+            not_before = parse_rfc3339(not_before) if isinstance(not_before, str) else None
+        except ValueError:
+            not_before = None
+        if not_before is None:
+            raise AuditError(
+                f"jobs[{index}].not_before: expected an RFC 3339 time, got {item['not_before']!r}"
+            )
     return AuditedJob(
         name=item["name"],
         schedule=item["schedule"],
@@ -80,6 +98,7 @@ def _audited_job(item: Any, index: int) -> AuditedJob:
         retry_window_seconds=_positive_number(
             item.get("retry_window_seconds"), f"jobs[{index}].retry_window_seconds"
         ),
+        not_before=not_before,
     )
 
 

@@ -8,6 +8,8 @@ hand judge runs by the same windows.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
+from datetime import datetime
 
 from audit_config import AuditConfig, AuditedJob
 
@@ -60,22 +62,30 @@ def with_audit_job(settings: StackSettings) -> StackSettings:
     return dataclasses.replace(settings, jobs=(*settings.jobs, audit_job(settings)))
 
 
-def audited_jobs(settings: StackSettings) -> tuple[AuditedJob, ...]:
+def audited_jobs(
+    settings: StackSettings, deployed_at: Mapping[str, datetime] | None = None
+) -> tuple[AuditedJob, ...]:
     """Every job of `settings` as the audit sees it (the audit job too, when present: a
-    missed audit run is reported by the next one)."""
+    missed audit run is reported by the next one). `deployed_at` (by config job name) keeps
+    the audit from reporting runs scheduled before a job existed."""
+    deployed_at = deployed_at or {}
     return tuple(
         AuditedJob(
             name=scheduler_job_id(settings, job),
             schedule=job.schedule,
             time_zone=job.time_zone,
             retry_window_seconds=retry_window_seconds(settings, job),
+            not_before=deployed_at.get(job.name),
         )
         for job in settings.jobs
     )
 
 
-def audit_environment(settings: StackSettings) -> dict[str, str]:
+def audit_environment(
+    settings: StackSettings, deployed_at: Mapping[str, datetime] | None = None
+) -> dict[str, str]:
     """The function environment the audit job reads (AUDIT_JOBS), for `settings` with the audit
-    job already added."""
-    config = AuditConfig(jobs=audited_jobs(settings), interval_seconds=AUDIT_INTERVAL_SECONDS)
+    job already added. Without `deployed_at`, the first audit after a job is created reports
+    the runs of the hour before it as missed, once."""
+    config = AuditConfig(jobs=audited_jobs(settings, deployed_at), interval_seconds=AUDIT_INTERVAL_SECONDS)
     return {AUDIT_JOBS_ENV: config.to_json()}

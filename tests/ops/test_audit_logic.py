@@ -138,6 +138,19 @@ def test_the_stack_writes_the_audit_config_the_job_reads() -> None:
     )
 
 
+def test_runs_before_a_job_was_deployed_are_never_missed() -> None:
+    settings = with_audit_job(load_stack_settings("dev"))
+    demo = settings.jobs[0]
+    deployed = utc(2026, 3, 1, 10, 20)
+    config = AuditConfig.from_json(audit_environment(settings, {demo.name: deployed})["AUDIT_JOBS"])
+    (audited,) = [job for job in config.jobs if job.name == demo.name]
+    assert audited.not_before == deployed
+    due = runs_whose_window_closed([audited], after=utc(2026, 3, 1, 10), up_to=utc(2026, 3, 1, 11))
+    assert [t.minute for _, t in due] == [30, 45]  # 10:00 and 10:15 were before the job existed
+    expected = expected_runs([audited], since=utc(2026, 3, 1, 10), until=utc(2026, 3, 1, 11))
+    assert [t.minute for _, t in expected] == [30, 45, 0]
+
+
 def test_a_config_job_may_not_take_the_audit_jobs_name() -> None:
     settings = with_audit_job(load_stack_settings("dev"))
     with pytest.raises(ValueError, match="reserved"):
@@ -160,6 +173,11 @@ def test_a_config_job_may_not_take_the_audit_jobs_name() -> None:
             '{"interval_seconds": 3600, "jobs": [{"name": "a", "schedule": "* * * * *", '
             '"time_zone": "Etc/UTC", "retry_window_seconds": 60, "extra": 1}]}',
             "unknown fields",
+        ),
+        (
+            '{"interval_seconds": 3600, "jobs": [{"name": "a", "schedule": "* * * * *", '
+            '"time_zone": "Etc/UTC", "retry_window_seconds": 60, "not_before": "today"}]}',
+            "not_before: expected an RFC 3339 time",
         ),
     ],
 )
