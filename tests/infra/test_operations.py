@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import log_fields
 import pulumi
 import pytest
+from audit_config import AuditConfig
 from handler import Outcome
 from pulumi_policy import ResourceValidationPolicy, StackValidationPolicy
 
 from infra import log_filters
-from infra.audit_job import AUDIT_HANDLER, AUDIT_JOB_NAME, AUDIT_SCHEDULE, with_audit_job
-from infra.operations import ALERTS, DASHBOARD_FILE, declare_operations
+from infra.audit_job import AUDIT_HANDLER, AUDIT_JOB_NAME, AUDIT_SCHEDULE, audit_environment, with_audit_job
+from infra.operations import ALERTS, DASHBOARD_FILE, audit_function_environment, declare_operations
 from infra.settings import PROJECT_NAME, load_stack_settings
 from policy.policies import POLICIES
 from tests.policy.runner import run_resource_policy, run_stack_policy, stack_resource
@@ -198,6 +200,28 @@ def _violations(resources: list[tuple[str, str, dict[str, Any], dict[str, Any]]]
         if isinstance(policy, StackValidationPolicy):
             found += [f"{policy.name}: {m}" for m in run_stack_policy(policy, stack).messages]
     return found
+
+
+def test_the_audit_environment_carries_when_each_job_was_created() -> None:
+    settings = with_audit_job(load_stack_settings("dev"))
+    pulumi.runtime.set_mocks(_Mocks(), project=PROJECT_NAME, stack="dev", preview=False)
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        created = {settings.jobs[0].name: pulumi.Output.from_input("2026-11-29T10:20:00Z")}
+        return pulumi.Output.from_input(audit_function_environment(settings, created)["AUDIT_JOBS"]).apply(
+            check
+        )
+
+    def check(text: str) -> None:
+        config = AuditConfig.from_json(text)
+        assert [job.not_before for job in config.jobs] == [
+            datetime(2026, 11, 29, 10, 20, tzinfo=UTC),
+            *([None] * (len(settings.jobs) - 1)),
+        ]
+
+    program()
+    assert audit_function_environment(settings) == audit_environment(settings)
 
 
 def test_the_monitoring_resources_pass_every_policy() -> None:
