@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import NoReturn, TextIO
 
 from google.api_core import exceptions as google_exceptions
+from google.auth import exceptions as auth_exceptions
 
 from ops import ledger_view
 from ops.context import StackContext, UserError, parse_time
@@ -90,8 +91,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as error:
         print(f"python -m ops: error: {error}", file=sys.stderr)
         return USAGE_ERROR
+    except auth_exceptions.GoogleAuthError as error:
+        print(
+            f"python -m ops: no usable Google credentials ({error}); run "
+            "`gcloud auth application-default login`, or set FIRESTORE_EMULATOR_HOST for a local ledger",
+            file=sys.stderr,
+        )
+        return 1
     except google_exceptions.GoogleAPIError as error:
-        print(f"python -m ops: Firestore failed: {error}", file=sys.stderr)
+        print(f"python -m ops: a Google API call failed: {error}", file=sys.stderr)
         return 1
 
 

@@ -86,7 +86,8 @@ def parse_time(value: str, flag: str) -> datetime:
 
 
 def utc_now() -> datetime:
-    return datetime.now(UTC)
+    """Now, to the second: times the CLI prints read like the schedule times beside them."""
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def is_loopback(url: str) -> bool:

@@ -13,8 +13,12 @@ import subprocess
 from datetime import datetime
 from typing import TextIO
 
+import google.auth
 import requests
 from audit import fire_times, rfc3339
+from google.auth import exceptions as auth_exceptions
+from google.auth import impersonated_credentials
+from google.auth.transport.requests import Request
 from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER
 
 from infra.audit_job import scheduler_job_id
@@ -49,10 +53,17 @@ def stack_output(stack: str, key: str, flag: str) -> str:
 def id_token_for(invoker_email: str, audience: str) -> str:
     """An ID token of the invoker account (the identity Cloud Scheduler signs its calls with),
     minted by impersonation: the operator needs roles/iam.serviceAccountTokenCreator on it."""
-    import google.auth
-    from google.auth import impersonated_credentials
-    from google.auth.transport.requests import Request
+    try:
+        return _impersonated_id_token(invoker_email, audience)
+    except auth_exceptions.GoogleAuthError as error:
+        raise UserError(
+            f"cannot mint an ID token as {invoker_email}: {str(error).rstrip('.')}. Log in with "
+            "`gcloud auth application-default login` and hold roles/iam.serviceAccountTokenCreator "
+            "on that account; nothing was sent"
+        ) from None
 
+
+def _impersonated_id_token(invoker_email: str, audience: str) -> str:
     source, _ = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
     target = impersonated_credentials.Credentials(  # type: ignore[no-untyped-call]
         source_credentials=source, target_principal=invoker_email, target_scopes=[CLOUD_PLATFORM_SCOPE]

@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
+import google.auth
 import requests
+from google.auth import exceptions as auth_exceptions
+from google.auth.transport.requests import Request
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra.audit_job import scheduler_job_id
@@ -51,16 +54,17 @@ class Endpoints:
 
 def access_token() -> str:
     """The operator's own access token (Application Default Credentials)."""
-    import google.auth
-    from google.auth.transport.requests import Request
-
     credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
     credentials.refresh(Request())  # type: ignore[no-untyped-call]
     return str(credentials.token)
 
 
 def _api_headers(url: str) -> dict[str, str]:
+    """No token for a loopback endpoint (the tests' fakes); the operator's own otherwise."""
     return {} if is_loopback(url) else {"Authorization": f"Bearer {access_token()}"}
+
+
+_NO_CREDENTIALS = "authenticate: `gcloud auth application-default login` ({error})"
 
 
 def _likely_fix(api: str, response: requests.Response) -> str:
@@ -122,6 +126,8 @@ class Smoke:
         step = f"force-run Cloud Scheduler job {job_id}"
         try:
             response = requests.post(url, headers=_api_headers(url), json={}, timeout=_API_TIMEOUT_SECONDS)
+        except auth_exceptions.GoogleAuthError as error:
+            return self._step(False, step, _NO_CREDENTIALS.format(error=error))
         except requests.RequestException as error:
             return self._step(False, step, f"cannot reach {self._endpoints.scheduler}: {error}")
         if not response.ok:
@@ -173,6 +179,8 @@ class Smoke:
         step = f"TTL policy on {context.settings.runs_collection}.{TTL_FIELD}"
         try:
             response = requests.get(url, headers=_api_headers(url), timeout=_API_TIMEOUT_SECONDS)
+        except auth_exceptions.GoogleAuthError as error:
+            return self._step(False, step, _NO_CREDENTIALS.format(error=error))
         except requests.RequestException as error:
             return self._step(False, step, f"cannot reach {self._endpoints.firestore_admin}: {error}")
         if not response.ok:

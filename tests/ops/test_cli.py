@@ -111,6 +111,37 @@ def test_user_errors_exit_2_with_one_line(cli: Cli) -> None:
         assert "Traceback" not in result.stderr
 
 
+def test_without_credentials_nothing_is_sent_and_the_fix_is_named(cli: Cli) -> None:
+    no_credentials = {"GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent/key.json"}
+    at = ("--job", "demo-every-15-minutes", "--at", "2026-01-01T10:30:00Z")
+    backfill = cli(
+        "backfill",
+        *at,
+        "--url",
+        "https://x.a.run.app",
+        "--invoker",
+        "i@p.iam.gserviceaccount.com",
+        extra_env=no_credentials,
+    )
+    assert backfill.returncode == 2
+    assert "cannot mint an ID token as i@p.iam.gserviceaccount.com" in backfill.stderr
+    assert "roles/iam.serviceAccountTokenCreator" in backfill.stderr and "Traceback" not in backfill.stderr
+
+    smoke = cli(
+        "smoke",
+        "--wait",
+        "1",
+        "--scheduler-endpoint",
+        "https://scheduler.invalid",
+        "--firestore-admin-endpoint",
+        "https://firestore.invalid",
+        extra_env=no_credentials,
+    )
+    assert smoke.returncode == 1
+    fails = [line for line in smoke.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(fails) == 2 and all("gcloud auth application-default login" in line for line in fails)
+
+
 def test_an_unknown_stack_is_a_user_error(cli: Cli) -> None:
     result = cli("audit", stack="no-such-stack")
     assert result.returncode == 2
