@@ -16,7 +16,7 @@ from handler import Outcome
 from pulumi_policy import ResourceValidationPolicy, StackValidationPolicy
 
 from infra import log_filters
-from infra.audit_job import AUDIT_HANDLER, AUDIT_JOB_NAME, AUDIT_SCHEDULE, audit_environment, with_audit_job
+from infra.audit_job import AUDIT_HANDLER, AUDIT_JOB_NAME, audit_environment, with_audit_job
 from infra.operations import ALERTS, DASHBOARD_FILE, audit_function_environment, declare_operations
 from infra.settings import PROJECT_NAME, load_stack_settings
 from policy.policies import POLICIES
@@ -240,7 +240,7 @@ def test_the_audit_job_is_scheduled_hourly_through_the_handler(dev_stack_with_au
         r.inputs["name"]: r.inputs for r in dev_stack_with_audit if r.type == "gcp:cloudscheduler/job:Job"
     }
     audit = jobs[AUDIT_JOB_NAME]
-    assert audit["schedule"] == AUDIT_SCHEDULE
+    assert audit["schedule"] == "5 * * * *"
     (function,) = [
         r.inputs
         for r in dev_stack_with_audit

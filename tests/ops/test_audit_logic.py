@@ -3,6 +3,7 @@ intervals, and the AUDIT_JOBS contract between the stack and the job."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -21,7 +22,7 @@ from infra.audit_job import (
     with_audit_job,
 )
 from infra.settings import load_stack_settings
-from infra.timing import latest_retry_arrival_seconds
+from infra.timing import check_job_timing, latest_retry_arrival_seconds, lease_for_timeout
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
@@ -153,8 +154,37 @@ def test_runs_before_a_job_was_deployed_are_never_missed() -> None:
 
 def test_a_config_job_may_not_take_the_audit_jobs_name() -> None:
     settings = with_audit_job(load_stack_settings("dev"))
+    assert with_audit_job(settings) == settings  # adding it twice is adding it once
+    impostor = dataclasses.replace(settings.jobs[-1], handler="jobs.demo:run_demo_job")
     with pytest.raises(ValueError, match="reserved"):
-        with_audit_job(settings)
+        with_audit_job(dataclasses.replace(settings, jobs=(*settings.jobs[:-1], impostor)))
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("timeout", [None, 1, 60, 300, 900, 1800, 3600])
+def test_the_audit_job_obeys_every_timing_rule(stack: str, timeout: int | None) -> None:
+    """Its retries must outlive a crashed attempt's lease like every job's, whatever the
+    function timeout (and hence the lease) of the stack."""
+    settings = load_stack_settings(stack)
+    if timeout is not None:
+        settings = dataclasses.replace(
+            settings,
+            function_timeout_seconds=float(timeout),
+            lease_seconds=lease_for_timeout(timeout),
+            retention_seconds=max(settings.retention_seconds, 86400.0),
+            jobs=(),
+        )
+    settings = with_audit_job(settings)
+    audit = settings.jobs[-1]
+    violations = check_job_timing(settings.job_timing(audit))
+    assert [v.rule for v in violations if not v.advisory] == []
+    if timeout is None:  # the shipped stacks: not even an advisory
+        assert violations == []
+    # Consecutive audits still cover time back to back.
+    interval = AuditConfig.from_json(audit_environment(settings)["AUDIT_JOBS"]).interval_seconds
+    assert fire_times(audit.schedule, audit.time_zone, utc(2026, 1, 1), utc(2026, 1, 2))[1:3] == [
+        utc(2026, 1, 1, 0, 5) + timedelta(seconds=interval * n) for n in (1, 2)
+    ]
 
 
 @pytest.mark.parametrize(
