@@ -18,7 +18,7 @@ from pulumi_policy import ResourceValidationPolicy, StackValidationPolicy
 from infra import log_filters
 from infra.audit_job import AUDIT_HANDLER, AUDIT_JOB_NAME, audit_environment, with_audit_job
 from infra.operations import ALERTS, DASHBOARD_FILE, audit_function_environment, declare_operations
-from infra.settings import PROJECT_NAME, load_stack_settings
+from infra.settings import PROJECT_NAME, REPO_ROOT, load_stack_settings
 from policy.policies import POLICIES
 from tests.policy.runner import run_resource_policy, run_stack_policy, stack_resource
 from tests.support import pulumi_harness as harness
@@ -253,3 +253,9 @@ def test_the_audit_job_is_scheduled_hourly_through_the_handler(dev_stack_with_au
 def test_the_stack_with_the_audit_job_passes_every_policy(dev_stack_with_audit) -> None:
     resources = [(r.type, r.name, r.inputs, r.outputs) for r in dev_stack_with_audit]
     assert _violations(resources) == []
+
+
+def test_the_operations_page_shows_each_alerts_runbook_verbatim() -> None:
+    page = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    for alert in ALERTS:
+        assert f"| {alert.meaning} | {alert.runbook} |" in page, alert.key
