@@ -11,7 +11,7 @@ REQUIREMENTS := requirements.txt requirements-dev.txt function/requirements.txt 
 RUNTIME_PYTHON ?= $(shell for p in python3.12 $$(pyenv root 2>/dev/null)/versions/3.12*/bin/python3.12; \
 	do "$$p" --version >/dev/null 2>&1 && echo "$$p" && break; done)
 RUNTIME_VENV := venv-py312
-LINTED := function infra policy localrun bench bootstrap tests __main__.py
+LINTED := function infra policy localrun bench bootstrap ops tests __main__.py
 
 .PHONY: install lint lint-workflows typecheck test test-runtime demo bench clean
 

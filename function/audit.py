@@ -1,0 +1,183 @@
+"""Missed-run audit: which scheduled runs should exist, and what the ledger says of each.
+
+Cloud Scheduler keeps no history an operator can query, and a run whose every retry failed
+leaves nothing behind. The schedule itself says which runs should exist, and each run's id is
+a pure function of (project, location, job, schedule time), so the audit needs no index and
+no query: it computes the expected run ids and reads those documents directly.
+
+A run is *missed* once its retry window has closed (no further delivery can arrive) and the
+ledger holds no completed record for it. The window is computed by the caller from the job's
+retry policy (infra/timing.py), because this module ships with the function, which imports
+nothing outside function/.
+
+Shared by the scheduled audit job (jobs/missed_runs.py) and the `python -m ops audit` CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from audit_config import AuditedJob, AuditError
+from croniter import croniter
+from scheduler_request import RunKey
+
+# A schedule over an audit window cannot sensibly expect more runs than this (one a minute for
+# a week); a larger window is an operator's typo, not a workload.
+MAX_EXPECTED_RUNS = 10_080
+
+
+class RunState(StrEnum):
+    COMPLETED = "completed"
+    TERMINAL_FAILURE = "terminal failure"
+    IN_PROGRESS = "in progress"  # a claim exists and the retry window is still open
+    PENDING = "pending"  # no record yet, but a delivery may still come
+    MISSED = "missed"
+
+
+@dataclass(frozen=True)
+class ExpectedRun:
+    job: str
+    schedule_time: datetime  # UTC
+    run_id: str
+    state: RunState
+    window_closes: datetime
+    record: Mapping[str, Any] | None
+
+    @property
+    def detail(self) -> str:
+        """Why the run is in its state, for the operator reading one line."""
+        record = self.record or {}
+        if self.state is RunState.MISSED:
+            if record:
+                return f"an attempt claimed it (attempt {record.get('attempt_id')}) but none completed it"
+            return "no delivery reached the ledger"
+        if self.state is RunState.TERMINAL_FAILURE:
+            return str(record.get("error") or "")
+        if self.state is RunState.PENDING:
+            return f"retry window open until {rfc3339(self.window_closes)}"
+        if self.state is RunState.IN_PROGRESS:
+            return f"attempt {record.get('attempt_id')} holds it"
+        return ""
+
+
+def rfc3339(instant: datetime) -> str:
+    """UTC, 'Z', whole seconds when the time has no fraction: how Scheduler writes it."""
+    return RunKey("", "", "", instant.astimezone(UTC)).schedule_time_rfc3339
+
+
+def checked_schedule(schedule: str, time_zone: str) -> ZoneInfo:
+    """The schedule's zone, once both the zone and the cron expression are known to be valid."""
+    try:
+        zone = ZoneInfo(time_zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise AuditError(f"{time_zone!r} is not an IANA time zone") from None
+    if not croniter.is_valid(schedule):
+        raise AuditError(f"{schedule!r} is not a unix-cron schedule")
+    return zone
+
+
+def fire_times(schedule: str, time_zone: str, since: datetime, until: datetime) -> list[datetime]:
+    """Instants (UTC) in [since, until] at which a unix-cron `schedule` read in `time_zone` fires.
+
+    Cron fields are wall-clock times, so croniter walks naive local times and zoneinfo turns
+    each into an instant; croniter never sees an offset and cannot get a DST change wrong.
+    A wall time skipped by spring-forward does not fire; one repeated by fall-back fires once,
+    at its first occurrence.
+    """
+    if since.tzinfo is None or until.tzinfo is None:
+        raise AuditError("audit window bounds must carry a time zone offset")
+    if until < since:
+        raise AuditError(f"the window ends ({rfc3339(until)}) before it starts ({rfc3339(since)})")
+    zone = checked_schedule(schedule, time_zone)
+    # One second before `since`, so a fire time exactly at `since` is included.
+    cursor = (since - timedelta(seconds=1)).astimezone(zone).replace(tzinfo=None)
+    iterator = croniter(schedule, cursor)
+    times: list[datetime] = []
+    while True:
+        wall: datetime = iterator.get_next(datetime)
+        instant = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+        if instant.astimezone(zone).replace(tzinfo=None) != wall:
+            continue  # inside a spring-forward gap: this wall time never happens
+        if instant > until:
+            return times
+        if instant >= since and (not times or instant > times[-1]):
+            times.append(instant)
+        if len(times) > MAX_EXPECTED_RUNS:
+            raise AuditError(
+                f"schedule {schedule!r} fires more than {MAX_EXPECTED_RUNS} times between "
+                f"{rfc3339(since)} and {rfc3339(until)}: narrow the window"
+            )
+
+
+def classify(record: Mapping[str, Any] | None, window_closes: datetime, now: datetime) -> RunState:
+    """One run's state from its ledger record (or its absence) and its retry window."""
+    if record is not None and record.get("status") == "completed":
+        if record.get("result") == "terminal_failure":
+            return RunState.TERMINAL_FAILURE
+        return RunState.COMPLETED
+    if now < window_closes:
+        return RunState.IN_PROGRESS if record is not None else RunState.PENDING
+    return RunState.MISSED
+
+
+# Reads the ledger records of the given run ids; absent ids are left out of the result.
+RecordReader = Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]]
+
+
+def expected_runs(
+    jobs: Iterable[AuditedJob], *, since: datetime, until: datetime
+) -> list[tuple[AuditedJob, datetime]]:
+    """Every (job, schedule time) the jobs' schedules expect in [since, until], from the time
+    each job was deployed on."""
+    return [
+        (job, instant)
+        for job in jobs
+        for instant in fire_times(job.schedule, job.time_zone, since, until)
+        if _was_deployed(job, instant)
+    ]
+
+
+def _was_deployed(job: AuditedJob, instant: datetime) -> bool:
+    return job.not_before is None or instant >= job.not_before
+
+
+def runs_whose_window_closed(
+    jobs: Iterable[AuditedJob], *, after: datetime, up_to: datetime
+) -> list[tuple[AuditedJob, datetime]]:
+    """(job, schedule time) pairs whose retry window closed in (after, up_to].
+
+    Successive scheduled audits use back-to-back intervals, so each run is judged exactly
+    once: by the first audit after its last possible delivery.
+    """
+    found = []
+    for job in jobs:
+        window = timedelta(seconds=job.retry_window_seconds)
+        for instant in fire_times(job.schedule, job.time_zone, after - window, up_to - window):
+            if after < instant + window <= up_to and _was_deployed(job, instant):
+                found.append((job, instant))
+    return found
+
+
+def judge_runs(
+    expected: Sequence[tuple[AuditedJob, datetime]],
+    *,
+    project: str,
+    location: str,
+    now: datetime,
+    read_records: RecordReader,
+) -> list[ExpectedRun]:
+    """The state of each expected run, in time order. `project` and `location` are the values
+    the stack sends in X-Job-Project / X-Job-Location: they are part of every run id."""
+    ids = [RunKey(project, location, job.name, instant).run_id for job, instant in expected]
+    records = read_records(ids) if ids else {}
+    runs = []
+    for (job, instant), run_id in zip(expected, ids, strict=True):
+        closes = instant + timedelta(seconds=job.retry_window_seconds)
+        record = records.get(run_id)
+        runs.append(ExpectedRun(job.name, instant, run_id, classify(record, closes, now), closes, record))
+    return sorted(runs, key=lambda run: (run.schedule_time, run.job))

@@ -1,0 +1,118 @@
+"""The scheduled missed-run audit: one `missed_run` log line per run that never completed.
+
+It runs as an ordinary job of the stack (hourly, through the same exactly-once handler), so
+each audit run happens once however often Cloud Scheduler delivers it, and it judges the runs
+whose retry window closed in the interval that ends at its own schedule time. Consecutive
+audit runs therefore cover time back to back: every run is judged once, and a retried or late
+audit reaches the same verdict, because nothing in it depends on the instance's clock.
+
+The stack's missed-run alert counts the lines; the ledger is only read.
+
+AUDIT_JOBS (JSON, set by the stack): {"interval_seconds": 3600, "jobs": [{"name", "schedule",
+"time_zone", "retry_window_seconds"}, ...]}. RUNS_COLLECTION and FIRESTORE_DATABASE are the
+function's own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any, TextIO
+
+import log_fields
+from audit import (
+    ExpectedRun,
+    RecordReader,
+    RunState,
+    checked_schedule,
+    judge_runs,
+    rfc3339,
+    runs_whose_window_closed,
+)
+from audit_config import AuditConfig, AuditError
+from config import ConfigError, FunctionConfig
+from job_api import RunContext
+from ledger_reads import firestore_reader
+
+AUDIT_JOBS_ENV = "AUDIT_JOBS"
+
+
+def config_from_env(env: Mapping[str, str]) -> AuditConfig:
+    """Read at start-up: a missing or malformed AUDIT_JOBS stops the instance, naming it."""
+    raw = env.get(AUDIT_JOBS_ENV, "").strip()
+    if not raw:
+        raise ConfigError(AUDIT_JOBS_ENV, "must be set for the missed-run audit job")
+    try:
+        config = AuditConfig.from_json(raw)
+        for job in config.jobs:
+            checked_schedule(job.schedule, job.time_zone)
+    except AuditError as error:
+        raise ConfigError(AUDIT_JOBS_ENV, str(error)) from None
+    return config
+
+
+CONFIG = config_from_env(os.environ)
+RUNS_COLLECTION = FunctionConfig.from_env(os.environ).runs_collection
+
+
+def audit_missed_runs(context: RunContext) -> None:
+    """The job handler (`jobs.missed_runs:audit_missed_runs`)."""
+    report_missed_runs(
+        context,
+        CONFIG,
+        firestore_reader(context.firestore, RUNS_COLLECTION),
+        sys.stdout,
+    )
+
+
+def report_missed_runs(
+    context: RunContext, config: AuditConfig, read_records: RecordReader, stream: TextIO
+) -> list[ExpectedRun]:
+    """Judge the runs whose window closed in (schedule_time - interval, schedule_time] and log
+    each missed one; returns what was judged."""
+    up_to = context.schedule_time
+    after = up_to - timedelta(seconds=config.interval_seconds)
+    due = runs_whose_window_closed(config.jobs, after=after, up_to=up_to)
+    judged = judge_runs(
+        due, project=context.project, location=context.location, now=up_to, read_records=read_records
+    )
+    missed = [run for run in judged if run.state is RunState.MISSED]
+    for run in missed:
+        _write(
+            stream,
+            "ERROR",
+            f"{log_fields.MISSED_RUN}: job {run.job} scheduled at {rfc3339(run.schedule_time)} "
+            f"never completed: {run.detail}",
+            {
+                log_fields.EVENT: log_fields.MISSED_RUN,
+                log_fields.JOB: run.job,
+                log_fields.SCHEDULE_TIME: rfc3339(run.schedule_time),
+                log_fields.RUN_ID: run.run_id,
+                "retry_window_closed": rfc3339(run.window_closes),
+                "claimed": run.record is not None,
+                "audit_run_id": context.run_id,
+            },
+        )
+    _write(
+        stream,
+        "WARNING" if missed else "INFO",
+        f"{log_fields.AUDIT_SUMMARY}: {len(missed)} of {len(judged)} runs missed "
+        f"(retry windows closed in ({rfc3339(after)}, {rfc3339(up_to)}])",
+        {
+            log_fields.EVENT: log_fields.AUDIT_SUMMARY,
+            "judged": len(judged),
+            "missed": len(missed),
+            "audit_run_id": context.run_id,
+        },
+    )
+    return judged
+
+
+def _write(stream: TextIO, severity: str, message: str, fields: Mapping[str, Any]) -> None:
+    """One JSON line in Cloud Logging's structured format (severity and message are its own)."""
+    line = {log_fields.SEVERITY: severity, log_fields.MESSAGE: message, **fields}
+    stream.write(json.dumps(line) + "\n")
+    stream.flush()

@@ -1,0 +1,27 @@
+"""Names of the fields in the function's structured log lines.
+
+Cloud Run turns each JSON line on stdout into a log entry whose `jsonPayload` carries these
+fields. The stack's log-based metrics and alerts filter and group on them, so the writers and
+the filters import the names from here: renaming a field here renames it on both sides.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Read by Cloud Logging itself: the entry's severity and its one-line summary.
+SEVERITY: Final = "severity"
+MESSAGE: Final = "message"
+
+# One line per delivery of a scheduled run (handler.py).
+OUTCOME: Final = "outcome"
+JOB: Final = "job"
+RUN_ID: Final = "run_id"
+SCHEDULE_TIME: Final = "schedule_time"
+LATENCY_MS: Final = "latency_ms"
+
+# Lines that are about runs rather than deliveries (the missed-run audit) carry an event name
+# instead of an outcome, so they never count as deliveries.
+EVENT: Final = "event"
+MISSED_RUN: Final = "missed_run"
+AUDIT_SUMMARY: Final = "missed_run_audit"

@@ -1,0 +1,283 @@
+"""What lets an operator see that every scheduled run ran exactly once, and act when not.
+
+Log-based metrics over the function's structured lines (infra/log_filters.py), alert policies
+on the outcomes that need a human (each with its runbook line), and a dashboard whose JSON is
+kept in the repository (infra/dashboard.json). The missed-run audit that feeds the missed-run
+alert is an ordinary job of the stack: see infra/audit_job.py.
+
+Every name is derived from the caller's prefix, so several stacks share a project without
+clashing. Without notification channels the policies still exist and open incidents in the
+console; docs/operations.md says how to add a channel.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from string import Template
+
+import pulumi
+import pulumi_gcp as gcp
+from scheduler_request import parse_rfc3339
+
+from infra import log_filters
+from infra.audit_job import AUDIT_JOBS_ENV, audit_environment
+from infra.log_filters import LogMetric
+from infra.settings import StackSettings
+
+DASHBOARD_FILE = Path(__file__).resolve().with_name("dashboard.json")
+_METRIC_TYPE = "logging.googleapis.com/user/"
+# Latency buckets: 1 ms growing by 2x to about 9 minutes, past any function timeout.
+_LATENCY_BUCKETS: gcp.logging.MetricBucketOptionsArgsDict = {
+    "exponential_buckets": {"num_finite_buckets": 20, "growth_factor": 2.0, "scale": 1.0}
+}
+
+
+@dataclass(frozen=True)
+class AlertSpec:
+    """One alert policy: which metric series, how many in what window, and the runbook."""
+
+    key: str
+    title: str
+    metric: LogMetric
+    label_filter: Mapping[str, str]
+    threshold: float  # alert when the count in `window_seconds` exceeds this
+    window_seconds: int
+    severity: str
+    meaning: str
+    runbook: str
+
+
+ALERTS: tuple[AlertSpec, ...] = (
+    AlertSpec(
+        key=log_filters.LEASE_LOST,
+        title="lease_lost: a run's lease expired while its job was still running",
+        metric=log_filters.DELIVERIES,
+        label_filter={"outcome": log_filters.LEASE_LOST},
+        threshold=0,
+        window_seconds=300,
+        severity="ERROR",
+        meaning="A job ran longer than the run's lease, another attempt took the run over, and the job "
+        "may have run twice. This is a configuration error, not bad luck.",
+        runbook="Compare the job's duration with the lease (functionTimeoutSeconds + leaseGraceSeconds): "
+        "raise functionTimeoutSeconds (and the job's attemptDeadlineSeconds) above the job's longest run, "
+        "or make the job faster; check the job's downstream effects for the run id in the log line.",
+    ),
+    AlertSpec(
+        key=log_filters.STORE_ERROR,
+        title="store_error: the function could not read or write the run ledger",
+        metric=log_filters.DELIVERIES,
+        label_filter={"outcome": log_filters.STORE_ERROR},
+        threshold=0,
+        window_seconds=300,
+        severity="ERROR",
+        meaning="Firestore failed or timed out; deliveries are answered 500 and Cloud Scheduler retries "
+        "them. Runs are safe while retries last, and missed once they run out.",
+        runbook="Check the Firestore status page and the database's quotas; check that the runtime "
+        "service account still holds roles/datastore.user on the ledger database. Once it recovers, "
+        "run `python -m ops audit` and backfill what it reports missed.",
+    ),
+    AlertSpec(
+        key=log_filters.FAILED_TERMINAL,
+        title="failed_terminal: a job failed in a way retrying cannot fix",
+        metric=log_filters.DELIVERIES,
+        label_filter={"outcome": log_filters.FAILED_TERMINAL},
+        threshold=0,
+        window_seconds=300,
+        severity="WARNING",
+        meaning="The job raised a terminal error (bad body, a 4xx from downstream). The run is recorded "
+        "as completed with the error and will not be retried.",
+        runbook="Read the log line's `error`; fix the job's body or the downstream call. To redo the "
+        "run after the fix, delete its record (run_id in the log line) and `python -m ops backfill` it.",
+    ),
+    AlertSpec(
+        key=log_filters.FAILED_RELEASED,
+        title="failed_released: a job keeps failing and being retried",
+        metric=log_filters.DELIVERIES,
+        label_filter={"outcome": log_filters.FAILED_RELEASED},
+        threshold=2,
+        window_seconds=900,
+        severity="WARNING",
+        meaning="A job raised a retryable error three or more times in 15 minutes. Each failure released "
+        "the run for Cloud Scheduler's next retry; when the retries run out the run is missed.",
+        runbook="Read the log lines' `error` and `traceback` for the job; fix the cause (often a "
+        "downstream outage). If retries ran out, `python -m ops audit` lists the run and "
+        "`python -m ops backfill` re-delivers it.",
+    ),
+    AlertSpec(
+        key=log_filters.MISSED_RUNS.suffix,
+        title="missed run: a scheduled run never completed",
+        metric=log_filters.MISSED_RUNS,
+        label_filter={},
+        threshold=0,
+        window_seconds=3600,
+        severity="CRITICAL",
+        meaning="The hourly missed-run audit found a run whose retry window has closed without a "
+        "completed record: it never ran (or never finished). Cloud Scheduler will not try again.",
+        runbook="Run `python -m ops audit --stack <stack> --job <job>` to list the runs, find why in the "
+        "function's logs for that schedule time (auth, ingress, store_error, failures), fix it, then "
+        "`python -m ops backfill --stack <stack> --job <job> --at <schedule time>` each missed run.",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Operations:
+    """The monitoring resources of one stack, by role."""
+
+    metrics: Mapping[str, gcp.logging.Metric]
+    alert_policies: Mapping[str, gcp.monitoring.AlertPolicy]
+    dashboard: gcp.monitoring.Dashboard
+
+
+def declare_operations(
+    name_prefix: str,
+    *,
+    project: pulumi.Input[str],
+    function_service: pulumi.Input[str],
+    notification_channels: Sequence[pulumi.Input[str]] = (),
+    opts: pulumi.ResourceOptions | None = None,
+) -> Operations:
+    """Metrics, alert policies and the dashboard for the function serving `function_service`
+    (its Cloud Run service, as a name or projects/.../services/<name>). Resources are named
+    `<name_prefix>-...`; the caller makes the prefix unique per stack."""
+    service_name = pulumi.Output.from_input(function_service).apply(
+        lambda service: service.rsplit("/", 1)[-1]
+    )
+    metrics = {
+        metric.suffix: _log_metric(name_prefix, metric, project, service_name, opts)
+        for metric in log_filters.METRICS
+    }
+    policies = {
+        alert.key: _alert_policy(
+            name_prefix, alert, metrics[alert.metric.suffix], project, notification_channels, opts
+        )
+        for alert in ALERTS
+    }
+    dashboard = gcp.monitoring.Dashboard(
+        f"{name_prefix}-dashboard",
+        project=project,
+        dashboard_json=dashboard_json(name_prefix),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(metrics.values()))),
+    )
+    return Operations(metrics=metrics, alert_policies=policies, dashboard=dashboard)
+
+
+def audit_function_environment(
+    settings: StackSettings, created_at: Mapping[str, pulumi.Input[str]] | None = None
+) -> dict[str, pulumi.Input[str]]:
+    """AUDIT_JOBS for the function's environment. `created_at` maps config job names to when
+    each job was created (RFC 3339, e.g. a `pulumiverse_time.Static` per job), so the audit
+    never reports runs scheduled before a job existed."""
+    if not created_at:
+        return dict(audit_environment(settings))
+    names = list(created_at)
+
+    def render(times: list[str]) -> str:
+        deployed = {name: parse_rfc3339(time) for name, time in zip(names, times, strict=True)}
+        return audit_environment(settings, deployed)[AUDIT_JOBS_ENV]
+
+    return {AUDIT_JOBS_ENV: pulumi.Output.all(*(created_at[name] for name in names)).apply(render)}
+
+
+def metric_id(name_prefix: str, metric: LogMetric) -> str:
+    return f"{name_prefix}-{metric.suffix}"
+
+
+def dashboard_json(name_prefix: str) -> str:
+    """infra/dashboard.json with this stack's metric ids and title filled in."""
+    template = Template(DASHBOARD_FILE.read_text(encoding="utf-8"))
+    text = template.substitute(
+        title=f"Exactly-once scheduler ({name_prefix})",
+        deliveries=_METRIC_TYPE + metric_id(name_prefix, log_filters.DELIVERIES),
+        latency=_METRIC_TYPE + metric_id(name_prefix, log_filters.LATENCY),
+        missed=_METRIC_TYPE + metric_id(name_prefix, log_filters.MISSED_RUNS),
+    )
+    return json.dumps(json.loads(text), sort_keys=True)
+
+
+def alert_filter(metric_name: str, alert: AlertSpec) -> str:
+    """The Cloud Monitoring filter of `alert`'s time series."""
+    clauses = [f'metric.type="{_METRIC_TYPE}{metric_name}"', f'resource.type="{log_filters.RESOURCE_TYPE}"']
+    clauses += [f'metric.label.{label}="{value}"' for label, value in alert.label_filter.items()]
+    return " AND ".join(clauses)
+
+
+def _log_metric(
+    name_prefix: str,
+    metric: LogMetric,
+    project: pulumi.Input[str],
+    service_name: pulumi.Output[str],
+    opts: pulumi.ResourceOptions | None,
+) -> gcp.logging.Metric:
+    labels: list[gcp.logging.MetricMetricDescriptorLabelArgsDict] = [
+        {"key": label, "value_type": "STRING", "description": f"The log line's `{label}` field."}
+        for label in metric.labels
+    ]
+    distribution = metric.value_field is not None
+    descriptor: gcp.logging.MetricMetricDescriptorArgsDict = {
+        "metric_kind": "DELTA",
+        "value_type": "DISTRIBUTION" if distribution else "INT64",
+        "unit": "ms" if distribution else "1",
+        "labels": labels,
+    }
+    return gcp.logging.Metric(
+        f"{name_prefix}-metric-{metric.suffix}",
+        project=project,
+        name=metric_id(name_prefix, metric),
+        description=metric.description,
+        filter=service_name.apply(metric.filter),
+        label_extractors=metric.label_extractors(),
+        value_extractor=metric.value_extractor(),
+        bucket_options=_LATENCY_BUCKETS if distribution else None,
+        metric_descriptor=descriptor,
+        opts=opts,
+    )
+
+
+def _alert_policy(
+    name_prefix: str,
+    alert: AlertSpec,
+    metric: gcp.logging.Metric,
+    project: pulumi.Input[str],
+    notification_channels: Sequence[pulumi.Input[str]],
+    opts: pulumi.ResourceOptions | None,
+) -> gcp.monitoring.AlertPolicy:
+    # The filter names the metric through its output, so the policy waits for the metric.
+    series_filter = metric.name.apply(lambda name: alert_filter(name, alert))
+    return gcp.monitoring.AlertPolicy(
+        f"{name_prefix}-alert-{alert.key}",
+        project=project,
+        display_name=f"{name_prefix}: {alert.title}",
+        combiner="OR",
+        severity=alert.severity,
+        conditions=[
+            {
+                "display_name": alert.title,
+                "condition_threshold": {
+                    "filter": series_filter,
+                    "comparison": "COMPARISON_GT",
+                    "threshold_value": alert.threshold,
+                    "duration": "0s",
+                    "aggregations": [
+                        {
+                            "alignment_period": f"{alert.window_seconds}s",
+                            "per_series_aligner": "ALIGN_SUM",
+                            "cross_series_reducer": "REDUCE_SUM",
+                            "group_by_fields": ["metric.label.job"],
+                        }
+                    ],
+                    "trigger": {"count": 1},
+                },
+            }
+        ],
+        documentation={
+            "subject": f"[{name_prefix}] {alert.title}",
+            "mime_type": "text/markdown",
+            "content": f"**What it means.** {alert.meaning}\n\n**Runbook.** {alert.runbook}",
+        },
+        notification_channels=list(notification_channels),
+        opts=opts,
+    )

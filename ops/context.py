@@ -1,0 +1,105 @@
+"""What every command needs: the stack's settings, its ledger, its jobs, and clean user errors."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import urlparse
+
+from audit_config import AuditedJob
+from google.cloud import firestore
+from scheduler_request import parse_rfc3339
+
+from infra.audit_job import audited_jobs, scheduler_job_id, with_audit_job
+from infra.settings import JobSettings, SettingsError, StackSettings, load_stack_settings
+
+EMULATOR_HOST_ENV = "FIRESTORE_EMULATOR_HOST"
+
+
+class UserError(Exception):
+    """A mistake in what the operator asked for: printed as one line, exit status 2."""
+
+
+@dataclass(frozen=True)
+class StackContext:
+    """One stack as the CLI sees it. `firestore_project` / `database` default to the stack's
+    own; a local run on the emulator may keep its documents elsewhere."""
+
+    stack: str
+    settings: StackSettings
+    firestore_project: str
+    database: str
+
+    @classmethod
+    def load(
+        cls, stack: str, firestore_project: str | None = None, database: str | None = None
+    ) -> StackContext:
+        try:
+            # The stack schedules the missed-run audit as one more job: it is audited too.
+            settings = with_audit_job(load_stack_settings(stack))
+        except SettingsError as error:
+            raise UserError(str(error)) from None
+        return cls(
+            stack=stack,
+            settings=settings,
+            firestore_project=firestore_project or settings.project,
+            database=database or settings.database_name,
+        )
+
+    @property
+    def project(self) -> str:
+        return self.settings.project
+
+    @property
+    def location(self) -> str:
+        return self.settings.region
+
+    def firestore(self) -> firestore.Client:
+        """The ledger's client; FIRESTORE_EMULATOR_HOST, when set, points it at the emulator."""
+        return firestore.Client(project=self.firestore_project, database=self.database)
+
+    def job(self, name: str) -> JobSettings:
+        """The job called `name` in the stack config, or a UserError listing the names there are."""
+        for job in self.settings.jobs:
+            if job.name == name:
+                return job
+        known = ", ".join(job.name for job in self.settings.jobs)
+        raise UserError(f"stack {self.stack!r} has no job {name!r}; its jobs are: {known}")
+
+    def jobs(self, name: str | None) -> tuple[JobSettings, ...]:
+        return (self.job(name),) if name is not None else self.settings.jobs
+
+    def audited(self, job: JobSettings) -> AuditedJob:
+        """`job` as the audit sees it: its deployed id, schedule and retry window."""
+        deployed_id = scheduler_job_id(self.settings, job)
+        return next(audited for audited in audited_jobs(self.settings) if audited.name == deployed_id)
+
+
+def parse_time(value: str, flag: str) -> datetime:
+    """An RFC 3339 time given on the command line, in UTC."""
+    try:
+        return parse_rfc3339(value)
+    except ValueError as error:
+        raise UserError(f"{flag}: {error}") from None
+
+
+def utc_now() -> datetime:
+    """Now, to the second: times the CLI prints read like the schedule times beside them."""
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def is_loopback(url: str) -> bool:
+    """True for http(s)://localhost or a loopback address: a local server needs no token."""
+    host = urlparse(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def emulator_in_use() -> bool:
+    return bool(os.environ.get(EMULATOR_HOST_ENV))

@@ -1,0 +1,123 @@
+"""`status` and `audit`: what the ledger says about each job's scheduled runs.
+
+Both compute the runs the schedule expects and read those records by id: no query and no
+index, so they work on any database the stack deployed, exactly as the scheduled audit does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any, TextIO
+
+from audit import ExpectedRun, RunState, expected_runs, fire_times, judge_runs, rfc3339
+from audit_config import AuditError
+from ledger_reads import firestore_reader
+
+from ops.context import StackContext, UserError, utc_now
+
+# How many of the latest runs `status` shows per job by default.
+STATUS_RUNS = 5
+
+
+def _judge(
+    context: StackContext, expected: Sequence[tuple[Any, datetime]], now: datetime
+) -> list[ExpectedRun]:
+    return judge_runs(
+        expected,
+        project=context.project,
+        location=context.location,
+        now=now,
+        read_records=firestore_reader(context.firestore(), context.settings.runs_collection),
+    )
+
+
+def _retention_note(context: StackContext, since: datetime, now: datetime) -> str:
+    """Run records expire (the TTL), so the ledger can only vouch for recent runs."""
+    retention = int(context.settings.retention_seconds)
+    oldest = now - timedelta(seconds=retention)
+    note = (
+        f"note: run records are deleted by the TTL {retention}s after they are claimed, so the audit "
+        f"is only sure of runs scheduled after {rfc3339(oldest)}"
+    )
+    if since < oldest:
+        note += ": an earlier run can lack a record because the TTL removed it"
+    return note
+
+
+def audit(
+    context: StackContext,
+    out: TextIO,
+    *,
+    job: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    now: datetime | None = None,
+) -> int:
+    """One line per expected run in [since, until]; 0 when none is missed, 1 otherwise."""
+    now = now or utc_now()
+    until = until or now
+    since = since or until - timedelta(seconds=context.settings.retention_seconds)
+    audited = [context.audited(settings) for settings in context.jobs(job)]
+    try:
+        expected = expected_runs(audited, since=since, until=until)
+    except AuditError as error:
+        raise UserError(str(error)) from None
+    out.write(
+        f"audit of stack {context.stack} ({context.project}/{context.location}, database "
+        f"{context.database}, collection {context.settings.runs_collection}) "
+        f"from {rfc3339(since)} to {rfc3339(until)}\n"
+    )
+    out.write(_retention_note(context, since, now) + "\n")
+    runs = _judge(context, expected, now)
+    for run in runs:
+        detail = f"  ({run.detail})" if run.detail else ""
+        out.write(f"{rfc3339(run.schedule_time)}  {run.job}  {run.state.value}{detail}\n")
+    missed = [run for run in runs if run.state is RunState.MISSED]
+    out.write(f"{len(runs)} expected runs, {len(missed)} missed\n")
+    return 1 if missed else 0
+
+
+def status(
+    context: StackContext,
+    out: TextIO,
+    *,
+    job: str | None = None,
+    limit: int = STATUS_RUNS,
+    until: datetime | None = None,
+    now: datetime | None = None,
+) -> int:
+    """The latest `limit` scheduled runs of each job up to `until`, as the ledger records them."""
+    if limit < 1:
+        raise UserError(f"--limit: expected a positive number of runs, got {limit}")
+    now = now or utc_now()
+    until = until or now
+    since = until - timedelta(seconds=context.settings.retention_seconds)
+    for settings in context.jobs(job):
+        audited = context.audited(settings)
+        out.write(f"job {settings.name}  (schedule {settings.schedule!r} in {settings.time_zone})\n")
+        latest = fire_times(audited.schedule, audited.time_zone, since, until)[-limit:]
+        runs = _judge(context, [(audited, instant) for instant in latest], now)
+        if not runs:
+            out.write("  no scheduled runs in the retention window\n")
+        for run in reversed(runs):
+            out.write("  " + _status_line(run) + "\n")
+    return 0
+
+
+def _status_line(run: ExpectedRun) -> str:
+    record = run.record or {}
+    parts = [rfc3339(run.schedule_time), f"status={record.get('status') or 'none'}"]
+    if record.get("result"):
+        parts.append(f"result={record['result']}")
+    if record.get("attempt_id"):
+        parts.append(f"attempt={record['attempt_id']}")
+    claimed, completed = record.get("claimed_at"), record.get("completed_at")
+    if isinstance(claimed, datetime):
+        parts.append(f"claimed={rfc3339(claimed)}")
+        if isinstance(completed, datetime):
+            parts.append(f"duration={(completed - claimed).total_seconds():.3f}s")
+    if record.get("error"):
+        parts.append(f"error={record['error']!r}")
+    parts.append(f"-> {run.state.value}")
+    return "  ".join(parts)

@@ -1,0 +1,261 @@
+"""The stack's monitoring under Pulumi mocks: metrics, alert policies, the dashboard and the
+audit job exist, are named per stack, agree with the function's log lines, and pass the pack."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import log_fields
+import pulumi
+import pytest
+from audit_config import AuditConfig
+from handler import Outcome
+from pulumi_policy import ResourceValidationPolicy, StackValidationPolicy
+
+from infra import log_filters
+from infra.audit_job import AUDIT_HANDLER, AUDIT_JOB_NAME, audit_environment, with_audit_job
+from infra.operations import ALERTS, DASHBOARD_FILE, audit_function_environment, declare_operations
+from infra.settings import PROJECT_NAME, REPO_ROOT, load_stack_settings
+from policy.policies import POLICIES
+from tests.policy.runner import run_resource_policy, run_stack_policy, stack_resource
+from tests.support import pulumi_harness as harness
+
+METRIC = "gcp:logging/metric:Metric"
+ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"
+DASHBOARD = "gcp:monitoring/dashboard:Dashboard"
+SERVICE = "projects/acme/locations/us-central1/services/eos-dev-handler"
+CHANNELS = ("projects/acme/notificationChannels/123",)
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.resources: list[tuple[str, str, dict[str, Any]]] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.resources.append((args.typ, args.name, dict(args.inputs)))
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+def declared(
+    prefix: str = "eos-dev", channels=CHANNELS, preview: bool = False
+) -> list[tuple[str, str, dict[str, Any]]]:
+    mocks = _Mocks()
+    pulumi.runtime.set_mocks(mocks, project=PROJECT_NAME, stack="dev", preview=preview)
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        operations = declare_operations(
+            prefix, project="acme", function_service=SERVICE, notification_channels=channels
+        )
+        return pulumi.Output.all(
+            *(metric.name for metric in operations.metrics.values()),
+            *(policy.display_name for policy in operations.alert_policies.values()),
+            operations.dashboard.dashboard_json,
+        )
+
+    program()
+    return mocks.resources
+
+
+def of_type(resources, type_: str) -> list[dict[str, Any]]:
+    return [inputs for typ, _, inputs in resources if typ == type_]
+
+
+def test_deliveries_are_counted_by_outcome_and_job() -> None:
+    metrics = {m["name"]: m for m in of_type(declared(), METRIC)}
+    assert set(metrics) == {"eos-dev-deliveries", "eos-dev-delivery-latency", "eos-dev-missed-runs"}
+    deliveries = metrics["eos-dev-deliveries"]
+    assert deliveries["labelExtractors"] == {
+        "outcome": "EXTRACT(jsonPayload.outcome)",
+        "job": "EXTRACT(jsonPayload.job)",
+    }
+    assert [label["key"] for label in deliveries["metricDescriptor"]["labels"]] == ["outcome", "job"]
+    assert deliveries["filter"] == (
+        'resource.type="cloud_run_revision" AND resource.labels.service_name="eos-dev-handler" '
+        "AND jsonPayload.outcome:*"
+    )
+    latency = metrics["eos-dev-delivery-latency"]
+    assert latency["valueExtractor"] == "EXTRACT(jsonPayload.latency_ms)"
+    assert latency["metricDescriptor"]["valueType"] == "DISTRIBUTION"
+    assert "bucketOptions" in latency
+    assert 'jsonPayload.event="missed_run"' in metrics["eos-dev-missed-runs"]["filter"]
+
+
+def test_the_metrics_use_the_field_names_the_function_writes() -> None:
+    for metric in log_filters.METRICS:
+        for name in (*metric.present, *metric.equals, *metric.labels):
+            assert name in vars(log_fields).values()
+    for outcome in (
+        log_filters.LEASE_LOST,
+        log_filters.STORE_ERROR,
+        log_filters.FAILED_TERMINAL,
+        log_filters.FAILED_RELEASED,
+    ):
+        assert outcome in {o.value for o in Outcome}
+
+
+def test_alert_policies_name_the_outcomes_and_carry_a_runbook() -> None:
+    policies = of_type(declared(), ALERT)
+    assert len(policies) == len(ALERTS) == 5
+    names = " | ".join(p["displayName"] for p in policies)
+    for needle in ("lease_lost", "store_error", "failed_terminal", "failed_released", "missed run"):
+        assert needle in names
+    # Policies register once their metric's name resolves, in no fixed order.
+    by_key = {
+        alert.key: next(p for p in policies if p["displayName"].endswith(alert.title)) for alert in ALERTS
+    }
+    lease = by_key["lease_lost"]["conditions"][0]["conditionThreshold"]
+    assert lease["filter"] == (
+        'metric.type="logging.googleapis.com/user/eos-dev-deliveries" AND '
+        'resource.type="cloud_run_revision" AND metric.label.outcome="lease_lost"'
+    )
+    missed = by_key["missed-runs"]["conditions"][0]["conditionThreshold"]
+    assert 'metric.type="logging.googleapis.com/user/eos-dev-missed-runs"' in missed["filter"]
+    assert by_key["failed_released"]["conditions"][0]["conditionThreshold"]["thresholdValue"] == 2
+    for policy in policies:
+        assert policy["notificationChannels"] == list(CHANNELS)
+        content = policy["documentation"]["content"]
+        assert "**What it means.**" in content and "**Runbook.**" in content
+
+
+def test_without_channels_the_policies_still_exist() -> None:
+    policies = of_type(declared(channels=()), ALERT)
+    assert len(policies) == 5
+    assert all(not p.get("notificationChannels") for p in policies)
+
+
+def test_the_dashboard_is_the_repository_json_with_this_stacks_metrics() -> None:
+    (dashboard,) = of_type(declared(), DASHBOARD)
+    body = json.loads(dashboard["dashboardJson"])
+    assert body["displayName"] == "Exactly-once scheduler (eos-dev)"
+    titles = [tile["widget"]["title"] for tile in body["mosaicLayout"]["tiles"]]
+    for needle in (
+        "Executions",
+        "duplicates",
+        "takeovers",
+        "Failures",
+        "latency p50",
+        "latency p95",
+        "Missed",
+    ):
+        assert any(needle in title for title in titles), needle
+    filters = json.dumps(body)
+    assert "logging.googleapis.com/user/eos-dev-deliveries" in filters
+    assert "${" not in filters
+
+
+def test_the_dashboard_charts_the_handlers_outcomes() -> None:
+    body = json.loads(DASHBOARD_FILE.read_text())
+    filters = [
+        data_set["timeSeriesQuery"]["timeSeriesFilter"]["filter"]
+        for tile in body["mosaicLayout"]["tiles"]
+        for data_set in tile["widget"]["xyChart"]["dataSets"]
+    ]
+    charted = {
+        value
+        for text in filters
+        for clause in re.findall(r"metric\.label\.outcome=(?:one_of\(([^)]*)\)|(\"[a-z_]+\"))", text)
+        for value in re.findall(r"[a-z_]+", "".join(clause))
+    }
+    assert charted <= {o.value for o in Outcome}
+    assert {"executed", "duplicate_completed", "lease_taken_over", *(a.key for a in ALERTS[:4])} <= charted
+
+
+def test_names_are_unique_per_stack() -> None:
+    def physical(resources) -> set[str]:
+        return {
+            inputs.get("name")
+            or inputs.get("displayName")
+            or json.loads(inputs["dashboardJson"])["displayName"]
+            for _, _, inputs in resources
+        }
+
+    dev, staging = declared("eos-dev"), declared("eos-staging")
+    assert len(physical(dev)) == len(dev)
+    assert not physical(dev) & physical(staging)
+    assert not {name for _, name, _ in dev} & {name for _, name, _ in staging}
+
+
+def test_preview_declares_the_same_resources() -> None:
+    assert sorted(name for _, name, _ in declared(preview=True)) == sorted(name for _, name, _ in declared())
+
+
+def _violations(resources: list[tuple[str, str, dict[str, Any], dict[str, Any]]]) -> list[str]:
+    """Every policy's findings: resource policies see inputs, stack policies outputs."""
+    found = []
+    for typ, name, inputs, _ in resources:
+        for policy in POLICIES:
+            if isinstance(policy, ResourceValidationPolicy):
+                found += [
+                    f"{policy.name} {name}: {m}" for m in run_resource_policy(policy, typ, inputs, name)
+                ]
+    stack = [stack_resource(typ, name, outputs) for typ, name, _, outputs in resources]
+    for policy in POLICIES:
+        if isinstance(policy, StackValidationPolicy):
+            found += [f"{policy.name}: {m}" for m in run_stack_policy(policy, stack).messages]
+    return found
+
+
+def test_the_audit_environment_carries_when_each_job_was_created() -> None:
+    settings = with_audit_job(load_stack_settings("dev"))
+    pulumi.runtime.set_mocks(_Mocks(), project=PROJECT_NAME, stack="dev", preview=False)
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        created = {settings.jobs[0].name: pulumi.Output.from_input("2026-11-29T10:20:00Z")}
+        return pulumi.Output.from_input(audit_function_environment(settings, created)["AUDIT_JOBS"]).apply(
+            check
+        )
+
+    def check(text: str) -> None:
+        config = AuditConfig.from_json(text)
+        assert [job.not_before for job in config.jobs] == [
+            datetime(2026, 11, 29, 10, 20, tzinfo=UTC),
+            *([None] * (len(settings.jobs) - 1)),
+        ]
+
+    program()
+    assert audit_function_environment(settings) == audit_environment(settings)
+
+
+def test_the_monitoring_resources_pass_every_policy() -> None:
+    resources = declared()
+    assert {typ for typ, _, _ in resources} == {METRIC, ALERT, DASHBOARD}
+    assert _violations([(typ, name, inputs, inputs) for typ, name, inputs in resources]) == []
+
+
+@pytest.fixture(scope="module")
+def dev_stack_with_audit() -> list[harness.MockedResource]:
+    return harness.run_mocked_stack(with_audit_job(load_stack_settings("dev")))
+
+
+def test_the_audit_job_is_scheduled_hourly_through_the_handler(dev_stack_with_audit) -> None:
+    jobs = {
+        r.inputs["name"]: r.inputs for r in dev_stack_with_audit if r.type == "gcp:cloudscheduler/job:Job"
+    }
+    audit = jobs[AUDIT_JOB_NAME]
+    assert audit["schedule"] == "5 * * * *"
+    (function,) = [
+        r.inputs
+        for r in dev_stack_with_audit
+        if r.type == "gcp:cloudfunctionsv2/function:Function" and r.inputs["name"].endswith("handler")
+    ]
+    handlers = json.loads(function["serviceConfig"]["environmentVariables"]["JOB_HANDLERS"])
+    assert handlers[AUDIT_JOB_NAME] == AUDIT_HANDLER
+
+
+def test_the_stack_with_the_audit_job_passes_every_policy(dev_stack_with_audit) -> None:
+    resources = [(r.type, r.name, r.inputs, r.outputs) for r in dev_stack_with_audit]
+    assert _violations(resources) == []
+
+
+def test_the_operations_page_shows_each_alerts_runbook_verbatim() -> None:
+    page = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    for alert in ALERTS:
+        assert f"| {alert.meaning} | {alert.runbook} |" in page, alert.key

@@ -1,0 +1,105 @@
+"""The dev stack's function on a real Functions Framework server and the Firestore emulator,
+with the missed-run audit job added the way the stack adds it, and a runner for the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import requests
+from google.cloud import firestore
+from google.cloud.firestore_v1.base_query import FieldFilter
+
+from infra.audit_job import audit_environment, with_audit_job
+from infra.settings import REPO_ROOT, JobSettings, StackSettings, load_stack_settings
+from localrun.function_server import FunctionServer
+from localrun.scheduler import EXECUTIONS_COLLECTION, delivery_headers
+
+STACK = "dev"
+
+
+@dataclass(frozen=True)
+class Cli:
+    """`python -m ops` as an operator runs it, pointed at this test's emulator project."""
+
+    emulator_host: str
+    firestore_project: str
+
+    def __call__(
+        self, *args: str, stack: str = STACK, extra_env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "FIRESTORE_EMULATOR_HOST": self.emulator_host, **(extra_env or {})}
+        storage = ["--firestore-project", self.firestore_project, "--database", "(default)"]
+        return subprocess.run(
+            [sys.executable, "-m", "ops", *args, "--stack", stack, *storage],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+
+@dataclass(frozen=True)
+class DevFunction:
+    settings: StackSettings
+    server: FunctionServer
+    db: firestore.Client
+    log_path: Path
+
+    @property
+    def first_job(self) -> JobSettings:
+        return self.settings.jobs[0]
+
+    def deliver(self, job: JobSettings, schedule_time: datetime) -> requests.Response:
+        """One delivery exactly as Cloud Scheduler sends it."""
+        return requests.post(
+            self.server.url,
+            headers=delivery_headers(self.settings, job, schedule_time),
+            data=job.body_bytes() or b"",
+            timeout=120,
+        )
+
+    def executions(self, job: JobSettings) -> list[dict[str, object]]:
+        query = self.db.collection(EXECUTIONS_COLLECTION).where(
+            filter=FieldFilter("job_name", "==", job.name)
+        )
+        return [doc.to_dict() or {} for doc in query.stream()]
+
+    def log_lines(self) -> list[dict[str, object]]:
+        """Every structured line the function wrote to stdout (other output skipped)."""
+        lines = []
+        for text in self.log_path.read_text(errors="replace").splitlines():
+            if text.startswith("{"):
+                lines.append(json.loads(text))
+        return lines
+
+
+@pytest.fixture
+def dev_settings() -> StackSettings:
+    return with_audit_job(load_stack_settings(STACK))
+
+
+@pytest.fixture
+def dev_function(function_servers, emulator_host, project, db, log_path, dev_settings) -> DevFunction:
+    env = dev_settings.function_environment()
+    env.update(audit_environment(dev_settings))
+    env.update(
+        GOOGLE_CLOUD_PROJECT=project,
+        FIRESTORE_DATABASE="(default)",
+        FIRESTORE_EMULATOR_HOST=emulator_host,
+    )
+    server = function_servers(env)
+    return DevFunction(dev_settings, server, db, log_path)
+
+
+@pytest.fixture
+def cli(emulator_host, project) -> Cli:
+    return Cli(emulator_host, project)

@@ -1,0 +1,128 @@
+"""The scheduled missed-run audit, run as the stack runs it (a job of the real handler), and
+the stack's log-based metrics applied to the real log lines the function wrote."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import log_fields
+import requests
+
+from infra import log_filters
+from infra.audit_job import AUDIT_JOB_NAME
+from localrun.scheduler import delivery_headers
+from tests.ops.conftest import DevFunction
+
+SERVICE = "eos-handler"
+
+
+def _day_at(hour: int, minute: int) -> datetime:
+    day = datetime.now(UTC).date() - timedelta(days=2)
+    return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
+
+
+def _stamp(instant: datetime) -> str:
+    return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _missed(lines, audit_run_id: str) -> set[tuple[str, str]]:
+    return {
+        (str(line[log_fields.JOB]), str(line[log_fields.SCHEDULE_TIME]))
+        for line in lines
+        if line.get(log_fields.EVENT) == log_fields.MISSED_RUN and line.get("audit_run_id") == audit_run_id
+    }
+
+
+def test_each_missed_run_is_reported_once_by_the_first_audit_after_its_window(
+    dev_function: DevFunction,
+) -> None:
+    settings = dev_function.settings
+    demo = dev_function.first_job
+    audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
+    for minute in (0, 15, 45):
+        assert dev_function.deliver(demo, _day_at(10, minute)).json()["outcome"] == "executed"
+
+    first = dev_function.deliver(audit_job, _day_at(11, 5)).json()
+    assert first["outcome"] == "executed"
+    # Retry windows (800 s for every dev job) that closed in (10:05, 11:05]: the 10:00-10:45 demo
+    # runs, the hourly workflow job's 10:30 and the audit's own 10:05, which nobody delivered.
+    assert _missed(dev_function.log_lines(), first["run_id"]) == {
+        (demo.name, _stamp(_day_at(10, 30))),
+        ("workflow-proxy-demo", _stamp(_day_at(10, 30))),
+        (AUDIT_JOB_NAME, _stamp(_day_at(10, 5))),
+    }
+
+    # A redelivery of the same audit run is a duplicate: nothing is reported twice.
+    lines_before = len(dev_function.log_lines())
+    assert dev_function.deliver(audit_job, _day_at(11, 5)).json()["outcome"] == "duplicate_completed"
+    new_lines = dev_function.log_lines()[lines_before:]
+    assert [line.get(log_fields.EVENT) for line in new_lines] == [None]  # only the delivery's own line
+
+    # The next audit judges the next hour only: 10:30 is not reported again, and the audit run
+    # that did happen (11:05) is not missed.
+    second = dev_function.deliver(audit_job, _day_at(12, 5)).json()
+    assert second["outcome"] == "executed"
+    assert _missed(dev_function.log_lines(), second["run_id"]) == {
+        *((demo.name, _stamp(_day_at(11, minute))) for minute in (0, 15, 30, 45)),
+        ("workflow-proxy-demo", _stamp(_day_at(11, 30))),
+    }
+
+
+def test_the_metrics_count_the_real_log_lines(dev_function: DevFunction) -> None:
+    """Every delivery's line is counted once by outcome and job; the audit's lines count as
+    missed runs, never as deliveries."""
+    demo = dev_function.first_job
+    audit_job = next(job for job in dev_function.settings.jobs if job.name == AUDIT_JOB_NAME)
+    url = dev_function.server.url
+    earlier = len(dev_function.log_lines())  # the server's start-up probe wrote one already
+
+    def send(job, at: datetime, body: dict[str, object] | None = None) -> str:
+        data = json.dumps(body).encode() if body is not None else job.body_bytes() or b""
+        headers = delivery_headers(dev_function.settings, job, at)
+        return str(requests.post(url, headers=headers, data=data, timeout=120).json()["outcome"])
+
+    sent = [
+        send(demo, _day_at(9, 0)),
+        send(demo, _day_at(9, 0)),
+        send(demo, _day_at(9, 15), {"sleep_seconds": -1}),
+        send(demo, _day_at(9, 30), {"fail": True}),
+        send(audit_job, _day_at(10, 5)),
+    ]
+    assert sent == ["executed", "duplicate_completed", "failed_terminal", "failed_released", "executed"]
+    bad = requests.post(url, headers={}, data=b"", timeout=60)
+    assert bad.status_code == 400
+
+    entries = [log_filters.log_entry(line, SERVICE) for line in dev_function.log_lines()[earlier:]]
+    deliveries = Counter(
+        tuple(log_filters.DELIVERIES.labels_of(entry).values())
+        for entry in entries
+        if log_filters.DELIVERIES.matches(entry, SERVICE)
+    )
+    assert deliveries == Counter(
+        {
+            ("executed", demo.name): 1,
+            ("duplicate_completed", demo.name): 1,
+            ("failed_terminal", demo.name): 1,
+            ("failed_released", demo.name): 1,
+            ("executed", AUDIT_JOB_NAME): 1,
+            ("bad_request", ""): 1,
+        }
+    )
+    latencies = [
+        entry["jsonPayload"][log_fields.LATENCY_MS]
+        for entry in entries
+        if log_filters.LATENCY.matches(entry, SERVICE)
+    ]
+    assert len(latencies) == 6 and all(isinstance(ms, int | float) and ms >= 0 for ms in latencies)
+    missed = Counter(
+        log_filters.MISSED_RUNS.labels_of(entry)["job"]
+        for entry in entries
+        if log_filters.MISSED_RUNS.matches(entry, SERVICE)
+    )
+    # (09:05, 10:05]: demo 09:00 completed, 09:15 completed (terminally), 09:30 released and never
+    # retried here, 09:45 never delivered; the workflow job's 09:30; the audit's own 09:05.
+    assert missed == Counter({demo.name: 2, "workflow-proxy-demo": 1, AUDIT_JOB_NAME: 1})
+    # Another service's lines are not this stack's.
+    assert not any(log_filters.DELIVERIES.matches(entry, "other-service") for entry in entries)

@@ -1,0 +1,152 @@
+"""The operator's loop on a real function and ledger: audit finds the undelivered run,
+backfill runs it exactly once, audit then finds nothing; status shows the job."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from tests.ops.conftest import Cli, DevFunction
+
+
+def _past_day_at(hour: int, minute: int) -> datetime:
+    day = datetime.now(UTC).date() - timedelta(days=2)
+    return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
+
+
+def _missed_lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.split("  ")[2:3] == ["missed"]]
+
+
+def test_audit_backfill_audit(dev_function: DevFunction, cli: Cli) -> None:
+    job = dev_function.first_job
+    assert job.schedule == "*/15 * * * *"  # the times below are this schedule's
+    for minute in (0, 15, 45):
+        assert dev_function.deliver(job, _past_day_at(10, minute)).json()["outcome"] == "executed"
+    window = ["--job", job.name, "--since", _stamp(10, 0), "--until", _stamp(10, 50)]
+
+    audit = cli("audit", *window)
+    assert audit.returncode == 1, audit.stderr
+    assert "run records are deleted by the TTL 86400s after they are claimed" in audit.stdout
+    assert _missed_lines(audit.stdout) == [
+        f"{_stamp(10, 30)}  {job.name}  missed  (no delivery reached the ledger)"
+    ]
+    completed = [line for line in audit.stdout.splitlines() if "  completed" in line]
+    assert [line.split()[0] for line in completed] == [_stamp(10, 0), _stamp(10, 15), _stamp(10, 45)]
+
+    first = cli("backfill", "--job", job.name, "--at", _stamp(10, 30), "--url", dev_function.server.url)
+    assert first.returncode == 0, first.stderr
+    assert "outcome executed" in first.stdout
+    again = cli("backfill", "--job", job.name, "--at", _stamp(10, 30), "--url", dev_function.server.url)
+    assert again.returncode == 0, again.stderr
+    assert "outcome duplicate_completed" in again.stdout
+    off_schedule = cli(
+        "backfill", "--job", job.name, "--at", _stamp(10, 31), "--url", dev_function.server.url
+    )
+    assert off_schedule.returncode == 2
+    assert "not a fire time" in off_schedule.stderr and "Traceback" not in off_schedule.stderr
+
+    schedule_times = sorted(str(e["schedule_time"]) for e in dev_function.executions(job))
+    assert len(schedule_times) == 4, "each of the four runs executed exactly once"
+    assert len(set(schedule_times)) == 4
+
+    after = cli("audit", *window)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert _missed_lines(after.stdout) == []
+    assert "4 expected runs, 0 missed" in after.stdout
+
+    status = cli("status", "--job", job.name, "--until", _stamp(10, 50), "--limit", "4")
+    assert status.returncode == 0, status.stderr
+    assert f"job {job.name}" in status.stdout
+    run_lines = [line for line in status.stdout.splitlines() if line.startswith("  ")]
+    assert len(run_lines) == 4
+    assert all("status=completed" in line and "result=succeeded" in line for line in run_lines)
+    assert all("duration=" in line for line in run_lines)
+
+
+def test_status_lists_every_job(dev_function: DevFunction, cli: Cli) -> None:
+    status = cli("status")
+    assert status.returncode == 0, status.stderr
+    for job in dev_function.settings.jobs:
+        assert f"job {job.name}  " in status.stdout
+
+
+def test_user_errors_exit_2_with_one_line(cli: Cli) -> None:
+    for args, expected in (
+        (("audit", "--job", "no-such-job"), "has no job 'no-such-job'"),
+        (("audit", "--since", "yesterday"), "--since: 'yesterday' is not an RFC 3339 timestamp"),
+        (("audit", "--since", "2026-01-02T00:00:00Z", "--until", "2026-01-01T00:00:00Z"), "before it starts"),
+        (("backfill", "--job", "nightly-report", "--at", "2026-01-01T03:00:00Z"), "not a fire time"),
+        (("backfill", "--job", "demo-every-15-minutes"), "--at"),
+        (("status", "--limit", "0"), "--limit"),
+        # What only the deployed stack knows, without the Pulumi CLI to ask: say which flag.
+        (("backfill", "--job", "demo-every-15-minutes", "--at", "2026-01-01T10:30:00Z"), "pass --url"),
+        (
+            (
+                "backfill",
+                "--job",
+                "demo-every-15-minutes",
+                "--at",
+                "2026-01-01T10:30:00Z",
+                "--url",
+                "https://x.run.app",
+            ),
+            "pass --invoker",
+        ),
+        (
+            (
+                "backfill",
+                "--job",
+                "workflow-proxy-demo",
+                "--at",
+                "2026-01-01T10:30:00Z",
+                "--url",
+                "http://127.0.0.1:9/",
+            ),
+            "pass --body",
+        ),
+    ):
+        result = cli(*args, extra_env={"PATH": "/nonexistent"})
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert expected in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
+def test_without_credentials_nothing_is_sent_and_the_fix_is_named(cli: Cli) -> None:
+    no_credentials = {"GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent/key.json"}
+    at = ("--job", "demo-every-15-minutes", "--at", "2026-01-01T10:30:00Z")
+    backfill = cli(
+        "backfill",
+        *at,
+        "--url",
+        "https://x.a.run.app",
+        "--invoker",
+        "i@p.iam.gserviceaccount.com",
+        extra_env=no_credentials,
+    )
+    assert backfill.returncode == 2
+    assert "cannot mint an ID token as i@p.iam.gserviceaccount.com" in backfill.stderr
+    assert "roles/iam.serviceAccountTokenCreator" in backfill.stderr and "Traceback" not in backfill.stderr
+
+    smoke = cli(
+        "smoke",
+        "--wait",
+        "1",
+        "--scheduler-endpoint",
+        "https://scheduler.invalid",
+        "--firestore-admin-endpoint",
+        "https://firestore.invalid",
+        extra_env=no_credentials,
+    )
+    assert smoke.returncode == 1
+    fails = [line for line in smoke.stdout.splitlines() if line.startswith("FAIL")]
+    assert len(fails) == 2 and all("gcloud auth application-default login" in line for line in fails)
+
+
+def test_an_unknown_stack_is_a_user_error(cli: Cli) -> None:
+    result = cli("audit", stack="no-such-stack")
+    assert result.returncode == 2
+    assert "Pulumi.no-such-stack.yaml does not exist" in result.stderr
+
+
+def _stamp(hour: int, minute: int) -> str:
+    return _past_day_at(hour, minute).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,99 @@
+"""`ops smoke` end to end on loopback: the Cloud Scheduler and Firestore admin REST fakes, the
+real function on the Functions Framework, the ledger on the emulator."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from localrun.emulator import free_loopback_port
+from tests.ops.conftest import Cli, DevFunction
+from tests.ops.fakes import FakeGoogleApis, FakeJob
+
+TTL_FIELD_NAME = (
+    "projects/my-gcp-project/databases/scheduler-dedup/collectionGroups/scheduler_runs/fields/expire_at"
+)
+
+
+@pytest.fixture
+def apis() -> Iterator[FakeGoogleApis]:
+    fake = FakeGoogleApis().start()
+    yield fake
+    fake.stop()
+
+
+def _deploy(apis: FakeGoogleApis, dev_function: DevFunction, uri: str | None = None) -> str:
+    """Register the first job with the fake Scheduler as `pulumi up` would create it."""
+    settings, job = dev_function.settings, dev_function.first_job
+    name = f"projects/{settings.project}/locations/{settings.region}/jobs/{job.name}"
+    apis.jobs[name] = FakeJob(
+        uri or dev_function.server.url, settings.headers_for(job), job.body_bytes() or b""
+    )
+    return name
+
+
+def _endpoints(apis: FakeGoogleApis) -> list[str]:
+    return ["--scheduler-endpoint", apis.endpoint, "--firestore-admin-endpoint", apis.endpoint]
+
+
+def _step_lines(stdout: str) -> list[str]:
+    return [line.split(":")[0] for line in stdout.splitlines() if line.startswith(("PASS", "FAIL"))]
+
+
+def test_smoke_passes_on_a_working_deployment(
+    apis: FakeGoogleApis, dev_function: DevFunction, cli: Cli
+) -> None:
+    job_name = _deploy(apis, dev_function)
+    apis.ttl_states[TTL_FIELD_NAME] = "ACTIVE"
+
+    result = cli("smoke", *_endpoints(apis), "--wait", "60")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _step_lines(result.stdout) == [
+        f"PASS  force-run Cloud Scheduler job {dev_function.first_job.name}",
+        "PASS  run record reaches completed",
+        "PASS  TTL policy on scheduler_runs.expire_at",
+    ]
+    assert ("POST", f"/v1/{job_name}:run") in [(method, path) for method, path, _ in apis.requests]
+    assert apis.deliveries == [200]
+    assert len(dev_function.executions(dev_function.first_job)) == 1
+
+
+def test_smoke_names_the_failing_steps_and_their_fixes(
+    apis: FakeGoogleApis, dev_function: DevFunction, cli: Cli
+) -> None:
+    apis.ttl_states[TTL_FIELD_NAME] = "CREATING"  # no job deployed either
+
+    result = cli(
+        "smoke",
+        "--wait",
+        "5",
+        extra_env={"OPS_SCHEDULER_ENDPOINT": apis.endpoint, "OPS_FIRESTORE_ADMIN_ENDPOINT": apis.endpoint},
+    )
+
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("FAIL  force-run") and "is the stack deployed" in line for line in lines)
+    assert any(line.startswith("FAIL  TTL policy") and "CREATING" in line for line in lines)
+    assert lines[-1] == "smoke test of stack dev: FAIL"
+    assert "Traceback" not in result.stderr
+
+
+def test_smoke_says_when_the_delivery_never_reaches_the_ledger(
+    apis: FakeGoogleApis, dev_function: DevFunction, cli: Cli
+) -> None:
+    _deploy(apis, dev_function, uri=f"http://127.0.0.1:{free_loopback_port()}/")  # nothing listens
+    apis.ttl_states[TTL_FIELD_NAME] = "ACTIVE"
+
+    result = cli("smoke", *_endpoints(apis), "--wait", "3")
+
+    assert result.returncode == 1
+    assert _step_lines(result.stdout) == [
+        f"PASS  force-run Cloud Scheduler job {dev_function.first_job.name}",
+        "FAIL  run record reaches completed",
+        "PASS  TTL policy on scheduler_runs.expire_at",
+    ]
+    assert "roles/run.invoker" in result.stdout
+    apis.stop()  # waits for the fake's delivery attempt
+    assert apis.deliveries == ["ConnectionError"]
