@@ -15,7 +15,8 @@ from datetime import datetime
 from audit_config import AuditConfig, AuditedJob
 
 from infra import timing
-from infra.settings import DEFAULT_RETRY, JobSettings, StackSettings
+from infra.job_config import DEFAULT_RETRY
+from infra.settings import JobSettings, StackSettings
 from infra.timing import MAX_ATTEMPT_DEADLINE_SECONDS, MIN_ATTEMPT_DEADLINE_SECONDS, RetryConfig
 
 AUDIT_JOB_NAME = "missed-run-audit"
@@ -30,14 +31,6 @@ _RETRY_SPAN_IN_BACKOFFS = 31
 _BACKOFFS_PER_LEASE = 20
 # Cloud Scheduler starts an attempt a little after its scheduled time; allow for that.
 DISPATCH_SLACK_SECONDS = 60.0
-
-
-def scheduler_job_id(settings: StackSettings, job: JobSettings) -> str:
-    """The id Cloud Scheduler knows `job` by, which it also sends as X-CloudScheduler-JobName
-    and which therefore names the job in every run id. The one place that maps a job's name
-    in the stack config to its deployed id."""
-    del settings  # the deployed id is the config name today
-    return job.name
 
 
 def retry_window_seconds(settings: StackSettings, job: JobSettings) -> float:
@@ -120,7 +113,7 @@ def audited_jobs(
     deployed_at = deployed_at or {}
     return tuple(
         AuditedJob(
-            name=scheduler_job_id(settings, job),
+            name=settings.scheduler_job_id(job),
             schedule=job.schedule,
             time_zone=job.time_zone,
             retry_window_seconds=retry_window_seconds(settings, job),

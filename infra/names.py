@@ -37,6 +37,8 @@ _SCHEDULER_JOB_MAX = 500
 _REPOSITORY_MAX = 63
 _WORKFLOW_MAX = 64
 _DATABASE_MAX = 63
+# Log-based metric ids are at most 100 characters: the prefix leaves room for their suffixes.
+_MONITORING_PREFIX_MAX = 60
 # Job names are the user's ('-' and '_' allowed), so the prefix ends at a character it never
 # contains itself: stack `dev` with job `a-b` and stack `dev-a` with job `b` stay apart.
 _JOB_SEPARATOR = "_"
@@ -112,6 +114,10 @@ class StackNames:
         """A workflow id (letters, digits, '-', '_'; at most 64; ends in a letter or digit)."""
         readable = job_name.rstrip("-_") or "workflow"
         return self._name(job_name, _WORKFLOW_MAX, separator=_JOB_SEPARATOR, readable_suffix=readable)
+
+    def monitoring_prefix(self) -> str:
+        """Prefix of the log-based metric ids, alert policy and dashboard names."""
+        return self._name("ops", _MONITORING_PREFIX_MAX)
 
     def database_id(self) -> str:
         """The Firestore database id of a stack that creates its own ledger database."""

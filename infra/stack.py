@@ -1,7 +1,8 @@
 """The whole deduplicated-scheduled-job stack as one Pulumi ComponentResource.
 
 Read top to bottom, `ExactlyOnceScheduler.__init__` is the architecture: APIs, the Firestore
-ledger, the identities, the source and its build, the function, the invoker binding, the jobs.
+ledger, the identities, the source and its build, the function, the invoker binding, the jobs
+(the configured ones and the missed-run audit), and the monitoring that watches them.
 One private method per part; the larger parts live in their own modules (infra/build.py,
 infra/sample_workflows.py, infra/scheduler_jobs.py). Each resource keeps all of its arguments
 in one call so a fork can change one thing in one place.
@@ -19,11 +20,14 @@ from typing import NamedTuple
 
 import pulumi
 import pulumi_gcp as gcp
+import pulumiverse_time
 
+from infra.audit_job import with_audit_job
 from infra.build import BuildIdentity, build_identity, function_source, propagation_sleep
 from infra.config_schema import REPO_ROOT
 from infra.identities import Identities, identities
 from infra.names import StackNames
+from infra.operations import Operations, audit_function_environment, declare_operations
 from infra.sample_workflows import SampleWorkflows, sample_workflows, service_name, service_uri
 from infra.scheduler_jobs import scheduler_job
 from infra.settings import StackSettings
@@ -56,6 +60,10 @@ REQUIRED_APIS = (
     "run.googleapis.com",
     "storage.googleapis.com",
 )
+
+# How long after a job enters the stack its first run is expected: room for the function's
+# build and the IAM propagation pauses before its Cloud Scheduler job exists.
+AUDIT_DEPLOY_MARGIN_MINUTES = 30
 
 _Apis = Mapping[str, gcp.projects.Service]
 
@@ -92,7 +100,8 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
     ) -> None:
         # The component's name is part of every name it chooses (ValueError when invalid).
         StackNames(settings.stack, name)  # ValueError for an invalid name, before anything exists
-        settings = dataclasses.replace(settings, component=name)
+        # The missed-run audit is one more scheduled job of the stack (infra/audit_job.py).
+        settings = with_audit_job(dataclasses.replace(settings, component=name))
         super().__init__(COMPONENT_TYPE, name, None, opts)
         for advisory in settings.timing_advisories():
             pulumi.log.warn(advisory, resource=self)
@@ -101,12 +110,14 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         ledger = self._run_ledger(name, settings, apis)
         identities = self._identities(name, settings, apis)
         build = self._build(name, settings, apis, function_dir)
-        function = self._dedup_function(name, settings, apis, build, identities.runtime)
+        audit_from = self._audit_horizons(name, settings)
+        function = self._dedup_function(name, settings, apis, build, identities.runtime, audit_from)
         function_uri = function.service_config.apply(service_uri)
         invoker_binding = self._invoker_binding(name, settings, function, identities.invoker)
         samples = self._sample_workflows(name, settings, apis, ledger, identities, build)
         serving = self._serving_grants_propagation(name, identities, invoker_binding, samples)
         jobs = self._scheduler_jobs(name, settings, apis, function_uri, identities.invoker, serving, samples)
+        self._operations(settings, apis, function)
         self._publish_outputs(settings, function_uri, jobs, identities, build.account, ledger, samples)
 
     # --- resource options shared by the parts ---------------------------------------------------
@@ -198,6 +209,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         apis: _Apis,
         build: BuildIdentity,
         runtime_account: gcp.serviceaccount.Account,
+        audit_from: Mapping[str, pulumi.Input[str]],
     ) -> gcp.cloudfunctionsv2.Function:
         return gcp.cloudfunctionsv2.Function(
             f"{name}-function",
@@ -212,10 +224,28 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
                 "max_instance_count": settings.max_instances,
                 "ingress_settings": settings.ingress,
                 "all_traffic_on_latest_revision": True,
-                "environment_variables": settings.function_environment(),
+                "environment_variables": {
+                    **settings.function_environment(),
+                    **audit_function_environment(settings, audit_from),
+                },
             },
             opts=self._function_opts(apis, build),
         )
+
+    def _audit_horizons(self, name: str, settings: StackSettings) -> dict[str, pulumi.Input[str]]:
+        """Per job, the moment from which the missed-run audit expects its runs: when the job
+        first entered the stack, plus a margin for the deploy itself (the build, the IAM
+        propagation pauses) before its Cloud Scheduler job exists. Recorded once in the state,
+        so later deploys keep it; without it every new job's first audit would report the runs
+        scheduled before the job existed."""
+        return {
+            job.name: pulumiverse_time.Offset(
+                f"{name}-audit-from-{job.name}",
+                offset_minutes=AUDIT_DEPLOY_MARGIN_MINUTES,
+                opts=self._child(),
+            ).rfc3339
+            for job in settings.jobs
+        }
 
     def _invoker_binding(
         self,
@@ -312,6 +342,19 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             )
             for job in settings.jobs
         ]
+
+    def _operations(
+        self, settings: StackSettings, apis: _Apis, function: gcp.cloudfunctionsv2.Function
+    ) -> Operations:
+        """Log-based metrics on the function's log lines, alert policies with runbooks, and a
+        dashboard (infra/operations.py)."""
+        return declare_operations(
+            settings.names.monitoring_prefix(),
+            project=settings.project,
+            function_service=function.service_config.apply(service_name),
+            notification_channels=settings.alert_notification_channels,
+            opts=self._after(apis, "logging.googleapis.com", "monitoring.googleapis.com"),
+        )
 
     def _publish_outputs(
         self,

@@ -12,7 +12,7 @@ from audit_config import AuditedJob
 from google.cloud import firestore
 from scheduler_request import parse_rfc3339
 
-from infra.audit_job import audited_jobs, scheduler_job_id, with_audit_job
+from infra.audit_job import audited_jobs, with_audit_job
 from infra.settings import JobSettings, SettingsError, StackSettings, load_stack_settings
 
 EMULATOR_HOST_ENV = "FIRESTORE_EMULATOR_HOST"
@@ -73,7 +73,7 @@ class StackContext:
 
     def audited(self, job: JobSettings) -> AuditedJob:
         """`job` as the audit sees it: its deployed id, schedule and retry window."""
-        deployed_id = scheduler_job_id(self.settings, job)
+        deployed_id = self.settings.scheduler_job_id(job)
         return next(audited for audited in audited_jobs(self.settings) if audited.name == deployed_id)
 
 

@@ -21,7 +21,6 @@ from google.auth import impersonated_credentials
 from google.auth.transport.requests import Request
 from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER
 
-from infra.audit_job import scheduler_job_id
 from ops.context import StackContext, UserError, is_loopback
 
 # The function answers within its timeout; the request waits a little longer than that.
@@ -79,7 +78,7 @@ def delivery_headers(context: StackContext, job_name: str, schedule_time: dateti
     """The headers Cloud Scheduler sends for this run (the job's HttpTarget headers included)."""
     job = context.job(job_name)
     return {
-        JOB_NAME_HEADER: scheduler_job_id(context.settings, job),
+        JOB_NAME_HEADER: context.settings.scheduler_job_id(job),
         SCHEDULE_TIME_HEADER: rfc3339(schedule_time),
         **context.settings.headers_for(job),
     }

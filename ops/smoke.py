@@ -24,7 +24,6 @@ from google.auth import exceptions as auth_exceptions
 from google.auth.transport.requests import Request
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from infra.audit_job import scheduler_job_id
 from infra.stack import TTL_FIELD
 from ops.context import StackContext, is_loopback, utc_now
 
@@ -105,7 +104,7 @@ class Smoke:
 
     def run(self, job_name: str | None) -> int:
         settings = self._context.job(job_name) if job_name else self._context.settings.jobs[0]
-        job_id = scheduler_job_id(self._context.settings, settings)
+        job_id = self._context.settings.scheduler_job_id(settings)
         # A little slack for the clock difference between this machine and the function.
         started = self._clock() - timedelta(seconds=5)
         passed = self._force_run(job_id) and self._wait_for_completed(job_id, started)

@@ -15,10 +15,11 @@ import pytest
 import yaml
 
 from infra import timing
+from infra.audit_job import with_audit_job
 from infra.settings import REPO_ROOT, SettingsError, load_stack_settings, project_name
 from infra.stack import REQUIRED_APIS
 from tests.infra.conftest import build, valid_job, valid_values
-from tests.support.pulumi_harness import SLEEP, MockedResource, MockedStack, mock_stack
+from tests.support.pulumi_harness import OFFSET, SLEEP, MockedResource, MockedStack, mock_stack
 
 DATABASE = "gcp:firestore/database:Database"
 FIELD = "gcp:firestore/field:Field"
@@ -39,6 +40,9 @@ _PHYSICAL_ID: dict[str, tuple[str, ...]] = {
     PROJECT_MEMBER: ("role", "member", "condition"),
     "gcp:cloudrunv2/serviceIamMember:ServiceIamMember": ("name", "role", "member"),
     "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": ("repository", "role", "member"),
+    "gcp:logging/metric:Metric": ("name",),
+    # Google numbers alert policies itself; the display name is what an on-call tells them by.
+    "gcp:monitoring/alertPolicy:AlertPolicy": ("displayName",),
 }
 # Not named by the program: APIs are shared by every stack on purpose (never disabled on
 # destroy), buckets are auto-named by Pulumi with a random suffix, sleeps exist only in state.
@@ -47,6 +51,9 @@ _SHARED_OR_AUTO_NAMED = {
     "gcp:storage/bucket:Bucket",
     "gcp:storage/bucketObject:BucketObject",
     SLEEP,
+    OFFSET,
+    # Google numbers dashboards itself.
+    "gcp:monitoring/dashboard:Dashboard",
 }
 
 
@@ -211,7 +218,7 @@ def test_scheduler_jobs_fire_only_after_the_serving_grants_propagated(dev: Mocke
 
 
 def test_the_deployed_job_id_is_the_one_the_settings_give_the_tools(dev: MockedStack) -> None:
-    settings = load_stack_settings("dev")
+    settings = with_audit_job(load_stack_settings("dev"))
     deployed = {r.name.removeprefix("eos-job-"): r.inputs["name"] for r in dev.of_type(JOB)}
     assert deployed == {job.name: settings.scheduler_job_id(job.name) for job in settings.jobs}
 

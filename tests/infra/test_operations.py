@@ -18,7 +18,7 @@ from pulumi_policy import ResourceValidationPolicy, StackValidationPolicy
 from infra import log_filters
 from infra.audit_job import AUDIT_HANDLER, AUDIT_JOB_NAME, audit_environment, with_audit_job
 from infra.operations import ALERTS, DASHBOARD_FILE, audit_function_environment, declare_operations
-from infra.settings import PROJECT_NAME, REPO_ROOT, load_stack_settings
+from infra.settings import REPO_ROOT, load_stack_settings, project_name
 from policy.policies import POLICIES
 from tests.policy.runner import run_resource_policy, run_stack_policy, stack_resource
 from tests.support import pulumi_harness as harness
@@ -46,7 +46,7 @@ def declared(
     prefix: str = "eos-dev", channels=CHANNELS, preview: bool = False
 ) -> list[tuple[str, str, dict[str, Any]]]:
     mocks = _Mocks()
-    pulumi.runtime.set_mocks(mocks, project=PROJECT_NAME, stack="dev", preview=preview)
+    pulumi.runtime.set_mocks(mocks, project=project_name(), stack="dev", preview=preview)
 
     @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
@@ -204,7 +204,7 @@ def _violations(resources: list[tuple[str, str, dict[str, Any], dict[str, Any]]]
 
 def test_the_audit_environment_carries_when_each_job_was_created() -> None:
     settings = with_audit_job(load_stack_settings("dev"))
-    pulumi.runtime.set_mocks(_Mocks(), project=PROJECT_NAME, stack="dev", preview=False)
+    pulumi.runtime.set_mocks(_Mocks(), project=project_name(), stack="dev", preview=False)
 
     @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
@@ -232,14 +232,15 @@ def test_the_monitoring_resources_pass_every_policy() -> None:
 
 @pytest.fixture(scope="module")
 def dev_stack_with_audit() -> list[harness.MockedResource]:
-    return harness.run_mocked_stack(with_audit_job(load_stack_settings("dev")))
+    # The component adds the audit job itself.
+    return harness.dev_stack_resources()
 
 
 def test_the_audit_job_is_scheduled_hourly_through_the_handler(dev_stack_with_audit) -> None:
     jobs = {
         r.inputs["name"]: r.inputs for r in dev_stack_with_audit if r.type == "gcp:cloudscheduler/job:Job"
     }
-    audit = jobs[AUDIT_JOB_NAME]
+    audit = jobs[load_stack_settings("dev").scheduler_job_id(AUDIT_JOB_NAME)]
     assert audit["schedule"] == "5 * * * *"
     (function,) = [
         r.inputs
@@ -247,7 +248,7 @@ def test_the_audit_job_is_scheduled_hourly_through_the_handler(dev_stack_with_au
         if r.type == "gcp:cloudfunctionsv2/function:Function" and r.inputs["name"].endswith("handler")
     ]
     handlers = json.loads(function["serviceConfig"]["environmentVariables"]["JOB_HANDLERS"])
-    assert handlers[AUDIT_JOB_NAME] == AUDIT_HANDLER
+    assert handlers[load_stack_settings("dev").scheduler_job_id(AUDIT_JOB_NAME)] == AUDIT_HANDLER
 
 
 def test_the_stack_with_the_audit_job_passes_every_policy(dev_stack_with_audit) -> None:

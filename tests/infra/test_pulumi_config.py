@@ -98,10 +98,11 @@ def _run_main(
 def test_main_exports_the_stack_outputs(pulumi_config: dict[str, str]) -> None:
     mocks = pulumi_harness._GcpMocks("p-123")
     exports = _run_main(pulumi_config, mocks)
-    assert [typ for typ, *_ in mocks.registered].count("gcp:cloudscheduler/job:Job") == 1
+    # The configured job and the stack's own missed-run audit.
+    assert [typ for typ, *_ in mocks.registered].count("gcp:cloudscheduler/job:Job") == 2
     assert exports == {
         "functionUri": "https://eos-test-handler-xyz-uc.a.run.app",
-        "jobNames": ["eos-test_every-5"],
+        "jobNames": ["eos-test_every-5", "eos-test_missed-run-audit"],
         "runtimeServiceAccount": "eos-test-runtime@p-123.iam.gserviceaccount.com",
         "invokerServiceAccount": "eos-test-invoker@p-123.iam.gserviceaccount.com",
         "buildServiceAccount": "eos-test-builder@p-123.iam.gserviceaccount.com",
@@ -139,7 +140,7 @@ def test_a_renamed_project_reads_its_keys_from_its_own_namespace(pulumi_config: 
     renamed["acme-nightly:maxInstances"] = "4"
     mocks = pulumi_harness._GcpMocks("p-123")
     exports = _run_main(renamed, mocks, project="acme-nightly")
-    assert exports["jobNames"] == ["eos-test_every-5"]
+    assert exports["jobNames"] == ["eos-test_every-5", "eos-test_missed-run-audit"]
     (function,) = [inputs for typ, _, inputs, *_ in mocks.registered if typ.endswith("function:Function")]
     assert function["serviceConfig"]["maxInstanceCount"] == 4
     # The old namespace is not read at all: with only its keys, no job is configured.

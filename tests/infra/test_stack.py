@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from infra.audit_job import AUDIT_HANDLER, with_audit_job
+from infra.operations import ALERTS
 from infra.settings import REPO_ROOT, StackSettings, load_stack_settings
 from infra.source import source_hash
 from infra.stack import COMPONENT_TYPE, REQUIRED_APIS
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
-from tests.support.pulumi_harness import MockedStack, dev_stack_resources, mock_stack
+from tests.support.pulumi_harness import MockedResource, MockedStack, dev_stack_resources, mock_stack
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 JOB = "gcp:cloudscheduler/job:Job"
@@ -35,6 +37,11 @@ def stack() -> MockedStack:
     )
 
 
+def configured_jobs(stack: MockedStack) -> list[MockedResource]:
+    """The stack's Cloud Scheduler jobs but its own missed-run audit."""
+    return [r for r in stack.of_type(JOB) if not r.inputs["name"].endswith("_missed-run-audit")]
+
+
 def account_email(stack: MockedStack, name: str) -> str:
     return next(str(r.outputs["email"]) for r in stack.of_type(ACCOUNT) if r.name == name)
 
@@ -42,9 +49,10 @@ def account_email(stack: MockedStack, name: str) -> str:
 def test_every_child_is_parented_to_the_component(stack: MockedStack) -> None:
     component = stack.component
     children = [r for r in stack.resources if r.type != COMPONENT_TYPE]
-    # APIs + database, TTL field, 2 accounts, 2 bindings, bucket, object, function, 2 jobs,
-    # the build's account, image repository and its 3 grants, and the 2 propagation pauses.
-    assert len(children) == len(REQUIRED_APIS) + 11 + 5 + 2
+    # APIs + database, TTL field, 2 accounts, 2 bindings, bucket, object, function, 2 jobs and
+    # the audit job, the build's account, image repository and its 3 grants, the 2 propagation
+    # pauses, 3 audit horizons, 3 log metrics, the alert policies and the dashboard.
+    assert len(children) == len(REQUIRED_APIS) + 12 + 5 + 2 + 3 + 3 + len(ALERTS) + 1
     assert {r.parent for r in children} == {component.urn}
     assert all(f"{COMPONENT_TYPE}$" in r.urn for r in children)
 
@@ -52,7 +60,7 @@ def test_every_child_is_parented_to_the_component(stack: MockedStack) -> None:
 def test_component_registers_its_outputs(stack: MockedStack) -> None:
     assert stack.component_outputs == {
         "functionUri": URI,
-        "jobNames": ["eos-prod_every-5", "eos-prod_nightly"],
+        "jobNames": ["eos-prod_every-5", "eos-prod_nightly", "eos-prod_missed-run-audit"],
         "runtimeServiceAccountEmail": f"eos-prod-runtime@{PROJECT}.iam.gserviceaccount.com",
         "invokerServiceAccountEmail": f"eos-prod-invoker@{PROJECT}.iam.gserviceaccount.com",
         "buildServiceAccountEmail": f"eos-prod-builder@{PROJECT}.iam.gserviceaccount.com",
@@ -83,7 +91,7 @@ def test_two_jobs_share_one_database_and_one_ttl_policy(stack: MockedStack) -> N
         "ttlConfig": {},
         "indexConfig": {},
     }
-    assert len(stack.of_type(JOB)) == 2
+    assert len(stack.of_type(JOB)) == 3  # and the missed-run audit
 
 
 def test_dev_database_can_be_deleted() -> None:
@@ -179,7 +187,10 @@ def test_function_build_and_service_config(stack: MockedStack) -> None:
         "LEASE_SECONDS": "70",
         "RETENTION_SECONDS": "86400",
         "JOB_HANDLER": "jobs.demo:run_demo_job",
-        "JOB_HANDLERS": json.dumps({"eos-prod_every-5": "jobs.noop:do_nothing"}),
+        "JOB_HANDLERS": json.dumps(
+            {"eos-prod_every-5": "jobs.noop:do_nothing", "eos-prod_missed-run-audit": AUDIT_HANDLER}
+        ),
+        "AUDIT_JOBS": service["environmentVariables"]["AUDIT_JOBS"],
     }
 
 
@@ -199,7 +210,9 @@ def test_configured_ingress_and_env_without_handlers() -> None:
     assert service["timeoutSeconds"] == 300
     assert service["environmentVariables"]["LEASE_SECONDS"] == "310"
     assert service["environmentVariables"]["RETENTION_SECONDS"] == "7200"
-    assert "JOB_HANDLERS" not in service["environmentVariables"]
+    # Only the audit job has a handler of its own.
+    handlers = json.loads(service["environmentVariables"]["JOB_HANDLERS"])
+    assert handlers == {"eos-prod_missed-run-audit": AUDIT_HANDLER}
 
 
 def test_scheduler_jobs_post_to_the_function_with_oidc(stack: MockedStack) -> None:
@@ -243,7 +256,7 @@ def test_job_headers_are_the_settings_headers(two_job_settings: StackSettings) -
 def test_fractional_durations_keep_their_fraction() -> None:
     retry = {"retryCount": 5, "minBackoffSeconds": 12.5, "maxBackoffSeconds": 300, "maxDoublings": 3}
     settings = build(valid_values(jobs=[valid_job(retry=retry, attemptDeadlineSeconds=62.5)]))
-    job = mock_stack(settings).one(JOB).inputs
+    job = configured_jobs(mock_stack(settings))[0].inputs
     assert job["attemptDeadline"] == "62.5s"
     assert job["retryConfig"]["minBackoffDuration"] == "12.5s"
 
@@ -261,7 +274,7 @@ def test_dev_stack_declares_one_job_per_configured_job() -> None:
     settings = load_stack_settings("dev")
     resources = dev_stack_resources()
     names = sorted(r.inputs["name"] for r in resources if r.type == JOB)
-    assert names == sorted(settings.scheduler_job_id(job) for job in settings.jobs)
+    assert names == sorted(settings.scheduler_job_id(job) for job in with_audit_job(settings).jobs)
 
 
 def test_component_name_is_validated() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from infra.audit_job import AUDIT_HANDLER
 from infra.sample_workflows import SAMPLE_WORKFLOW_FILE
 from infra.settings import REPO_ROOT, WORKFLOWS_CALL_TIMEOUT_SECONDS, WORKFLOWS_HANDLER
 from infra.stack import REQUIRED_APIS, WORKFLOWS_API
@@ -19,6 +20,8 @@ from tests.support.pulumi_harness import MockedStack, dev_stack_resources, mock_
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 JOB = "gcp:cloudscheduler/job:Job"
+# The stack's own missed-run audit, beside every configured job.
+AUDIT = {"eos-prod_missed-run-audit": AUDIT_HANDLER}
 ACCOUNT = "gcp:serviceaccount/account:Account"
 WORKFLOW = "gcp:workflows/workflow:Workflow"
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
@@ -90,10 +93,12 @@ def test_existing_workflow_job_gets_the_grant_but_no_sample(job: dict[str, Any])
     assert existing.of_type(WORKFLOW) == []
     assert len(existing.of_type(FUNCTION)) == 1  # no token check without a sample workflow
     assert len(existing.of_type(FIELD)) == 1
-    body = json.loads(base64.b64decode(existing.one(JOB).inputs["httpTarget"]["body"]))
+    body = json.loads(
+        base64.b64decode(named(existing, JOB, f"eos-job-{job['name']}").inputs["httpTarget"]["body"])
+    )
     assert body == {"workflow": EXISTING}
     env = existing.one(FUNCTION).inputs["serviceConfig"]["environmentVariables"]
-    assert json.loads(env["JOB_HANDLERS"]) == {f"eos-prod_{job['name']}": WORKFLOWS_HANDLER}
+    assert json.loads(env["JOB_HANDLERS"]) == {f"eos-prod_{job['name']}": WORKFLOWS_HANDLER, **AUDIT}
 
 
 # --- the token-check function -----------------------------------------------------------------
@@ -187,7 +192,7 @@ def test_workflow_job_posts_to_the_dedup_function_with_the_workflow_in_its_body(
         "argument": {"kind": "daily"},
     }
     env = named(stack, FUNCTION, "eos-function").inputs["serviceConfig"]["environmentVariables"]
-    assert json.loads(env["JOB_HANDLERS"]) == {"eos-prod_report": WORKFLOWS_HANDLER}
+    assert json.loads(env["JOB_HANDLERS"]) == {"eos-prod_report": WORKFLOWS_HANDLER, **AUDIT}
 
 
 def test_component_outputs_name_the_token_check_and_the_workflows(stack: MockedStack) -> None:

@@ -69,7 +69,7 @@ class DevFunction:
 
     def executions(self, job: JobSettings) -> list[dict[str, object]]:
         query = self.db.collection(EXECUTIONS_COLLECTION).where(
-            filter=FieldFilter("job_name", "==", job.name)
+            filter=FieldFilter("job_name", "==", self.settings.scheduler_job_id(job))
         )
         return [doc.to_dict() or {} for doc in query.stream()]
 

@@ -49,9 +49,9 @@ def test_each_missed_run_is_reported_once_by_the_first_audit_after_its_window(
     # Retry windows (800 s for every dev job) that closed in (10:05, 11:05]: the 10:00-10:45 demo
     # runs, the hourly workflow job's 10:30 and the audit's own 10:05, which nobody delivered.
     assert _missed(dev_function.log_lines(), first["run_id"]) == {
-        (demo.name, _stamp(_day_at(10, 30))),
-        ("workflow-proxy-demo", _stamp(_day_at(10, 30))),
-        (AUDIT_JOB_NAME, _stamp(_day_at(10, 5))),
+        (settings.scheduler_job_id(demo), _stamp(_day_at(10, 30))),
+        (settings.scheduler_job_id("workflow-proxy-demo"), _stamp(_day_at(10, 30))),
+        (settings.scheduler_job_id(AUDIT_JOB_NAME), _stamp(_day_at(10, 5))),
     }
 
     # A redelivery of the same audit run is a duplicate: nothing is reported twice.
@@ -65,8 +65,8 @@ def test_each_missed_run_is_reported_once_by_the_first_audit_after_its_window(
     second = dev_function.deliver(audit_job, _day_at(12, 5)).json()
     assert second["outcome"] == "executed"
     assert _missed(dev_function.log_lines(), second["run_id"]) == {
-        *((demo.name, _stamp(_day_at(11, minute))) for minute in (0, 15, 30, 45)),
-        ("workflow-proxy-demo", _stamp(_day_at(11, 30))),
+        *((settings.scheduler_job_id(demo), _stamp(_day_at(11, minute))) for minute in (0, 15, 30, 45)),
+        (settings.scheduler_job_id("workflow-proxy-demo"), _stamp(_day_at(11, 30))),
     }
 
 
@@ -102,11 +102,11 @@ def test_the_metrics_count_the_real_log_lines(dev_function: DevFunction) -> None
     )
     assert deliveries == Counter(
         {
-            ("executed", demo.name): 1,
-            ("duplicate_completed", demo.name): 1,
-            ("failed_terminal", demo.name): 1,
-            ("failed_released", demo.name): 1,
-            ("executed", AUDIT_JOB_NAME): 1,
+            ("executed", dev_function.settings.scheduler_job_id(demo)): 1,
+            ("duplicate_completed", dev_function.settings.scheduler_job_id(demo)): 1,
+            ("failed_terminal", dev_function.settings.scheduler_job_id(demo)): 1,
+            ("failed_released", dev_function.settings.scheduler_job_id(demo)): 1,
+            ("executed", dev_function.settings.scheduler_job_id(AUDIT_JOB_NAME)): 1,
             ("bad_request", ""): 1,
         }
     )
@@ -123,6 +123,9 @@ def test_the_metrics_count_the_real_log_lines(dev_function: DevFunction) -> None
     )
     # (09:05, 10:05]: demo 09:00 completed, 09:15 completed (terminally), 09:30 released and never
     # retried here, 09:45 never delivered; the workflow job's 09:30; the audit's own 09:05.
-    assert missed == Counter({demo.name: 2, "workflow-proxy-demo": 1, AUDIT_JOB_NAME: 1})
+    deployed = dev_function.settings.scheduler_job_id
+    assert missed == Counter(
+        {deployed(demo): 2, deployed("workflow-proxy-demo"): 1, deployed(AUDIT_JOB_NAME): 1}
+    )
     # Another service's lines are not this stack's.
     assert not any(log_filters.DELIVERIES.matches(entry, "other-service") for entry in entries)

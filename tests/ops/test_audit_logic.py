@@ -125,9 +125,12 @@ def test_the_stack_writes_the_audit_config_the_job_reads() -> None:
     settings = with_audit_job(load_stack_settings("dev"))
     config = AuditConfig.from_json(audit_environment(settings)["AUDIT_JOBS"])
     assert config.jobs == audited_jobs(settings)
-    assert [job.name for job in config.jobs] == [job.name for job in settings.jobs]
-    assert AUDIT_JOB_NAME in [job.name for job in config.jobs]
-    assert json.loads(settings.function_environment()["JOB_HANDLERS"])[AUDIT_JOB_NAME] == AUDIT_HANDLER
+    assert [job.name for job in config.jobs] == [settings.scheduler_job_id(job) for job in settings.jobs]
+    assert settings.scheduler_job_id(AUDIT_JOB_NAME) in [job.name for job in config.jobs]
+    assert (
+        json.loads(settings.function_environment()["JOB_HANDLERS"])[settings.scheduler_job_id(AUDIT_JOB_NAME)]
+        == AUDIT_HANDLER
+    )
     first = settings.jobs[0]
     assert retry_window_seconds(settings, first) > latest_retry_arrival_seconds(
         first.retry, first.attempt_deadline_seconds
@@ -144,7 +147,7 @@ def test_runs_before_a_job_was_deployed_are_never_missed() -> None:
     demo = settings.jobs[0]
     deployed = utc(2026, 3, 1, 10, 20)
     config = AuditConfig.from_json(audit_environment(settings, {demo.name: deployed})["AUDIT_JOBS"])
-    (audited,) = [job for job in config.jobs if job.name == demo.name]
+    (audited,) = [job for job in config.jobs if job.name == settings.scheduler_job_id(demo)]
     assert audited.not_before == deployed
     due = runs_whose_window_closed([audited], after=utc(2026, 3, 1, 10), up_to=utc(2026, 3, 1, 11))
     assert [t.minute for _, t in due] == [30, 45]  # 10:00 and 10:15 were before the job existed

@@ -19,6 +19,7 @@ def _missed_lines(stdout: str) -> list[str]:
 
 def test_audit_backfill_audit(dev_function: DevFunction, cli: Cli) -> None:
     job = dev_function.first_job
+    deployed_id = dev_function.settings.scheduler_job_id(job)  # what the ledger and logs name it by
     assert job.schedule == "*/15 * * * *"  # the times below are this schedule's
     for minute in (0, 15, 45):
         assert dev_function.deliver(job, _past_day_at(10, minute)).json()["outcome"] == "executed"
@@ -28,7 +29,7 @@ def test_audit_backfill_audit(dev_function: DevFunction, cli: Cli) -> None:
     assert audit.returncode == 1, audit.stderr
     assert "run records are deleted by the TTL 86400s after they are claimed" in audit.stdout
     assert _missed_lines(audit.stdout) == [
-        f"{_stamp(10, 30)}  {job.name}  missed  (no delivery reached the ledger)"
+        f"{_stamp(10, 30)}  {deployed_id}  missed  (no delivery reached the ledger)"
     ]
     completed = [line for line in audit.stdout.splitlines() if "  completed" in line]
     assert [line.split()[0] for line in completed] == [_stamp(10, 0), _stamp(10, 15), _stamp(10, 45)]

@@ -11,9 +11,13 @@ from localrun.emulator import free_loopback_port
 from tests.ops.conftest import Cli, DevFunction
 from tests.ops.fakes import FakeGoogleApis, FakeJob
 
-TTL_FIELD_NAME = (
-    "projects/my-gcp-project/databases/scheduler-dedup/collectionGroups/scheduler_runs/fields/expire_at"
-)
+
+def ttl_field_name(dev_function: DevFunction) -> str:
+    settings = dev_function.settings
+    return (
+        f"projects/{settings.project}/databases/{settings.database_name}/collectionGroups/"
+        f"{settings.runs_collection}/fields/expire_at"
+    )
 
 
 @pytest.fixture
@@ -26,11 +30,15 @@ def apis() -> Iterator[FakeGoogleApis]:
 def _deploy(apis: FakeGoogleApis, dev_function: DevFunction, uri: str | None = None) -> str:
     """Register the first job with the fake Scheduler as `pulumi up` would create it."""
     settings, job = dev_function.settings, dev_function.first_job
-    name = f"projects/{settings.project}/locations/{settings.region}/jobs/{job.name}"
+    name = f"projects/{settings.project}/locations/{settings.region}/jobs/{settings.scheduler_job_id(job)}"
     apis.jobs[name] = FakeJob(
         uri or dev_function.server.url, settings.headers_for(job), job.body_bytes() or b""
     )
     return name
+
+
+def deployed_id(dev_function: DevFunction) -> str:
+    return dev_function.settings.scheduler_job_id(dev_function.first_job)
 
 
 def _endpoints(apis: FakeGoogleApis) -> list[str]:
@@ -45,13 +53,13 @@ def test_smoke_passes_on_a_working_deployment(
     apis: FakeGoogleApis, dev_function: DevFunction, cli: Cli
 ) -> None:
     job_name = _deploy(apis, dev_function)
-    apis.ttl_states[TTL_FIELD_NAME] = "ACTIVE"
+    apis.ttl_states[ttl_field_name(dev_function)] = "ACTIVE"
 
     result = cli("smoke", *_endpoints(apis), "--wait", "60")
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert _step_lines(result.stdout) == [
-        f"PASS  force-run Cloud Scheduler job {dev_function.first_job.name}",
+        f"PASS  force-run Cloud Scheduler job {deployed_id(dev_function)}",
         "PASS  run record reaches completed",
         "PASS  TTL policy on scheduler_runs.expire_at",
     ]
@@ -63,7 +71,7 @@ def test_smoke_passes_on_a_working_deployment(
 def test_smoke_names_the_failing_steps_and_their_fixes(
     apis: FakeGoogleApis, dev_function: DevFunction, cli: Cli
 ) -> None:
-    apis.ttl_states[TTL_FIELD_NAME] = "CREATING"  # no job deployed either
+    apis.ttl_states[ttl_field_name(dev_function)] = "CREATING"  # no job deployed either
 
     result = cli(
         "smoke",
@@ -84,13 +92,13 @@ def test_smoke_says_when_the_delivery_never_reaches_the_ledger(
     apis: FakeGoogleApis, dev_function: DevFunction, cli: Cli
 ) -> None:
     _deploy(apis, dev_function, uri=f"http://127.0.0.1:{free_loopback_port()}/")  # nothing listens
-    apis.ttl_states[TTL_FIELD_NAME] = "ACTIVE"
+    apis.ttl_states[ttl_field_name(dev_function)] = "ACTIVE"
 
     result = cli("smoke", *_endpoints(apis), "--wait", "3")
 
     assert result.returncode == 1
     assert _step_lines(result.stdout) == [
-        f"PASS  force-run Cloud Scheduler job {dev_function.first_job.name}",
+        f"PASS  force-run Cloud Scheduler job {deployed_id(dev_function)}",
         "FAIL  run record reaches completed",
         "PASS  TTL policy on scheduler_runs.expire_at",
     ]

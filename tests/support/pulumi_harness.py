@@ -30,6 +30,7 @@ DEFAULT_FUNCTION_DIR = REPO_ROOT / "function"
 PROJECT_NUMBER = "123456789012"
 GET_PROJECT = "gcp:organizations/getProject:getProject"
 SLEEP = "time:index/sleep:Sleep"
+OFFSET = "time:index/offset:Offset"
 # In preview the engine knows no output a provider computes; these mocks then answer them so.
 UNKNOWN = rpc.UNKNOWN
 
@@ -118,6 +119,8 @@ class _GcpMocks(pulumi.runtime.Mocks):
             outputs.update(serviceConfig=service_config, url=service_config["uri"], state="ACTIVE")
         elif typ == SLEEP:
             outputs["id"] = "2026-01-01T00:00:00Z"
+        elif typ == OFFSET:
+            outputs["rfc3339"] = f"2026-01-01T00:{int(inputs.get('offsetMinutes', 0)):02d}:00Z"
         return outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
