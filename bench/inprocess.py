@@ -20,7 +20,8 @@ from typing import TextIO, TypeVar
 
 from handler import ScheduledRunHandler
 from job_api import JobRouter, RunContext
-from ledger import FirestoreRunStore, RunLedger, new_attempt_id
+from ledger import RunLedger, new_attempt_id
+from run_store import FirestoreRunStore
 
 from bench.baseline import BaselineHandler
 from bench.stats import Metric, metric
@@ -121,7 +122,7 @@ def ours(emulator_host: str, project: str, job: str, log_stream: TextIO) -> Impl
     handler = ScheduledRunHandler(
         ledger, JobRouter(job, {}), db, new_attempt_id=new_attempt_id, log_stream=log_stream
     )
-    return Implementation("ours", lambda headers: handler.handle(headers, b"").status, counter)
+    return Implementation("ours", lambda headers: handler.handle("POST", headers, b"").status, counter)
 
 
 def baseline(emulator_host: str, project: str, job: Callable[[], None] | None = None) -> Implementation:

@@ -6,8 +6,6 @@ by tests; main.py only adapts the request and response.
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -15,11 +13,25 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TextIO
 
+import structured_log
 from google.api_core import exceptions as google_exceptions
 from google.cloud import firestore
 from job_api import JobRouter, RunContext, TerminalJobError
-from ledger import Claim, ClaimKind, JobResult, LeaseLost, RunAlreadyCompleted, RunInProgress, RunLedger
+from ledger import (
+    Claim,
+    ClaimKind,
+    ClaimTooLate,
+    JobResult,
+    LeaseLost,
+    RunAlreadyCompleted,
+    RunInProgress,
+    RunLedger,
+)
 from scheduler_request import BadSchedulerRequest, RunKey, run_key_from_headers
+
+# A Scheduler job's body is a few hundred bytes of parameters; anything near this is not one.
+# Checked before anything is read into memory or written.
+MAX_BODY_BYTES = 64 * 1024
 
 
 class Outcome(StrEnum):
@@ -31,7 +43,10 @@ class Outcome(StrEnum):
     FAILED_RELEASED = "failed_released"
     FAILED_TERMINAL = "failed_terminal"
     BAD_REQUEST = "bad_request"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    BODY_TOO_LARGE = "body_too_large"
     STORE_ERROR = "store_error"
+    INTERNAL_ERROR = "internal_error"
 
 
 # HTTP status and log severity per outcome. Cloud Scheduler retries any non-2xx, so:
@@ -47,7 +62,10 @@ _STATUS_AND_SEVERITY: dict[Outcome, tuple[int, str]] = {
     Outcome.FAILED_RELEASED: (500, "ERROR"),
     Outcome.FAILED_TERMINAL: (200, "ERROR"),
     Outcome.BAD_REQUEST: (400, "WARNING"),
+    Outcome.METHOD_NOT_ALLOWED: (405, "WARNING"),
+    Outcome.BODY_TOO_LARGE: (413, "WARNING"),
     Outcome.STORE_ERROR: (500, "ERROR"),
+    Outcome.INTERNAL_ERROR: (500, "ERROR"),
 }
 
 
@@ -74,22 +92,35 @@ class ScheduledRunHandler:
         self._new_attempt_id = new_attempt_id
         self._log_stream = log_stream
 
-    def handle(self, headers: Mapping[str, str], body: bytes) -> Reply:
+    def handle(self, method: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        """Answer one delivery. Whatever goes wrong, the answer is JSON and logged."""
         started = time.perf_counter()
         entry: dict[str, Any] = {}
         try:
-            outcome, message, extra_headers = self._deliver(headers, body, entry)
-        finally:
-            entry["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            outcome, message, extra_headers = self._deliver(method, headers, body, entry)
+        except Exception as error:  # a bug must still answer JSON and leave its log line
+            entry.update(error=repr(error), traceback=traceback.format_exc())
+            outcome, message, extra_headers = Outcome.INTERNAL_ERROR, "unexpected error", {}
+        entry["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        return self._reply(outcome, message, entry, extra_headers)
+
+    def _reply(self, outcome: Outcome, message: str, entry: dict[str, Any], headers: dict[str, str]) -> Reply:
         status, severity = _STATUS_AND_SEVERITY[outcome]
-        self._log(severity, message, outcome, entry)
+        fields = {structured_log.OUTCOME: outcome.value, **entry}
+        structured_log.emit(severity, f"{outcome.value}: {message}", fields, self._log_stream)
         reply_body = {"outcome": outcome.value, "message": message}
         reply_body.update({k: entry[k] for k in ("run_id", "attempt_id", "fence") if k in entry})
-        return Reply(status, reply_body, extra_headers)
+        return Reply(status, reply_body, headers)
 
     def _deliver(
-        self, headers: Mapping[str, str], body: bytes, entry: dict[str, Any]
+        self, method: str, headers: Mapping[str, str], body: bytes, entry: dict[str, Any]
     ) -> tuple[Outcome, str, dict[str, str]]:
+        if method != "POST":
+            # Cloud Scheduler sends what the job says; the stack's jobs POST. Anything else
+            # (a probe, a crawler, a misconfigured job) must not run the job.
+            return Outcome.METHOD_NOT_ALLOWED, f"{method} does not run a job: use POST", {"Allow": "POST"}
+        if len(body) > MAX_BODY_BYTES:
+            return Outcome.BODY_TOO_LARGE, f"request body exceeds {MAX_BODY_BYTES} bytes", {}
         try:
             key = run_key_from_headers(headers)
         except BadSchedulerRequest as error:
@@ -118,6 +149,9 @@ class ScheduledRunHandler:
                 "another attempt holds the run's lease",
                 {"Retry-After": str(busy.retry_after_seconds)},
             )
+        except ClaimTooLate as late:
+            entry["error"] = str(late)
+            return Outcome.STORE_ERROR, "Firestore answered the claim too late: job not started", {}
         except google_exceptions.GoogleAPIError as error:
             entry["error"] = repr(error)
             return Outcome.STORE_ERROR, "could not claim the run: Firestore failed", {}
@@ -166,10 +200,13 @@ class ScheduledRunHandler:
             return Outcome.LEASE_TAKEN_OVER, "took over an expired lease and ran the job", {}
         return Outcome.EXECUTED, "job ran", {}
 
-    def _log(self, severity: str, message: str, outcome: Outcome, entry: dict[str, Any]) -> None:
-        """One JSON line per request in Cloud Logging's structured format."""
-        line = {"severity": severity, "message": f"{outcome.value}: {message}", "outcome": outcome.value}
-        line.update(entry)
-        stream = self._log_stream or sys.stdout
-        stream.write(json.dumps(line, default=str) + "\n")
-        stream.flush()
+
+def unavailable_reply(error: Exception, log_stream: TextIO | None = None) -> Reply:
+    """The answer when the handler itself cannot be built (no credentials, a broken client):
+    the same JSON shape and log line as any other failure, never the framework's HTML page."""
+    status, severity = _STATUS_AND_SEVERITY[Outcome.INTERNAL_ERROR]
+    message = "the function could not start handling requests"
+    fields = {structured_log.OUTCOME: Outcome.INTERNAL_ERROR.value, "error": repr(error)}
+    fields["traceback"] = traceback.format_exc()
+    structured_log.emit(severity, f"{Outcome.INTERNAL_ERROR.value}: {message}", fields, log_stream)
+    return Reply(status, {"outcome": Outcome.INTERNAL_ERROR.value, "message": message})

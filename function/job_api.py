@@ -8,12 +8,12 @@ effects happen at most once per successful claim. Anything it calls downstream s
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import strict_json
 from config import ConfigError
 from google.cloud import firestore
 
@@ -42,14 +42,15 @@ class RunContext:
     firestore: firestore.Client
 
     def json_body(self, allowed_fields: Collection[str] | None = None) -> dict[str, Any]:
-        """The body as a JSON object ({} when empty). A malformed body, or one with fields
-        outside `allowed_fields`, is terminal: Cloud Scheduler sends the same bytes on every
+        """The body as a JSON object ({} when empty). A malformed body (strict JSON: no NaN,
+        no infinite numbers, nesting bounded), or one with fields outside `allowed_fields`, is
+        terminal: Cloud Scheduler sends the same bytes on every
         retry, and a typo in a field name must not be silently ignored."""
         if not self.body.strip():
             return {}
         try:
-            parsed = json.loads(self.body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            parsed = strict_json.loads(self.body)
+        except strict_json.StrictJsonError as error:
             raise TerminalJobError(f"request body is not JSON: {error}") from None
         if not isinstance(parsed, dict):
             raise TerminalJobError("request body must be a JSON object")

@@ -17,7 +17,7 @@ from idempotency import (
     Verdict,
     token_document_id,
 )
-from ledger import FirestoreRunStore
+from run_store import FirestoreRunStore
 
 from tests.support.proxy_runs import RUN_ID, concurrent
 
@@ -82,12 +82,12 @@ def test_release_after_a_failed_step_lets_the_retry_proceed(db):
 
 
 def test_an_expired_record_is_a_new_use_of_the_token(db):
-    now = [datetime(2026, 1, 1, tzinfo=UTC)]
-    tokens = tokens_on(db, clock=lambda: now[0])
-    assert tokens.begin("t").first
-    assert not tokens.begin("t").first
-    now[0] += timedelta(days=2)
-    assert tokens.begin("t").first
+    """Expiry is judged on Firestore's clock (the read's read_time): a record written by an
+    instance whose clock ran two days behind is past its one-day retention already."""
+    behind = tokens_on(db, clock=lambda: datetime.now(UTC) - timedelta(days=2))
+    assert behind.begin("t").first
+    assert tokens_on(db).begin("t").first
+    assert not tokens_on(db).begin("t").first
 
 
 def test_scopes_separate_steps_and_document_ids_hide_other_tokens(db):
@@ -155,3 +155,39 @@ def test_http_bad_requests_are_400(token_server, body):
 
 def test_http_only_post(token_server):
     assert requests.get(token_server.url, timeout=30).status_code == 405
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[" * 100_000,
+        b'{"token": "t", "fence": "\xc2\xb2"}',  # a superscript two: isdigit() says yes
+        b'{"token": "t", "fence": 9223372036854775808}',
+        b'{"token": "t", "fence": "9223372036854775808"}',
+        b'{"token": "t", "fence": 1e400}',
+        b'{"action": "complete", "token": "t", "holder": "h", "result": NaN}',
+        b'{"action": "complete", "token": "t", "holder": "h", "result": [Infinity]}',
+        b'{"token": "t", "scope": "' + b"x" * 70_000 + b'"}',
+        b"\xff\xfe",
+    ],
+    ids=[
+        "deep",
+        "superscript-fence",
+        "fence-2^63",
+        "fence-2^63-text",
+        "fence-inf",
+        "nan",
+        "inf",
+        "large",
+        "utf16",
+    ],
+)
+def test_http_hostile_bodies_are_400_json_and_write_nothing(token_server, db, raw):
+    reply = requests.post(token_server.url, data=raw, timeout=30)
+    assert (reply.status_code, reply.json()["error"]) == (400, "bad_request"), reply.text
+    assert list(db.collection(COLLECTION).stream()) == []
+
+
+def test_largest_fence_is_accepted(token_server):
+    reply = post(token_server, {"token": RUN_ID, "fence": str(2**63 - 1)})
+    assert (reply.status_code, reply.json()["recorded_fence"]) == (200, 2**63 - 1)
