@@ -62,6 +62,7 @@ class ClaimKind(StrEnum):
 class JobResult(StrEnum):
     SUCCEEDED = "succeeded"
     TERMINAL_FAILURE = "terminal_failure"
+    OVERLAP_SKIPPED = "overlap_skipped"  # another run of the job held its lock (policy skip)
 
 
 # --- the ledger ----------------------------------------------------------------------
@@ -88,11 +89,14 @@ class Claim:
 class RunAlreadyCompleted(Exception):
     """The run finished earlier: the job must not run again."""
 
-    def __init__(self, run_id: str, fields: Mapping[str, Any]) -> None:
+    def __init__(self, run_id: str, fields: Mapping[str, Any], seconds_left: float) -> None:
         super().__init__(f"run {run_id} is completed")
         self.run_id = run_id
-        self.fields = dict(fields)
         self.result = str(fields.get("result", JobResult.SUCCEEDED))
+        self.error: str | None = fields.get("error")
+        self.output_json: str | None = fields.get("output_json")
+        # Until the record's retention ends (Firestore's clock): how long the answer stands.
+        self.seconds_left = seconds_left
 
 
 class RunInProgress(Exception):
@@ -178,6 +182,18 @@ class RunLedger:
         self._clock = clock
         self.deadline_seconds = store_deadline_for(lease).total_seconds()
 
+    @property
+    def lease(self) -> timedelta:
+        return self._lease
+
+    @property
+    def retention(self) -> timedelta:
+        return self._retention
+
+    @property
+    def clock(self) -> Callable[[], datetime]:
+        return self._clock
+
     def claim(self, key: RunKey, attempt_id: str) -> Claim:
         """Own the run, or raise RunAlreadyCompleted / RunInProgress / ClaimTooLate (or a
         GoogleAPIError when Firestore does not answer within the deadline)."""
@@ -219,7 +235,7 @@ class RunLedger:
         if fields["status"] == RunStatus.COMPLETED:
             if fields["expire_at"] <= now:
                 return ClaimKind.RECLAIMED_EXPIRED  # TTL deletion runs up to days late
-            raise RunAlreadyCompleted(run_id, fields)
+            raise RunAlreadyCompleted(run_id, fields, (fields["expire_at"] - now).total_seconds())
         lease_expires = stored.update_time + timedelta(seconds=self._lease_of(fields))
         if lease_expires > now:
             seconds_left = (lease_expires - now).total_seconds()

@@ -13,7 +13,7 @@ import math
 import time
 from datetime import UTC, datetime
 
-from job_api import RunContext, TerminalJobError
+from exactly_once import RunContext, TerminalJobError, firestore_client
 
 EXECUTIONS_COLLECTION = "job_executions"
 BODY_FIELDS = ("sleep_seconds", "fail")
@@ -25,7 +25,7 @@ class DemoJobFailure(RuntimeError):
     """The failure the body asked for; retryable like any unexpected error."""
 
 
-def run_demo_job(context: RunContext) -> None:
+def run_demo_job(context: RunContext) -> dict[str, float]:
     body = context.json_body(allowed_fields=BODY_FIELDS)
     sleep_seconds = body.get("sleep_seconds", 0)
     fail = body.get("fail", False)
@@ -40,7 +40,7 @@ def run_demo_job(context: RunContext) -> None:
     time.sleep(sleep_seconds)
     if fail:
         raise DemoJobFailure("the request body asked this run to fail")
-    context.firestore.collection(EXECUTIONS_COLLECTION).document(context.attempt_id).set(
+    firestore_client().collection(EXECUTIONS_COLLECTION).document(context.attempt_id).set(
         {
             "run_id": context.run_id,
             "attempt_id": context.attempt_id,
@@ -51,3 +51,4 @@ def run_demo_job(context: RunContext) -> None:
             "finished_at": datetime.now(UTC),
         }
     )
+    return {"slept_seconds": sleep_seconds}

@@ -42,8 +42,7 @@ class Harness:
         counter = iter(range(1, 1000))
         self.handler = ScheduledRunHandler(
             self.ledger,
-            JobRouter(handler_spec, {}),
-            db,
+            JobRouter(handler_spec, {}).run,
             new_attempt_id=lambda: f"{name}-{next(counter)}",
             log_stream=self.logs,
         )
