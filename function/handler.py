@@ -135,7 +135,7 @@ class ScheduledRunHandler:
         except Exception as error:  # a bug must still answer JSON and leave its log line
             entry.update(error=repr(error), traceback=traceback.format_exc())
             answer = Answer(Outcome.INTERNAL_ERROR, "unexpected error")
-        entry["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+        entry[structured_log.LATENCY_MS] = round((time.perf_counter() - started) * 1000, 3)
         return self._reply(answer, entry)
 
     def _reply(self, answer: Answer, entry: dict[str, Any]) -> Reply:
@@ -165,11 +165,13 @@ class ScheduledRunHandler:
             entry["header"] = error.header
             return Answer(Outcome.BAD_REQUEST, str(error))
         entry.update(
-            run_id=key.run_id,
-            job=key.job_name,
-            schedule_time=key.schedule_time_rfc3339,
-            project=key.project,
-            location=key.location,
+            {
+                structured_log.RUN_ID: key.run_id,
+                structured_log.JOB: key.job_name,
+                "schedule_time": key.schedule_time_rfc3339,
+                "project": key.project,
+                "location": key.location,
+            }
         )
         if (seen := self._cache.get(key.run_id)) is not None:
             entry.update(result=seen.result, cached=True)

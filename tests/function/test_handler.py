@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 from google.api_core import exceptions as google_exceptions
-from handler import MAX_BODY_BYTES, ScheduledRunHandler
+from handler import MAX_BODY_BYTES, ScheduledRunHandler, unavailable_reply
 from job_api import JobRouter
 from ledger import RunLedger
 from run_store import FirestoreRunStore
@@ -256,3 +256,11 @@ def test_schedule_times_outside_utc_range_are_400(harness, schedule_time):
     assert (reply.status, reply.body["outcome"]) == (400, "bad_request")
     assert "X-CloudScheduler-ScheduleTime" in reply.body["message"]
     assert harness.runs() == [] and sample_jobs.CALLS == []
+
+
+def test_a_handler_that_cannot_be_built_still_answers_json(capsys):
+    reply = unavailable_reply(RuntimeError("no credentials"))
+    assert (reply.status, reply.body["outcome"]) == (500, "internal_error")
+    line = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert (line["outcome"], line["severity"]) == ("internal_error", "ERROR")
+    assert "no credentials" in line["error"]

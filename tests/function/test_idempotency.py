@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import requests
@@ -12,9 +15,11 @@ from config import ConfigError
 from idempotency import (
     IdempotencyTokens,
     NotTokenHolder,
+    TokenCheckEndpoint,
     TokenStatus,
     TokenStoreConfig,
     Verdict,
+    handle_token_request,
     token_document_id,
 )
 from run_store import FirestoreRunStore
@@ -191,3 +196,27 @@ def test_http_hostile_bodies_are_400_json_and_write_nothing(token_server, db, ra
 def test_largest_fence_is_accepted(token_server):
     reply = post(token_server, {"token": RUN_ID, "fence": str(2**63 - 1)})
     assert (reply.status_code, reply.json()["recorded_fence"]) == (200, 2**63 - 1)
+
+
+def test_an_unexpected_error_is_answered_as_json_and_logged(db):
+    class Broken(FirestoreRunStore):
+        def create(self, run_id, fields, *, timeout):
+            raise RuntimeError("a bug")
+
+    logged: list[Mapping[str, Any]] = []
+    endpoint = TokenCheckEndpoint(
+        IdempotencyTokens(Broken(db, COLLECTION), retention=timedelta(days=1)), log=logged.append
+    )
+    status, reply = endpoint.handle("POST", b'{"token": "t"}')
+    assert (status, reply["error"]) == (500, "internal_error")
+    assert "a bug" in logged[-1]["exception"] and logged[-1]["http_status"] == 500
+
+
+def test_an_endpoint_that_cannot_be_built_still_answers_json(capsys):
+    def no_credentials() -> TokenCheckEndpoint:
+        raise RuntimeError("no credentials")
+
+    status, reply = handle_token_request(no_credentials, "POST", b'{"token": "t"}')
+    assert (status, reply["error"]) == (500, "internal_error")
+    line = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert (line["severity"], line["error"]) == ("ERROR", "internal_error")
