@@ -11,6 +11,7 @@ import time
 import pytest
 import requests
 
+from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator
 from tests.function.test_http import HEADERS, deliver, executions, run_record, server_env
 from tests.support.tcp_proxy import tcp_proxy
 from tests.support.waiting import wait_until
@@ -79,6 +80,28 @@ def test_firestore_unreachable_is_answered_500_store_error_in_bounded_time(
 
         recovered = wait_until(answered_200, timeout=60, what="Firestore to be reachable again", interval=0.5)
         assert recovered.json()["outcome"] == "executed"
+
+
+def test_emulator_stopped_new_runs_fail_fast_and_completed_ones_are_still_answered(
+    function_servers, tmp_path, monkeypatch
+):
+    """A private emulator, really stopped: the new run is 500 store_error within the bound,
+    and a duplicate of the run this instance completed is answered from memory."""
+    monkeypatch.delenv(EMULATOR_HOST_ENV, raising=False)
+    with firestore_emulator(log_dir=tmp_path) as host:
+        env = server_env(host, "stopped-emulator", LEASE_SECONDS=DEV_LEASE_SECONDS)
+        server = function_servers(env)
+        executed = deliver(server)
+        assert executed.json()["outcome"] == "executed"
+
+    later = {**HEADERS, "X-CloudScheduler-ScheduleTime": "2026-10-16T12:15:00Z"}
+    started = time.monotonic()
+    reply = requests.post(server.url, headers=later, timeout=60)
+    assert (reply.status_code, reply.json()["outcome"]) == (500, "store_error")
+    assert time.monotonic() - started < UNREACHABLE_ANSWER_SECONDS
+    duplicate = deliver(server)
+    assert (duplicate.status_code, duplicate.json()["outcome"]) == (200, "duplicate_completed")
+    assert duplicate.json()["output"] == executed.json()["output"]
 
 
 # --- hostile requests ------------------------------------------------------------------------
