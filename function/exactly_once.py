@@ -81,10 +81,10 @@ def exactly_once(job: Callable[[RunContext], Any]) -> View:
     def view(request: flask.Request) -> flask.Response:
         try:
             built = handler()
-        except Exception as error:  # e.g. no credentials: still a JSON answer and a log line
+            body = request_body(request, MAX_BODY_BYTES)
+        except Exception as error:  # no credentials, a client gone: still JSON and a log line
             reply: Reply = unavailable_reply(error)
         else:
-            body = request_body(request, MAX_BODY_BYTES)
             reply = built.handle(request.method, dict(request.headers.items()), body)
         return json_response(reply.status, reply.body, reply.headers)
 

@@ -296,10 +296,11 @@ class ScheduledRunHandler:
 
 
 def unavailable_reply(error: Exception, log_stream: TextIO | None = None) -> Reply:
-    """The answer when the handler itself cannot be built (no credentials, a broken client):
-    the same JSON shape and log line as any other failure, never the framework's HTML page."""
+    """The answer when the handler cannot be built (no credentials, a broken client) or the
+    request cannot be read: the same JSON shape and log line as any other failure, never the
+    framework's HTML page."""
     status, severity = _STATUS_AND_SEVERITY[Outcome.INTERNAL_ERROR]
-    message = "the function could not start handling requests"
+    message = "the function could not handle the request"
     fields = {structured_log.OUTCOME: Outcome.INTERNAL_ERROR.value, "error": repr(error)}
     fields["traceback"] = traceback.format_exc()
     structured_log.emit(severity, f"{Outcome.INTERNAL_ERROR.value}: {message}", fields, log_stream)
