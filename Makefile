@@ -13,7 +13,7 @@ RUNTIME_PYTHON ?= $(shell for p in python3.12 $$(pyenv root 2>/dev/null)/version
 RUNTIME_VENV := venv-py312
 LINTED := function infra policy localrun bench bootstrap ops tests __main__.py
 
-.PHONY: install lint lint-workflows typecheck test test-runtime demo bench clean
+.PHONY: install lint lint-workflows typecheck test test-runtime demo bench clean faketime
 
 $(STAMP): $(REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,9 +35,14 @@ lint-workflows: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy $(LINTED)
 
+# libfaketime runs one function instance with its clock 120 s off in the clock-skew tests
+# (Debian package faketime; CI runs as root).
+faketime:
+	command -v faketime >/dev/null || apt-get install -y faketime || { apt-get update && apt-get install -y faketime; }
+
 # The tests start the Firestore emulator themselves on a free loopback port (or use
 # FIRESTORE_EMULATOR_HOST when it is set) and stop it at the end.
-test: lint typecheck
+test: faketime lint typecheck
 	$(BIN)/python -m pytest
 	$(MAKE) test-runtime
 

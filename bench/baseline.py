@@ -46,8 +46,10 @@ def claim_run(
             return "completed"
         if run["lease_expires"] > now:
             return "in_progress"
-    # Our record, field for field, so both implementations write the same bytes.
-    transaction.set(run_ref, in_progress_record(key, attempt_id, now, lease=LEASE, retention=RETENTION))
+    # Our record, field for field, plus the sample's lease_expires (its lease is on the
+    # instance's clock), so both implementations write nearly the same bytes.
+    record = in_progress_record(key, attempt_id, now, lease=LEASE, retention=RETENTION)
+    transaction.set(run_ref, {**record, "lease_expires": now + LEASE})
     return "claimed"
 
 

@@ -20,7 +20,8 @@ from typing import TextIO, TypeVar
 
 from handler import ScheduledRunHandler
 from job_api import JobRouter, RunContext
-from ledger import FirestoreRunStore, RunLedger, new_attempt_id
+from ledger import RunLedger, new_attempt_id
+from run_store import FirestoreRunStore
 
 from bench.baseline import BaselineHandler
 from bench.stats import Metric, metric
@@ -93,23 +94,32 @@ class RunIds:
 class Implementation:
     """One contender: a way to deliver a run in process, and the RPC counter on its client."""
 
-    def __init__(self, label: str, deliver: Callable[[dict[str, str]], int], counter: RpcCounter) -> None:
+    def __init__(
+        self,
+        label: str,
+        deliver: Callable[[dict[str, str]], int],
+        counter: RpcCounter,
+        elsewhere: Callable[[dict[str, str]], int] | None = None,
+    ) -> None:
         self.label = label
         self._deliver = deliver
+        # The same delivery reaching another instance (ours keeps a per-instance cache of
+        # completed runs; the baseline has no instance state, so it is the same call).
+        self._elsewhere = elsewhere or deliver
         self.counter = counter
         self.runs = RunIds(label)
 
-    def deliver(self, headers: dict[str, str]) -> Delivery:
+    def deliver(self, headers: dict[str, str], *, elsewhere: bool = False) -> Delivery:
         started = time.perf_counter()
         try:
-            status: int | None = self._deliver(headers)
+            status: int | None = (self._elsewhere if elsewhere else self._deliver)(headers)
         except Exception:
             status = None
         return Delivery(status, time.perf_counter() - started)
 
-    def rpcs(self, headers: dict[str, str]) -> tuple[Delivery, int]:
+    def rpcs(self, headers: dict[str, str], *, elsewhere: bool = False) -> tuple[Delivery, int]:
         self.counter.reset()
-        delivery = self.deliver(headers)
+        delivery = self.deliver(headers, elsewhere=elsewhere)
         return delivery, sum(self.counter.snapshot().values())
 
 
@@ -118,10 +128,19 @@ def ours(emulator_host: str, project: str, job: str, log_stream: TextIO) -> Impl
     ledger = RunLedger(
         FirestoreRunStore(db, COLLECTION), lease=timedelta(minutes=5), retention=timedelta(days=1)
     )
-    handler = ScheduledRunHandler(
-        ledger, JobRouter(job, {}), db, new_attempt_id=new_attempt_id, log_stream=log_stream
+    # Two instances on one client: each has its own warm cache of completed runs.
+    here, there = (
+        ScheduledRunHandler(
+            ledger, JobRouter(job, {}).run, new_attempt_id=new_attempt_id, log_stream=log_stream
+        )
+        for _ in range(2)
     )
-    return Implementation("ours", lambda headers: handler.handle(headers, b"").status, counter)
+    return Implementation(
+        "ours",
+        lambda headers: here.handle("POST", headers, b"").status,
+        counter,
+        elsewhere=lambda headers: there.handle("POST", headers, b"").status,
+    )
 
 
 def baseline(emulator_host: str, project: str, job: Callable[[], None] | None = None) -> Implementation:
@@ -164,18 +183,29 @@ def first_delivery(ours_impl: Implementation, base_impl: Implementation, repeats
 def duplicate_of_completed(
     ours_impl: Implementation, base_impl: Implementation, repeats: int
 ) -> list[Metric]:
+    """Two rows: the duplicate reaching another instance (the ledger answers it), and the
+    same instance (ours answers from its cache of completed runs, with no RPC at all)."""
+    return _duplicate_case(ours_impl, base_impl, repeats, same_instance=False) + _duplicate_case(
+        ours_impl, base_impl, repeats, same_instance=True
+    )
+
+
+def _duplicate_case(
+    ours_impl: Implementation, base_impl: Implementation, repeats: int, *, same_instance: bool
+) -> list[Metric]:
     latency: dict[str, list[float]] = {"ours": [], "baseline": []}
     rpcs: dict[str, list[float]] = {"ours": [], "baseline": []}
     for repeat in range(repeats):
         for impl in turns(repeat, ours_impl, base_impl):
             headers = impl.runs.headers()
             impl.deliver(headers)
-            delivery, count = impl.rpcs(headers)
+            delivery, count = impl.rpcs(headers, elsewhere=not same_instance)
             if delivery.status != 200:
                 raise RuntimeError(f"{impl.label}: duplicate of a completed run answered {delivery.status}")
             latency[impl.label].append(delivery.seconds * 1000)
             rpcs[impl.label].append(count)
-    case = "2. duplicate of a completed run"
+    where = "same instance" if same_instance else "another instance"
+    case = f"2. duplicate of a completed run, {where}"
     return [
         metric(case, "latency", "ms", "lower", latency["ours"], latency["baseline"]),
         metric(case, "Firestore RPCs per delivery", "RPCs", "lower", rpcs["ours"], rpcs["baseline"]),

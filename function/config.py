@@ -11,10 +11,19 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 DEFAULT_JOB_HANDLER = "jobs.demo:run_demo_job"
 _HANDLER_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _COLLECTION_ID = re.compile(r"^[^/]{1,1500}$")
+
+
+class OverlapPolicy(StrEnum):
+    """What a run does when another run of the same job still holds its lease."""
+
+    ALLOW = "allow"  # run anyway (the default: runs of one job are independent)
+    SKIP = "skip"  # record the run as skipped, never run it
+    WAIT = "wait"  # answer 409 until the other run has finished, then run
 
 
 class ConfigError(ValueError):
@@ -39,6 +48,11 @@ class FunctionConfig:
     job_handler: str = DEFAULT_JOB_HANDLER
     # Per-job overrides of job_handler, keyed by X-CloudScheduler-JobName.
     job_handlers: Mapping[str, str] = field(default_factory=dict)
+    # Per-job overlap policy, keyed by X-CloudScheduler-JobName; absent jobs allow overlap.
+    overlap: Mapping[str, OverlapPolicy] = field(default_factory=dict)
+
+    def overlap_for(self, job_name: str) -> OverlapPolicy:
+        return self.overlap.get(job_name, OverlapPolicy.ALLOW)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FunctionConfig:
@@ -58,6 +72,7 @@ class FunctionConfig:
             retention_seconds=retention,
             job_handler=_handler_spec("JOB_HANDLER", env.get("JOB_HANDLER") or defaults.job_handler),
             job_handlers=_handler_map(env),
+            overlap=_overlap_map(env),
         )
 
 
@@ -105,3 +120,21 @@ def _handler_map(env: Mapping[str, str]) -> dict[str, str]:
     if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):
         raise ConfigError("JOB_HANDLERS", 'must be a JSON object {"job name": "module:callable"}')
     return {job: _handler_spec(f"JOB_HANDLERS[{job!r}]", spec) for job, spec in parsed.items()}
+
+
+def _overlap_map(env: Mapping[str, str]) -> dict[str, OverlapPolicy]:
+    raw = env.get("JOB_OVERLAP", "").strip()
+    if not raw:
+        return {}
+    expected = 'a JSON object {"job name": "skip" | "wait"}'
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ConfigError("JOB_OVERLAP", f"not JSON ({error.msg}); expected {expected}") from None
+    if not isinstance(parsed, dict):
+        raise ConfigError("JOB_OVERLAP", f"must be {expected}")
+    policies = {policy.value for policy in OverlapPolicy}
+    for job, policy in parsed.items():
+        if not job or policy not in policies:
+            raise ConfigError("JOB_OVERLAP", f"{job!r}: {policy!r} is not one of {sorted(policies)}")
+    return {job: OverlapPolicy(policy) for job, policy in parsed.items()}

@@ -23,11 +23,10 @@ The token is not stored: the document id is the token itself when it is already 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
-import sys
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,15 +34,23 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+import strict_json
+import structured_log
 from config import ConfigError
 from google.api_core import exceptions as google_exceptions
-from ledger import RecordExists, RunStore, StaleWrite, StoredRecord, utc_now
+from ledger import utc_now
+from run_store import MAX_STORE_DEADLINE_SECONDS, Budget, RecordExists, RunStore, StaleWrite, StoredRecord
 
 DEFAULT_COLLECTION = "idempotency_tokens"
 DEFAULT_RETENTION_SECONDS = 7 * 86_400.0
 MAX_TOKEN_LENGTH = 1500
 MAX_SCOPE_LENGTH = 200
 MAX_RESULT_BYTES = 64 * 1024
+# A request is a token, a scope and at most a result: anything larger is refused unread.
+MAX_TOKEN_REQUEST_BYTES = MAX_RESULT_BYTES + 4 * 1024
+# Fences are commit times in nanoseconds: Firestore stores them as signed 64-bit integers.
+MAX_FENCE = 2**63 - 1
+_FENCE_DIGITS = re.compile(r"^[0-9]{1,19}$")
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _COLLECTION_ID = re.compile(r"^[^/]{1,1500}$")
 
@@ -106,6 +113,7 @@ class IdempotencyTokens:
 
     def begin(self, token: str, fence: int | None = None, scope: str = "") -> TokenCheck:
         doc_id = token_document_id(token, scope)
+        budget = self._budget("begin")
         for _ in range(self.MAX_ROUNDS):
             now = self._clock()
             holder = self._new_holder()
@@ -120,18 +128,20 @@ class IdempotencyTokens:
                 "expire_at": now + self._retention,  # the TTL field
             }
             try:
-                self._store.create(doc_id, record)
+                self._store.create(doc_id, record, timeout=budget.left())
                 return TokenCheck(Verdict.FIRST, TokenStatus.STARTED, fence, holder)
             except RecordExists:
                 pass
-            stored = self._store.get(doc_id)
+            stored = self._store.get(doc_id, timeout=budget.left())
             if stored is None:
                 continue  # released between our create and our read
             fields = stored.fields
-            if fields["expire_at"] <= now:
+            if fields["expire_at"] <= stored.read_time:
                 # Past retention but not yet deleted by TTL: a new use of the token.
                 try:
-                    self._store.update(doc_id, record, if_updated_at=stored.update_time)
+                    self._store.update(
+                        doc_id, record, if_updated_at=stored.update_time, timeout=budget.left()
+                    )
                 except StaleWrite:
                     continue
                 return TokenCheck(Verdict.FIRST, TokenStatus.STARTED, fence, holder)
@@ -143,16 +153,17 @@ class IdempotencyTokens:
                 TokenStatus(fields["status"]),
                 recorded_fence,
                 None,
-                json.loads(result_json) if result_json is not None else None,
+                strict_json.loads(result_json) if result_json is not None else None,
             )
         raise TokenContention(doc_id)
 
     def complete(self, token: str, holder: str, result: Any = None, scope: str = "") -> None:
         """Record the step as done. Repeating it (a retried request) is harmless."""
         doc_id = token_document_id(token, scope)
-        result_json = json.dumps(result, separators=(",", ":"))
+        result_json = strict_json.dumps(result)
+        budget = self._budget("complete")
         for _ in range(self.MAX_ROUNDS):
-            stored = self._held(doc_id, holder)
+            stored = self._held(doc_id, holder, budget)
             if stored is None:
                 raise NotTokenHolder(doc_id)
             if stored.fields["status"] == TokenStatus.COMPLETED:
@@ -163,7 +174,7 @@ class IdempotencyTokens:
                 "result_json": result_json,
             }
             try:
-                self._store.update(doc_id, fields, if_updated_at=stored.update_time)
+                self._store.update(doc_id, fields, if_updated_at=stored.update_time, timeout=budget.left())
                 return
             except StaleWrite:
                 continue
@@ -173,16 +184,22 @@ class IdempotencyTokens:
         """Forget a started token after the step failed, so a retry may perform it. A
         completed token is never released: the step happened."""
         doc_id = token_document_id(token, scope)
-        stored = self._held(doc_id, holder)
+        budget = self._budget("release")
+        stored = self._held(doc_id, holder, budget)
         if stored is None or stored.fields["status"] != TokenStatus.STARTED:
             raise NotTokenHolder(doc_id)
         try:
-            self._store.delete(doc_id, if_updated_at=stored.update_time)
+            self._store.delete(doc_id, if_updated_at=stored.update_time, timeout=budget.left())
         except StaleWrite:
             raise NotTokenHolder(doc_id) from None
 
-    def _held(self, doc_id: str, holder: str) -> StoredRecord | None:
-        stored = self._store.get(doc_id)
+    def _budget(self, action: str) -> Budget:
+        """Tokens have no lease: each action gets the ledger's longest store deadline, well
+        inside the time a workflow's HTTP call waits for its answer."""
+        return Budget(MAX_STORE_DEADLINE_SECONDS, f"token {action}")
+
+    def _held(self, doc_id: str, holder: str, budget: Budget) -> StoredRecord | None:
+        stored = self._store.get(doc_id, timeout=budget.left())
         if stored is None or stored.fields.get("holder") != holder:
             return None
         return stored
@@ -228,10 +245,12 @@ class TokenRequest:
 
     @classmethod
     def parse(cls, body: bytes) -> TokenRequest:
+        if len(body) > MAX_TOKEN_REQUEST_BYTES:
+            raise BadTokenRequest(f"body exceeds {MAX_TOKEN_REQUEST_BYTES} bytes")
         try:
-            parsed = json.loads(body or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise BadTokenRequest("body must be JSON") from None
+            parsed = strict_json.loads(body or b"null")
+        except strict_json.StrictJsonError as error:
+            raise BadTokenRequest(f"body must be JSON: {error}") from None
         if not isinstance(parsed, dict):
             raise BadTokenRequest("body must be a JSON object")
         action = parsed.get("action", "begin")
@@ -247,20 +266,21 @@ class TokenRequest:
         if action != "begin" and not isinstance(holder, str):
             raise BadTokenRequest(f"{action} needs the holder that begin returned")
         result = parsed.get("result")
-        if len(json.dumps(result)) > MAX_RESULT_BYTES:
+        if len(strict_json.dumps(result)) > MAX_RESULT_BYTES:
             raise BadTokenRequest(f"result exceeds {MAX_RESULT_BYTES} bytes of JSON")
         return cls(action, token, scope, _fence(parsed.get("fence")), holder, result)
 
 
 def _fence(value: Any) -> int | None:
     # Workflows passes int64 as a number; other callers may send a decimal string.
+    # Only ASCII digits: str.isdigit() also accepts "²", which int() then refuses.
     if value is None:
         return None
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, str) and _FENCE_DIGITS.match(value):
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_FENCE:
         return value
-    raise BadTokenRequest("fence must be a non-negative integer (or its decimal string)")
+    raise BadTokenRequest(f"fence must be an integer from 0 to {MAX_FENCE} (or its decimal string)")
 
 
 class TokenCheckEndpoint:
@@ -279,17 +299,20 @@ class TokenCheckEndpoint:
 
     def handle(self, method: str, body: bytes) -> tuple[int, dict[str, Any]]:
         started = time.perf_counter()
-        status, reply = self._handle(method, body)
-        severity = "INFO" if status < 400 else "WARNING" if status < 500 else "ERROR"
+        logged: dict[str, Any] = {}
+        try:
+            status, reply = self._handle(method, body)
+        except Exception as error:  # a bug still answers JSON and leaves its log line
+            status, reply = internal_error(error, logged)
         # The holder is a capability and the result may be large: neither is logged.
-        logged = {k: v for k, v in reply.items() if k not in ("holder", "result")}
+        logged.update((k, v) for k, v in reply.items() if k not in ("holder", "result"))
         latency_ms = round((time.perf_counter() - started) * 1000, 3)
-        self._log({**logged, "severity": severity, "http_status": status, "latency_ms": latency_ms})
+        self._log({**logged, "http_status": status, "latency_ms": latency_ms})
         return status, reply
 
     def _handle(self, method: str, body: bytes) -> tuple[int, dict[str, Any]]:
         if method != "POST":
-            return 405, {"error": "bad_request", "message": "use POST with a JSON body"}
+            return 405, {"error": "method_not_allowed", "message": "use POST with a JSON body"}
         try:
             request = TokenRequest.parse(body)
         except BadTokenRequest as error:
@@ -327,9 +350,27 @@ class TokenCheckEndpoint:
         return 200, reply
 
 
+def internal_error(error: Exception, logged: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    logged.update(exception=repr(error), traceback=traceback.format_exc())
+    return 500, {"error": "internal_error", "message": "unexpected error"}
+
+
+def handle_token_request(
+    endpoint: Callable[[], TokenCheckEndpoint], method: str, body: bytes
+) -> tuple[int, dict[str, Any]]:
+    """Build the endpoint (first request) and answer; a failure to build it is answered and
+    logged like any other unexpected error."""
+    try:
+        built = endpoint()
+    except Exception as error:
+        logged: dict[str, Any] = {}
+        status, reply = internal_error(error, logged)
+        _log_line({**logged, **reply, "http_status": status})
+        return status, reply
+    return built.handle(method, body)
+
+
 def _log_line(fields: Mapping[str, Any]) -> None:
     what = fields.get("verdict") or fields.get("status") or fields.get("error")
-    line = {"message": f"idempotency token: {what}"}
-    line.update(fields)
-    sys.stdout.write(json.dumps(line, default=str) + "\n")
-    sys.stdout.flush()
+    severity = structured_log.severity_for_status(int(fields.get("http_status", 500)))
+    structured_log.emit(severity, f"idempotency token: {what}", fields)

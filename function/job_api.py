@@ -1,33 +1,30 @@
-"""What job logic receives and how it reports failure.
+"""What job logic receives, and how the job for a run is found.
 
 Job logic runs after the claim and before the finish, outside any transaction, so its side
 effects happen at most once per successful claim. Anything it calls downstream should carry
-`run_id` as an idempotency key and `fence` to reject stale writers.
+`run_id` as an idempotency key and `fence` to reject stale writers. Failures are reported
+with the exceptions of job_errors.py; a returned JSON value is stored as the run's output.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import strict_json
 from config import ConfigError
-from google.cloud import firestore
-
-
-class TerminalJobError(Exception):
-    """The run cannot succeed by retrying (bad input, a 4xx from downstream).
-
-    The run is recorded as completed with the error, so Cloud Scheduler stops retrying instead
-    of hammering a request that will never work. Any other exception counts as retryable.
-    """
+from job_errors import TerminalJobError
 
 
 @dataclass(frozen=True)
 class RunContext:
+    """One run, as the job sees it. It carries no client: it describes the run and nothing
+    else, so a job is tested with a plain RunContext, and a job that keeps records of its own
+    asks for the instance's client (exactly_once.firestore_client) or builds its own."""
+
     run_id: str
     job_name: str
     schedule_time: datetime
@@ -38,18 +35,17 @@ class RunContext:
     # downstream store can refuse writes carrying a smaller fence than it has seen.
     fence: int
     body: bytes
-    # The instance's client, for jobs that keep their own records in the same database.
-    firestore: firestore.Client
 
     def json_body(self, allowed_fields: Collection[str] | None = None) -> dict[str, Any]:
-        """The body as a JSON object ({} when empty). A malformed body, or one with fields
-        outside `allowed_fields`, is terminal: Cloud Scheduler sends the same bytes on every
+        """The body as a JSON object ({} when empty). A malformed body (strict JSON: no NaN,
+        no infinite numbers, nesting bounded), or one with fields outside `allowed_fields`, is
+        terminal: Cloud Scheduler sends the same bytes on every
         retry, and a typo in a field name must not be silently ignored."""
         if not self.body.strip():
             return {}
         try:
-            parsed = json.loads(self.body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            parsed = strict_json.loads(self.body)
+        except strict_json.StrictJsonError as error:
             raise TerminalJobError(f"request body is not JSON: {error}") from None
         if not isinstance(parsed, dict):
             raise TerminalJobError("request body must be a JSON object")
@@ -58,7 +54,30 @@ class RunContext:
         return parsed
 
 
-JobHandler = Callable[[RunContext], None]
+# Returns the run's output: a JSON value (or None), stored with the completing write.
+JobHandler = Callable[[RunContext], Any]
+
+# Stored in the run record (Firestore documents hold at most 1 MiB) and sent to every
+# duplicate: an output is a summary (counts, ids, a URL), not the data itself.
+MAX_OUTPUT_BYTES = 64 * 1024
+
+
+def encode_output(value: Any) -> str | None:
+    """The job's return value as stored JSON text. A value that cannot be stored is a terminal
+    failure: running the job again would return the same value."""
+    if value is None:
+        return None
+    try:
+        text = strict_json.dumps(value)
+    except strict_json.StrictJsonError as error:
+        raise TerminalJobError(f"the job's return value is {error}") from None
+    if strict_json.nesting_depth(text) > strict_json.MAX_DEPTH:
+        raise TerminalJobError(f"the job's return value nests deeper than {strict_json.MAX_DEPTH} levels")
+    if (size := len(text.encode())) > MAX_OUTPUT_BYTES:
+        raise TerminalJobError(
+            f"the job's return value is {size} bytes of JSON, more than the {MAX_OUTPUT_BYTES} a run stores"
+        )
+    return text
 
 
 def resolve_handler(spec: str, variable: str) -> JobHandler:
@@ -76,13 +95,20 @@ def resolve_handler(spec: str, variable: str) -> JobHandler:
 
 
 class JobRouter:
-    """Picks the job logic for a run: the per-job override, else the default."""
+    """Picks the job logic for a run: the per-job override, else the default. Each is a
+    callable, or a `module:callable` string resolved at start-up."""
 
-    def __init__(self, default: str, per_job: Mapping[str, str]) -> None:
-        self._default = resolve_handler(default, "JOB_HANDLER")
-        self._per_job = {
-            job: resolve_handler(spec, f"JOB_HANDLERS[{job!r}]") for job, spec in per_job.items()
-        }
+    def __init__(self, default: str | JobHandler, per_job: Mapping[str, str | JobHandler]) -> None:
+        self._default = _handler(default, "JOB_HANDLER")
+        self._per_job = {job: _handler(spec, f"JOB_HANDLERS[{job!r}]") for job, spec in per_job.items()}
 
     def handler_for(self, job_name: str) -> JobHandler:
         return self._per_job.get(job_name, self._default)
+
+    def run(self, context: RunContext) -> Any:
+        """The router as one job: what `main.handle_scheduled_job` serves."""
+        return self.handler_for(context.job_name)(context)
+
+
+def _handler(spec: str | JobHandler, variable: str) -> JobHandler:
+    return resolve_handler(spec, variable) if isinstance(spec, str) else spec

@@ -3,11 +3,20 @@
 Every step is a single-document conditional write, never a transaction:
 
 - claim:    create() the record; it fails if the record exists. The commit time of the
-            winning write is the attempt's *fence*.
+            winning write is the attempt's *fence*, and the moment its lease starts.
 - takeover: an expired lease (or an expired record) is overwritten with a write conditioned
             on the update_time just read: compare-and-swap, so two retries cannot both win.
 - finish:   conditioned on the claim's update_time, so only the current owner can complete
             or release the run; a stale owner gets LeaseLost.
+
+Clock model: every lease decision is made on Firestore's clock. A lease runs from the
+claim's commit time (update_time) for the `lease_seconds` the claimer wrote; a reader judges
+it against its read's read_time. An instance's own clock only feeds the TTL field of an
+in-progress record, which nothing decides on. So instance clocks may be skewed by any amount.
+
+Every call carries a deadline (retries included) derived from the lease, and a claim whose
+winning write came back later than that deadline is given up rather than run: its lease may
+already be partly or wholly gone.
 
 A first delivery costs exactly two writes (create + complete). A duplicate costs a failed
 create and one read, and never contends on a transaction lock.
@@ -16,16 +25,26 @@ create and one read, and never contends on a transaction lock.
 from __future__ import annotations
 
 import calendar
+import contextlib
 import math
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol, cast
+from typing import Any
 
 from google.api_core import exceptions as google_exceptions
-from google.cloud import firestore
+from run_store import (
+    COMMIT_TIME,
+    Budget,
+    RecordExists,
+    RunStore,
+    StaleWrite,
+    StoredRecord,
+    store_deadline_for,
+)
 from scheduler_request import RunKey
 
 
@@ -43,72 +62,7 @@ class ClaimKind(StrEnum):
 class JobResult(StrEnum):
     SUCCEEDED = "succeeded"
     TERMINAL_FAILURE = "terminal_failure"
-
-
-# --- persistence interface -------------------------------------------------------------
-
-
-class RecordExists(Exception):
-    """create() found a record already there."""
-
-
-class StaleWrite(Exception):
-    """A conditional write found the record changed (or gone) since update_time was read."""
-
-
-@dataclass(frozen=True)
-class StoredRecord:
-    fields: Mapping[str, Any]
-    update_time: datetime
-
-
-class RunStore(Protocol):
-    """Four single-document operations; every write after create() is conditional."""
-
-    def create(self, run_id: str, fields: Mapping[str, Any]) -> datetime: ...
-    def get(self, run_id: str) -> StoredRecord | None: ...
-    def update(self, run_id: str, fields: Mapping[str, Any], *, if_updated_at: datetime) -> datetime: ...
-    def delete(self, run_id: str, *, if_updated_at: datetime) -> None: ...
-
-
-class FirestoreRunStore:
-    """RunStore on one Firestore collection. Returns commit times, which are the fences."""
-
-    def __init__(self, client: firestore.Client, collection: str) -> None:
-        self._client = client
-        self._collection = client.collection(collection)
-
-    def _document(self, run_id: str) -> firestore.DocumentReference:
-        # The SDK's base classes type their results as "sync or awaitable"; this client is sync.
-        return cast(firestore.DocumentReference, self._collection.document(run_id))
-
-    def create(self, run_id: str, fields: Mapping[str, Any]) -> datetime:
-        try:
-            result = self._document(run_id).create(dict(fields))
-        except google_exceptions.AlreadyExists:
-            raise RecordExists(run_id) from None
-        return result.update_time  # type: ignore[no-any-return]
-
-    def get(self, run_id: str) -> StoredRecord | None:
-        snapshot = self._document(run_id).get()
-        if not snapshot.exists:
-            return None
-        return StoredRecord(fields=snapshot.to_dict() or {}, update_time=snapshot.update_time)
-
-    def update(self, run_id: str, fields: Mapping[str, Any], *, if_updated_at: datetime) -> datetime:
-        option = self._client.write_option(last_update_time=if_updated_at)
-        try:
-            result = self._document(run_id).update(dict(fields), option=option)
-        except (google_exceptions.FailedPrecondition, google_exceptions.NotFound):
-            raise StaleWrite(run_id) from None
-        return result.update_time  # type: ignore[no-any-return]
-
-    def delete(self, run_id: str, *, if_updated_at: datetime) -> None:
-        option = self._client.write_option(last_update_time=if_updated_at)
-        try:
-            self._document(run_id).delete(option=option)
-        except (google_exceptions.FailedPrecondition, google_exceptions.NotFound):
-            raise StaleWrite(run_id) from None
+    OVERLAP_SKIPPED = "overlap_skipped"  # another run of the job held its lock (policy skip)
 
 
 # --- the ledger ----------------------------------------------------------------------
@@ -116,7 +70,7 @@ class FirestoreRunStore:
 
 @dataclass(frozen=True)
 class Claim:
-    """Proof that this attempt owns the run until `lease_expires`."""
+    """Proof that this attempt owns the run until `lease_expires` (Firestore's clock)."""
 
     run_id: str
     attempt_id: str
@@ -135,10 +89,14 @@ class Claim:
 class RunAlreadyCompleted(Exception):
     """The run finished earlier: the job must not run again."""
 
-    def __init__(self, run_id: str, fields: Mapping[str, Any]) -> None:
+    def __init__(self, run_id: str, fields: Mapping[str, Any], seconds_left: float) -> None:
         super().__init__(f"run {run_id} is completed")
         self.run_id = run_id
         self.result = str(fields.get("result", JobResult.SUCCEEDED))
+        self.error: str | None = fields.get("error")
+        self.output_json: str | None = fields.get("output_json")
+        # Until the record's retention ends (Firestore's clock): how long the answer stands.
+        self.seconds_left = seconds_left
 
 
 class RunInProgress(Exception):
@@ -149,6 +107,18 @@ class RunInProgress(Exception):
         self.run_id = run_id
         self.retry_after_seconds = retry_after_seconds
         self.holder = holder
+
+
+class ClaimTooLate(Exception):
+    """The claim's write came back after the store deadline: part of its lease, maybe all of
+    it, was spent waiting, so the job is not started and the claim is given back."""
+
+    def __init__(self, run_id: str, waited_seconds: float, allowed_seconds: float) -> None:
+        super().__init__(
+            f"Firestore confirmed the claim of run {run_id} after {waited_seconds:.1f}s, "
+            f"past the {allowed_seconds:g}s allowed: the job was not started"
+        )
+        self.run_id = run_id
 
 
 class LeaseLost(Exception):
@@ -163,20 +133,22 @@ def in_progress_record(
     key: RunKey, attempt_id: str, now: datetime, *, lease: timedelta, retention: timedelta
 ) -> dict[str, Any]:
     """A claimed run's record. Every field is always present (None until it applies), so a
-    takeover's update replaces a completed record's leftovers too."""
+    takeover's update replaces a completed record's leftovers too. `now` (the instance's
+    clock) only dates the TTL field; the lease is counted from the write's commit time."""
     return {
         "status": RunStatus.IN_PROGRESS.value,
         "attempt_id": attempt_id,
-        "lease_expires": now + lease,
-        "expire_at": now + retention,  # the TTL field
+        "lease_seconds": lease.total_seconds(),
+        "expire_at": now + retention,  # the TTL field; completion re-dates it on Firestore's clock
         "job_name": key.job_name,
         "schedule_time": key.schedule_time,
         "project": key.project,
         "location": key.location,
-        "claimed_at": now,
+        "claimed_at": COMMIT_TIME,
         "completed_at": None,
         "result": None,
         "error": None,
+        "output_json": None,
     }
 
 
@@ -189,8 +161,8 @@ def new_attempt_id() -> str:
 
 
 class RunLedger:
-    """Claim/finish protocol over a RunStore. The clock is injectable so that lease expiry
-    can be tested without waiting for it."""
+    """Claim/finish protocol over a RunStore. The injectable clock is the instance's wall
+    clock, used only for the TTL field: tests skew it to show no decision depends on it."""
 
     # Each round ends in a won write, a decision, or a lost race to a concurrent writer;
     # losing this many races in a row means others are busy with the run, i.e. in progress.
@@ -208,83 +180,126 @@ class RunLedger:
         self._lease = lease
         self._retention = retention
         self._clock = clock
+        self.deadline_seconds = store_deadline_for(lease).total_seconds()
+
+    @property
+    def lease(self) -> timedelta:
+        return self._lease
+
+    @property
+    def retention(self) -> timedelta:
+        return self._retention
+
+    @property
+    def clock(self) -> Callable[[], datetime]:
+        return self._clock
 
     def claim(self, key: RunKey, attempt_id: str) -> Claim:
-        """Own the run, or raise RunAlreadyCompleted / RunInProgress."""
+        """Own the run, or raise RunAlreadyCompleted / RunInProgress / ClaimTooLate (or a
+        GoogleAPIError when Firestore does not answer within the deadline)."""
         run_id = key.run_id
+        budget = Budget(self.deadline_seconds, f"claim of run {run_id}")
+        created_at = time.monotonic()
         for _ in range(self.MAX_CLAIM_ROUNDS):
-            now = self._clock()
-            record = self._new_record(key, attempt_id, now)
+            record = in_progress_record(
+                key, attempt_id, self._clock(), lease=self._lease, retention=self._retention
+            )
+            sent = created_at = time.monotonic()
             try:
-                update_time = self._store.create(run_id, record)
-                return self._claim(run_id, attempt_id, ClaimKind.CREATED, update_time, record)
+                update_time = self._store.create(run_id, record, timeout=budget.left())
+                return self._started(run_id, attempt_id, ClaimKind.CREATED, update_time, sent)
             except RecordExists:
                 pass
 
-            stored = self._store.get(run_id)
+            stored = self._store.get(run_id, timeout=budget.left())
             if stored is None:
                 continue  # released between our create and our read: create again
-            fields = stored.fields
-            if fields.get("attempt_id") == attempt_id:
+            if stored.fields.get("attempt_id") == attempt_id:
                 # Our own create committed but its response was lost and the client retried.
-                return self._claim(run_id, attempt_id, ClaimKind.CREATED, stored.update_time, fields)
-            if fields["expire_at"] <= now:
-                kind = ClaimKind.RECLAIMED_EXPIRED
-            elif fields["status"] == RunStatus.COMPLETED:
-                raise RunAlreadyCompleted(run_id, fields)
-            elif fields["lease_expires"] > now:
-                seconds_left = (fields["lease_expires"] - now).total_seconds()
-                raise RunInProgress(run_id, max(1, math.ceil(seconds_left)), fields.get("attempt_id"))
-            else:
-                kind = ClaimKind.TOOK_OVER_LEASE
-
+                return self._started(run_id, attempt_id, ClaimKind.CREATED, stored.update_time, created_at)
+            kind = self._takeover_kind(run_id, stored)
+            sent = time.monotonic()
             try:
-                update_time = self._store.update(run_id, record, if_updated_at=stored.update_time)
+                update_time = self._store.update(
+                    run_id, record, if_updated_at=stored.update_time, timeout=budget.left()
+                )
             except StaleWrite:
                 continue  # someone else changed it first: look again
-            return self._claim(run_id, attempt_id, kind, update_time, record)
+            return self._started(run_id, attempt_id, kind, update_time, sent)
 
         raise RunInProgress(run_id, 1, None)
 
+    def _takeover_kind(self, run_id: str, stored: StoredRecord) -> ClaimKind:
+        """Decide on Firestore's clock whether the record may be overwritten, or raise."""
+        fields, now = stored.fields, stored.read_time
+        if fields["status"] == RunStatus.COMPLETED:
+            if fields["expire_at"] <= now:
+                return ClaimKind.RECLAIMED_EXPIRED  # TTL deletion runs up to days late
+            raise RunAlreadyCompleted(run_id, fields, (fields["expire_at"] - now).total_seconds())
+        lease_expires = stored.update_time + timedelta(seconds=self._lease_of(fields))
+        if lease_expires > now:
+            seconds_left = (lease_expires - now).total_seconds()
+            raise RunInProgress(run_id, max(1, math.ceil(seconds_left)), fields.get("attempt_id"))
+        return ClaimKind.TOOK_OVER_LEASE
+
+    def _lease_of(self, fields: Mapping[str, Any]) -> float:
+        """The holder's own lease (its configuration may differ from ours mid-deploy)."""
+        lease = fields.get("lease_seconds")
+        return float(lease) if isinstance(lease, int | float) else self._lease.total_seconds()
+
+    def _started(
+        self, run_id: str, attempt_id: str, kind: ClaimKind, update_time: datetime, sent: float
+    ) -> Claim:
+        """The lease began at the commit, which happened after `sent`; when the answer took
+        longer than the deadline, the lease may be gone: give the claim back unrun."""
+        claim = Claim(run_id, attempt_id, kind, update_time, update_time + self._lease)
+        waited = time.monotonic() - sent
+        if waited > self.deadline_seconds:
+            # Taken over meanwhile, or Firestore failing: either way the lease runs out.
+            with contextlib.suppress(LeaseLost, google_exceptions.GoogleAPIError):
+                self.release(claim)
+            raise ClaimTooLate(run_id, waited, self.deadline_seconds)
+        return claim
+
     def complete(
-        self, claim: Claim, result: JobResult = JobResult.SUCCEEDED, error: str | None = None
+        self,
+        claim: Claim,
+        result: JobResult = JobResult.SUCCEEDED,
+        error: str | None = None,
+        output_json: str | None = None,
     ) -> None:
-        """Mark the run completed, only if this attempt still owns it."""
+        """Mark the run completed, only if this attempt still owns it. The TTL field is
+        re-dated from the claim's commit time, so retention is on Firestore's clock too."""
         fields = {
             "status": RunStatus.COMPLETED.value,
-            "completed_at": self._clock(),
+            "completed_at": COMMIT_TIME,
+            "expire_at": claim.update_time + self._retention,
             "result": result.value,
             "error": error,
+            "output_json": output_json,
         }
+        budget = Budget(self.deadline_seconds, f"completion of run {claim.run_id}")
         try:
-            self._store.update(claim.run_id, fields, if_updated_at=claim.update_time)
+            self._store.update(claim.run_id, fields, if_updated_at=claim.update_time, timeout=budget.left())
         except StaleWrite:
-            if not self._already_completed_by(claim):
+            if not self._already_completed_by(claim, budget):
                 raise LeaseLost(claim) from None
 
     def release(self, claim: Claim) -> None:
         """Delete the record after a retryable failure, so the next retry runs at once
         instead of waiting out the lease. Only the owner may release."""
+        budget = Budget(self.deadline_seconds, f"release of run {claim.run_id}")
         try:
-            self._store.delete(claim.run_id, if_updated_at=claim.update_time)
+            self._store.delete(claim.run_id, if_updated_at=claim.update_time, timeout=budget.left())
         except StaleWrite:
             raise LeaseLost(claim) from None
 
-    def _already_completed_by(self, claim: Claim) -> bool:
+    def _already_completed_by(self, claim: Claim, budget: Budget) -> bool:
         """After a lost response the client may retry a write that had committed; the
         record then shows our own completion, which is success, not a lost lease."""
-        stored = self._store.get(claim.run_id)
+        stored = self._store.get(claim.run_id, timeout=budget.left())
         return (
             stored is not None
             and stored.fields.get("attempt_id") == claim.attempt_id
             and stored.fields.get("status") == RunStatus.COMPLETED
         )
-
-    def _new_record(self, key: RunKey, attempt_id: str, now: datetime) -> dict[str, Any]:
-        return in_progress_record(key, attempt_id, now, lease=self._lease, retention=self._retention)
-
-    @staticmethod
-    def _claim(
-        run_id: str, attempt_id: str, kind: ClaimKind, update_time: datetime, record: Mapping[str, Any]
-    ) -> Claim:
-        return Claim(run_id, attempt_id, kind, update_time, record["lease_expires"])

@@ -1,7 +1,11 @@
 """Cloud Run function entry points: `handle_scheduled_job` (and `check_idempotency_token`).
 
+`handle_scheduled_job` is the `@exactly_once` decorator around the job router: the job for a
+run is JOB_HANDLERS[job name], else JOB_HANDLER. A fork that prefers one function per job
+writes its own module the same way (see docs/jobs.md).
+
 Configuration and job handlers are checked at import, i.e. when the instance starts, so a bad
-value fails the deployment loudly. The Firestore client is created on the first request and
+value fails the deployment loudly. Firestore clients are created on the first request and
 then reused by every request of the instance: import stays cheap and needs no credentials.
 """
 
@@ -9,59 +13,47 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
+from typing import Any
 
 import flask
 import functions_framework
-from config import FunctionConfig
-from google.cloud import firestore
-from handler import ScheduledRunHandler
-from idempotency import IdempotencyTokens, TokenCheckEndpoint, TokenStoreConfig
+from exactly_once import CONFIG, RunContext, exactly_once, firestore_client, json_response, request_body
+from idempotency import (
+    MAX_TOKEN_REQUEST_BYTES,
+    IdempotencyTokens,
+    TokenCheckEndpoint,
+    TokenStoreConfig,
+    handle_token_request,
+)
 from job_api import JobRouter
-from ledger import FirestoreRunStore, RunLedger, new_attempt_id
 from once import OncePerInstance
+from run_store import FirestoreRunStore
 
-CONFIG = FunctionConfig.from_env(os.environ)
 TOKEN_CONFIG = TokenStoreConfig.from_env(os.environ)
 JOBS = JobRouter(CONFIG.job_handler, CONFIG.job_handlers)
 
-_firestore = OncePerInstance(lambda: firestore.Client(project=CONFIG.project, database=CONFIG.database))
 
-
-def _build_run_handler() -> ScheduledRunHandler:
-    ledger = RunLedger(
-        FirestoreRunStore(_firestore(), CONFIG.runs_collection),
-        lease=timedelta(seconds=CONFIG.lease_seconds),
-        retention=timedelta(seconds=CONFIG.retention_seconds),
-    )
-    return ScheduledRunHandler(ledger, JOBS, _firestore(), new_attempt_id=new_attempt_id)
+@functions_framework.http
+@exactly_once
+def handle_scheduled_job(run: RunContext) -> Any:
+    """Runs the job once per scheduled run, however often Cloud Scheduler delivers it."""
+    return JOBS.run(run)
 
 
 def _build_token_endpoint() -> TokenCheckEndpoint:
-    store = FirestoreRunStore(_firestore(), TOKEN_CONFIG.collection)
+    store = FirestoreRunStore(firestore_client(), TOKEN_CONFIG.collection)
     return TokenCheckEndpoint(
         IdempotencyTokens(store, retention=timedelta(seconds=TOKEN_CONFIG.retention_seconds))
     )
 
 
-_run_handler = OncePerInstance(_build_run_handler)
 _token_endpoint = OncePerInstance(_build_token_endpoint)
-
-
-@functions_framework.http
-def handle_scheduled_job(request: flask.Request) -> flask.Response:
-    """Runs the job once per scheduled run, however often Cloud Scheduler delivers it."""
-    reply = _run_handler().handle(dict(request.headers.items()), request.get_data())
-    response = flask.jsonify(reply.body)
-    response.status_code = reply.status
-    response.headers.update(reply.headers)
-    return response
 
 
 @functions_framework.http
 def check_idempotency_token(request: flask.Request) -> flask.Response:
     """Lets a workflow or service called twice for one token perform its step once.
     Deployed as its own function from the same source (see README, idempotent proxy)."""
-    status, body = _token_endpoint().handle(request.method, request.get_data())
-    response = flask.jsonify(body)
-    response.status_code = status
-    return response
+    body = request_body(request, MAX_TOKEN_REQUEST_BYTES)
+    status, reply = handle_token_request(_token_endpoint, request.method, body)
+    return json_response(status, reply, {})

@@ -73,7 +73,11 @@ def parse_rfc3339(value: str) -> datetime:
         assert digits is not None  # guaranteed by _RFC3339
         value = f"{seconds}.{digits.group()[:6].ljust(6, '0')}{rest[digits.end() :]}"
     parsed = datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
-    return parsed.astimezone(UTC)
+    try:
+        # 9999-12-31T23:59:59-01:00 is valid text but lies past the last UTC datetime.
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(f"{value!r} is outside the years 1..9999 once converted to UTC") from None
 
 
 def run_key_from_headers(headers: Mapping[str, str]) -> RunKey:

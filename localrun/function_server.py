@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from localrun.emulator import free_loopback_port
@@ -40,17 +40,20 @@ class FunctionServer:
         *,
         source: Path = FUNCTION_DIR / "main.py",
         target: str = TARGET,
+        launcher: Sequence[str] = (),
     ) -> None:
         self.port = port or free_loopback_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.source = source
         self.target = target
+        # Prepended to the command, e.g. ("faketime", "+120s") for an instance whose clock is off.
+        self.launcher = tuple(launcher)
         self._env = {**os.environ, **env}
         self._log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        """Start and wait until it answers. The function answers a bare GET with 400, which
+        """Start and wait until it answers. The function answers a bare GET with 405, which
         proves the module imported (config and handlers are checked at import)."""
         self.spawn()
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
@@ -64,7 +67,7 @@ class FunctionServer:
     def spawn(self) -> None:
         """Start the process without waiting for it: for callers that time the start-up."""
         framework = Path(sys.executable).with_name("functions-framework")
-        command = [str(framework), f"--source={self.source}", f"--target={self.target}"]
+        command = [*self.launcher, str(framework), f"--source={self.source}", f"--target={self.target}"]
         command += ["--host=127.0.0.1", f"--port={self.port}"]
         with self._log_path.open("ab") as log:
             self._process = subprocess.Popen(

@@ -12,7 +12,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import requests
@@ -37,15 +37,16 @@ def count_executions(db: firestore.Client, job_name: str) -> Counter[str]:
 
 
 def live_claims(db: firestore.Client, runs_collection: str, job_name: str) -> list[str]:
-    """ScheduleTimes of runs an attempt may still be executing (in progress, lease not over)."""
-    now = datetime.now(UTC)
+    """ScheduleTimes of runs an attempt may still be executing (in progress, lease not over),
+    judged like the ledger does: the lease runs from the claim's commit time, on Firestore's
+    clock (the read's read_time), never on this machine's."""
     query = db.collection(runs_collection).where(filter=FieldFilter("job_name", "==", job_name))
     return [
         _schedule_key(fields.get("schedule_time"))
         for doc in query.stream()
         if (fields := doc.to_dict() or {}).get("status") == "in_progress"
-        and isinstance(fields.get("lease_expires"), datetime)
-        and fields["lease_expires"] > now
+        and isinstance(fields.get("lease_seconds"), int | float)
+        and doc.update_time + timedelta(seconds=fields["lease_seconds"]) > doc.read_time
     ]
 
 

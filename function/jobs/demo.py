@@ -1,8 +1,10 @@
 """The demo job: records every execution, so exactly-once can be counted, not assumed.
 
 Body (JSON, all optional): {"sleep_seconds": <float>, "fail": <bool>} to produce slow and
-failing runs on purpose. The execution record is written after the sleep and only when the
-job succeeds, so a crashed or failed attempt leaves none behind.
+failing runs on purpose. Any other field, or a sleep longer than a function may run, is a
+terminal failure: a typo must not run the job with defaults. The execution record is
+written after the sleep and only when the job succeeds, so a crashed or failed attempt
+leaves none behind.
 """
 
 from __future__ import annotations
@@ -11,23 +13,26 @@ import math
 import time
 from datetime import UTC, datetime
 
-from job_api import RunContext, TerminalJobError
+from exactly_once import RunContext, TerminalJobError, firestore_client
 
 EXECUTIONS_COLLECTION = "job_executions"
+BODY_FIELDS = ("sleep_seconds", "fail")
+# Cloud Run functions answering HTTP stop after at most an hour.
+MAX_SLEEP_SECONDS = 3600.0
 
 
 class DemoJobFailure(RuntimeError):
     """The failure the body asked for; retryable like any unexpected error."""
 
 
-def run_demo_job(context: RunContext) -> None:
-    body = context.json_body()
+def run_demo_job(context: RunContext) -> dict[str, float]:
+    body = context.json_body(allowed_fields=BODY_FIELDS)
     sleep_seconds = body.get("sleep_seconds", 0)
     fail = body.get("fail", False)
     if isinstance(sleep_seconds, bool) or not isinstance(sleep_seconds, int | float):
         raise TerminalJobError("body field sleep_seconds must be a number")
-    if not math.isfinite(sleep_seconds) or sleep_seconds < 0:
-        raise TerminalJobError("body field sleep_seconds must be a finite number >= 0")
+    if not math.isfinite(sleep_seconds) or not 0 <= sleep_seconds <= MAX_SLEEP_SECONDS:
+        raise TerminalJobError(f"body field sleep_seconds must be a number from 0 to {MAX_SLEEP_SECONDS:g}")
     if not isinstance(fail, bool):
         raise TerminalJobError("body field fail must be true or false")
 
@@ -35,7 +40,7 @@ def run_demo_job(context: RunContext) -> None:
     time.sleep(sleep_seconds)
     if fail:
         raise DemoJobFailure("the request body asked this run to fail")
-    context.firestore.collection(EXECUTIONS_COLLECTION).document(context.attempt_id).set(
+    firestore_client().collection(EXECUTIONS_COLLECTION).document(context.attempt_id).set(
         {
             "run_id": context.run_id,
             "attempt_id": context.attempt_id,
@@ -46,3 +51,4 @@ def run_demo_job(context: RunContext) -> None:
             "finished_at": datetime.now(UTC),
         }
     )
+    return {"slept_seconds": sleep_seconds}

@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 import google.auth.transport.requests
 import requests
 from config import ConfigError
+from exactly_once import RunContext, TerminalJobError
 from google.oauth2 import id_token
-from job_api import RunContext, TerminalJobError
 
 from jobs.errors import downstream_call, error_for_status
 from jobs.loopback import is_loopback_http_url
@@ -102,7 +102,7 @@ def _authorization(request: DownstreamRequest) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-def call_downstream(context: RunContext) -> None:
+def call_downstream(context: RunContext) -> dict[str, int]:
     request = DownstreamRequest.from_body(context.json_body(BODY_FIELDS))
     headers = {
         "Idempotency-Key": context.run_id,
@@ -124,3 +124,4 @@ def call_downstream(context: RunContext) -> None:
         )
     if not 200 <= response.status_code < 300:
         raise error_for_status(response.status_code, what, response.text[:500])
+    return {"status": response.status_code}

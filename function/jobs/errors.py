@@ -19,15 +19,10 @@ from contextlib import contextmanager
 import requests
 from google.api_core import exceptions as google_exceptions
 from google.auth import exceptions as auth_exceptions
-from job_api import TerminalJobError
+from job_errors import RetryableJobError, TerminalJobError
 
 # Statuses below 500 that a retry can still fix.
 _RETRYABLE_4XX = frozenset({408, 409, 429})
-
-
-class RetryableJobError(Exception):
-    """The downstream may succeed later: the handler releases the claim and answers 500,
-    so Cloud Scheduler retries the run with the same run_id (the same idempotency key)."""
 
 
 def is_retryable_status(status: int) -> bool:

@@ -1,6 +1,6 @@
 """A job that does nothing: measures the dedup machinery alone (tests, benchmark)."""
 
-from job_api import RunContext
+from exactly_once import RunContext
 
 
 def do_nothing(context: RunContext) -> None:

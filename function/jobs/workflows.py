@@ -34,10 +34,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
+import structured_log
 from config import ConfigError
+from exactly_once import RunContext, TerminalJobError
 from google.cloud.workflows.executions_v1 import Execution, ExecutionsClient
 from google.cloud.workflows.executions_v1.services.executions.transports import ExecutionsGrpcTransport
-from job_api import RunContext, TerminalJobError
 from once import OncePerInstance
 
 from jobs.errors import downstream_call
@@ -96,16 +97,8 @@ class WorkflowRequest:
 ENDPOINT = WorkflowsEndpoint.from_env(os.environ)
 if ENDPOINT.plaintext:
     # Loud on purpose: this mode must never go unnoticed outside tests.
-    print(
-        json.dumps(
-            {
-                "severity": "WARNING",
-                "message": f"{ENDPOINT_ENV}={ENDPOINT.host}: plaintext loopback endpoint, no credentials",
-            }
-        ),
-        file=sys.stderr,
-        flush=True,
-    )
+    message = f"{ENDPOINT_ENV}={ENDPOINT.host}: plaintext loopback endpoint, no credentials"
+    structured_log.emit("WARNING", message, {}, sys.stderr)
 
 # Built on first use, then shared by every request of the instance (see once.py).
 _executions_client = OncePerInstance(lambda: _new_client(ENDPOINT))
@@ -137,7 +130,7 @@ def execution_argument(context: RunContext, payload: Mapping[str, Any]) -> str:
     )
 
 
-def start_workflow_execution(context: RunContext) -> None:
+def start_workflow_execution(context: RunContext) -> dict[str, str]:
     request = WorkflowRequest.from_body(context.json_body(BODY_FIELDS))
     argument = execution_argument(context, request.argument)
     if len(argument.encode()) > MAX_ARGUMENT_BYTES:
@@ -150,16 +143,16 @@ def start_workflow_execution(context: RunContext) -> None:
             timeout=CALL_TIMEOUT_SECONDS,
         )
     _log_started(context, request.workflow, execution)
+    return {"execution": execution.name}
 
 
 def _log_started(context: RunContext, workflow: str, execution: Execution) -> None:
-    line = {
-        "severity": "INFO",
-        "message": "started a workflow execution",
+    fields = {
         "workflow": workflow,
         "execution": execution.name,
-        "run_id": context.run_id,
+        structured_log.RUN_ID: context.run_id,
+        structured_log.JOB: context.job_name,
         "attempt_id": context.attempt_id,
         "fence": context.fence,
     }
-    print(json.dumps(line), flush=True)
+    structured_log.emit("INFO", "started a workflow execution", fields)

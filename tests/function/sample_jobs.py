@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from job_api import RunContext, TerminalJobError
+from exactly_once import RunContext, TerminalJobError
 
 CALLS: list[RunContext] = []
 DURING_JOB: Callable[[RunContext], None] | None = None

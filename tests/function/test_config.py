@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from config import ConfigError, FunctionConfig
+from config import ConfigError, FunctionConfig, OverlapPolicy
 from job_api import JobRouter
 
 from localrun.function_server import FunctionServer, FunctionServerError
@@ -44,6 +44,10 @@ def test_values_are_read():
         ({"JOB_HANDLER": "jobs.demo.run_demo_job"}, "JOB_HANDLER"),
         ({"JOB_HANDLERS": "{not json"}, "JOB_HANDLERS"),
         ({"JOB_HANDLERS": '["jobs.demo:run_demo_job"]'}, "JOB_HANDLERS"),
+        ({"JOB_OVERLAP": "{not json"}, "JOB_OVERLAP"),
+        ({"JOB_OVERLAP": '["a"]'}, "JOB_OVERLAP"),
+        ({"JOB_OVERLAP": '{"a": "forbid"}'}, "JOB_OVERLAP"),
+        ({"JOB_OVERLAP": '{"a": 1}'}, "JOB_OVERLAP"),
     ],
 )
 def test_bad_values_name_the_variable(env, variable):
@@ -51,6 +55,25 @@ def test_bad_values_name_the_variable(env, variable):
         FunctionConfig.from_env(env)
     assert caught.value.variable == variable
     assert variable in str(caught.value)
+
+
+def test_overlap_policies_are_read_per_job():
+    config = FunctionConfig.from_env({"JOB_OVERLAP": '{"a": "skip", "b": "wait"}'})
+    assert config.overlap_for("a") is OverlapPolicy.SKIP
+    assert config.overlap_for("b") is OverlapPolicy.WAIT
+    assert config.overlap_for("c") is OverlapPolicy.ALLOW
+    with pytest.raises(
+        ConfigError, match=r"JOB_OVERLAP: 'a': 'forbid' is not one of \['allow', 'skip', 'wait'\]"
+    ):
+        FunctionConfig.from_env({"JOB_OVERLAP": '{"a": "forbid"}'})
+
+
+def test_router_takes_callables_as_well_as_names():
+    def nightly(run):
+        return "nightly"
+
+    router = JobRouter("jobs.noop:do_nothing", {"nightly": nightly})
+    assert router.handler_for("nightly") is nightly
 
 
 def test_unimportable_handler_names_the_variable():

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 import requests
+from exactly_once import RunContext, TerminalJobError
 from google.api_core import exceptions as google_exceptions
 from google.auth import exceptions as auth_exceptions
-from job_api import RunContext, TerminalJobError
+from job_errors import RetryableJobError
 from jobs import downstream_http
-from jobs.errors import RetryableJobError, classify, error_for_status
+from jobs.errors import classify, error_for_status
 
 from tests.support.fake_downstream import FakeDownstream
 from tests.support.proxy_runs import JOB_NAME, RUN_ID, deliver, proxy_env, run_record
@@ -161,7 +162,6 @@ def context(body: dict[str, Any]) -> RunContext:
         attempt_id="attempt",
         fence=1,
         body=json.dumps(body).encode(),
-        firestore=None,  # type: ignore[arg-type]
     )
 
 

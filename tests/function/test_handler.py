@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from datetime import timedelta
 
 import pytest
 from google.api_core import exceptions as google_exceptions
-from handler import ScheduledRunHandler
+from handler import MAX_BODY_BYTES, ScheduledRunHandler, unavailable_reply
 from job_api import JobRouter
-from ledger import FirestoreRunStore, RunLedger
+from ledger import RunLedger
+from run_store import FirestoreRunStore
 from scheduler_request import run_key_from_headers
 
 from tests.function import sample_jobs
-from tests.function.test_ledger import Clock
+from tests.function.test_ledger import SHORT_LEASE, Clock, DelayedCreate
+from tests.support.waiting import wait_until
 
 HEADERS = {
     "x-cloudscheduler-jobname": "nightly",
@@ -26,12 +29,12 @@ LEASE = timedelta(seconds=70)
 
 
 class Harness:
-    def __init__(self, db, handler_spec: str, store=None) -> None:
+    def __init__(self, db, handler_spec: str, store=None, lease=LEASE, name="attempt") -> None:
         self.db = db
         self.clock = Clock()
         self.ledger = RunLedger(
             store or FirestoreRunStore(db, "scheduler_runs"),
-            lease=LEASE,
+            lease=lease,
             retention=timedelta(hours=1),
             clock=self.clock,
         )
@@ -39,14 +42,22 @@ class Harness:
         counter = iter(range(1, 1000))
         self.handler = ScheduledRunHandler(
             self.ledger,
-            JobRouter(handler_spec, {}),
-            db,
-            new_attempt_id=lambda: f"attempt-{next(counter)}",
+            JobRouter(handler_spec, {}).run,
+            new_attempt_id=lambda: f"{name}-{next(counter)}",
             log_stream=self.logs,
         )
 
-    def deliver(self, headers=HEADERS, body=b""):
-        return self.handler.handle(headers, body)
+    def deliver(self, headers=HEADERS, body=b"", method="POST"):
+        return self.handler.handle(method, headers, body)
+
+    def deliver_when_free(self, **kwargs):
+        """Deliver until the holder's lease has run out (on Firestore's clock)."""
+
+        def attempt():
+            reply = self.deliver(**kwargs)
+            return reply if reply.status != 409 else None
+
+        return wait_until(attempt, timeout=20, what="the lease to run out", interval=0.2)
 
     def log_lines(self):
         return [json.loads(line) for line in self.logs.getvalue().splitlines()]
@@ -81,17 +92,16 @@ def test_first_delivery_executes_and_duplicate_is_skipped(harness):
 
 def test_live_lease_answers_409_with_retry_after(harness):
     harness.ledger.claim(run_key_from_headers(HEADERS), "crashed-attempt")
-    harness.clock.advance(timedelta(seconds=20))
     reply = harness.deliver()
     assert (reply.status, reply.body["outcome"]) == (409, "in_progress")
-    assert reply.headers == {"Retry-After": "50"}
+    assert 60 <= int(reply.headers["Retry-After"]) <= 70
     assert sample_jobs.CALLS == []
 
 
-def test_crashed_attempt_is_taken_over_after_its_lease(harness):
+def test_crashed_attempt_is_taken_over_after_its_lease(db):
+    harness = Harness(db, "tests.function.sample_jobs:record_call", lease=SHORT_LEASE)
     stale = harness.ledger.claim(run_key_from_headers(HEADERS), "crashed-attempt")
-    harness.clock.advance(LEASE + timedelta(seconds=1))
-    reply = harness.deliver()
+    reply = harness.deliver_when_free()
     assert (reply.status, reply.body["outcome"]) == (200, "lease_taken_over")
     assert reply.body["fence"] > stale.fence
     assert len(sample_jobs.CALLS) == 1
@@ -166,27 +176,28 @@ def test_one_structured_log_line_per_request(harness):
 def test_finishing_after_a_takeover_is_refused_as_lease_lost(db):
     """The job outlives its lease and a retry takes over meanwhile: the slow attempt's finish
     must not overwrite the new owner's record."""
-    harness = Harness(db, "tests.function.sample_jobs:run_hook")
+    harness = Harness(db, "tests.function.sample_jobs:run_hook", lease=SHORT_LEASE)
+    rival = Harness(db, "tests.function.sample_jobs:record_call", lease=SHORT_LEASE, name="rival")
 
     def usurp(context):
-        harness.clock.advance(LEASE + timedelta(seconds=1))
-        harness.ledger.claim(run_key_from_headers(HEADERS), "usurper")
+        rival.deliver_when_free()
 
     sample_jobs.DURING_JOB = usurp
     reply = harness.deliver()
     assert (reply.status, reply.body["outcome"]) == (409, "lease_lost")
     (run,) = harness.runs()
-    assert (run.to_dict()["status"], run.to_dict()["attempt_id"]) == ("in_progress", "usurper")
+    assert run.to_dict()["status"] == "completed"  # by the rival, whose record stands
+    assert run.to_dict()["attempt_id"] == rival.log_lines()[-1]["attempt_id"]
     assert harness.log_lines()[-1]["severity"] == "ERROR"
 
 
 class CompleteFails(FirestoreRunStore):
     """The real store on the emulator, with Firestore failing the completion write."""
 
-    def update(self, run_id, fields, *, if_updated_at):
+    def update(self, run_id, fields, *, if_updated_at, timeout):
         if fields.get("status") == "completed":
             raise google_exceptions.ServiceUnavailable("injected")
-        return super().update(run_id, fields, if_updated_at=if_updated_at)
+        return super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout)
 
 
 def test_store_failure_answers_500_not_503(db):
@@ -194,3 +205,62 @@ def test_store_failure_answers_500_not_503(db):
     reply = harness.deliver()
     assert (reply.status, reply.body["outcome"]) == (500, "store_error")
     assert "injected" in harness.log_lines()[-1]["error"]
+
+
+class Broken(FirestoreRunStore):
+    """A store with a bug: an exception nobody planned for."""
+
+    def create(self, run_id, fields, *, timeout):
+        raise RuntimeError("a bug")
+
+
+def test_an_unexpected_error_still_answers_json_and_logs_the_line(db):
+    harness = Harness(db, "tests.function.sample_jobs:record_call", store=Broken(db, "scheduler_runs"))
+    reply = harness.deliver()
+    assert (reply.status, reply.body["outcome"]) == (500, "internal_error")
+    line = harness.log_lines()[-1]
+    assert (line["outcome"], line["severity"]) == ("internal_error", "ERROR")
+    assert "a bug" in line["error"] and "Traceback" in line["traceback"]
+    assert sample_jobs.CALLS == []
+
+
+def test_a_claim_confirmed_too_late_does_not_run_the_job(db):
+    store = DelayedCreate(db, "scheduler_runs")
+    harness = Harness(db, "tests.function.sample_jobs:record_call", store=store, lease=timedelta(seconds=1))
+    threading.Timer(1.0, store.answer.set).start()
+    reply = harness.deliver()
+    assert (reply.status, reply.body["outcome"]) == (500, "store_error")
+    assert "not started" in reply.body["message"]
+    assert sample_jobs.CALLS == []
+    assert harness.runs() == []  # given back: the next retry runs at once
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])
+def test_only_post_runs_a_job(harness, method):
+    reply = harness.deliver(method=method)
+    assert (reply.status, reply.body["outcome"]) == (405, "method_not_allowed")
+    assert reply.headers["Allow"] == "POST"
+    assert harness.runs() == [] and sample_jobs.CALLS == []
+
+
+def test_a_body_over_the_limit_is_413_and_writes_nothing(harness):
+    reply = harness.deliver(body=b" " * (MAX_BODY_BYTES + 1))
+    assert (reply.status, reply.body["outcome"]) == (413, "body_too_large")
+    assert harness.runs() == [] and sample_jobs.CALLS == []
+    assert harness.deliver(body=b" " * MAX_BODY_BYTES).body["outcome"] == "executed"
+
+
+@pytest.mark.parametrize("schedule_time", ["9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00"])
+def test_schedule_times_outside_utc_range_are_400(harness, schedule_time):
+    reply = harness.deliver(headers={**HEADERS, "x-cloudscheduler-scheduletime": schedule_time})
+    assert (reply.status, reply.body["outcome"]) == (400, "bad_request")
+    assert "X-CloudScheduler-ScheduleTime" in reply.body["message"]
+    assert harness.runs() == [] and sample_jobs.CALLS == []
+
+
+def test_a_handler_that_cannot_be_built_still_answers_json(capsys):
+    reply = unavailable_reply(RuntimeError("no credentials"))
+    assert (reply.status, reply.body["outcome"]) == (500, "internal_error")
+    line = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert (line["outcome"], line["severity"]) == ("internal_error", "ERROR")
+    assert "no credentials" in line["error"]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import requests
@@ -12,12 +15,14 @@ from config import ConfigError
 from idempotency import (
     IdempotencyTokens,
     NotTokenHolder,
+    TokenCheckEndpoint,
     TokenStatus,
     TokenStoreConfig,
     Verdict,
+    handle_token_request,
     token_document_id,
 )
-from ledger import FirestoreRunStore
+from run_store import FirestoreRunStore
 
 from tests.support.proxy_runs import RUN_ID, concurrent
 
@@ -82,12 +87,12 @@ def test_release_after_a_failed_step_lets_the_retry_proceed(db):
 
 
 def test_an_expired_record_is_a_new_use_of_the_token(db):
-    now = [datetime(2026, 1, 1, tzinfo=UTC)]
-    tokens = tokens_on(db, clock=lambda: now[0])
-    assert tokens.begin("t").first
-    assert not tokens.begin("t").first
-    now[0] += timedelta(days=2)
-    assert tokens.begin("t").first
+    """Expiry is judged on Firestore's clock (the read's read_time): a record written by an
+    instance whose clock ran two days behind is past its one-day retention already."""
+    behind = tokens_on(db, clock=lambda: datetime.now(UTC) - timedelta(days=2))
+    assert behind.begin("t").first
+    assert tokens_on(db).begin("t").first
+    assert not tokens_on(db).begin("t").first
 
 
 def test_scopes_separate_steps_and_document_ids_hide_other_tokens(db):
@@ -155,3 +160,63 @@ def test_http_bad_requests_are_400(token_server, body):
 
 def test_http_only_post(token_server):
     assert requests.get(token_server.url, timeout=30).status_code == 405
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[" * 100_000,
+        b'{"token": "t", "fence": "\xc2\xb2"}',  # a superscript two: isdigit() says yes
+        b'{"token": "t", "fence": 9223372036854775808}',
+        b'{"token": "t", "fence": "9223372036854775808"}',
+        b'{"token": "t", "fence": 1e400}',
+        b'{"action": "complete", "token": "t", "holder": "h", "result": NaN}',
+        b'{"action": "complete", "token": "t", "holder": "h", "result": [Infinity]}',
+        b'{"token": "t", "scope": "' + b"x" * 70_000 + b'"}',
+        b"\xff\xfe",
+    ],
+    ids=[
+        "deep",
+        "superscript-fence",
+        "fence-2^63",
+        "fence-2^63-text",
+        "fence-inf",
+        "nan",
+        "inf",
+        "large",
+        "utf16",
+    ],
+)
+def test_http_hostile_bodies_are_400_json_and_write_nothing(token_server, db, raw):
+    reply = requests.post(token_server.url, data=raw, timeout=30)
+    assert (reply.status_code, reply.json()["error"]) == (400, "bad_request"), reply.text
+    assert list(db.collection(COLLECTION).stream()) == []
+
+
+def test_largest_fence_is_accepted(token_server):
+    reply = post(token_server, {"token": RUN_ID, "fence": str(2**63 - 1)})
+    assert (reply.status_code, reply.json()["recorded_fence"]) == (200, 2**63 - 1)
+
+
+def test_an_unexpected_error_is_answered_as_json_and_logged(db):
+    class Broken(FirestoreRunStore):
+        def create(self, run_id, fields, *, timeout):
+            raise RuntimeError("a bug")
+
+    logged: list[Mapping[str, Any]] = []
+    endpoint = TokenCheckEndpoint(
+        IdempotencyTokens(Broken(db, COLLECTION), retention=timedelta(days=1)), log=logged.append
+    )
+    status, reply = endpoint.handle("POST", b'{"token": "t"}')
+    assert (status, reply["error"]) == (500, "internal_error")
+    assert "a bug" in logged[-1]["exception"] and logged[-1]["http_status"] == 500
+
+
+def test_an_endpoint_that_cannot_be_built_still_answers_json(capsys):
+    def no_credentials() -> TokenCheckEndpoint:
+        raise RuntimeError("no credentials")
+
+    status, reply = handle_token_request(no_credentials, "POST", b'{"token": "t"}')
+    assert (status, reply["error"]) == (500, "internal_error")
+    line = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert (line["severity"], line["error"]) == ("ERROR", "internal_error")

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from job_api import RunContext, TerminalJobError
+from exactly_once import RunContext, TerminalJobError
 
 
 def context(body: bytes) -> RunContext:
@@ -16,7 +16,6 @@ def context(body: bytes) -> RunContext:
         attempt_id="a",
         fence=1,
         body=body,
-        firestore=None,  # type: ignore[arg-type]  # json_body never touches it
     )
 
 

@@ -1,32 +1,43 @@
-"""The claim/finish protocol on the real Firestore emulator, with a clock we control."""
+"""The claim/finish protocol on the real Firestore emulator.
+
+Leases run on Firestore's clock, so a lease expires here by real time passing (short leases,
+waited on with deadlines); the injectable clock is the instance's wall clock, which tests
+skew to show that no decision depends on it.
+"""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from ledger import (
+    Claim,
     ClaimKind,
-    FirestoreRunStore,
+    ClaimTooLate,
     JobResult,
     LeaseLost,
     RunAlreadyCompleted,
     RunInProgress,
     RunLedger,
-    StaleWrite,
 )
+from run_store import FirestoreRunStore, StaleWrite
 from scheduler_request import RunKey
 
 from localrun.firestore_rpcs import counted_emulator_client
+from tests.support.waiting import wait_until
 
 LEASE = timedelta(seconds=70)
+SHORT_LEASE = timedelta(seconds=2)  # for tests that wait for a lease to run out
 RETENTION = timedelta(hours=1)
 KEY = RunKey("acme", "europe-west1", "nightly", datetime(2026, 10, 16, 12, tzinfo=UTC))
 
 
 class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 10, 16, 12, 0, 1, tzinfo=UTC)
+    """The instance's wall clock, set and skewed at will."""
+
+    def __init__(self, offset: timedelta = timedelta(0)) -> None:
+        self.now = datetime.now(UTC) + offset
 
     def __call__(self) -> datetime:
         return self.now
@@ -49,13 +60,36 @@ def record(db, run_id=KEY.run_id):
     return db.collection("scheduler_runs").document(run_id).get()
 
 
+def ledger_on(db, clock=None, store=None, lease=LEASE, retention=RETENTION) -> RunLedger:
+    store = store or FirestoreRunStore(db, "scheduler_runs")
+    return RunLedger(store, lease=lease, retention=retention, clock=clock or Clock())
+
+
+def claim_when_free(ledger: RunLedger, attempt_id: str, timeout: float = 20) -> Claim:
+    """Claim as soon as the holder's lease has run out on Firestore's clock."""
+
+    def attempt() -> Claim | None:
+        try:
+            return ledger.claim(KEY, attempt_id)
+        except RunInProgress:
+            return None
+
+    return wait_until(attempt, timeout=timeout, what="the lease to run out", interval=0.2)
+
+
 def test_first_claim_creates_an_in_progress_record(ledger, db, clock):
     claim = ledger.claim(KEY, "attempt-1")
     assert claim.kind is ClaimKind.CREATED
-    fields = record(db).to_dict()
+    snapshot = record(db)
+    fields = snapshot.to_dict()
     assert fields["status"] == "in_progress"
     assert fields["attempt_id"] == "attempt-1"
-    assert fields["lease_expires"] == clock.now + LEASE
+    assert fields["lease_seconds"] == LEASE.total_seconds()
+    # The lease runs from the commit; claimed_at records it on Firestore's clock (the
+    # emulator resolves the transform when it receives the write, a little before it commits).
+    assert snapshot.update_time == claim.update_time
+    assert timedelta(0) <= claim.update_time - fields["claimed_at"] < timedelta(seconds=5)
+    assert claim.lease_expires == claim.update_time + LEASE
     assert fields["expire_at"] == clock.now + RETENTION
     assert (fields["job_name"], fields["project"], fields["location"]) == ("nightly", "acme", "europe-west1")
     assert fields["schedule_time"] == KEY.schedule_time
@@ -66,25 +100,43 @@ def test_complete_then_duplicate_is_refused(ledger, db):
     ledger.complete(claim)
     fields = record(db).to_dict()
     assert (fields["status"], fields["result"]) == ("completed", "succeeded")
-    assert fields["completed_at"] is not None
+    assert fields["completed_at"] > claim.update_time
+    assert fields["expire_at"] == claim.update_time + RETENTION  # retention on Firestore's clock
     with pytest.raises(RunAlreadyCompleted):
         ledger.claim(KEY, "attempt-2")
 
 
 def test_live_lease_reports_seconds_left(ledger, clock):
     ledger.claim(KEY, "attempt-1")
-    clock.advance(timedelta(seconds=30.5))
+    clock.advance(timedelta(seconds=30))  # the instance's clock: no effect on the answer
     with pytest.raises(RunInProgress) as caught:
         ledger.claim(KEY, "attempt-2")
-    assert caught.value.retry_after_seconds == 40  # ceil(39.5)
+    assert 65 <= caught.value.retry_after_seconds <= 70
     assert caught.value.holder == "attempt-1"
 
 
-def test_expired_lease_is_taken_over_and_the_stale_owner_is_fenced(ledger, clock):
+@pytest.mark.parametrize("skew", [timedelta(seconds=120), timedelta(seconds=-120), timedelta(days=-400)])
+def test_skewed_instance_clocks_decide_nothing(db, skew):
+    """An instance whose clock is fast or slow neither takes over a live lease nor shortens
+    or stretches Retry-After; one a year behind cannot make a completed run expire."""
+    honest, skewed = ledger_on(db), ledger_on(db, clock=Clock(skew))
+    for first, second in ((honest, skewed), (skewed, honest)):
+        run = RunKey("acme", "europe-west1", f"job-{first is honest}", KEY.schedule_time)
+        claim = first.claim(run, "attempt-1")
+        with pytest.raises(RunInProgress) as caught:
+            second.claim(run, "attempt-2")
+        assert 60 <= caught.value.retry_after_seconds <= 70
+        first.complete(claim)
+        with pytest.raises(RunAlreadyCompleted):
+            second.claim(run, "attempt-3")
+
+
+def test_expired_lease_is_taken_over_and_the_stale_owner_is_fenced(db):
+    ledger = ledger_on(db, lease=SHORT_LEASE)
     stale = ledger.claim(KEY, "attempt-1")
-    clock.advance(LEASE + timedelta(seconds=1))
-    fresh = ledger.claim(KEY, "attempt-2")
+    fresh = claim_when_free(ledger, "attempt-2")
     assert fresh.kind is ClaimKind.TOOK_OVER_LEASE
+    assert fresh.update_time >= stale.update_time + SHORT_LEASE
     assert fresh.fence > stale.fence
     with pytest.raises(LeaseLost):
         ledger.complete(stale)
@@ -102,20 +154,34 @@ def test_release_deletes_so_the_next_attempt_claims_at_once(ledger, db):
     assert second.fence > first.fence  # commit times grow across delete and re-create
 
 
-def test_expired_record_counts_as_absent(ledger, clock):
+def _reclaim_after_retention(ledger: RunLedger, attempt_id: str) -> Claim:
+    def attempt() -> Claim | None:
+        try:
+            return ledger.claim(KEY, attempt_id)
+        except RunAlreadyCompleted:
+            return None
+
+    return wait_until(attempt, timeout=20, what="the record's retention to pass", interval=0.2)
+
+
+def test_expired_record_counts_as_absent(db):
+    """Past expire_at (on Firestore's clock) but not yet deleted by TTL: a new run."""
+    ledger = ledger_on(db, lease=SHORT_LEASE, retention=SHORT_LEASE)
     ledger.complete(ledger.claim(KEY, "attempt-1"))
-    clock.advance(RETENTION + timedelta(seconds=1))  # TTL deletion has not happened yet
-    claim = ledger.claim(KEY, "attempt-2")
+    claim = _reclaim_after_retention(ledger, "attempt-2")
     assert claim.kind is ClaimKind.RECLAIMED_EXPIRED
 
 
-def test_takeover_resets_the_completion_fields(ledger, db, clock):
-    ledger.complete(ledger.claim(KEY, "attempt-1"), JobResult.TERMINAL_FAILURE, "bad input")
-    clock.advance(RETENTION + timedelta(seconds=1))
-    ledger.claim(KEY, "attempt-2")
+def test_takeover_resets_the_completion_fields(db):
+    ledger = ledger_on(db, lease=SHORT_LEASE, retention=SHORT_LEASE)
+    ledger.complete(
+        ledger.claim(KEY, "attempt-1"), JobResult.TERMINAL_FAILURE, "bad input", output_json="[1]"
+    )
+    _reclaim_after_retention(ledger, "attempt-2")
     fields = record(db).to_dict()
     assert fields["status"] == "in_progress"
     assert (fields["completed_at"], fields["result"], fields["error"]) == (None, None, None)
+    assert fields["output_json"] is None
 
 
 def test_terminal_failure_is_recorded_as_completed(ledger, db):
@@ -146,31 +212,84 @@ def test_a_retried_complete_that_had_committed_is_success(ledger):
     ledger.complete(claim)  # update_time moved on, but the record shows our own completion
 
 
-def test_losing_a_takeover_race_reads_again(db, clock):
+def test_losing_a_takeover_race_reads_again(db):
     """Two retries see the same expired lease; the compare-and-swap lets only one win."""
     store = FirestoreRunStore(db, "scheduler_runs")
-    ledger = RunLedger(store, lease=LEASE, retention=RETENTION, clock=clock)
+    ledger = ledger_on(db, store=store, lease=SHORT_LEASE)
     ledger.claim(KEY, "attempt-1")
-    clock.advance(LEASE + timedelta(seconds=1))
-    stale_view = store.get(KEY.run_id)
+    stale_view = store.get(KEY.run_id, timeout=5)
     assert stale_view is not None
-    winner = ledger.claim(KEY, "attempt-2")
+    winner = claim_when_free(ledger, "attempt-2")
     assert winner.kind is ClaimKind.TOOK_OVER_LEASE
 
     # attempt-3 acts on the view it read before attempt-2 won: its write must be refused.
     with pytest.raises(StaleWrite):
-        store.update(KEY.run_id, {"attempt_id": "attempt-3"}, if_updated_at=stale_view.update_time)
+        store.update(KEY.run_id, {"attempt_id": "attempt-3"}, if_updated_at=stale_view.update_time, timeout=5)
     with pytest.raises(RunInProgress):
         ledger.claim(KEY, "attempt-3")
+
+
+class DelayedCreate(FirestoreRunStore):
+    """The real store, whose create() commits and then holds its answer until released:
+    what a slow network or an overloaded client looks like from the claimer's side."""
+
+    def __init__(self, db, collection: str) -> None:
+        super().__init__(db, collection)
+        self.committed = threading.Event()
+        self.answer = threading.Event()
+
+    def create(self, run_id, fields, *, timeout):
+        update_time = super().create(run_id, fields, timeout=timeout)
+        self.committed.set()
+        self.answer.wait(timeout=60)
+        return update_time
+
+
+def test_a_claim_answered_after_its_lease_never_starts_the_job(db):
+    """The create commits, its answer arrives after the lease ran out and another attempt
+    took over: the late claimer must not run the job, and must not disturb the new owner."""
+    slow_store = DelayedCreate(db, "scheduler_runs")
+    slow, healthy = ledger_on(db, store=slow_store, lease=SHORT_LEASE), ledger_on(db, lease=SHORT_LEASE)
+    outcome: list[BaseException | Claim] = []
+
+    def slow_claim() -> None:
+        try:
+            outcome.append(slow.claim(KEY, "slow"))
+        except BaseException as error:  # recorded and asserted below
+            outcome.append(error)
+
+    thread = threading.Thread(target=slow_claim)
+    thread.start()
+    assert slow_store.committed.wait(timeout=20)
+    winner = claim_when_free(healthy, "healthy")
+    slow_store.answer.set()
+    thread.join(timeout=30)
+    assert isinstance(outcome[0], ClaimTooLate), outcome
+    assert winner.kind is ClaimKind.TOOK_OVER_LEASE
+    assert record(db).to_dict()["attempt_id"] == "healthy"
+    healthy.complete(winner)
+
+
+def test_a_late_claim_without_a_rival_is_released_for_the_next_retry(db):
+    slow_store = DelayedCreate(db, "scheduler_runs")
+    slow_store.answer.set()
+    # Deadline = min(10 s, lease / 2): a 1 s answer is late for a 1 s lease.
+    slow = ledger_on(db, store=slow_store, lease=timedelta(seconds=1))
+    slow_store.answer.clear()
+    timer = threading.Timer(1.0, slow_store.answer.set)
+    timer.start()
+    with pytest.raises(ClaimTooLate):
+        slow.claim(KEY, "slow")
+    timer.join()
+    assert not record(db).exists
+    assert ledger_on(db).claim(KEY, "next").kind is ClaimKind.CREATED
 
 
 @pytest.fixture
 def counted(emulator_host, project, clock):
     """A ledger whose Firestore RPCs are counted on the wire, starting from zero."""
     client, rpcs = counted_emulator_client(emulator_host, project)
-    ledger = RunLedger(
-        FirestoreRunStore(client, "scheduler_runs"), lease=LEASE, retention=RETENTION, clock=clock
-    )
+    ledger = ledger_on(client, clock=clock)
     rpcs.reset()
     return ledger, rpcs
 

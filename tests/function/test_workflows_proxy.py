@@ -12,7 +12,7 @@ import pytest
 from config import ConfigError
 from idempotency import IdempotencyTokens, Verdict
 from jobs.workflows import WorkflowsEndpoint
-from ledger import FirestoreRunStore
+from run_store import FirestoreRunStore
 
 from localrun.function_server import FunctionServer, FunctionServerError
 from tests.support.fake_workflows import FakeWorkflows

@@ -1,0 +1,103 @@
+"""The job API: `@exactly_once` turns a function of one run into a Cloud Scheduler target.
+
+    import functions_framework
+    from exactly_once import RunContext, exactly_once
+
+    @functions_framework.http
+    @exactly_once
+    def nightly_report(run: RunContext) -> dict | None:
+        ...
+        return {"rows": 1234}      # stored with the run, answered to every duplicate
+
+The decorated function receives the run (RunContext) instead of the HTTP request; the wrapper
+reads the Scheduler headers, claims the run, calls the function at most once per run, stores
+its JSON return value in the completing write, and answers Cloud Scheduler. Raise
+TerminalJobError when retrying cannot help, anything else (RetryableJobError says so
+explicitly) to have Cloud Scheduler retry.
+
+The configuration (FunctionConfig: LEASE_SECONDS, RUNS_COLLECTION, JOB_OVERLAP, ...) is read
+from the environment when the function is decorated, i.e. when the instance imports the
+module, so a bad value stops the instance from starting, naming the variable. Everything
+that talks to Firestore is built on the first request.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+import flask
+from config import FunctionConfig
+from google.cloud import firestore
+from handler import MAX_BODY_BYTES, Reply, ScheduledRunHandler, unavailable_reply
+from job_api import RunContext
+from job_errors import RetryableJobError, TerminalJobError
+from ledger import RunLedger, new_attempt_id
+from once import OncePerInstance
+from overlap import JobLocks
+from run_store import FirestoreRunStore
+from warm_cache import CompletedRuns
+
+__all__ = [
+    "RetryableJobError",
+    "RunContext",
+    "TerminalJobError",
+    "exactly_once",
+    "firestore_client",
+    "json_response",
+    "request_body",
+]
+
+CONFIG = FunctionConfig.from_env(os.environ)
+
+# One client per instance, built on first use: its channel is shared by the ledger and by any
+# job that keeps records of its own in the same database.
+firestore_client = OncePerInstance(lambda: firestore.Client(project=CONFIG.project, database=CONFIG.database))
+
+View = Callable[[flask.Request], flask.Response]
+
+
+def build_handler(config: FunctionConfig, job: Callable[[RunContext], Any]) -> ScheduledRunHandler:
+    client = firestore_client()
+    store = FirestoreRunStore(client, config.runs_collection)
+    lease, retention = timedelta(seconds=config.lease_seconds), timedelta(seconds=config.retention_seconds)
+    ledger = RunLedger(store, lease=lease, retention=retention)
+    locks = JobLocks(
+        store, lease=lease, retention=retention, clock=ledger.clock, deadline_seconds=ledger.deadline_seconds
+    )
+    return ScheduledRunHandler(
+        ledger, job, new_attempt_id=new_attempt_id, overlap=config.overlap, locks=locks, cache=CompletedRuns()
+    )
+
+
+def exactly_once(job: Callable[[RunContext], Any]) -> View:
+    """Serve `job` as a Cloud Scheduler target that runs it once per scheduled run."""
+    handler = OncePerInstance(lambda: build_handler(CONFIG, job))
+
+    @functools.wraps(job)
+    def view(request: flask.Request) -> flask.Response:
+        try:
+            built = handler()
+            body = request_body(request, MAX_BODY_BYTES)
+        except Exception as error:  # no credentials, a client gone: still JSON and a log line
+            reply: Reply = unavailable_reply(error)
+        else:
+            reply = built.handle(request.method, dict(request.headers.items()), body)
+        return json_response(reply.status, reply.body, reply.headers)
+
+    return view
+
+
+def request_body(request: flask.Request, limit: int) -> bytes:
+    """At most limit + 1 bytes of the body: enough to tell "too large" without holding it."""
+    return request.stream.read(limit + 1)
+
+
+def json_response(status: int, body: Mapping[str, Any], headers: Mapping[str, str]) -> flask.Response:
+    response = flask.jsonify(body)
+    response.status_code = status
+    response.headers.update(headers)
+    return response

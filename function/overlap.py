@@ -1,0 +1,111 @@
+"""Per-job overlap policy: one lock document per job, taken after the run is claimed.
+
+`skip` and `wait` jobs hold a job-level lock while a run executes. It is the ledger's
+technique on a second document, never a transaction: create() decides who holds it; a
+holder's lock is live for its lease, counted like a run's lease on Firestore's clock from the
+lock's commit time, so a crashed holder's lock expires with its lease and the next run takes
+it over with a compare-and-swap. `allow` jobs never touch it: they keep the two-RPC path.
+
+The lock lives in the runs collection (its id is a hash, like a run id, and its `expire_at`
+lets the TTL policy collect a lock a crashed holder left behind). It carries no `job_name`
+or `status` field, so queries for a job's runs never mistake it for one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from ledger import Claim
+from run_store import COMMIT_TIME, Budget, RecordExists, RunStore, StaleWrite
+from scheduler_request import RunKey
+
+
+def lock_id(key: RunKey) -> str:
+    canonical = json.dumps(["job-lock", key.project, key.location, key.job_name], separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class JobLock:
+    doc_id: str
+    update_time: datetime
+
+
+class JobBusy(Exception):
+    """Another run of the job holds a live lock."""
+
+    def __init__(self, holder_run_id: str | None, retry_after_seconds: int) -> None:
+        super().__init__(f"run {holder_run_id} of this job is still running")
+        self.holder_run_id = holder_run_id
+        self.retry_after_seconds = retry_after_seconds
+
+
+class JobLocks:
+    MAX_ROUNDS = 5
+
+    def __init__(
+        self,
+        store: RunStore,
+        *,
+        lease: timedelta,
+        retention: timedelta,
+        clock: Callable[[], datetime],
+        deadline_seconds: float,
+    ) -> None:
+        self._store = store
+        self._lease = lease
+        self._retention = retention
+        self._clock = clock
+        self._deadline_seconds = deadline_seconds
+
+    def acquire(self, key: RunKey, claim: Claim) -> JobLock:
+        """Hold the job's lock for this run, or raise JobBusy (or a GoogleAPIError)."""
+        doc_id = lock_id(key)
+        budget = Budget(self._deadline_seconds, f"lock of job {key.job_name!r}")
+        record = {
+            "lock_job": key.job_name,
+            "lock_run_id": claim.run_id,
+            "attempt_id": claim.attempt_id,
+            "lease_seconds": self._lease.total_seconds(),
+            "locked_at": COMMIT_TIME,
+            "expire_at": self._clock() + self._retention,  # the TTL field, for abandoned locks
+        }
+        for _ in range(self.MAX_ROUNDS):
+            try:
+                return JobLock(doc_id, self._store.create(doc_id, record, timeout=budget.left()))
+            except RecordExists:
+                pass
+            stored = self._store.get(doc_id, timeout=budget.left())
+            if stored is None:
+                continue  # released between our create and our read
+            holder = stored.fields.get("lock_run_id")
+            # A lock held by an earlier attempt of this very run is ours to take: we own the
+            # run now, so that attempt's lease is over.
+            if holder != claim.run_id:
+                lease = float(stored.fields.get("lease_seconds", self._lease.total_seconds()))
+                seconds_left = (
+                    stored.update_time + timedelta(seconds=lease) - stored.read_time
+                ).total_seconds()
+                if seconds_left > 0:
+                    raise JobBusy(holder, max(1, math.ceil(seconds_left)))
+            try:
+                update_time = self._store.update(
+                    doc_id, record, if_updated_at=stored.update_time, timeout=budget.left()
+                )
+            except StaleWrite:
+                continue
+            return JobLock(doc_id, update_time)
+        raise JobBusy(None, 1)
+
+    def release(self, lock: JobLock) -> None:
+        """Let the next run of the job start. A lock taken over meanwhile (our lease ran out)
+        is no longer ours to release."""
+        budget = Budget(self._deadline_seconds, "lock release")
+        with contextlib.suppress(StaleWrite):
+            self._store.delete(lock.doc_id, if_updated_at=lock.update_time, timeout=budget.left())

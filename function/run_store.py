@@ -1,0 +1,142 @@
+"""Where run records live: a four-method persistence interface and its Firestore version.
+
+Every call takes an explicit deadline, retries included: the client library's defaults (up
+to 60 s of retries) would outlive a lease and keep a delivery waiting long past any attempt
+deadline while Firestore is unreachable.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol, cast
+
+from google.api_core import exceptions as google_exceptions
+from google.api_core import retry as api_retry
+from google.cloud import firestore
+
+# Written in place of a timestamp, the commit time of the write (a server-side transform:
+# no extra RPC). What an operator reads as claimed_at / completed_at is Firestore's clock.
+COMMIT_TIME: Any = firestore.SERVER_TIMESTAMP
+
+# A ledger operation (claim, complete, release) may wait this long for Firestore, retries
+# included, and at most half the lease. Ten seconds is the grace the stack adds to the
+# function timeout to form the lease, so a claim that returns in time leaves the job at
+# least its whole timeout of lease; half the lease keeps short test leases meaningful.
+MAX_STORE_DEADLINE_SECONDS = 10.0
+# One RPC may take this share of an operation's deadline, so a hung connection is retried.
+ATTEMPT_SHARE = 0.5
+# Retried: the failures that mean "Firestore did not answer", never a refused write.
+_TRANSIENT = api_retry.if_exception_type(
+    google_exceptions.ServiceUnavailable,
+    google_exceptions.DeadlineExceeded,
+    google_exceptions.InternalServerError,
+    google_exceptions.TooManyRequests,
+)
+
+
+def store_deadline_for(lease: timedelta) -> timedelta:
+    return timedelta(seconds=min(MAX_STORE_DEADLINE_SECONDS, lease.total_seconds() / 2))
+
+
+class Budget:
+    """A monotonic deadline shared by the calls of one ledger operation."""
+
+    def __init__(self, seconds: float, what: str) -> None:
+        self.seconds = seconds
+        self._what = what
+        self._ends = time.monotonic() + seconds
+
+    def left(self) -> float:
+        """Seconds left for the next call; DeadlineExceeded (a store error) when none are."""
+        left = self._ends - time.monotonic()
+        if left <= 0:
+            message = f"{self._what}: Firestore took over {self.seconds:g}s"
+            raise google_exceptions.DeadlineExceeded(message)  # type: ignore[no-untyped-call]
+        return left
+
+
+class RecordExists(Exception):
+    """create() found a record already there."""
+
+
+class StaleWrite(Exception):
+    """A conditional write found the record changed (or gone) since update_time was read."""
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    fields: Mapping[str, Any]
+    update_time: datetime  # commit time of the record's last write (Firestore's clock)
+    read_time: datetime  # when Firestore served this read (Firestore's clock)
+
+
+class RunStore(Protocol):
+    """Four single-document operations; every write after create() is conditional. Each
+    waits at most `timeout` seconds, retries included, then raises a GoogleAPIError."""
+
+    def create(self, run_id: str, fields: Mapping[str, Any], *, timeout: float) -> datetime: ...
+    def get(self, run_id: str, *, timeout: float) -> StoredRecord | None: ...
+    def update(
+        self, run_id: str, fields: Mapping[str, Any], *, if_updated_at: datetime, timeout: float
+    ) -> datetime: ...
+    def delete(self, run_id: str, *, if_updated_at: datetime, timeout: float) -> None: ...
+
+
+def call_options(timeout: float) -> dict[str, Any]:
+    """Explicit retry and timeout for one Firestore call, instead of the client library's
+    defaults (up to 60 s of retries), which would outlive a lease.
+
+    The last attempt may start just before the retry deadline and take its own timeout, so
+    the retry deadline leaves room for it: the whole call ends within `timeout`."""
+    attempt = max(timeout * ATTEMPT_SHARE, 0.001)
+    retry = api_retry.Retry(
+        predicate=_TRANSIENT, initial=0.05, maximum=1.0, multiplier=2.0, timeout=max(timeout - attempt, 0.0)
+    )
+    return {"retry": retry, "timeout": attempt}
+
+
+class FirestoreRunStore:
+    """RunStore on one Firestore collection. Returns commit times, which are the fences."""
+
+    def __init__(self, client: firestore.Client, collection: str) -> None:
+        self._client = client
+        self._collection = client.collection(collection)
+
+    def _document(self, run_id: str) -> firestore.DocumentReference:
+        # The SDK's base classes type their results as "sync or awaitable"; this client is sync.
+        return cast(firestore.DocumentReference, self._collection.document(run_id))
+
+    def create(self, run_id: str, fields: Mapping[str, Any], *, timeout: float) -> datetime:
+        try:
+            result = self._document(run_id).create(dict(fields), **call_options(timeout))
+        except google_exceptions.AlreadyExists:
+            raise RecordExists(run_id) from None
+        return result.update_time  # type: ignore[no-any-return]
+
+    def get(self, run_id: str, *, timeout: float) -> StoredRecord | None:
+        snapshot = self._document(run_id).get(**call_options(timeout))
+        if not snapshot.exists:
+            return None
+        return StoredRecord(
+            fields=snapshot.to_dict() or {}, update_time=snapshot.update_time, read_time=snapshot.read_time
+        )
+
+    def update(
+        self, run_id: str, fields: Mapping[str, Any], *, if_updated_at: datetime, timeout: float
+    ) -> datetime:
+        option = self._client.write_option(last_update_time=if_updated_at)
+        try:
+            result = self._document(run_id).update(dict(fields), option=option, **call_options(timeout))
+        except (google_exceptions.FailedPrecondition, google_exceptions.NotFound):
+            raise StaleWrite(run_id) from None
+        return result.update_time  # type: ignore[no-any-return]
+
+    def delete(self, run_id: str, *, if_updated_at: datetime, timeout: float) -> None:
+        option = self._client.write_option(last_update_time=if_updated_at)
+        try:
+            self._document(run_id).delete(option=option, **call_options(timeout))
+        except (google_exceptions.FailedPrecondition, google_exceptions.NotFound):
+            raise StaleWrite(run_id) from None

@@ -1,0 +1,242 @@
+"""Stored outputs, the warm cache and overlap policies, in-process on the emulator, with the
+Firestore RPCs of every path counted on the wire."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import threading
+from datetime import timedelta
+
+import pytest
+from config import OverlapPolicy
+from handler import ScheduledRunHandler
+from job_api import MAX_OUTPUT_BYTES
+from ledger import RunLedger
+from overlap import JobLocks
+from run_store import FirestoreRunStore
+from scheduler_request import run_key_from_headers
+from warm_cache import CompletedRuns
+
+from localrun.firestore_rpcs import counted_emulator_client
+from tests.function.test_ledger import SHORT_LEASE, Clock
+from tests.support.waiting import wait_until
+
+LEASE = timedelta(seconds=70)
+
+
+def headers(job: str = "nightly", time: str = "2026-10-16T12:00:00Z") -> dict[str, str]:
+    return {
+        "X-CloudScheduler-JobName": job,
+        "X-CloudScheduler-ScheduleTime": time,
+        "X-Job-Project": "acme",
+        "X-Job-Location": "europe-west1",
+    }
+
+
+class Instance:
+    """One function instance: its own counted client, ledger, locks and warm cache."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, emulator_host, project, job, overlap=None, lease=LEASE) -> None:
+        self.client, self.rpcs = counted_emulator_client(emulator_host, project)
+        store = FirestoreRunStore(self.client, "scheduler_runs")
+        ledger = RunLedger(store, lease=lease, retention=timedelta(hours=1), clock=Clock())
+        self.locks = JobLocks(
+            store, lease=lease, retention=timedelta(hours=1), clock=Clock(), deadline_seconds=5
+        )
+        self.logs = io.StringIO()
+        self.cache = CompletedRuns()
+        self.handler = ScheduledRunHandler(
+            ledger,
+            job,
+            new_attempt_id=lambda: f"attempt-{next(self._ids)}",
+            overlap=overlap or {},
+            locks=self.locks,
+            cache=self.cache,
+            log_stream=self.logs,
+        )
+
+    def deliver(self, hdrs=None, body=b""):
+        self.rpcs.reset()
+        return self.handler.handle("POST", hdrs or headers(), body)
+
+    def cost(self) -> int:
+        return sum(self.rpcs.snapshot().values())
+
+
+@pytest.fixture
+def instance(emulator_host, project):
+    return lambda job, **options: Instance(emulator_host, project, job, **options)
+
+
+# --- stored output -------------------------------------------------------------------------
+
+
+def test_output_is_stored_with_the_completion_and_answered_to_duplicates(instance):
+    calls: list[str] = []
+
+    def report(run):
+        calls.append(run.run_id)
+        return {"rows": 1234, "files": ["a.csv"]}
+
+    first = instance(report)
+    executed = first.deliver()
+    assert (executed.status, executed.body["outcome"]) == (200, "executed")
+    assert executed.body["output"] == {"rows": 1234, "files": ["a.csv"]}
+    assert first.cost() == 2  # the output rides on the completing write
+
+    other = instance(report)  # another instance: the answer comes from the ledger
+    duplicate = other.deliver()
+    assert (duplicate.body["outcome"], duplicate.body["output"]) == (
+        "duplicate_completed",
+        executed.body["output"],
+    )
+    assert other.cost() == 2
+    assert len(calls) == 1
+
+
+def test_no_return_value_is_a_null_output(instance):
+    reply = instance(lambda run: None).deliver()
+    assert (reply.body["outcome"], reply.body["output"]) == ("executed", None)
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("x" * (MAX_OUTPUT_BYTES + 1), f"more than the {MAX_OUTPUT_BYTES}"),
+        ({"ratio": float("nan")}, "not JSON-serialisable"),
+        ({1, 2}, "not JSON-serialisable"),
+    ],
+    ids=["too-large", "nan", "a-set"],
+)
+def test_an_output_that_cannot_be_stored_is_a_terminal_failure(instance, value, named):
+    job = instance(lambda run: value)
+    reply = job.deliver()
+    assert (reply.status, reply.body["outcome"]) == (200, "failed_terminal")
+    line = json.loads(job.logs.getvalue().splitlines()[-1])
+    assert named in line["error"]
+    assert instance(lambda run: value).deliver().body["outcome"] == "duplicate_completed"
+
+
+# --- the warm cache ---------------------------------------------------------------------------
+
+
+def test_a_duplicate_of_a_run_this_instance_completed_costs_no_rpc(instance):
+    job = instance(lambda run: {"n": 1})
+    job.deliver()
+    reply = job.deliver()
+    assert (reply.body["outcome"], reply.body["output"]) == ("duplicate_completed", {"n": 1})
+    assert job.cost() == 0
+    assert json.loads(job.logs.getvalue().splitlines()[-1])["cached"] is True
+
+
+def test_a_completed_run_seen_once_is_answered_from_memory_afterwards(instance):
+    instance(lambda run: {"n": 1}).deliver()
+    other = instance(lambda run: {"n": 2})
+    other.deliver()
+    assert other.cost() == 2  # learnt from the ledger...
+    assert other.deliver().body["output"] == {"n": 1}
+    assert other.cost() == 0  # ...then answered from memory
+
+
+def test_the_cache_is_bounded_least_recently_used_first():
+    cache = CompletedRuns(max_entries=2, max_bytes=10)
+    cache.remember("a", "succeeded", None, None, 60)
+    cache.remember("b", "succeeded", None, None, 60)
+    assert cache.get("a") is not None  # a is now the most recently used
+    cache.remember("c", "succeeded", None, None, 60)
+    assert (cache.get("a") is not None, cache.get("b"), cache.get("c") is not None) == (True, None, True)
+    cache.remember("d", "succeeded", '"0123456789"', None, 60)  # 12 bytes alone: over the byte bound
+    assert len(cache) == 0
+
+
+# --- overlap ----------------------------------------------------------------------------------
+
+
+class Gate:
+    """A job that holds its run open until the test lets it finish."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.finish = threading.Event()
+        self.runs: list[str] = []
+
+    def __call__(self, run):
+        self.runs.append(run.schedule_time.isoformat())
+        if len(self.runs) == 1:
+            self.started.set()
+            assert self.finish.wait(timeout=60)
+        return {"run": len(self.runs)}
+
+
+def hold_first_run(instance_under_test, gate) -> threading.Thread:
+    thread = threading.Thread(target=instance_under_test.deliver)
+    thread.start()
+    assert gate.started.wait(timeout=20)
+    return thread
+
+
+SECOND = headers(time="2026-10-16T12:15:00Z")
+
+
+def test_allow_jobs_keep_the_two_rpc_path(instance):
+    job = instance(lambda run: None, overlap={"other": OverlapPolicy.SKIP})
+    job.deliver()
+    assert job.rpcs.snapshot() == {"Commit": 2}
+
+
+def test_skip_records_the_overlapping_run_as_skipped_and_never_runs_it(instance):
+    gate = Gate()
+    first = instance(gate, overlap={"nightly": OverlapPolicy.SKIP})
+    holder = hold_first_run(first, gate)
+    second = instance(gate, overlap={"nightly": OverlapPolicy.SKIP})
+    skipped = second.deliver(SECOND)
+    assert (skipped.status, skipped.body["outcome"]) == (200, "overlap_skipped")
+    assert second.rpcs.snapshot() == {"Commit": 3, "BatchGetDocuments": 1}  # claim, lock, read, record
+
+    gate.finish.set()
+    holder.join(timeout=30)
+    assert first.rpcs.snapshot() == {"Commit": 4}  # claim, lock, complete, unlock
+    again = instance(gate, overlap={"nightly": OverlapPolicy.SKIP}).deliver(SECOND)
+    assert again.body["outcome"] == "overlap_skipped"  # later deliveries: the same answer
+    assert second.deliver(SECOND).body["outcome"] == "overlap_skipped"
+    assert second.cost() == 0
+    assert len(gate.runs) == 1
+
+
+def test_wait_answers_409_until_the_earlier_run_ends_then_runs_once(instance):
+    gate = Gate()
+    first = instance(gate, overlap={"nightly": OverlapPolicy.WAIT})
+    holder = hold_first_run(first, gate)
+    second = instance(gate, overlap={"nightly": OverlapPolicy.WAIT})
+    waiting = second.deliver(SECOND)
+    assert (waiting.status, waiting.body["outcome"]) == (409, "overlap_wait")
+    assert 60 <= int(waiting.headers["Retry-After"]) <= 70
+    assert second.rpcs.snapshot() == {"Commit": 3, "BatchGetDocuments": 1}  # claim, lock, read, release
+
+    gate.finish.set()
+    holder.join(timeout=30)
+    ran = second.deliver(SECOND)
+    assert (ran.body["outcome"], ran.body["output"]) == ("executed", {"run": 2})
+    assert second.rpcs.snapshot() == {"Commit": 4}
+    assert second.deliver(SECOND).body["outcome"] == "duplicate_completed"
+    assert len(gate.runs) == 2
+
+
+def test_a_crashed_holders_lock_expires_with_its_lease(instance, emulator_host, project):
+    crashed = Instance(emulator_host, project, lambda run: None, lease=SHORT_LEASE)
+    ledger_claim = crashed.handler._ledger.claim(run_key_from_headers(headers()), "crashed")
+    crashed.locks.acquire(run_key_from_headers(headers()), ledger_claim)  # then the instance dies
+
+    waiter = instance(lambda run: "ran", overlap={"nightly": OverlapPolicy.WAIT}, lease=SHORT_LEASE)
+    assert waiter.deliver(SECOND).body["outcome"] == "overlap_wait"
+    ran = wait_until(
+        lambda: (reply := waiter.deliver(SECOND)).status == 200 and reply,
+        timeout=20,
+        what="the crashed holder's lock to expire",
+        interval=0.2,
+    )
+    assert (ran.body["outcome"], ran.body["output"]) == ("executed", "ran")
