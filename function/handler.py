@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TextIO
 
+import log_fields
 import strict_json
 import structured_log
 from config import OverlapPolicy
@@ -135,13 +136,13 @@ class ScheduledRunHandler:
         except Exception as error:  # a bug must still answer JSON and leave its log line
             entry.update(error=repr(error), traceback=traceback.format_exc())
             answer = Answer(Outcome.INTERNAL_ERROR, "unexpected error")
-        entry[structured_log.LATENCY_MS] = round((time.perf_counter() - started) * 1000, 3)
+        entry[log_fields.LATENCY_MS] = round((time.perf_counter() - started) * 1000, 3)
         return self._reply(answer, entry)
 
     def _reply(self, answer: Answer, entry: dict[str, Any]) -> Reply:
         outcome = answer.outcome
         status, severity = _STATUS_AND_SEVERITY[outcome]
-        fields = {structured_log.OUTCOME: outcome.value, **entry}
+        fields = {log_fields.OUTCOME: outcome.value, **entry}
         structured_log.emit(severity, f"{outcome.value}: {answer.message}", fields, self._log_stream)
         reply_body: dict[str, Any] = {"outcome": outcome.value, "message": answer.message}
         reply_body.update({k: entry[k] for k in ("run_id", "attempt_id", "fence", "result") if k in entry})
@@ -166,9 +167,9 @@ class ScheduledRunHandler:
             return Answer(Outcome.BAD_REQUEST, str(error))
         entry.update(
             {
-                structured_log.RUN_ID: key.run_id,
-                structured_log.JOB: key.job_name,
-                "schedule_time": key.schedule_time_rfc3339,
+                log_fields.RUN_ID: key.run_id,
+                log_fields.JOB: key.job_name,
+                log_fields.SCHEDULE_TIME: key.schedule_time_rfc3339,
                 "project": key.project,
                 "location": key.location,
             }
@@ -301,7 +302,7 @@ def unavailable_reply(error: Exception, log_stream: TextIO | None = None) -> Rep
     framework's HTML page."""
     status, severity = _STATUS_AND_SEVERITY[Outcome.INTERNAL_ERROR]
     message = "the function could not handle the request"
-    fields = {structured_log.OUTCOME: Outcome.INTERNAL_ERROR.value, "error": repr(error)}
+    fields = {log_fields.OUTCOME: Outcome.INTERNAL_ERROR.value, "error": repr(error)}
     fields["traceback"] = traceback.format_exc()
     structured_log.emit(severity, f"{Outcome.INTERNAL_ERROR.value}: {message}", fields, log_stream)
     return Reply(status, {"outcome": Outcome.INTERNAL_ERROR.value, "message": message})

@@ -3,7 +3,7 @@
 Cloud Logging reads `severity` and `message` from such a line and keeps every other key as a
 field of jsonPayload, where log-based metrics filter and group on them. The handler, the
 token check and the proxy jobs all write through `emit`, so a field means the same thing
-wherever it appears and a metric's filter can be written against the names below.
+wherever it appears; the names a metric filters on are defined once, in log_fields.py.
 """
 
 from __future__ import annotations
@@ -13,13 +13,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-# Field names a log-based metric or an alert filters on (jsonPayload.<name>).
-SEVERITY = "severity"
-MESSAGE = "message"
-OUTCOME = "outcome"  # what happened to one delivery: executed, duplicate_completed, ...
-JOB = "job"  # X-CloudScheduler-JobName of the run
-RUN_ID = "run_id"
-LATENCY_MS = "latency_ms"
+from log_fields import MESSAGE, SEVERITY
 
 
 def emit(severity: str, message: str, fields: Mapping[str, Any], stream: TextIO | None = None) -> None:

@@ -15,14 +15,14 @@ function's own.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any, TextIO
+from typing import TextIO
 
 import log_fields
+import structured_log
 from audit import (
     ExpectedRun,
     RecordReader,
@@ -34,7 +34,7 @@ from audit import (
 )
 from audit_config import AuditConfig, AuditError
 from config import ConfigError, FunctionConfig
-from job_api import RunContext
+from exactly_once import RunContext, firestore_client
 from ledger_reads import firestore_reader
 
 AUDIT_JOBS_ENV = "AUDIT_JOBS"
@@ -63,7 +63,7 @@ def audit_missed_runs(context: RunContext) -> None:
     report_missed_runs(
         context,
         CONFIG,
-        firestore_reader(context.firestore, RUNS_COLLECTION),
+        firestore_reader(firestore_client(), RUNS_COLLECTION),
         sys.stdout,
     )
 
@@ -81,8 +81,7 @@ def report_missed_runs(
     )
     missed = [run for run in judged if run.state is RunState.MISSED]
     for run in missed:
-        _write(
-            stream,
+        structured_log.emit(
             "ERROR",
             f"{log_fields.MISSED_RUN}: job {run.job} scheduled at {rfc3339(run.schedule_time)} "
             f"never completed: {run.detail}",
@@ -95,9 +94,9 @@ def report_missed_runs(
                 "claimed": run.record is not None,
                 "audit_run_id": context.run_id,
             },
+            stream,
         )
-    _write(
-        stream,
+    structured_log.emit(
         "WARNING" if missed else "INFO",
         f"{log_fields.AUDIT_SUMMARY}: {len(missed)} of {len(judged)} runs missed "
         f"(retry windows closed in ({rfc3339(after)}, {rfc3339(up_to)}])",
@@ -107,12 +106,6 @@ def report_missed_runs(
             "missed": len(missed),
             "audit_run_id": context.run_id,
         },
+        stream,
     )
     return judged
-
-
-def _write(stream: TextIO, severity: str, message: str, fields: Mapping[str, Any]) -> None:
-    """One JSON line in Cloud Logging's structured format (severity and message are its own)."""
-    line = {log_fields.SEVERITY: severity, log_fields.MESSAGE: message, **fields}
-    stream.write(json.dumps(line) + "\n")
-    stream.flush()

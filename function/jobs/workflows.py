@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
+import log_fields
 import structured_log
 from config import ConfigError
 from exactly_once import RunContext, TerminalJobError
@@ -150,8 +151,8 @@ def _log_started(context: RunContext, workflow: str, execution: Execution) -> No
     fields = {
         "workflow": workflow,
         "execution": execution.name,
-        structured_log.RUN_ID: context.run_id,
-        structured_log.JOB: context.job_name,
+        log_fields.RUN_ID: context.run_id,
+        log_fields.JOB: context.job_name,
         "attempt_id": context.attempt_id,
         "fence": context.fence,
     }
