@@ -22,6 +22,7 @@ RESOURCE_TYPE = "cloud_run_revision"
 # Outcomes the alerts watch (the handler's Outcome values; a test keeps them members of it).
 LEASE_LOST = "lease_lost"
 STORE_ERROR = "store_error"
+INTERNAL_ERROR = "internal_error"
 FAILED_TERMINAL = "failed_terminal"
 FAILED_RELEASED = "failed_released"
 

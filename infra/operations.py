@@ -80,6 +80,19 @@ ALERTS: tuple[AlertSpec, ...] = (
         "run `python -m ops audit` and backfill what it reports missed.",
     ),
     AlertSpec(
+        key=log_filters.INTERNAL_ERROR,
+        title="internal_error: the function failed unexpectedly",
+        metric=log_filters.DELIVERIES,
+        label_filter={"outcome": log_filters.INTERNAL_ERROR},
+        threshold=0,
+        window_seconds=300,
+        severity="ERROR",
+        meaning="An unexpected error in the function itself (a bug, not the job and not Firestore): the deli"
+        "very was answered 500 with a JSON body and Cloud Scheduler retries it.",
+        runbook="Read the log line's `error`; find the failing code in the function's logs around it and fi"
+        "x it. Runs are safe while retries last: afterwards `python -m ops audit` lists what was missed.",
+    ),
+    AlertSpec(
         key=log_filters.FAILED_TERMINAL,
         title="failed_terminal: a job failed in a way retrying cannot fix",
         metric=log_filters.DELIVERIES,

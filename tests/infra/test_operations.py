@@ -102,9 +102,16 @@ def test_the_metrics_use_the_field_names_the_function_writes() -> None:
 
 def test_alert_policies_name_the_outcomes_and_carry_a_runbook() -> None:
     policies = of_type(declared(), ALERT)
-    assert len(policies) == len(ALERTS) == 5
+    assert len(policies) == len(ALERTS) == 6
     names = " | ".join(p["displayName"] for p in policies)
-    for needle in ("lease_lost", "store_error", "failed_terminal", "failed_released", "missed run"):
+    for needle in (
+        "lease_lost",
+        "store_error",
+        "internal_error",
+        "failed_terminal",
+        "failed_released",
+        "missed run",
+    ):
         assert needle in names
     # Policies register once their metric's name resolves, in no fixed order.
     by_key = {
@@ -126,7 +133,7 @@ def test_alert_policies_name_the_outcomes_and_carry_a_runbook() -> None:
 
 def test_without_channels_the_policies_still_exist() -> None:
     policies = of_type(declared(channels=()), ALERT)
-    assert len(policies) == 5
+    assert len(policies) == len(ALERTS)
     assert all(not p.get("notificationChannels") for p in policies)
 
 
