@@ -13,7 +13,7 @@ import pulumi
 
 from bootstrap.github_deployer import GithubDeployer
 from bootstrap.settings import BootstrapSettings
-from tests.support.pulumi_harness import MockedResource, _GcpMocks, _RecordingMonitor
+from tests.support.pulumi_harness import GcpMocks, MockedResource, run_under_mocks
 
 PROJECT_NUMBER = "123456789012"
 BOOTSTRAP_PROJECT = "exactly-once-scheduler-bootstrap"
@@ -21,7 +21,7 @@ COMPONENT_NAME = "ci"
 POOLS = f"projects/{PROJECT_NUMBER}/locations/global/workloadIdentityPools"
 
 
-class _BootstrapMocks(_GcpMocks):
+class _BootstrapMocks(GcpMocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         resource_id, outputs = super().new_resource(args)
         inputs = args.inputs
@@ -45,12 +45,8 @@ def run_bootstrap(
 ) -> tuple[list[MockedResource], dict[str, Any]]:
     """Every resource GithubDeployer registers, and the component's outputs (None in preview
     where Google computes them)."""
-    mocks = _BootstrapMocks(settings.project)
-    monitor = _RecordingMonitor(mocks)
-    pulumi.runtime.set_mocks(mocks, project=BOOTSTRAP_PROJECT, stack="ci", preview=preview, monitor=monitor)
     outputs: dict[str, Any] = {}
 
-    @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
         deployer = GithubDeployer(COMPONENT_NAME, settings)
         optional = {"stateBucketUrl": deployer.state_bucket_url, "secretsProvider": deployer.secrets_provider}
@@ -61,12 +57,6 @@ def run_bootstrap(
         }
         return pulumi.Output.all(**wanted).apply(outputs.update)
 
-    program()
-    resources = []
-    for urn in monitor.resources:
-        typ, name = urn.split("::")[2].split("$")[-1], urn.split("::")[3]
-        typ_, name_, inputs, recorded, custom = next(r for r in mocks.registered if r[:2] == (typ, name))
-        resources.append(
-            MockedResource(typ_, name_, urn, inputs, recorded, monitor.parents.get(urn, ""), custom)
-        )
+    mocks = _BootstrapMocks(settings.project)
+    resources, _, _ = run_under_mocks(program, mocks, project=BOOTSTRAP_PROJECT, stack="ci", preview=preview)
     return resources, outputs

@@ -9,10 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pulumi_policy import ResourceValidationPolicy, StackValidationPolicy
-
-from policy.policies import POLICIES
-from tests.policy.runner import UNKNOWN_STRING, run_resource_policy, run_stack_policy, stack_resource
+from tests.policy.runner import UNKNOWN_STRING
+from tests.policy.runner import violations as all_violations
 from tests.support.pulumi_harness import MockedResource
 
 # Values a first preview cannot know: they name or derive from resources not yet created.
@@ -34,19 +32,8 @@ def as_in_preview(resource: MockedResource, props: Mapping[str, Any]) -> dict[st
 
 def violations(resources: list[MockedResource], preview: bool = False) -> list[str]:
     """'<policy> <resource>: <message>' for every violation, resource and stack policies alike."""
-    found: list[str] = []
-    stack = []
-    for r in resources:
-        inputs = as_in_preview(r, r.inputs) if preview else r.inputs
-        outputs = as_in_preview(r, r.outputs) if preview else r.outputs
-        stack.append(stack_resource(r.type, r.name, outputs))
-        for policy in POLICIES:
-            if isinstance(policy, ResourceValidationPolicy):
-                found += [
-                    f"{policy.name} {r.name}: {m}"
-                    for m in run_resource_policy(policy, r.type, inputs, r.name)
-                ]
-    for policy in POLICIES:
-        if isinstance(policy, StackValidationPolicy):
-            found += [f"{policy.name}: {m}" for m in run_stack_policy(policy, stack).messages]
-    return found
+    if not preview:
+        return all_violations((r.type, r.name, r.inputs, r.outputs) for r in resources)
+    return all_violations(
+        (r.type, r.name, as_in_preview(r, r.inputs), as_in_preview(r, r.outputs)) for r in resources
+    )

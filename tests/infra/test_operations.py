@@ -13,14 +13,12 @@ import pulumi
 import pytest
 from audit_config import AuditConfig
 from handler import Outcome
-from pulumi_policy import ResourceValidationPolicy, StackValidationPolicy
 
 from infra import log_filters
 from infra.audit_job import AUDIT_HANDLER, AUDIT_JOB_NAME, audit_environment, with_audit_job
 from infra.operations import ALERTS, DASHBOARD_FILE, audit_function_environment, declare_operations
 from infra.settings import REPO_ROOT, load_stack_settings, project_name
-from policy.policies import POLICIES
-from tests.policy.runner import run_resource_policy, run_stack_policy, stack_resource
+from tests.policy.runner import violations
 from tests.support import pulumi_harness as harness
 
 METRIC = "gcp:logging/metric:Metric"
@@ -193,22 +191,6 @@ def test_preview_declares_the_same_resources() -> None:
     assert sorted(name for _, name, _ in declared(preview=True)) == sorted(name for _, name, _ in declared())
 
 
-def _violations(resources: list[tuple[str, str, dict[str, Any], dict[str, Any]]]) -> list[str]:
-    """Every policy's findings: resource policies see inputs, stack policies outputs."""
-    found = []
-    for typ, name, inputs, _ in resources:
-        for policy in POLICIES:
-            if isinstance(policy, ResourceValidationPolicy):
-                found += [
-                    f"{policy.name} {name}: {m}" for m in run_resource_policy(policy, typ, inputs, name)
-                ]
-    stack = [stack_resource(typ, name, outputs) for typ, name, _, outputs in resources]
-    for policy in POLICIES:
-        if isinstance(policy, StackValidationPolicy):
-            found += [f"{policy.name}: {m}" for m in run_stack_policy(policy, stack).messages]
-    return found
-
-
 def test_the_audit_environment_carries_when_each_job_was_created() -> None:
     settings = with_audit_job(load_stack_settings("dev"))
     pulumi.runtime.set_mocks(_Mocks(), project=project_name(), stack="dev", preview=False)
@@ -234,7 +216,7 @@ def test_the_audit_environment_carries_when_each_job_was_created() -> None:
 def test_the_monitoring_resources_pass_every_policy() -> None:
     resources = declared()
     assert {typ for typ, _, _ in resources} == {METRIC, ALERT, DASHBOARD}
-    assert _violations([(typ, name, inputs, inputs) for typ, name, inputs in resources]) == []
+    assert violations([(typ, name, inputs, inputs) for typ, name, inputs in resources]) == []
 
 
 @pytest.fixture(scope="module")
@@ -260,7 +242,7 @@ def test_the_audit_job_is_scheduled_hourly_through_the_handler(dev_stack_with_au
 
 def test_the_stack_with_the_audit_job_passes_every_policy(dev_stack_with_audit) -> None:
     resources = [(r.type, r.name, r.inputs, r.outputs) for r in dev_stack_with_audit]
-    assert _violations(resources) == []
+    assert violations(resources) == []
 
 
 def test_the_operations_page_shows_each_alerts_runbook_verbatim() -> None:

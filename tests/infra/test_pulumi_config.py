@@ -72,7 +72,7 @@ def test_non_integer_string_names_the_key(pulumi_config: dict[str, str]) -> None
 
 
 def _run_main(
-    pulumi_config: dict[str, str], mocks: pulumi_harness._GcpMocks, project: str = NAMESPACE
+    pulumi_config: dict[str, str], mocks: pulumi_harness.GcpMocks, project: str = NAMESPACE
 ) -> dict[str, Any]:
     """Run __main__.py as `pulumi up` would, under mocks; collect resource types and exports."""
     from pulumi.runtime.settings import get_root_resource
@@ -96,7 +96,7 @@ def _run_main(
 
 
 def test_main_exports_the_stack_outputs(pulumi_config: dict[str, str]) -> None:
-    mocks = pulumi_harness._GcpMocks("p-123")
+    mocks = pulumi_harness.GcpMocks("p-123")
     exports = _run_main(pulumi_config, mocks)
     # The configured job and the stack's own missed-run audit.
     assert [typ for typ, *_ in mocks.registered].count("gcp:cloudscheduler/job:Job") == 2
@@ -116,7 +116,7 @@ def test_main_exports_the_proxy_outputs_only_with_a_sample_workflow(pulumi_confi
     pulumi_config[f"{NAMESPACE}:jobs"] = json.dumps(
         [{k: v for k, v in job.items() if v is not None} for job in jobs]
     )
-    exports = _run_main(pulumi_config, pulumi_harness._GcpMocks("p-123"))
+    exports = _run_main(pulumi_config, pulumi_harness.GcpMocks("p-123"))
     assert exports["tokenCheckUri"].startswith("https://eos-test-token-check-")
     assert exports["tokenCheckServiceAccount"] == "eos-test-tokens@p-123.iam.gserviceaccount.com"
     assert exports["workflowServiceAccount"] == "eos-test-workflow@p-123.iam.gserviceaccount.com"
@@ -125,7 +125,7 @@ def test_main_exports_the_proxy_outputs_only_with_a_sample_workflow(pulumi_confi
 
 def test_main_with_bad_config_registers_no_resource(pulumi_config: dict[str, str]) -> None:
     pulumi_config[f"{NAMESPACE}:retentionSeconds"] = "60"
-    mocks = pulumi_harness._GcpMocks("p-123")
+    mocks = pulumi_harness.GcpMocks("p-123")
     with pytest.raises(pulumi.RunError, match=f"{NAMESPACE}:retentionSeconds"):
         _run_main(pulumi_config, mocks)
     assert mocks.registered == []
@@ -138,11 +138,11 @@ def test_a_renamed_project_reads_its_keys_from_its_own_namespace(pulumi_config: 
         for key, value in pulumi_config.items()
     }
     renamed["acme-nightly:maxInstances"] = "4"
-    mocks = pulumi_harness._GcpMocks("p-123")
+    mocks = pulumi_harness.GcpMocks("p-123")
     exports = _run_main(renamed, mocks, project="acme-nightly")
     assert exports["jobNames"] == ["eos-test_every-5", "eos-test_missed-run-audit"]
     (function,) = [inputs for typ, _, inputs, *_ in mocks.registered if typ.endswith("function:Function")]
     assert function["serviceConfig"]["maxInstanceCount"] == 4
     # The old namespace is not read at all: with only its keys, no job is configured.
     with pytest.raises(pulumi.RunError, match="acme-nightly:jobs: at least one job is required"):
-        _run_main(pulumi_config, pulumi_harness._GcpMocks("p-123"), project="acme-nightly")
+        _run_main(pulumi_config, pulumi_harness.GcpMocks("p-123"), project="acme-nightly")

@@ -7,7 +7,7 @@ unknown-checking proxy that raises on preview-time unknowns.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from inspect import isawaitable
 from typing import Any
@@ -122,4 +122,23 @@ def stack_policy(name: str) -> StackValidationPolicy:
     """The pack's stack policy called `name`."""
     found = next(p for p in POLICIES if p.name == name)
     assert isinstance(found, StackValidationPolicy), name
+    return found
+
+
+def violations(resources: Iterable[tuple[str, str, Mapping[str, Any], Mapping[str, Any]]]) -> list[str]:
+    """'<policy> <resource>: <message>' for every violation of every policy of the pack, as the
+    engine applies them: resource policies see each (type, name, inputs, outputs)'s inputs,
+    stack policies every resource's outputs."""
+    found: list[str] = []
+    stack = []
+    for typ, name, inputs, outputs in resources:
+        stack.append(stack_resource(typ, name, outputs))
+        for policy in POLICIES:
+            if isinstance(policy, ResourceValidationPolicy):
+                found += [
+                    f"{policy.name} {name}: {m}" for m in run_resource_policy(policy, typ, inputs, name)
+                ]
+    for policy in POLICIES:
+        if isinstance(policy, StackValidationPolicy):
+            found += [f"{policy.name}: {m}" for m in run_stack_policy(policy, stack).messages]
     return found

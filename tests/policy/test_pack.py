@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from pulumi.output import Unknown
-from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
+from pulumi_policy import EnforcementLevel
 
 from infra.settings import load_stack_settings
 from policy.policies import PACK_NAME, POLICIES
-from tests.policy.runner import UNKNOWN_STRING, run_resource_policy, run_stack_policy, stack_resource
+from tests.policy.runner import UNKNOWN_STRING, violations
 from tests.support import pulumi_harness as harness
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -39,22 +39,8 @@ def dev_resources() -> list[Any]:
 
 def _violations(resources: list[Any], preview: bool) -> list[str]:
     """Every violation of every policy: resource policies see inputs, stack policies outputs."""
-    found: list[str] = []
-    stack = []
-    for r in resources:
-        inputs = _as_in_preview(r.inputs) if preview else r.inputs
-        outputs = _as_in_preview(r.outputs) if preview else r.outputs
-        stack.append(stack_resource(r.type, r.name, outputs))
-        for policy in POLICIES:
-            if isinstance(policy, ResourceValidationPolicy):
-                found += [
-                    f"{policy.name} {r.name}: {m}"
-                    for m in run_resource_policy(policy, r.type, inputs, r.name)
-                ]
-    for policy in POLICIES:
-        if isinstance(policy, StackValidationPolicy):
-            found += [f"{policy.name}: {m}" for m in run_stack_policy(policy, stack).messages]
-    return found
+    convert = _as_in_preview if preview else (lambda props: props)
+    return violations((r.type, r.name, convert(r.inputs), convert(r.outputs)) for r in resources)
 
 
 def test_dev_stack_passes_every_policy(dev_resources: list[Any]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,7 @@ class MockedStack:
         return self.one(COMPONENT_TYPE)
 
 
-class _GcpMocks(pulumi.runtime.Mocks):
+class GcpMocks(pulumi.runtime.Mocks):
     """Outputs = inputs plus what Google Cloud computes for the few types we read back.
 
     With `preview`, every value a provider computes is unknown, as in a first `pulumi preview`
@@ -155,10 +156,10 @@ def as_policy_value(value: Any) -> Any:
     return value
 
 
-class _RecordingMonitor(pulumi_mocks.MockMonitor):
+class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The stock mock monitor, plus the parent of each resource and component outputs."""
 
-    def __init__(self, mocks: _GcpMocks) -> None:
+    def __init__(self, mocks: GcpMocks) -> None:
         super().__init__(mocks)
         self.parents: dict[str, str] = {}
         self.dependencies: dict[str, list[str]] = {}
@@ -186,6 +187,48 @@ class _WarningLog(logging.Handler):
         self.messages.append(record.getMessage())
 
 
+def run_under_mocks(
+    program: Callable[[], pulumi.Output[Any]],
+    mocks: GcpMocks,
+    *,
+    project: str,
+    stack: str = MOCK_STACK,
+    preview: bool = False,
+) -> tuple[list[MockedResource], RecordingMonitor, list[str]]:
+    """Run a Pulumi program under `mocks`: every resource it registers (in order), the monitor
+    that saw them (parents, dependencies, registered outputs) and the engine's warnings.
+    `program` must return an Output of everything it declares, so the run waits for them all."""
+    monitor = RecordingMonitor(mocks)
+    log = _WarningLog()
+    logger = logging.getLogger(f"{__name__}.engine")
+    logger.addHandler(log)
+    logger.propagate = False
+    pulumi.runtime.set_mocks(
+        mocks, project=project, stack=stack, preview=preview, logger=logger, monitor=monitor
+    )
+    try:
+        pulumi.runtime.test(program)()
+    finally:
+        logger.removeHandler(log)
+    resources = []
+    for urn in monitor.resources:
+        typ = urn.split("::")[2].split("$")[-1]
+        name = urn.split("::")[3]
+        match = next(r for r in mocks.registered if r[0] == typ and r[1] == name)
+        resources.append(
+            MockedResource(
+                type=typ,
+                name=name,
+                urn=urn,
+                inputs=match[2],
+                outputs=match[3],
+                parent=monitor.parents.get(urn, ""),
+                custom=match[4],
+            )
+        )
+    return resources, monitor, log.messages
+
+
 def mock_stack(
     settings: StackSettings,
     function_dir: Path | None = None,
@@ -197,20 +240,9 @@ def mock_stack(
     """Run ExactlyOnceScheduler(settings) under mocks; return resources, outputs and warnings.
 
     `preview`: as a first `pulumi preview` sees it, every computed output unknown."""
-    mocks = _GcpMocks(settings.project, preview=preview)
-    monitor = _RecordingMonitor(mocks)
-    log = _WarningLog()
-    logger = logging.getLogger(f"{__name__}.engine")
-    logger.addHandler(log)
-    logger.propagate = False
-    pulumi.runtime.set_mocks(
-        mocks, project=project_name(), stack=stack, preview=preview, logger=logger, monitor=monitor
-    )
 
-    @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
         scheduler = ExactlyOnceScheduler(component, settings, function_dir or DEFAULT_FUNCTION_DIR)
-        # Awaiting every output makes the test wait until all resources are registered.
         return pulumi.Output.all(
             scheduler.function_uri,
             scheduler.job_names,
@@ -226,33 +258,18 @@ def mock_stack(
             ],
         )
 
-    try:
-        program()
-    finally:
-        logger.removeHandler(log)
-
-    urns = list(monitor.resources)
-    resources = []
-    for urn in urns:
-        typ = urn.split("::")[2].split("$")[-1]
-        name = urn.split("::")[3]
-        match = next(r for r in mocks.registered if r[0] == typ and r[1] == name)
-        resources.append(
-            MockedResource(
-                type=typ,
-                name=name,
-                urn=urn,
-                inputs=match[2],
-                outputs=match[3],
-                parent=monitor.parents.get(urn, ""),
-                custom=match[4],
-            )
-        )
+    resources, monitor, warnings = run_under_mocks(
+        program,
+        GcpMocks(settings.project, preview=preview),
+        project=project_name(),
+        stack=stack,
+        preview=preview,
+    )
     component_urn = next(r.urn for r in resources if r.type == COMPONENT_TYPE)
     return MockedStack(
         resources=resources,
         component_outputs=monitor.registered_outputs.get(component_urn, {}),
-        warnings=log.messages,
+        warnings=warnings,
         dependencies=monitor.dependencies,
     )
 
