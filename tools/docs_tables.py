@@ -1,0 +1,231 @@
+"""`make docs`: write the reference tables of docs/ from the code they describe.
+
+A table that is typed by hand drifts from the code the day someone adds a config key or an
+outcome; this one is rendered from the definitions themselves, between marker comments in the
+pages, and tests/docs/ fails when a page differs from what this would write. Everything
+outside the markers is left alone, so running it twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from config import FunctionConfig
+from handler import _STATUS_AND_SEVERITY, Outcome
+from idempotency import TokenStoreConfig
+from pulumi_policy import StackValidationPolicy
+
+from infra.config_schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
+from infra.outputs import STACK_OUTPUTS
+from policy.policies import POLICIES
+
+DOCS = REPO_ROOT / "docs"
+_BLOCK = re.compile(
+    r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.S
+)
+
+# When each outcome happens. Kept beside the renderer rather than in the handler, whose table
+# holds only what the code needs; a new outcome without a line here stops `make docs`.
+OUTCOME_MEANINGS: dict[Outcome, str] = {
+    Outcome.EXECUTED: "first claim of the run; the job succeeded",
+    Outcome.DUPLICATE_COMPLETED: "the run had already completed; the job is not run again",
+    Outcome.IN_PROGRESS: "another attempt holds a live lease (`Retry-After` = seconds left on it)",
+    Outcome.LEASE_TAKEN_OVER: "took over a crashed attempt's expired lease; the job succeeded",
+    Outcome.LEASE_LOST: "its lease expired and another attempt took over: the lease is shorter than the job",
+    Outcome.FAILED_RELEASED: "the job raised; the claim was released so the next retry runs at once",
+    Outcome.FAILED_TERMINAL: "the job raised `TerminalJobError`; recorded as `terminal_failure`, not retried",
+    Outcome.OVERLAP_SKIPPED: "`overlap: skip` and another run of the job held its lease; recorded as skipped",
+    Outcome.OVERLAP_WAIT: "`overlap: wait` and another run of the job holds its lease; Scheduler retries",
+    Outcome.BAD_REQUEST: "a Scheduler header is missing or malformed (named in the message); nothing written",
+    Outcome.METHOD_NOT_ALLOWED: "not a POST; nothing written",
+    Outcome.BODY_TOO_LARGE: "the body is larger than a job's parameters can be; nothing read or written",
+    Outcome.STORE_ERROR: "Firestore failed while claiming or finishing",
+    Outcome.INTERNAL_ERROR: "a bug: anything the handler did not expect, answered as JSON with its log line",
+}
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    default: str
+    meaning: str
+
+
+def _function_environment() -> tuple[EnvVar, ...]:
+    """What the function reads at start-up. Defaults come from the config classes themselves;
+    a test checks that every variable function/ reads is listed here and nothing else."""
+    runs, tokens = FunctionConfig(), TokenStoreConfig()
+    return (
+        EnvVar("GOOGLE_CLOUD_PROJECT", "from the runtime", "project of the Firestore database"),
+        EnvVar("FIRESTORE_DATABASE", f"`{runs.database}`", "Firestore database id (`databaseName`)"),
+        EnvVar(
+            "RUNS_COLLECTION", f"`{runs.runs_collection}`", "collection of run records (`runsCollection`)"
+        ),
+        EnvVar(
+            "LEASE_SECONDS",
+            f"`{runs.lease_seconds:g}`",
+            "how long a claim blocks other attempts; at least the function timeout "
+            "(the stack sets `functionTimeoutSeconds` + `leaseGraceSeconds`)",
+        ),
+        EnvVar(
+            "RETENTION_SECONDS",
+            f"`{runs.retention_seconds:g}`",
+            "`expire_at` = claim time + this (`retentionSeconds`); at least `LEASE_SECONDS`",
+        ),
+        EnvVar(
+            "JOB_HANDLER", f"`{runs.job_handler}`", "default job logic, `module:callable` inside `function/`"
+        ),
+        EnvVar(
+            "JOB_HANDLERS",
+            "none",
+            'JSON `{"job name": "module:callable"}` overriding `JOB_HANDLER` per job (`jobs[].handler`)',
+        ),
+        EnvVar(
+            "JOB_OVERLAP",
+            "none",
+            'JSON `{"job name": "skip" | "wait"}` (`jobs[].overlap`); absent jobs allow',
+        ),
+        EnvVar(
+            "IDEMPOTENCY_COLLECTION",
+            f"`{tokens.collection}`",
+            "the token check's collection (`idempotencyCollection`)",
+        ),
+        EnvVar(
+            "IDEMPOTENCY_RETENTION_SECONDS",
+            f"`{tokens.retention_seconds:g}`",
+            "a token record's lifetime (`idempotencyRetentionSeconds`)",
+        ),
+        EnvVar(
+            "AUDIT_JOBS",
+            "required by the audit job",
+            "the jobs the missed-run audit checks (JSON, set by the stack)",
+        ),
+        EnvVar(
+            "WORKFLOWS_API_ENDPOINT",
+            "the library's",
+            "another Workflows endpoint (`host[:port]`, TLS); `http://` on loopback only, for tests",
+        ),
+        EnvVar(
+            "DOWNSTREAM_ID_TOKEN_DISABLED",
+            "`0`",
+            "`1`: send no ID token downstream; tests only, loopback only",
+        ),
+    )
+
+
+FUNCTION_ENVIRONMENT = _function_environment()
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = [f"| {' | '.join(header)} |", f"|{'|'.join(' --- ' for _ in header)}|"]
+    lines += [f"| {' | '.join(_cell(cell) for cell in row)} |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _default(key: ConfigKey) -> str:
+    if key.default is None:
+        return "derived (see meaning)"
+    if isinstance(key.default, bool):
+        return f"`{str(key.default).lower()}`"
+    if isinstance(key.default, tuple):
+        return f"`{list(key.default)}`"
+    return f"`{key.default}`" if key.default != "" else '`""`'
+
+
+def config_keys_table() -> str:
+    types = {"array": "list of strings"}
+    rows = [(f"`{k.name}`", types.get(k.type, k.type), _default(k), k.description) for k in CONFIG_KEYS]
+    return _table(("Key", "Type", "Default", "Meaning"), rows)
+
+
+def stack_outputs_table() -> str:
+    rows = [
+        (f"`{o.name}`", o.description + (" Only with a sample workflow." if o.sample_workflow_only else ""))
+        for o in STACK_OUTPUTS
+    ]
+    return _table(("Output", "Meaning"), rows)
+
+
+def policies_table() -> str:
+    rows = [
+        (
+            f"`{p.name}`",
+            "stack" if isinstance(p, StackValidationPolicy) else "resource",
+            str(p.enforcement_level.value) if p.enforcement_level else "advisory",
+            p.description,
+        )
+        for p in POLICIES
+    ]
+    return _table(("Policy", "Checks", "Level", "What it holds"), rows)
+
+
+def outcomes_table() -> str:
+    missing = [outcome.value for outcome in Outcome if outcome not in OUTCOME_MEANINGS]
+    if missing:
+        raise SystemExit(f"tools/docs_tables.py: describe the outcomes {missing} in OUTCOME_MEANINGS")
+    rows = []
+    for outcome in Outcome:
+        status, severity = _STATUS_AND_SEVERITY[outcome]
+        rows.append((f"`{outcome.value}`", str(status), severity, OUTCOME_MEANINGS[outcome]))
+    return _table(("Outcome", "HTTP", "Severity", "When"), rows)
+
+
+def function_environment_table() -> str:
+    rows = [(f"`{v.name}`", v.default, v.meaning) for v in FUNCTION_ENVIRONMENT]
+    return _table(("Variable", "Default", "Meaning"), rows)
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "config-keys": config_keys_table,
+    "stack-outputs": stack_outputs_table,
+    "policies": policies_table,
+    "outcomes": outcomes_table,
+    "function-environment": function_environment_table,
+}
+
+
+def render(text: str, source: str = "page") -> str:
+    """`text` with every generated block rewritten; an unknown block name is an error."""
+
+    def block(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in TABLES:
+            raise SystemExit(f"{source}: unknown generated block {name!r} (known: {', '.join(TABLES)})")
+        return f"{match[1]}{TABLES[name]()}{match[4]}"
+
+    return _BLOCK.sub(block, text)
+
+
+def pages() -> list[Path]:
+    return sorted([REPO_ROOT / "README.md", *DOCS.glob("*.md")])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        rendered = render(text, str(page.relative_to(REPO_ROOT)))
+        if rendered != text:
+            stale.append(page.relative_to(REPO_ROOT))
+            if not args.check:
+                page.write_text(rendered, encoding="utf-8")
+    verb = "out of date" if args.check else "rewrote"
+    for page_name in stale:
+        print(f"{verb}: {page_name}", file=sys.stderr)
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
