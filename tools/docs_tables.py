@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config import FunctionConfig
-from handler import _STATUS_AND_SEVERITY, Outcome
+from handler import _STATUS_AND_SEVERITY, MAX_BODY_BYTES, Outcome
 from idempotency import TokenStoreConfig
 from pulumi_policy import StackValidationPolicy
 
@@ -31,21 +31,30 @@ _BLOCK = re.compile(
 
 # When each outcome happens. Kept beside the renderer rather than in the handler, whose table
 # holds only what the code needs; a new outcome without a line here stops `make docs`.
+_BODY_LIMIT_KIB = MAX_BODY_BYTES // 1024
 OUTCOME_MEANINGS: dict[Outcome, str] = {
     Outcome.EXECUTED: "first claim of the run; the job succeeded",
     Outcome.DUPLICATE_COMPLETED: "the run had already completed; the job is not run again",
-    Outcome.IN_PROGRESS: "another attempt holds a live lease (`Retry-After` = seconds left on it)",
+    Outcome.IN_PROGRESS: "another attempt holds a live lease; `Retry-After` = seconds left on it",
     Outcome.LEASE_TAKEN_OVER: "took over a crashed attempt's expired lease; the job succeeded",
     Outcome.LEASE_LOST: "its lease expired and another attempt took over: the lease is shorter than the job",
     Outcome.FAILED_RELEASED: "the job raised; the claim was released so the next retry runs at once",
-    Outcome.FAILED_TERMINAL: "the job raised `TerminalJobError`; recorded as `terminal_failure`, not retried",
-    Outcome.OVERLAP_SKIPPED: "`overlap: skip` and another run of the job held its lease; recorded as skipped",
-    Outcome.OVERLAP_WAIT: "`overlap: wait` and another run of the job holds its lease; Scheduler retries",
-    Outcome.BAD_REQUEST: "a Scheduler header is missing or malformed (named in the message); nothing written",
-    Outcome.METHOD_NOT_ALLOWED: "not a POST; nothing written",
-    Outcome.BODY_TOO_LARGE: "the body is larger than a job's parameters can be; nothing read or written",
-    Outcome.STORE_ERROR: "Firestore failed while claiming or finishing",
-    Outcome.INTERNAL_ERROR: "a bug: anything the handler did not expect, answered as JSON with its log line",
+    Outcome.FAILED_TERMINAL: (
+        "the job raised `TerminalJobError` (or its body or output cannot be right); recorded, not retried"
+    ),
+    Outcome.OVERLAP_SKIPPED: (
+        "overlap policy `skip`: another run of the job held its lock; recorded, never run, and every "
+        "later delivery gets the same answer"
+    ),
+    Outcome.OVERLAP_WAIT: (
+        "overlap policy `wait`: another run of the job holds its lock; nothing recorded, retried later "
+        "(with `Retry-After`)"
+    ),
+    Outcome.BAD_REQUEST: "a missing or malformed Scheduler header, named in the message; nothing written",
+    Outcome.METHOD_NOT_ALLOWED: "not a `POST`: nothing is read or written",
+    Outcome.BODY_TOO_LARGE: f"the body exceeds {_BODY_LIMIT_KIB} KiB: refused before anything is written",
+    Outcome.STORE_ERROR: "Firestore failed or did not answer within the deadline",
+    Outcome.INTERNAL_ERROR: "an unexpected exception (a bug): JSON answer and log line all the same",
 }
 
 
