@@ -100,12 +100,5 @@ def test_every_relative_link_in_the_docs_resolves() -> None:
         for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
             if "://" not in target and not (page.parent / target).exists():
                 broken.append(f"{page.name}: {target}")
-    assert (
-        broken == []
-        or broken == ["README.md: docs/scale.md"]
-        or set(broken)
-        <= {
-            "README.md: docs/scale.md",
-            "performance.md: scale.md",
-        }
-    ), broken
+    # docs/scale.md is written on another branch; once it is merged, drop this exception.
+    assert [link for link in broken if not link.endswith("scale.md")] == []
