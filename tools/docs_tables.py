@@ -21,6 +21,14 @@ from idempotency import TokenStoreConfig
 from pulumi_policy import StackValidationPolicy
 
 from infra.config_schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
+from infra.job_config import (
+    _JOB_KEYS,
+    _WORKFLOW_KEYS,
+    DEFAULT_OVERLAP,
+    DEFAULT_RETRY,
+    DEFAULT_TIME_ZONE,
+    RETRY_KEYS,
+)
 from infra.outputs import STACK_OUTPUTS
 from policy.policies import POLICIES
 
@@ -150,6 +158,99 @@ def _default(key: ConfigKey) -> str:
     return f"`{key.default}`" if key.default != "" else '`""`'
 
 
+# What each field of a `jobs` entry means. The parser (infra/job_config.py) defines which fields
+# exist and their defaults; `make docs` stops when the two disagree.
+JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
+    "name": (
+        "string",
+        "1-100 of `A-Z a-z 0-9 - _`, unique in the stack; deployed as `<prefix>_<name>` (see "
+        "[deploy.md](deploy.md)). `missed-run-audit` is the stack's own audit job.",
+    ),
+    "schedule": (
+        "string",
+        "Five-field unix-cron. Groc (`every 5 minutes`) is rejected: such jobs get no "
+        "`X-CloudScheduler-ScheduleTime`.",
+    ),
+    "timeZone": ("string", "IANA time zone of the schedule."),
+    "attemptDeadlineSeconds": ("number", "HTTP attempt deadline, 15..1800 s."),
+    "retry.retryCount": ("integer", "Retries after a failed attempt, 0..5."),
+    "retry.minBackoffSeconds": ("number", "First backoff."),
+    "retry.maxBackoffSeconds": ("number", "Backoff cap."),
+    "retry.maxDoublings": ("integer", "Doublings before the backoff grows linearly."),
+    "retry.maxRetryDurationSeconds": ("number", "Retry time limit (0 = none)."),
+    "body": ("object", "JSON request body (the demo job reads `sleep_seconds` and `fail`)."),
+    "handler": (
+        "string",
+        "`module:callable` for this job only (goes into `JOB_HANDLERS`). A job run by "
+        "`jobs.workflows:start_workflow_execution` without a `workflow` setting must have a body "
+        '`{"workflow": "projects/…/workflows/…", "argument"?: {...}}`.',
+    ),
+    "workflow.sample": (
+        "boolean",
+        "`true`: deploy the sample workflow for this job (plus the token check). The handler "
+        "defaults to `jobs.workflows:start_workflow_execution` (any other is rejected) and the "
+        "body is built by the stack, so `body` must not be set.",
+    ),
+    "workflow.name": (
+        "string",
+        "Instead of `sample`: an existing workflow, `projects/<p>/locations/<l>/workflows/<w>`; "
+        "no sample is deployed. Exactly one of `sample: true` and `name`.",
+    ),
+    "workflow.argument": (
+        "object",
+        "Sent as the body's `argument`; the workflow receives it as `args.payload`.",
+    ),
+    "overlap": (
+        "string",
+        "`allow`, `skip` or `wait`: what a run does while another run of this job holds its lease"
+        " (goes into `JOB_OVERLAP`).",
+    ),
+}
+
+
+def _job_defaults() -> dict[str, str]:
+    retry = {
+        f"retry.{key}": f"`{getattr(DEFAULT_RETRY, attribute):g}`" for key, attribute in RETRY_KEYS.items()
+    }
+    return {
+        "name": "— (required)",
+        "schedule": "— (required)",
+        "timeZone": f"`{DEFAULT_TIME_ZONE}`",
+        "attemptDeadlineSeconds": "`functionTimeoutSeconds`",
+        **retry,
+        "handler": "`jobHandler`",
+        "overlap": f"`{DEFAULT_OVERLAP}`",
+    }
+
+
+def job_fields() -> list[str]:
+    """Every field a `jobs` entry may set, as the parser spells them."""
+    fields = [key for key in _JOB_KEYS if key not in ("retry", "workflow")]
+    fields += [f"retry.{key}" for key in RETRY_KEYS]
+    fields += [f"workflow.{key}" for key in _WORKFLOW_KEYS]
+    return fields
+
+
+def job_fields_table() -> str:
+    fields = job_fields()
+    if set(fields) != set(JOB_FIELD_MEANINGS):
+        raise SystemExit(
+            "tools/docs_tables.py: JOB_FIELD_MEANINGS does not match the parser's fields: "
+            f"{sorted(set(fields) ^ set(JOB_FIELD_MEANINGS))}"
+        )
+    defaults = _job_defaults()
+    rows = [
+        (
+            f"`{field}`",
+            JOB_FIELD_MEANINGS[field][0],
+            defaults.get(field, "none"),
+            JOB_FIELD_MEANINGS[field][1],
+        )
+        for field in fields
+    ]
+    return _table(("Field", "Type", "Default", "Meaning"), rows)
+
+
 def config_keys_table() -> str:
     types = {"array": "list of strings"}
     rows = [(f"`{k.name}`", types.get(k.type, k.type), _default(k), k.description) for k in CONFIG_KEYS]
@@ -199,6 +300,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "policies": policies_table,
     "outcomes": outcomes_table,
     "function-environment": function_environment_table,
+    "job-fields": job_fields_table,
 }
 
 
