@@ -11,9 +11,9 @@ REQUIREMENTS := requirements.txt requirements-dev.txt function/requirements.txt 
 RUNTIME_PYTHON ?= $(shell for p in python3.12 $$(pyenv root 2>/dev/null)/versions/3.12*/bin/python3.12; \
 	do "$$p" --version >/dev/null 2>&1 && echo "$$p" && break; done)
 RUNTIME_VENV := venv-py312
-LINTED := function infra policy localrun bench bootstrap ops tests __main__.py
+LINTED := function infra policy localrun bench bootstrap ops tools tests __main__.py
 
-.PHONY: install lint lint-workflows typecheck test test-runtime demo bench clean faketime
+.PHONY: install lint lint-workflows typecheck test test-runtime demo bench docs clean faketime
 
 $(STAMP): $(REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,6 +61,12 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run $(ARGS)
+
+# The reference tables in docs/ (config keys, jobs' fields, outputs, policies, outcomes, the
+# function's environment), rewritten from the code between their GENERATED markers;
+# tests/docs/ fails when a page differs from what this writes.
+docs: $(STAMP)
+	$(BIN)/python -m tools.docs_tables
 
 clean:
 	rm -rf $(VENV) $(RUNTIME_VENV) .pytest_cache .mypy_cache .ruff_cache .demo

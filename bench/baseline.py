@@ -1,12 +1,12 @@
-"""The documented sample's flow, kept only as the benchmark's point of comparison.
+"""The common transactional flow, kept only as the benchmark's point of comparison.
 
-It follows the original document's Python sample line for line where it matters: a
+It follows the usual read-then-write recipe for deduplicating Scheduler runs where it matters: a
 `@firestore.transactional` read-then-write `claim_run`, the job, then a second transaction
 `finish_run`, with the sample's status codes (400 / 200 duplicate / 409 / 200 processed, and an
 exception, i.e. a 500, when the job or a transaction fails). Two deliberate departures, so both
 implementations do equal work and only the ledger protocol differs: the run id and the record
 fields are the same as ours, and the Firestore client and job are parameters instead of globals.
-Never deploy this: it is what issue #6 measures ours against.
+Never deploy this: it exists only for `make bench` to measure ours against.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import yaml
 
@@ -28,12 +28,21 @@ class SettingsError(ValueError):
     """A stack config that must not be deployed; the message names the config keys to fix."""
 
 
+def read_yaml(path: Path) -> Mapping[str, Any]:
+    if not path.is_file():
+        raise SettingsError(f"{path} does not exist")
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(loaded, Mapping):
+        raise SettingsError(f"{path} is not a YAML mapping")
+    return loaded
+
+
 @dataclass(frozen=True)
 class ConfigKey:
-    """One stack config key. Pulumi.yaml declares the same schema; a test keeps them equal.
+    """One stack config key, as Pulumi.yaml's `config:` section declares it.
 
     `default` None: the default depends on other keys, so Pulumi.yaml cannot declare it (a
-    declared key without a default would be required) and the key is documented instead.
+    declared key without a default would be required) and the key is declared here instead.
     """
 
     name: str
@@ -42,42 +51,10 @@ class ConfigKey:
     description: str
 
 
-# `jobs` is a list of objects, which Pulumi's project config schema cannot type, so it is
-# validated in infra/job_config.py and documented in docs/deploy.md.
-CONFIG_KEYS: tuple[ConfigKey, ...] = (
-    ConfigKey(
-        "functionTimeoutSeconds",
-        "integer",
-        60,
-        "Cloud Run function request timeout in seconds (1..3600). The run lease is derived from it.",
-    ),
-    ConfigKey(
-        "leaseGraceSeconds",
-        "integer",
-        10,
-        "Seconds added to the function timeout to form the run lease (LEASE_SECONDS), for clock skew.",
-    ),
-    ConfigKey(
-        "retentionSeconds",
-        "integer",
-        86400,
-        "How long a run record is kept (TTL on expire_at); must outlive the latest possible retry.",
-    ),
-    ConfigKey("maxInstances", "integer", 10, "Maximum number of function instances."),
-    ConfigKey(
-        "ingress",
-        "string",
-        "ALLOW_INTERNAL_ONLY",
-        "Function ingress: ALLOW_INTERNAL_ONLY (Cloud Scheduler in the same project is internal), "
-        "ALLOW_INTERNAL_AND_GCLB or ALLOW_ALL.",
-    ),
-    ConfigKey(
-        "databaseName",
-        "string",
-        "",
-        "Firestore database of the run records. Empty: a database of this stack's own, named after "
-        "the stack; '(default)' or another id: that database.",
-    ),
+_CONFIG_TYPES: tuple[ConfigType, ...] = ("string", "integer", "boolean", "array")
+
+# Declared here because its default is derived: Pulumi.yaml cannot hold it (see ConfigKey).
+DERIVED_DEFAULT_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
         "createDatabase",
         "boolean",
@@ -85,39 +62,35 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = (
         "Create the database (true) or use an existing one as it is (false). Default: true for the "
         "stack's own database and any named one, false for '(default)'.",
     ),
-    ConfigKey("runsCollection", "string", "scheduler_runs", "Firestore collection of run records."),
-    ConfigKey(
-        "deletionProtection",
-        "boolean",
-        True,
-        "Protect the Firestore database from deletion (and keep it on `pulumi destroy`).",
-    ),
-    ConfigKey(
-        "jobHandler",
-        "string",
-        "jobs.demo:run_demo_job",
-        "Default job logic as module:callable inside function/, for jobs that set no handler.",
-    ),
-    ConfigKey(
-        "idempotencyCollection",
-        "string",
-        "idempotency_tokens",
-        "Firestore collection of the token check's records (deployed with a sample workflow).",
-    ),
-    ConfigKey(
-        "idempotencyRetentionSeconds",
-        "integer",
-        604800,
-        "How long a token record is kept (TTL on expire_at); at least retentionSeconds.",
-    ),
-    ConfigKey(
-        "alertNotificationChannels",
-        "array",
-        (),
-        "Cloud Monitoring notification channel ids (projects/<p>/notificationChannels/<id>) the "
-        "stack's alert policies notify; none: the alerts exist but notify nobody.",
-    ),
 )
+
+
+def declared_config_keys(root: Path = REPO_ROOT) -> tuple[ConfigKey, ...]:
+    """The keys Pulumi.yaml declares (type, default, description), read from the one place
+    `pulumi config` also reads them, followed by the keys whose default is derived."""
+    declared = read_yaml(root / PROJECT_FILE).get("config") or {}
+    keys: list[ConfigKey] = []
+    for name, schema in declared.items():
+        kind = schema.get("type")
+        if kind not in _CONFIG_TYPES or "default" not in schema or not schema.get("description"):
+            raise SettingsError(
+                f"{root / PROJECT_FILE}: config key {name!r} needs a type, default and description"
+            )
+        default = schema["default"]
+        keys.append(
+            ConfigKey(
+                name,
+                cast(ConfigType, kind),
+                tuple(default) if isinstance(default, list) else default,
+                " ".join(str(schema["description"]).split()),
+            )
+        )
+    return (*keys, *DERIVED_DEFAULT_KEYS)
+
+
+# `jobs` is a list of objects, which Pulumi's project config schema cannot type, so it is
+# validated in infra/job_config.py and documented in docs/stack.md.
+CONFIG_KEYS: tuple[ConfigKey, ...] = declared_config_keys()
 KEYS_BY_NAME = {key.name: key for key in CONFIG_KEYS}
 _NOTIFICATION_CHANNEL = re.compile(r"^projects/[^/]+/notificationChannels/[^/]+$")
 JOBS_KEY = "jobs"
@@ -134,15 +107,6 @@ class ConfigProblems(list[str]):
     def key(self, name: str) -> str:
         """`name` as `pulumi config set` and `Pulumi.<stack>.yaml` spell it."""
         return f"{self.namespace}:{name}"
-
-
-def read_yaml(path: Path) -> Mapping[str, Any]:
-    if not path.is_file():
-        raise SettingsError(f"{path} does not exist")
-    loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(loaded, Mapping):
-        raise SettingsError(f"{path} is not a YAML mapping")
-    return loaded
 
 
 def project_name(root: Path = REPO_ROOT) -> str:

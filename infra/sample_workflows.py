@@ -14,7 +14,7 @@ from infra.settings import StackSettings
 TOKEN_CHECK_ENTRY_POINT = "check_idempotency_token"
 # The token check does a few Firestore writes per call; anything slower is a fault to retry.
 TOKEN_CHECK_TIMEOUT_SECONDS = 30
-# The one copy of the sample workflow; the README shows it verbatim (a test keeps them equal).
+# The one copy of the sample workflow; docs/proxy.md shows it verbatim (a test keeps them equal).
 SAMPLE_WORKFLOW_FILE = Path(__file__).resolve().with_name("sample_workflow.yaml")
 
 

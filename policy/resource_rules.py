@@ -119,7 +119,7 @@ def check_job_not_google_api(args: ResourceValidationArgs) -> Iterable[str]:
             "ignores X-CloudScheduler-ScheduleTime, so every retry repeats the call (e.g. starts "
             "another workflow execution). Route it through the dedup proxy: point the job at the "
             "function URI and run it with a proxy job handler such as "
-            "jobs.workflows:start_workflow_execution (see README, 'Idempotent proxy')."
+            "jobs.workflows:start_workflow_execution (see docs/proxy.md)."
         )
 
 

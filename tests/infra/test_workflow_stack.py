@@ -254,9 +254,9 @@ def test_sample_workflow_is_yaml_that_checks_the_token_before_its_state_change()
     assert "PLACEHOLDER" in text and "sys.log" not in text
 
 
-def test_readme_shows_the_sample_workflow_verbatim() -> None:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    proxy = readme.split("<!-- section:proxy -->", 1)[1].split("<!-- /section:proxy -->", 1)[0]
+def test_the_proxy_page_shows_the_sample_workflow_verbatim() -> None:
+    page = (REPO_ROOT / "docs" / "proxy.md").read_text(encoding="utf-8")
+    proxy = page.split("<!-- section:proxy -->", 1)[1].split("<!-- /section:proxy -->", 1)[0]
     blocks = re.findall(r"```yaml\n(.*?)```", proxy, flags=re.S)
     assert SAMPLE_WORKFLOW_FILE.read_text(encoding="utf-8") in blocks
 

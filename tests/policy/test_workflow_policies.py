@@ -59,7 +59,7 @@ def direct(uri: Any) -> list[str]:
 def test_job_calling_a_google_api_directly_is_rejected(uri: str) -> None:
     [message] = direct(uri)
     assert "Scheduler job 'j'" in message and "calls a Google API directly" in message
-    assert "Route it through the dedup proxy" in message and "README" in message
+    assert "Route it through the dedup proxy" in message and "docs/proxy.md" in message
 
 
 @pytest.mark.parametrize(

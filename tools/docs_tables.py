@@ -1,0 +1,342 @@
+"""`make docs`: write the reference tables of docs/ from the code they describe.
+
+A table that is typed by hand drifts from the code the day someone adds a config key or an
+outcome; this one is rendered from the definitions themselves, between marker comments in the
+pages, and tests/docs/ fails when a page differs from what this would write. Everything
+outside the markers is left alone, so running it twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from config import FunctionConfig
+from handler import _STATUS_AND_SEVERITY, MAX_BODY_BYTES, Outcome
+from idempotency import TokenStoreConfig
+from pulumi_policy import StackValidationPolicy
+
+from infra.config_schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
+from infra.job_config import (
+    _JOB_KEYS,
+    _WORKFLOW_KEYS,
+    DEFAULT_OVERLAP,
+    DEFAULT_RETRY,
+    DEFAULT_TIME_ZONE,
+    RETRY_KEYS,
+)
+from infra.outputs import STACK_OUTPUTS
+from policy.policies import POLICIES
+
+DOCS = REPO_ROOT / "docs"
+_BLOCK = re.compile(
+    r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.S
+)
+
+# When each outcome happens. Kept beside the renderer rather than in the handler, whose table
+# holds only what the code needs; a new outcome without a line here stops `make docs`.
+_BODY_LIMIT_KIB = MAX_BODY_BYTES // 1024
+OUTCOME_MEANINGS: dict[Outcome, str] = {
+    Outcome.EXECUTED: "first claim of the run; the job succeeded",
+    Outcome.DUPLICATE_COMPLETED: "the run had already completed; the job is not run again",
+    Outcome.IN_PROGRESS: "another attempt holds a live lease; `Retry-After` = seconds left on it",
+    Outcome.LEASE_TAKEN_OVER: "took over a crashed attempt's expired lease; the job succeeded",
+    Outcome.LEASE_LOST: "its lease expired and another attempt took over: the lease is shorter than the job",
+    Outcome.FAILED_RELEASED: "the job raised; the claim was released so the next retry runs at once",
+    Outcome.FAILED_TERMINAL: (
+        "the job raised `TerminalJobError` (or its body or output cannot be right); recorded, not retried"
+    ),
+    Outcome.OVERLAP_SKIPPED: (
+        "overlap policy `skip`: another run of the job held its lock; recorded, never run, and every "
+        "later delivery gets the same answer"
+    ),
+    Outcome.OVERLAP_WAIT: (
+        "overlap policy `wait`: another run of the job holds its lock; nothing recorded, retried later "
+        "(with `Retry-After`)"
+    ),
+    Outcome.BAD_REQUEST: "a missing or malformed Scheduler header, named in the message; nothing written",
+    Outcome.METHOD_NOT_ALLOWED: "not a `POST`: nothing is read or written",
+    Outcome.BODY_TOO_LARGE: f"the body exceeds {_BODY_LIMIT_KIB} KiB: refused before anything is written",
+    Outcome.STORE_ERROR: "Firestore failed or did not answer within the deadline",
+    Outcome.INTERNAL_ERROR: "an unexpected exception (a bug): JSON answer and log line all the same",
+}
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    default: str
+    meaning: str
+
+
+def _function_environment() -> tuple[EnvVar, ...]:
+    """What the function reads at start-up. Defaults come from the config classes themselves;
+    a test checks that every variable function/ reads is listed here and nothing else."""
+    runs, tokens = FunctionConfig(), TokenStoreConfig()
+    return (
+        EnvVar("GOOGLE_CLOUD_PROJECT", "from the runtime", "project of the Firestore database"),
+        EnvVar("FIRESTORE_DATABASE", f"`{runs.database}`", "Firestore database id (`databaseName`)"),
+        EnvVar(
+            "RUNS_COLLECTION", f"`{runs.runs_collection}`", "collection of run records (`runsCollection`)"
+        ),
+        EnvVar(
+            "LEASE_SECONDS",
+            f"`{runs.lease_seconds:g}`",
+            "how long a claim blocks other attempts; at least the function timeout "
+            "(the stack sets `functionTimeoutSeconds` + `leaseGraceSeconds`)",
+        ),
+        EnvVar(
+            "RETENTION_SECONDS",
+            f"`{runs.retention_seconds:g}`",
+            "`expire_at` = claim time + this (`retentionSeconds`); at least `LEASE_SECONDS`",
+        ),
+        EnvVar(
+            "JOB_HANDLER", f"`{runs.job_handler}`", "default job logic, `module:callable` inside `function/`"
+        ),
+        EnvVar(
+            "JOB_HANDLERS",
+            "none",
+            'JSON `{"job name": "module:callable"}` overriding `JOB_HANDLER` per job (`jobs[].handler`)',
+        ),
+        EnvVar(
+            "JOB_OVERLAP",
+            "none",
+            'JSON `{"job name": "skip" | "wait"}` (`jobs[].overlap`); absent jobs allow',
+        ),
+        EnvVar(
+            "IDEMPOTENCY_COLLECTION",
+            f"`{tokens.collection}`",
+            "the token check's collection (`idempotencyCollection`)",
+        ),
+        EnvVar(
+            "IDEMPOTENCY_RETENTION_SECONDS",
+            f"`{tokens.retention_seconds:g}`",
+            "a token record's lifetime (`idempotencyRetentionSeconds`)",
+        ),
+        EnvVar(
+            "AUDIT_JOBS",
+            "required by the audit job",
+            "the jobs the missed-run audit checks (JSON, set by the stack)",
+        ),
+        EnvVar(
+            "WORKFLOWS_API_ENDPOINT",
+            "the library's",
+            "another Workflows endpoint (`host[:port]`, TLS); `http://` on loopback only, for tests",
+        ),
+        EnvVar(
+            "DOWNSTREAM_ID_TOKEN_DISABLED",
+            "`0`",
+            "`1`: send no ID token downstream; tests only, loopback only",
+        ),
+    )
+
+
+FUNCTION_ENVIRONMENT = _function_environment()
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = [f"| {' | '.join(header)} |", f"|{'|'.join(' --- ' for _ in header)}|"]
+    lines += [f"| {' | '.join(_cell(cell) for cell in row)} |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _default(key: ConfigKey) -> str:
+    if key.default is None:
+        return "derived (see meaning)"
+    if isinstance(key.default, bool):
+        return f"`{str(key.default).lower()}`"
+    if isinstance(key.default, tuple):
+        return f"`{list(key.default)}`"
+    return f"`{key.default}`" if key.default != "" else '`""`'
+
+
+# What each field of a `jobs` entry means. The parser (infra/job_config.py) defines which fields
+# exist and their defaults; `make docs` stops when the two disagree.
+JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
+    "name": (
+        "string",
+        "1-100 of `A-Z a-z 0-9 - _`, unique in the stack; deployed as `<prefix>_<name>` (see "
+        "[deploy.md](deploy.md)). `missed-run-audit` is the stack's own audit job.",
+    ),
+    "schedule": (
+        "string",
+        "Five-field unix-cron. Groc (`every 5 minutes`) is rejected: such jobs get no "
+        "`X-CloudScheduler-ScheduleTime`.",
+    ),
+    "timeZone": ("string", "IANA time zone of the schedule."),
+    "attemptDeadlineSeconds": ("number", "HTTP attempt deadline, 15..1800 s."),
+    "retry.retryCount": ("integer", "Retries after a failed attempt, 0..5."),
+    "retry.minBackoffSeconds": ("number", "First backoff."),
+    "retry.maxBackoffSeconds": ("number", "Backoff cap."),
+    "retry.maxDoublings": ("integer", "Doublings before the backoff grows linearly."),
+    "retry.maxRetryDurationSeconds": ("number", "Retry time limit (0 = none)."),
+    "body": ("object", "JSON request body (the demo job reads `sleep_seconds` and `fail`)."),
+    "handler": (
+        "string",
+        "`module:callable` for this job only (goes into `JOB_HANDLERS`). A job run by "
+        "`jobs.workflows:start_workflow_execution` without a `workflow` setting must have a body "
+        '`{"workflow": "projects/…/workflows/…", "argument"?: {...}}`.',
+    ),
+    "workflow.sample": (
+        "boolean",
+        "`true`: deploy the sample workflow for this job (plus the token check). The handler "
+        "defaults to `jobs.workflows:start_workflow_execution` (any other is rejected) and the "
+        "body is built by the stack, so `body` must not be set.",
+    ),
+    "workflow.name": (
+        "string",
+        "Instead of `sample`: an existing workflow, `projects/<p>/locations/<l>/workflows/<w>`; "
+        "no sample is deployed. Exactly one of `sample: true` and `name`.",
+    ),
+    "workflow.argument": (
+        "object",
+        "Sent as the body's `argument`; the workflow receives it as `args.payload`.",
+    ),
+    "overlap": (
+        "string",
+        "`allow`, `skip` or `wait`: what a run does while another run of this job holds its lease"
+        " (goes into `JOB_OVERLAP`).",
+    ),
+}
+
+
+def _job_defaults() -> dict[str, str]:
+    retry = {
+        f"retry.{key}": f"`{getattr(DEFAULT_RETRY, attribute):g}`" for key, attribute in RETRY_KEYS.items()
+    }
+    return {
+        "name": "— (required)",
+        "schedule": "— (required)",
+        "timeZone": f"`{DEFAULT_TIME_ZONE}`",
+        "attemptDeadlineSeconds": "`functionTimeoutSeconds`",
+        **retry,
+        "handler": "`jobHandler`",
+        "overlap": f"`{DEFAULT_OVERLAP}`",
+    }
+
+
+def job_fields() -> list[str]:
+    """Every field a `jobs` entry may set, as the parser spells them."""
+    fields = [key for key in _JOB_KEYS if key not in ("retry", "workflow")]
+    fields += [f"retry.{key}" for key in RETRY_KEYS]
+    fields += [f"workflow.{key}" for key in _WORKFLOW_KEYS]
+    return fields
+
+
+def job_fields_table() -> str:
+    fields = job_fields()
+    if set(fields) != set(JOB_FIELD_MEANINGS):
+        raise SystemExit(
+            "tools/docs_tables.py: JOB_FIELD_MEANINGS does not match the parser's fields: "
+            f"{sorted(set(fields) ^ set(JOB_FIELD_MEANINGS))}"
+        )
+    defaults = _job_defaults()
+    rows = [
+        (
+            f"`{field}`",
+            JOB_FIELD_MEANINGS[field][0],
+            defaults.get(field, "none"),
+            JOB_FIELD_MEANINGS[field][1],
+        )
+        for field in fields
+    ]
+    return _table(("Field", "Type", "Default", "Meaning"), rows)
+
+
+def config_keys_table() -> str:
+    types = {"array": "list of strings"}
+    rows = [(f"`{k.name}`", types.get(k.type, k.type), _default(k), k.description) for k in CONFIG_KEYS]
+    return _table(("Key", "Type", "Default", "Meaning"), rows)
+
+
+def stack_outputs_table() -> str:
+    rows = [
+        (f"`{o.name}`", o.description + (" Only with a sample workflow." if o.sample_workflow_only else ""))
+        for o in STACK_OUTPUTS
+    ]
+    return _table(("Output", "Meaning"), rows)
+
+
+def policies_table() -> str:
+    rows = [
+        (
+            f"`{p.name}`",
+            "stack" if isinstance(p, StackValidationPolicy) else "resource",
+            str(p.enforcement_level.value) if p.enforcement_level else "advisory",
+            p.description,
+        )
+        for p in POLICIES
+    ]
+    return _table(("Policy", "Checks", "Level", "What it holds"), rows)
+
+
+def outcomes_table() -> str:
+    missing = [outcome.value for outcome in Outcome if outcome not in OUTCOME_MEANINGS]
+    if missing:
+        raise SystemExit(f"tools/docs_tables.py: describe the outcomes {missing} in OUTCOME_MEANINGS")
+    rows = []
+    for outcome in Outcome:
+        status, severity = _STATUS_AND_SEVERITY[outcome]
+        rows.append((f"`{outcome.value}`", str(status), severity, OUTCOME_MEANINGS[outcome]))
+    return _table(("Outcome", "HTTP", "Severity", "When"), rows)
+
+
+def function_environment_table() -> str:
+    rows = [(f"`{v.name}`", v.default, v.meaning) for v in FUNCTION_ENVIRONMENT]
+    return _table(("Variable", "Default", "Meaning"), rows)
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "config-keys": config_keys_table,
+    "stack-outputs": stack_outputs_table,
+    "policies": policies_table,
+    "outcomes": outcomes_table,
+    "function-environment": function_environment_table,
+    "job-fields": job_fields_table,
+}
+
+
+def render(text: str, source: str = "page") -> str:
+    """`text` with every generated block rewritten; an unknown block name is an error."""
+
+    def block(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in TABLES:
+            raise SystemExit(f"{source}: unknown generated block {name!r} (known: {', '.join(TABLES)})")
+        return f"{match[1]}{TABLES[name]()}{match[4]}"
+
+    return _BLOCK.sub(block, text)
+
+
+def pages() -> list[Path]:
+    return sorted([REPO_ROOT / "README.md", *DOCS.glob("*.md")])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        rendered = render(text, str(page.relative_to(REPO_ROOT)))
+        if rendered != text:
+            stale.append(page.relative_to(REPO_ROOT))
+            if not args.check:
+                page.write_text(rendered, encoding="utf-8")
+    verb = "out of date" if args.check else "rewrote"
+    for page_name in stale:
+        print(f"{verb}: {page_name}", file=sys.stderr)
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
