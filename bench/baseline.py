@@ -6,7 +6,7 @@ It follows the original document's Python sample line for line where it matters:
 exception, i.e. a 500, when the job or a transaction fails). Two deliberate departures, so both
 implementations do equal work and only the ledger protocol differs: the run id and the record
 fields are the same as ours, and the Firestore client and job are parameters instead of globals.
-Never deploy this: it is what issue #6 measures ours against.
+Never deploy this: it is what the benchmark measures ours against.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from config import DEFAULT_RUNS_COLLECTION
 from google.cloud import firestore
 from ledger import in_progress_record
 from scheduler_request import BadSchedulerRequest, RunKey, run_key_from_headers
@@ -81,7 +82,7 @@ class BaselineHandler:
     def __init__(
         self,
         db: firestore.Client,
-        collection: str = "scheduler_runs",
+        collection: str = DEFAULT_RUNS_COLLECTION,
         job: Callable[[], None] = run_job_logic,
     ) -> None:
         self._db = db

@@ -11,8 +11,9 @@ from scheduler_request import run_key_from_headers
 from infra import timing
 from infra.settings import load_stack_settings
 from infra.timing import RetryConfig
+from localrun.delivery import DeliveryTimeout, HttpReply
 from localrun.faults import PRIMARY_FAULTS, Fault, FaultRates, fault_counts, plan_faults
-from localrun.scheduler import CompressedClock, DeliveryTimeout, HttpReply, LocalScheduler, fire_times
+from localrun.scheduler import CompressedClock, LocalScheduler, fire_times
 
 
 def utc(text: str) -> datetime:
