@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 
 from infra import timing
 from infra.job_config import DEFAULT_RETRY
@@ -72,11 +73,11 @@ def test_job_timing_carries_stack_and_job_values(two_job_settings: StackSettings
 def test_headers_add_content_type_only_with_a_body(two_job_settings: StackSettings) -> None:
     with_body, without_body = two_job_settings.jobs
     assert two_job_settings.headers_for(with_body) == {
-        "X-Job-Project": PROJECT,
-        "X-Job-Location": REGION,
+        PROJECT_HEADER: PROJECT,
+        LOCATION_HEADER: REGION,
         "Content-Type": "application/json",
     }
-    assert two_job_settings.headers_for(without_body) == {"X-Job-Project": PROJECT, "X-Job-Location": REGION}
+    assert two_job_settings.headers_for(without_body) == {PROJECT_HEADER: PROJECT, LOCATION_HEADER: REGION}
     assert json.loads(with_body.body_bytes() or b"") == {"sleep_seconds": 2}
     assert without_body.body_bytes() is None
 
