@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+from config import DEFAULT_IDEMPOTENCY_COLLECTION, DEFAULT_RUNS_COLLECTION
 from scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 
 from infra import timing
@@ -401,3 +402,12 @@ def test_short_function_timeout_with_the_workflows_proxy_is_advisory() -> None:
     )
     plain = build(valid_values(functionTimeoutSeconds=20, jobs=[valid_job(attemptDeadlineSeconds=20)]))
     assert not any("Workflows" in a for a in plain.timing_advisories())
+
+
+def test_pulumi_yaml_defaults_the_collections_to_the_functions_own_defaults():
+    """Pulumi.yaml cannot import a Python constant, so this test keeps the two in step: a stack
+    left at its defaults and a function deployed without those variables use one collection."""
+    config = yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())["config"]
+    defaults = {key.split(":")[-1]: value.get("default") for key, value in config.items()}
+    assert defaults["runsCollection"] == DEFAULT_RUNS_COLLECTION
+    assert defaults["idempotencyCollection"] == DEFAULT_IDEMPOTENCY_COLLECTION
