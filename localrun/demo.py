@@ -235,7 +235,7 @@ def render_table(report: dict[str, Any]) -> str:
 
 
 class _Row:
-    """A report delivery (dict) seen through the attribute names of scheduler.Delivery."""
+    """A report delivery (dict) seen through the attribute names of delivery.Delivery."""
 
     def __init__(self, data: dict[str, Any]) -> None:
         self.outcome: str = data["outcome"]
