@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+from config import DEFAULT_RUNS_COLLECTION
 from google.cloud import firestore
 from ledger import in_progress_record
 from scheduler_request import BadSchedulerRequest, RunKey, run_key_from_headers
@@ -81,7 +82,7 @@ class BaselineHandler:
     def __init__(
         self,
         db: firestore.Client,
-        collection: str = "scheduler_runs",
+        collection: str = DEFAULT_RUNS_COLLECTION,
         job: Callable[[], None] = run_job_logic,
     ) -> None:
         self._db = db

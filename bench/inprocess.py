@@ -18,16 +18,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TextIO, TypeVar
 
+from config import DEFAULT_RUNS_COLLECTION
 from handler import ScheduledRunHandler
 from job_api import JobRouter, RunContext
 from ledger import RunLedger, new_attempt_id
 from run_store import FirestoreRunStore
+from scheduler_request import (
+    JOB_NAME_HEADER,
+    LOCATION_HEADER,
+    PROJECT_HEADER,
+    SCHEDULE_TIME_HEADER,
+    format_rfc3339,
+)
 
 from bench.baseline import BaselineHandler
 from bench.stats import Metric, metric
 from localrun.firestore_rpcs import RpcCounter, counted_emulator_client
 
-COLLECTION = "scheduler_runs"
+COLLECTION = DEFAULT_RUNS_COLLECTION
 NOOP_JOB = "jobs.noop:do_nothing"
 COUNTING_JOB = "bench.inprocess:count_execution"
 STORM_SIZE = 64
@@ -84,10 +92,10 @@ class RunIds:
         self._next += 1
         schedule_time = SCHEDULE_EPOCH + timedelta(minutes=self._next)
         return {
-            "X-CloudScheduler-JobName": self._job,
-            "X-CloudScheduler-ScheduleTime": schedule_time.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "X-Job-Project": "bench",
-            "X-Job-Location": "local",
+            JOB_NAME_HEADER: self._job,
+            SCHEDULE_TIME_HEADER: format_rfc3339(schedule_time),
+            PROJECT_HEADER: "bench",
+            LOCATION_HEADER: "local",
         }
 
 

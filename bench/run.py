@@ -43,12 +43,16 @@ from bench.stats import Metric  # noqa: E402
 from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-ALL_CASES = (1, 2, 3, 4, 5)
+ALL_CASES = (1, 2, 3, 4, 5, 6)
 DEFAULT_REPEATS = 10
 QUICK_REPEATS = 2
 DELIVERIES_PER_REPEAT = 20  # cases 1 and 2: enough deliveries for a meaningful p95
 HTTP_REQUESTS_PER_REPEAT = 200
 QUICK_HTTP_REQUESTS = 48
+# Case 6: distinct jobs per repeat, and fresh runs of each (a run id never seen before).
+MANY_JOBS = 100
+RUNS_PER_JOB = 4
+QUICK_MANY_JOBS = 16
 LATENCY_TARGET_RATIO = 3.0
 
 
@@ -229,6 +233,11 @@ def run_bench(
             report.metrics += served.http_throughput(emulator_host, project, Path(tmp), repeats, count)
         if 5 in cases:
             report.metrics += served.cold_start(emulator_host, project, Path(tmp), repeats)
+        if 6 in cases:
+            jobs = QUICK_MANY_JOBS if quick else MANY_JOBS
+            report.metrics += served.many_jobs_throughput(
+                emulator_host, project, Path(tmp), repeats, jobs, RUNS_PER_JOB
+            )
     report.seconds = time.perf_counter() - started
     return report
 

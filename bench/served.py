@@ -1,4 +1,4 @@
-"""Cases 4 and 5: both handlers behind the real Functions Framework, over loopback HTTP.
+"""Cases 4-6: both handlers behind the real Functions Framework, over loopback HTTP.
 
 The baseline is served by the same launcher as ours (a FunctionServer pointed at another
 source file), with the same gunicorn options, so the two differ only in what the handler does.
@@ -6,6 +6,7 @@ source file), with the same gunicorn options, so the two differ only in what the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -80,7 +81,24 @@ def server_env(emulator_host: str, project: str) -> dict[str, str]:
 
 def fire(server: SourceServer | FunctionServer, runs: RunIds, count: int) -> tuple[float, int]:
     """`count` fresh runs from CLIENT_THREADS keep-alive clients; returns (requests/s, non-200s)."""
-    batches = [[runs.headers() for _ in range(count // CLIENT_THREADS)] for _ in range(CLIENT_THREADS)]
+    return fire_batches(
+        server, [[runs.headers() for _ in range(count // CLIENT_THREADS)] for _ in range(CLIENT_THREADS)]
+    )
+
+
+def many_jobs_batches(label: str, jobs: int, runs_per_job: int) -> list[list[dict[str, str]]]:
+    """`jobs` distinct jobs with `runs_per_job` fresh runs each, dealt to the clients so that
+    consecutive requests of one client belong to different jobs, as when many schedules fire
+    in the same minute."""
+    job_runs = [RunIds(f"{label}-job{index}") for index in range(jobs)]
+    deliveries = [runs.headers() for _ in range(runs_per_job) for runs in job_runs]
+    return [deliveries[client::CLIENT_THREADS] for client in range(CLIENT_THREADS)]
+
+
+def fire_batches(
+    server: SourceServer | FunctionServer, batches: list[list[dict[str, str]]]
+) -> tuple[float, int]:
+    """One keep-alive client per batch, all started together; returns (requests/s, non-200s)."""
     barrier = threading.Barrier(CLIENT_THREADS + 1)
 
     def client(batch: list[dict[str, str]]) -> int:
@@ -91,7 +109,7 @@ def fire(server: SourceServer | FunctionServer, runs: RunIds, count: int) -> tup
                 failures += session.post(server.url, headers=headers, data=b"", timeout=60).status_code != 200
         return failures
 
-    with ThreadPoolExecutor(max_workers=CLIENT_THREADS) as pool:
+    with ThreadPoolExecutor(max_workers=len(batches)) as pool:
         futures = [pool.submit(client, batch) for batch in batches]
         barrier.wait()
         started = time.perf_counter()
@@ -129,6 +147,36 @@ def http_throughput(
         f"4. end to end over HTTP (Functions Framework, {SERVER_THREADS} threads, {CLIENT_THREADS} clients)"
     )
     return [metric(case, "fresh runs per second", "req/s", "higher", rates["ours"], rates["baseline"])]
+
+
+def many_jobs_throughput(
+    emulator_host: str, project: str, log_dir: Path, repeats: int, jobs: int, runs_per_job: int
+) -> list[Metric]:
+    """Case 6: runs of many jobs at once, each a new run id; every repeat uses new jobs."""
+    env = server_env(emulator_host, project)
+    servers = [
+        SourceServer(env, log_dir / "ours-many-jobs.log", OURS_SOURCE, "ours"),
+        SourceServer(env, log_dir / "baseline-many-jobs.log", BASELINE_SOURCE, "baseline"),
+    ]
+    rates: dict[str, list[float]] = {"ours": [], "baseline": []}
+    failures: dict[str, int] = {"ours": 0, "baseline": 0}
+    with contextlib.ExitStack() as running:
+        for server in servers:
+            server.start()
+            running.callback(server.stop)
+        for server in servers:
+            fire(server, server.runs, CLIENT_THREADS * 4)  # warm: client, channel, threads
+        for repeat in range(repeats):
+            for server in turns(repeat, *servers):
+                rate, failed = fire_batches(
+                    server, many_jobs_batches(f"{server.label}-{repeat}", jobs, runs_per_job)
+                )
+                rates[server.label].append(rate)
+                failures[server.label] += failed
+    if failures["ours"] or failures["baseline"]:
+        raise RuntimeError(f"runs of many jobs over HTTP answered non-200: {failures}")
+    case = f"6. many jobs over HTTP ({jobs} jobs x {runs_per_job} runs, {CLIENT_THREADS} clients)"
+    return [metric(case, "runs per second", "runs/s", "higher", rates["ours"], rates["baseline"])]
 
 
 def import_seconds(source: Path, env: Mapping[str, str]) -> float:

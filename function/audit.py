@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from audit_config import AuditedJob, AuditError
 from croniter import croniter
-from scheduler_request import RunKey
+from scheduler_request import RunKey, format_rfc3339
 
 # A schedule over an audit window cannot sensibly expect more runs than this (one a minute for
 # a week); a larger window is an operator's typo, not a workload.
@@ -59,15 +59,10 @@ class ExpectedRun:
         if self.state is RunState.TERMINAL_FAILURE:
             return str(record.get("error") or "")
         if self.state is RunState.PENDING:
-            return f"retry window open until {rfc3339(self.window_closes)}"
+            return f"retry window open until {format_rfc3339(self.window_closes)}"
         if self.state is RunState.IN_PROGRESS:
             return f"attempt {record.get('attempt_id')} holds it"
         return ""
-
-
-def rfc3339(instant: datetime) -> str:
-    """UTC, 'Z', whole seconds when the time has no fraction: how Scheduler writes it."""
-    return RunKey("", "", "", instant.astimezone(UTC)).schedule_time_rfc3339
 
 
 def checked_schedule(schedule: str, time_zone: str) -> ZoneInfo:
@@ -92,7 +87,9 @@ def fire_times(schedule: str, time_zone: str, since: datetime, until: datetime) 
     if since.tzinfo is None or until.tzinfo is None:
         raise AuditError("audit window bounds must carry a time zone offset")
     if until < since:
-        raise AuditError(f"the window ends ({rfc3339(until)}) before it starts ({rfc3339(since)})")
+        raise AuditError(
+            f"the window ends ({format_rfc3339(until)}) before it starts ({format_rfc3339(since)})"
+        )
     zone = checked_schedule(schedule, time_zone)
     # One second before `since`, so a fire time exactly at `since` is included.
     cursor = (since - timedelta(seconds=1)).astimezone(zone).replace(tzinfo=None)
@@ -110,7 +107,7 @@ def fire_times(schedule: str, time_zone: str, since: datetime, until: datetime) 
         if len(times) > MAX_EXPECTED_RUNS:
             raise AuditError(
                 f"schedule {schedule!r} fires more than {MAX_EXPECTED_RUNS} times between "
-                f"{rfc3339(since)} and {rfc3339(until)}: narrow the window"
+                f"{format_rfc3339(since)} and {format_rfc3339(until)}: narrow the window"
             )
 
 

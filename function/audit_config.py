@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from scheduler_request import RunKey, parse_rfc3339
+from scheduler_request import format_rfc3339, parse_rfc3339
 
 
 class AuditError(ValueError):
@@ -39,7 +39,7 @@ class AuditedJob:
             "retry_window_seconds": self.retry_window_seconds,
         }
         if self.not_before is not None:
-            fields["not_before"] = RunKey("", "", "", self.not_before).schedule_time_rfc3339
+            fields["not_before"] = format_rfc3339(self.not_before)
         return fields
 
 

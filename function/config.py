@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 DEFAULT_JOB_HANDLER = "jobs.demo:run_demo_job"
+# Default collections of the run records and of the workflows' idempotency tokens. The stack's
+# settings, the policy pack, the bench and the tests take them from here.
+DEFAULT_RUNS_COLLECTION = "scheduler_runs"
+DEFAULT_IDEMPOTENCY_COLLECTION = "idempotency_tokens"
 _HANDLER_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _COLLECTION_ID = re.compile(r"^[^/]{1,1500}$")
 
@@ -40,7 +44,7 @@ class FunctionConfig:
 
     project: str | None = None
     database: str = "(default)"
-    runs_collection: str = "scheduler_runs"
+    runs_collection: str = DEFAULT_RUNS_COLLECTION
     # At least the function timeout; the stack derives it as timeout + grace.
     lease_seconds: float = 300.0
     # Past the job's whole retry window; the TTL policy deletes records after it.

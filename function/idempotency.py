@@ -36,12 +36,11 @@ from typing import Any
 
 import strict_json
 import structured_log
-from config import ConfigError
+from config import DEFAULT_IDEMPOTENCY_COLLECTION, ConfigError
 from google.api_core import exceptions as google_exceptions
 from ledger import utc_now
 from run_store import MAX_STORE_DEADLINE_SECONDS, Budget, RecordExists, RunStore, StaleWrite, StoredRecord
 
-DEFAULT_COLLECTION = "idempotency_tokens"
 DEFAULT_RETENTION_SECONDS = 7 * 86_400.0
 MAX_TOKEN_LENGTH = 1500
 MAX_SCOPE_LENGTH = 200
@@ -210,12 +209,12 @@ class IdempotencyTokens:
 
 @dataclass(frozen=True)
 class TokenStoreConfig:
-    collection: str = DEFAULT_COLLECTION
+    collection: str = DEFAULT_IDEMPOTENCY_COLLECTION
     retention_seconds: float = DEFAULT_RETENTION_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TokenStoreConfig:
-        collection = env.get("IDEMPOTENCY_COLLECTION", "").strip() or DEFAULT_COLLECTION
+        collection = env.get("IDEMPOTENCY_COLLECTION", "").strip() or DEFAULT_IDEMPOTENCY_COLLECTION
         if not _COLLECTION_ID.match(collection) or collection.startswith("__"):
             raise ConfigError("IDEMPOTENCY_COLLECTION", f"{collection!r} is not a Firestore collection id")
         raw = env.get("IDEMPOTENCY_RETENTION_SECONDS", "").strip()

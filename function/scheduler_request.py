@@ -44,8 +44,7 @@ class RunKey:
     @property
     def schedule_time_rfc3339(self) -> str:
         """Canonical UTC form, so '05:00:00-07:00' and '12:00:00Z' name the same run."""
-        text = self.schedule_time.isoformat(timespec="microseconds").replace("+00:00", "Z")
-        return text.replace(".000000Z", "Z")
+        return format_rfc3339(self.schedule_time)
 
     @property
     def run_id(self) -> str:
@@ -56,6 +55,17 @@ class RunKey:
             separators=(",", ":"),
         )
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def format_rfc3339(instant: datetime) -> str:
+    """The one way this repository writes a time: UTC with 'Z', whole seconds when there is no
+    fraction (as Cloud Scheduler writes ScheduleTime), else microseconds.
+
+    Run ids hash this text, so the function, the local scheduler, the bench and the ops CLI
+    must all write a schedule time exactly like this; they import it from here.
+    """
+    text = instant.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return text.replace(".000000Z", "Z")
 
 
 def parse_rfc3339(value: str) -> datetime:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from jobs.workflow_name import WORKFLOW_RESOURCE_NAME
+
 from infra.config_schema import JOBS_KEY, ConfigProblems
 from infra.timing import RetryConfig
 
@@ -65,8 +67,6 @@ _INTEGER_RETRY_FIELDS = {"retry_count", "max_doublings"}
 
 _JOB_NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 HANDLER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
-# What function/jobs/workflows.py accepts as body.workflow.
-WORKFLOW_RESOURCE_NAME = re.compile(r"^projects/[^/]+/locations/[^/]+/workflows/[^/]+$")
 
 
 @dataclass(frozen=True)

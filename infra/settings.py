@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from config import DEFAULT_IDEMPOTENCY_COLLECTION
+from jobs.workflow_name import WORKFLOW_RESOURCE_NAME
+from scheduler_request import LOCATION_HEADER, PROJECT_HEADER
+
 from infra import timing
 from infra.config_schema import (
     CONFIG_KEYS,
@@ -38,8 +42,6 @@ from infra.config_schema import (
 )
 from infra.job_config import (
     HANDLER,
-    RETRY_KEYS,
-    WORKFLOW_RESOURCE_NAME,
     WORKFLOWS_CALL_TIMEOUT_SECONDS,
     WORKFLOWS_HANDLER,
     WORKFLOWS_HANDLER_MODULE,
@@ -50,7 +52,8 @@ from infra.job_config import (
     parse_jobs,
 )
 from infra.names import DATABASE_ID, DEFAULT_COMPONENT, StackNames
-from infra.timing import JobTiming, Violation
+from infra.timing import JobTiming
+from infra.timing_keys import number_text, violation_text
 
 __all__ = [
     "CONFIG_KEYS",
@@ -92,7 +95,7 @@ class StackSettings:
     deletion_protection: bool
     job_handler: str
     jobs: tuple[JobSettings, ...]
-    idempotency_collection: str = "idempotency_tokens"
+    idempotency_collection: str = DEFAULT_IDEMPOTENCY_COLLECTION
     idempotency_retention_seconds: float = 604800.0
     alert_notification_channels: tuple[str, ...] = ()
     # The component's name: __main__.py's; ExactlyOnceScheduler sets its own.
@@ -141,7 +144,7 @@ class StackSettings:
     def headers_for(self, job: JobSettings) -> dict[str, str]:
         """HttpTarget headers of `job`. The local scheduler sends these same headers, so a run id
         computed locally matches the one computed in the cloud."""
-        headers = {"X-Job-Project": self.project, "X-Job-Location": self.region}
+        headers = {PROJECT_HEADER: self.project, LOCATION_HEADER: self.region}
         if job.body is not None or job.workflow is not None:
             headers["Content-Type"] = "application/json"
         return headers
@@ -175,7 +178,7 @@ class StackSettings:
             "GOOGLE_CLOUD_PROJECT": self.project,
             "FIRESTORE_DATABASE": self.database_name,
             "IDEMPOTENCY_COLLECTION": self.idempotency_collection,
-            "IDEMPOTENCY_RETENTION_SECONDS": _number_text(self.idempotency_retention_seconds),
+            "IDEMPOTENCY_RETENTION_SECONDS": number_text(self.idempotency_retention_seconds),
         }
 
     def function_environment(self) -> dict[str, str]:
@@ -185,7 +188,7 @@ class StackSettings:
             "FIRESTORE_DATABASE": self.database_name,
             "RUNS_COLLECTION": self.runs_collection,
             "LEASE_SECONDS": str(self.lease_seconds),
-            "RETENTION_SECONDS": _number_text(self.retention_seconds),
+            "RETENTION_SECONDS": number_text(self.retention_seconds),
             "JOB_HANDLER": self.job_handler,
         }
         if handlers := self.job_handlers():
@@ -197,13 +200,13 @@ class StackSettings:
     def timing_advisories(self) -> list[str]:
         """Advisory timing findings (deploy anyway, but say so), phrased with config keys."""
         advisories = [
-            _violation_text(violation, index, job, self)
+            violation_text(violation, index, job, self)
             for index, job in enumerate(self.jobs)
             for violation in timing.check_job_timing(self.job_timing(job))
             if violation.advisory
         ]
         advisories.extend(
-            _violation_text(violation, index, job, self)
+            violation_text(violation, index, job, self)
             for index, job in enumerate(self.jobs)
             if job.overlap == "wait"
             for violation in timing.check_wait_overlap(self.job_timing(job))
@@ -215,10 +218,10 @@ class StackSettings:
             # but a slow CreateExecution is cut off by Cloud Run instead of timing out cleanly.
             advisories.append(
                 f"{self.config_key('functionTimeoutSeconds')}: "
-                f"{_number_text(self.function_timeout_seconds)}s is shorter than the Workflows call "
-                f"timeout {_number_text(WORKFLOWS_CALL_TIMEOUT_SECONDS)}s + "
-                f"{_number_text(WORKFLOWS_TIMEOUT_MARGIN_SECONDS)}s: Cloud Run may stop a slow "
-                f"CreateExecution mid-call and leave the run to a retry; set at least {_number_text(minimum)}"
+                f"{number_text(self.function_timeout_seconds)}s is shorter than the Workflows call "
+                f"timeout {number_text(WORKFLOWS_CALL_TIMEOUT_SECONDS)}s + "
+                f"{number_text(WORKFLOWS_TIMEOUT_MARGIN_SECONDS)}s: Cloud Run may stop a slow "
+                f"CreateExecution mid-call and leave the run to a retry; set at least {number_text(minimum)}"
             )
         return advisories
 
@@ -335,7 +338,7 @@ class StackSettings:
         StackSettings built by hand, which is how a lease shorter than the timeout is tested."""
         return list(
             dict.fromkeys(
-                _violation_text(violation, index, job, self, lease_grace_seconds)
+                violation_text(violation, index, job, self, lease_grace_seconds)
                 for index, job in enumerate(self.jobs)
                 for violation in timing.check_job_timing(self.job_timing(job))
                 if not violation.advisory
@@ -368,44 +371,3 @@ def load_stack_settings(stack: str = "dev", root: Path = REPO_ROOT) -> StackSett
         stack=stack,
         namespace=namespace,
     )
-
-
-def _timing_keys(field: str, index: int) -> tuple[str, ...]:
-    """Config keys behind a timing.Violation field."""
-    if field.startswith("retry."):
-        camel = {attribute: key for key, attribute in RETRY_KEYS.items()}[field.removeprefix("retry.")]
-        return (f"jobs[{index}].retry.{camel}",)
-    return {
-        "schedule": (f"jobs[{index}].schedule",),
-        "attempt_deadline_seconds": (f"jobs[{index}].attemptDeadlineSeconds",),
-        "function_timeout_seconds": ("functionTimeoutSeconds",),
-        # The lease is derived: functionTimeoutSeconds + leaseGraceSeconds.
-        "lease_seconds": ("functionTimeoutSeconds", "leaseGraceSeconds"),
-        "retention_seconds": ("retentionSeconds",),
-    }[field]
-
-
-def _violation_text(
-    violation: Violation,
-    index: int,
-    job: JobSettings,
-    settings: StackSettings,
-    lease_grace_seconds: float | None = None,
-) -> str:
-    keys = dict.fromkeys(key for field in violation.fields for key in _timing_keys(field, index))
-    text = f"{', '.join(settings.config_key(key) for key in keys)}: job {job.name!r}: {violation.message}"
-    if "lease_seconds" in violation.fields:
-        grace = (
-            lease_grace_seconds
-            if lease_grace_seconds is not None
-            else settings.lease_seconds - settings.function_timeout_seconds
-        )
-        text += (
-            f" [lease {settings.lease_seconds}s = functionTimeoutSeconds "
-            f"{_number_text(settings.function_timeout_seconds)} + leaseGraceSeconds {_number_text(grace)}]"
-        )
-    return text
-
-
-def _number_text(value: float) -> str:
-    return str(int(value)) if value == int(value) else repr(value)

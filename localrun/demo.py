@@ -28,6 +28,7 @@ from google.cloud import firestore
 
 from infra import timing
 from infra.settings import REPO_ROOT, JobSettings, SettingsError, StackSettings, load_stack_settings
+from localrun.delivery import RunResult
 from localrun.emulator import EMULATOR_HOST_ENV, EmulatorError, firestore_emulator
 from localrun.faults import Fault, FaultRates, RunFaults, fault_counts, plan_faults
 from localrun.function_server import FunctionServer, FunctionServerError
@@ -35,7 +36,6 @@ from localrun.instances import InstancePool, count_executions, live_claims, wait
 from localrun.scheduler import (
     CompressedClock,
     LocalScheduler,
-    RunResult,
     compressed_function_env,
     fire_times,
 )
@@ -235,7 +235,7 @@ def render_table(report: dict[str, Any]) -> str:
 
 
 class _Row:
-    """A report delivery (dict) seen through the attribute names of scheduler.Delivery."""
+    """A report delivery (dict) seen through the attribute names of delivery.Delivery."""
 
     def __init__(self, data: dict[str, Any]) -> None:
         self.outcome: str = data["outcome"]

@@ -18,15 +18,17 @@ from typing import Any
 import requests
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
+from jobs.demo import EXECUTIONS_COLLECTION
+from scheduler_request import format_rfc3339
 
 from infra.settings import JobSettings, StackSettings
-from localrun.scheduler import EXECUTIONS_COLLECTION, WARM_UP_JOB, delivery_headers, rfc3339
+from localrun.scheduler import WARM_UP_JOB, delivery_headers
 
 # --- the truth, read from Firestore ----------------------------------------------------------
 
 
 def _schedule_key(value: Any) -> str:
-    return rfc3339(value) if isinstance(value, datetime) else str(value)
+    return format_rfc3339(value) if isinstance(value, datetime) else str(value)
 
 
 def count_executions(db: firestore.Client, job_name: str) -> Counter[str]:
@@ -116,7 +118,7 @@ class InstancePool:
     ) -> bool:
         """Once the attempt sent to `url` has claimed the run (it is sleeping inside the job),
         kill that instance. False when the attempt ended first (e.g. another crash got it)."""
-        key = rfc3339(schedule_time)
+        key = format_rfc3339(schedule_time)
 
         def claimed_or_done() -> bool:
             return done.is_set() or key in live_claims(self._db, self._runs, job_id)

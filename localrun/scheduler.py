@@ -17,26 +17,30 @@ idle. Each run still carries its true fire time in X-CloudScheduler-ScheduleTime
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 from zoneinfo import ZoneInfo
 
-import requests
 from croniter import croniter
+from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
 
 from infra.settings import JobSettings, StackSettings
+from localrun.delivery import (
+    CrashHook,
+    Delivery,
+    DeliveryDropped,
+    DeliveryTimeout,
+    RequestsTransport,
+    RunResult,
+    Transport,
+)
 from localrun.faults import NO_FAULTS, Fault, RunFaults
 
-EXECUTIONS_COLLECTION = "job_executions"  # where function/jobs/demo.py records executions
-JOB_NAME_HEADER = "X-CloudScheduler-JobName"
-SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"
 WARM_UP_JOB = "localrun-warm-up"  # never reported: counts filter on the real job's name
 
 
@@ -69,19 +73,13 @@ def fire_times(schedule: str, time_zone: str, after: datetime, count: int) -> li
     return times
 
 
-def rfc3339(instant: datetime) -> str:
-    """ScheduleTime as Cloud Scheduler writes it: UTC, 'Z', whole seconds for cron times."""
-    text = instant.astimezone(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-    return text.replace(".000000Z", "Z")
-
-
 def delivery_headers(settings: StackSettings, job: JobSettings, schedule_time: datetime) -> dict[str, str]:
     """Headers of every delivery of one run. ScheduleTime is the run's identity, so it is the
     same on every retry; the job name is the deployed Cloud Scheduler job id and the
     project/location headers are the stack's own HttpTarget headers, as in the cloud."""
     return {
         JOB_NAME_HEADER: settings.scheduler_job_id(job),
-        SCHEDULE_TIME_HEADER: rfc3339(schedule_time),
+        SCHEDULE_TIME_HEADER: format_rfc3339(schedule_time),
         **settings.headers_for(job),
     }
 
@@ -136,93 +134,6 @@ def compressed_function_env(
         THREADS="64",  # every concurrent run and duplicate gets a thread
     )
     return env
-
-
-# --- sending ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HttpReply:
-    status: int
-    outcome: str | None  # the handler's `outcome`, when the body says
-
-
-class DeliveryTimeout(Exception):
-    """No response within the attempt deadline; the target may still be working."""
-
-
-class DeliveryDropped(Exception):
-    """The connection failed or was cut: refused while restarting, or killed mid-request."""
-
-
-class Transport(Protocol):
-    def post(self, url: str, headers: Mapping[str, str], body: bytes, timeout: float) -> HttpReply: ...
-
-
-class RequestsTransport:
-    """HTTP over loopback. `timeout` bounds the wait for the response like Scheduler's
-    attempt deadline: the client stops listening, the server keeps running the job."""
-
-    def post(self, url: str, headers: Mapping[str, str], body: bytes, timeout: float) -> HttpReply:
-        try:
-            response = requests.post(url, headers=dict(headers), data=body, timeout=timeout)
-        except requests.Timeout as error:
-            raise DeliveryTimeout(str(error)) from None
-        except requests.ConnectionError as error:
-            raise DeliveryDropped(str(error)) from None
-        outcome: str | None = None
-        with contextlib.suppress(ValueError):
-            payload = response.json()
-            if isinstance(payload, dict) and isinstance(payload.get("outcome"), str):
-                outcome = payload["outcome"]
-        return HttpReply(response.status_code, outcome)
-
-
-# Called with the run, the URL its attempt went to and an event set when that request has
-# returned; crashes that instance while the attempt is inside the job, and says whether it did.
-# (deployed job id, schedule time, instance URL, run done) -> whether the instance was killed.
-CrashHook = Callable[[str, datetime, str, threading.Event], bool]
-
-
-# --- what happened ----------------------------------------------------------------------------
-
-
-@dataclass
-class Delivery:
-    """One HTTP request of a run, as the report shows it."""
-
-    attempt: int  # 1 = first attempt, 2 = first retry, ...
-    copy: bool  # an injected duplicate, invisible to the scheduler's retry logic
-    sent_at_s: float  # simulated seconds since the run's first attempt
-    status: int | None  # None: no response (timeout, dropped connection)
-    outcome: str  # the handler's outcome, or timeout / dropped / lost_ack:<outcome>
-    faults: list[str] = field(default_factory=list)
-
-
-@dataclass
-class RunResult:
-    index: int
-    job: str
-    schedule_time: str
-    faults: list[str]
-    deliveries: list[Delivery] = field(default_factory=list)
-    acknowledged: bool = False  # a 2xx reached the scheduler
-    executions: int = 0  # counted in Firestore, filled in after the run settles
-
-    @property
-    def retries_exhausted(self) -> bool:
-        return not self.acknowledged
-
-    @property
-    def verdict(self) -> str:
-        if self.executions == 1:
-            return "exactly-once"
-        return "lost" if self.executions == 0 else "duplicate"
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.update(retries_exhausted=self.retries_exhausted, verdict=self.verdict)
-        return data
 
 
 # --- the scheduler ----------------------------------------------------------------------------
@@ -286,7 +197,9 @@ class LocalScheduler:
     def run(self, index: int, schedule_time: datetime, faults: RunFaults = NO_FAULTS) -> RunResult:
         """All attempts of one run: retry on non-2xx, timeout or dropped connection, per the
         job's RetryConfig, until a 2xx or the policy says stop."""
-        result = RunResult(index, self.job.name, rfc3339(schedule_time), [f.value for f in faults.kinds])
+        result = RunResult(
+            index, self.job.name, format_rfc3339(schedule_time), [f.value for f in faults.kinds]
+        )
         first_attempt = self.clock.now()
         retries_done = 0
         while True:

@@ -15,11 +15,11 @@ from typing import TextIO
 
 import google.auth
 import requests
-from audit import fire_times, rfc3339
+from audit import fire_times
 from google.auth import exceptions as auth_exceptions
 from google.auth import impersonated_credentials
 from google.auth.transport.requests import Request
-from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER
+from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
 
 from ops.context import StackContext, UserError, is_loopback
 
@@ -79,7 +79,7 @@ def delivery_headers(context: StackContext, job_name: str, schedule_time: dateti
     job = context.job(job_name)
     return {
         JOB_NAME_HEADER: context.settings.scheduler_job_id(job),
-        SCHEDULE_TIME_HEADER: rfc3339(schedule_time),
+        SCHEDULE_TIME_HEADER: format_rfc3339(schedule_time),
         **context.settings.headers_for(job),
     }
 
@@ -115,7 +115,7 @@ def backfill(
     settings = context.job(job)
     if fire_times(settings.schedule, settings.time_zone, at, at) != [at]:
         raise UserError(
-            f"--at {rfc3339(at)} is not a fire time of job {job!r} "
+            f"--at {format_rfc3339(at)} is not a fire time of job {job!r} "
             f"(schedule {settings.schedule!r} in {settings.time_zone}); nothing was sent"
         )
     headers = delivery_headers(context, job, at)
@@ -128,7 +128,7 @@ def backfill(
     try:
         response = requests.post(target, headers=headers, data=data, timeout=timeout)
     except requests.RequestException as error:
-        out.write(f"backfill of {job} at {rfc3339(at)}: no answer from {target}: {error}\n")
+        out.write(f"backfill of {job} at {format_rfc3339(at)}: no answer from {target}: {error}\n")
         return 1
     try:
         answer = response.json()
@@ -136,7 +136,7 @@ def backfill(
         answer = {"outcome": None, "message": response.text[:200]}
     outcome = answer.get("outcome")
     out.write(
-        f"backfill of {job} at {rfc3339(at)}: HTTP {response.status_code}, outcome {outcome}: "
+        f"backfill of {job} at {format_rfc3339(at)}: HTTP {response.status_code}, outcome {outcome}: "
         f"{answer.get('message')}\n"
     )
     # A terminal failure is answered 200 (retrying cannot help), but the run did not succeed.

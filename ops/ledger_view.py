@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
-from audit import ExpectedRun, RunState, expected_runs, fire_times, judge_runs, rfc3339
+from audit import ExpectedRun, RunState, expected_runs, fire_times, judge_runs
 from audit_config import AuditError
 from ledger_reads import firestore_reader
+from scheduler_request import format_rfc3339
 
 from ops.context import StackContext, UserError, utc_now
 
@@ -38,7 +39,7 @@ def _retention_note(context: StackContext, since: datetime, now: datetime) -> st
     oldest = now - timedelta(seconds=retention)
     note = (
         f"note: run records are deleted by the TTL {retention}s after they are claimed, so the audit "
-        f"is only sure of runs scheduled after {rfc3339(oldest)}"
+        f"is only sure of runs scheduled after {format_rfc3339(oldest)}"
     )
     if since < oldest:
         note += ": an earlier run can lack a record because the TTL removed it"
@@ -66,13 +67,13 @@ def audit(
     out.write(
         f"audit of stack {context.stack} ({context.project}/{context.location}, database "
         f"{context.database}, collection {context.settings.runs_collection}) "
-        f"from {rfc3339(since)} to {rfc3339(until)}\n"
+        f"from {format_rfc3339(since)} to {format_rfc3339(until)}\n"
     )
     out.write(_retention_note(context, since, now) + "\n")
     runs = _judge(context, expected, now)
     for run in runs:
         detail = f"  ({run.detail})" if run.detail else ""
-        out.write(f"{rfc3339(run.schedule_time)}  {run.job}  {run.state.value}{detail}\n")
+        out.write(f"{format_rfc3339(run.schedule_time)}  {run.job}  {run.state.value}{detail}\n")
     missed = [run for run in runs if run.state is RunState.MISSED]
     out.write(f"{len(runs)} expected runs, {len(missed)} missed\n")
     return 1 if missed else 0
@@ -107,14 +108,14 @@ def status(
 
 def _status_line(run: ExpectedRun) -> str:
     record = run.record or {}
-    parts = [rfc3339(run.schedule_time), f"status={record.get('status') or 'none'}"]
+    parts = [format_rfc3339(run.schedule_time), f"status={record.get('status') or 'none'}"]
     if record.get("result"):
         parts.append(f"result={record['result']}")
     if record.get("attempt_id"):
         parts.append(f"attempt={record['attempt_id']}")
     claimed, completed = record.get("claimed_at"), record.get("completed_at")
     if isinstance(claimed, datetime):
-        parts.append(f"claimed={rfc3339(claimed)}")
+        parts.append(f"claimed={format_rfc3339(claimed)}")
         if isinstance(completed, datetime):
             parts.append(f"duration={(completed - claimed).total_seconds():.3f}s")
     if record.get("error"):

@@ -3,3 +3,7 @@
 A package so tests import `policy.policies`; `pulumi preview --policy-pack policy` runs
 `__main__.py` instead.
 """
+
+# Importing infra puts function/ on the path (see infra/__init__.py): the policies take the
+# function's default collection names from the function itself.
+import infra  # noqa: F401

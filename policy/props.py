@@ -64,7 +64,6 @@ CONDITIONAL_ROLES: Final = frozenset({"roles/datastore.user"})
 PROJECT_MEMBER_PREFIX: Final = "serviceAccount:"
 WORKFLOWS_PROXY_MODULE: Final = "jobs.workflows"
 TOKEN_CHECK_ENTRY_POINT: Final = "check_idempotency_token"
-DEFAULT_IDEMPOTENCY_COLLECTION: Final = "idempotency_tokens"  # function/idempotency.py's default
 # Environment switches of function/jobs/ meant for tests only (see the README's proxy section).
 WORKFLOWS_ENDPOINT_ENV: Final = "WORKFLOWS_API_ENDPOINT"
 ID_TOKEN_DISABLED_ENV: Final = "DOWNSTREAM_ID_TOKEN_DISABLED"
@@ -77,7 +76,6 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)s\s*$")
 # Provider/service defaults used when a property is left out.
 DEFAULT_ATTEMPT_DEADLINE_SECONDS: Final = 180.0  # Cloud Scheduler's default for HTTP targets
 DEFAULT_FUNCTION_TIMEOUT_SECONDS: Final = 60.0  # Cloud Run functions' default timeout
-DEFAULT_RUNS_COLLECTION: Final = "scheduler_runs"  # function/config.py's default
 TTL_FIELD: Final = "expire_at"
 
 

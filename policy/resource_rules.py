@@ -11,7 +11,7 @@ from pulumi_policy import (
     ResourceValidationArgs,
 )
 
-from infra import timing
+from infra import cron, timing
 from policy.props import (
     APP_ENGINE_DEFAULT_SA,
     BUCKET_OBJECT,
@@ -80,7 +80,7 @@ def check_job_schedule_and_deadline(args: ResourceValidationArgs) -> Iterable[st
             f"Scheduler job '{args.name}': property schedule is missing. Set a five-field unix-cron "
             "expression such as '*/5 * * * *'."
         )
-    elif isinstance(schedule, str) and (error := timing.unix_cron_error(schedule)) is not None:
+    elif isinstance(schedule, str) and (error := cron.unix_cron_error(schedule)) is not None:
         yield (
             f"Scheduler job '{args.name}': property schedule: {error}. Use a five-field unix-cron "
             "expression such as '*/5 * * * *': only unix-cron runs carry X-CloudScheduler-ScheduleTime, "

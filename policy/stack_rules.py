@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
+from config import DEFAULT_IDEMPOTENCY_COLLECTION, DEFAULT_RUNS_COLLECTION
 from pulumi_policy import (
     PolicyResource,
     ReportViolation,
@@ -18,8 +19,6 @@ from infra import timing
 from policy.props import (
     DEFAULT_ATTEMPT_DEADLINE_SECONDS,
     DEFAULT_FUNCTION_TIMEOUT_SECONDS,
-    DEFAULT_IDEMPOTENCY_COLLECTION,
-    DEFAULT_RUNS_COLLECTION,
     FIRESTORE_FIELD,
     FUNCTION_V2,
     MISSING,

@@ -24,7 +24,6 @@ import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -33,6 +32,7 @@ import requests
 from config import ConfigError
 from exactly_once import RunContext, TerminalJobError
 from google.oauth2 import id_token
+from scheduler_request import format_rfc3339
 
 from jobs.errors import downstream_call, error_for_status
 from jobs.loopback import is_loopback_http_url
@@ -109,7 +109,7 @@ def call_downstream(context: RunContext) -> dict[str, int]:
         "X-Idempotency-Fence": str(context.fence),
         **_authorization(request),
     }
-    schedule_time = context.schedule_time.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    schedule_time = format_rfc3339(context.schedule_time)
     body = {
         "idempotency_key": context.run_id,
         "fence": context.fence,

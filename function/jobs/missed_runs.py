@@ -29,13 +29,13 @@ from audit import (
     RunState,
     checked_schedule,
     judge_runs,
-    rfc3339,
     runs_whose_window_closed,
 )
 from audit_config import AuditConfig, AuditError
 from config import ConfigError, FunctionConfig
 from exactly_once import RunContext, firestore_client
 from ledger_reads import firestore_reader
+from scheduler_request import format_rfc3339
 
 AUDIT_JOBS_ENV = "AUDIT_JOBS"
 
@@ -83,14 +83,14 @@ def report_missed_runs(
     for run in missed:
         structured_log.emit(
             "ERROR",
-            f"{log_fields.MISSED_RUN}: job {run.job} scheduled at {rfc3339(run.schedule_time)} "
+            f"{log_fields.MISSED_RUN}: job {run.job} scheduled at {format_rfc3339(run.schedule_time)} "
             f"never completed: {run.detail}",
             {
                 log_fields.EVENT: log_fields.MISSED_RUN,
                 log_fields.JOB: run.job,
-                log_fields.SCHEDULE_TIME: rfc3339(run.schedule_time),
+                log_fields.SCHEDULE_TIME: format_rfc3339(run.schedule_time),
                 log_fields.RUN_ID: run.run_id,
-                "retry_window_closed": rfc3339(run.window_closes),
+                "retry_window_closed": format_rfc3339(run.window_closes),
                 "claimed": run.record is not None,
                 "audit_run_id": context.run_id,
             },
@@ -99,7 +99,7 @@ def report_missed_runs(
     structured_log.emit(
         "WARNING" if missed else "INFO",
         f"{log_fields.AUDIT_SUMMARY}: {len(missed)} of {len(judged)} runs missed "
-        f"(retry windows closed in ({rfc3339(after)}, {rfc3339(up_to)}])",
+        f"(retry windows closed in ({format_rfc3339(after)}, {format_rfc3339(up_to)}])",
         {
             log_fields.EVENT: log_fields.AUDIT_SUMMARY,
             "judged": len(judged),

@@ -25,11 +25,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -41,16 +39,17 @@ from exactly_once import RunContext, TerminalJobError
 from google.cloud.workflows.executions_v1 import Execution, ExecutionsClient
 from google.cloud.workflows.executions_v1.services.executions.transports import ExecutionsGrpcTransport
 from once import OncePerInstance
+from scheduler_request import format_rfc3339
 
 from jobs.errors import downstream_call
 from jobs.loopback import is_loopback_host
+from jobs.workflow_name import WORKFLOW_RESOURCE_NAME
 
 ENDPOINT_ENV = "WORKFLOWS_API_ENDPOINT"
 # One call, no client-side retry: a retry is a new delivery with a new fence, visible in logs.
 CALL_TIMEOUT_SECONDS = 30.0
 # The API rejects larger arguments; fail before the call, terminally.
 MAX_ARGUMENT_BYTES = 32 * 1024
-_WORKFLOW_NAME = re.compile(r"^projects/[^/]+/locations/[^/]+/workflows/[^/]+$")
 BODY_FIELDS = frozenset({"workflow", "argument"})
 
 
@@ -85,7 +84,7 @@ class WorkflowRequest:
     def from_body(cls, body: Mapping[str, Any]) -> WorkflowRequest:
         """Validate up front: the body is the same on every retry, so a bad one is terminal."""
         workflow = body.get("workflow")
-        if not isinstance(workflow, str) or not _WORKFLOW_NAME.match(workflow):
+        if not isinstance(workflow, str) or not WORKFLOW_RESOURCE_NAME.match(workflow):
             raise TerminalJobError(
                 "body field workflow must be projects/<project>/locations/<location>/workflows/<name>"
             )
@@ -117,7 +116,7 @@ def _new_client(endpoint: WorkflowsEndpoint) -> ExecutionsClient:
 
 def execution_argument(context: RunContext, payload: Mapping[str, Any]) -> str:
     """The idempotency token and its fence, as the workflow's params."""
-    schedule_time = context.schedule_time.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    schedule_time = format_rfc3339(context.schedule_time)
     return json.dumps(
         {
             "idempotency_key": context.run_id,

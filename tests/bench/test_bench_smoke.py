@@ -6,9 +6,13 @@ executions per storm and errors are facts that must hold on any machine.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from scheduler_request import JOB_NAME_HEADER, run_key_from_headers
 
 from bench.run import run_bench
+from bench.served import CLIENT_THREADS, many_jobs_batches
 
 
 @pytest.fixture(scope="module")
@@ -48,3 +52,15 @@ def test_report_renders_every_row_and_the_counted_targets(report):
     assert met["case 1: exactly 2 Firestore RPCs per first delivery (ours)"]
     assert met["case 3: zero errors (ours)"]
     assert met["case 3: exactly one execution per run (ours)"]
+
+
+def test_many_jobs_case_sends_each_run_of_each_job_exactly_once():
+    batches = many_jobs_batches("smoke", jobs=10, runs_per_job=3)
+    deliveries = [headers for batch in batches for headers in batch]
+    keys = [run_key_from_headers(headers) for headers in deliveries]
+    assert len(deliveries) == len({key.run_id for key in keys}) == 30
+    assert len({key.job_name for key in keys}) == 10
+    assert len(batches) == CLIENT_THREADS
+    # Each client moves from job to job rather than firing one job's runs back to back.
+    for batch in batches:
+        assert all(a[JOB_NAME_HEADER] != b[JOB_NAME_HEADER] for a, b in itertools.pairwise(batch))

@@ -13,17 +13,24 @@ from handler import MAX_BODY_BYTES, ScheduledRunHandler, unavailable_reply
 from job_api import JobRouter
 from ledger import RunLedger
 from run_store import FirestoreRunStore
-from scheduler_request import run_key_from_headers
+from scheduler_request import (
+    JOB_NAME_HEADER,
+    LOCATION_HEADER,
+    PROJECT_HEADER,
+    SCHEDULE_TIME_HEADER,
+    run_key_from_headers,
+)
 
 from tests.function import sample_jobs
-from tests.function.test_ledger import SHORT_LEASE, Clock, DelayedCreate
+from tests.function.test_ledger import SHORT_LEASE, DelayedCreate
+from tests.support.clock import FakeClock
 from tests.support.waiting import wait_until
 
 HEADERS = {
-    "x-cloudscheduler-jobname": "nightly",
-    "x-cloudscheduler-scheduletime": "2026-10-16T12:00:00Z",
-    "x-job-project": "acme",
-    "x-job-location": "europe-west1",
+    JOB_NAME_HEADER.lower(): "nightly",
+    SCHEDULE_TIME_HEADER.lower(): "2026-10-16T12:00:00Z",
+    PROJECT_HEADER.lower(): "acme",
+    LOCATION_HEADER.lower(): "europe-west1",
 }
 LEASE = timedelta(seconds=70)
 
@@ -31,7 +38,7 @@ LEASE = timedelta(seconds=70)
 class Harness:
     def __init__(self, db, handler_spec: str, store=None, lease=LEASE, name="attempt") -> None:
         self.db = db
-        self.clock = Clock()
+        self.clock = FakeClock()
         self.ledger = RunLedger(
             store or FirestoreRunStore(db, "scheduler_runs"),
             lease=lease,
@@ -138,9 +145,9 @@ def test_terminal_failure_is_recorded_and_not_retried(db):
 @pytest.mark.parametrize(
     ("headers", "named"),
     [
-        ({}, "X-CloudScheduler-JobName"),
-        ({"x-cloudscheduler-jobname": "nightly"}, "X-CloudScheduler-ScheduleTime"),
-        ({**HEADERS, "x-cloudscheduler-scheduletime": "yesterday"}, "X-CloudScheduler-ScheduleTime"),
+        ({}, JOB_NAME_HEADER),
+        ({JOB_NAME_HEADER.lower(): "nightly"}, SCHEDULE_TIME_HEADER),
+        ({**HEADERS, SCHEDULE_TIME_HEADER.lower(): "yesterday"}, SCHEDULE_TIME_HEADER),
     ],
 )
 def test_bad_request_names_the_header_and_writes_nothing(harness, headers, named):
@@ -252,9 +259,9 @@ def test_a_body_over_the_limit_is_413_and_writes_nothing(harness):
 
 @pytest.mark.parametrize("schedule_time", ["9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00"])
 def test_schedule_times_outside_utc_range_are_400(harness, schedule_time):
-    reply = harness.deliver(headers={**HEADERS, "x-cloudscheduler-scheduletime": schedule_time})
+    reply = harness.deliver(headers={**HEADERS, SCHEDULE_TIME_HEADER.lower(): schedule_time})
     assert (reply.status, reply.body["outcome"]) == (400, "bad_request")
-    assert "X-CloudScheduler-ScheduleTime" in reply.body["message"]
+    assert SCHEDULE_TIME_HEADER in reply.body["message"]
     assert harness.runs() == [] and sample_jobs.CALLS == []
 
 

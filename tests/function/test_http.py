@@ -12,17 +12,23 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 from google.cloud.firestore_v1.base_query import FieldFilter
-from scheduler_request import run_key_from_headers
+from scheduler_request import (
+    JOB_NAME_HEADER,
+    LOCATION_HEADER,
+    PROJECT_HEADER,
+    SCHEDULE_TIME_HEADER,
+    run_key_from_headers,
+)
 
 from localrun.function_server import FunctionServer
 from tests.support.waiting import wait_until
 
 SCHEDULE_TIME = "2026-10-16T12:00:00Z"
 HEADERS = {
-    "X-CloudScheduler-JobName": "nightly",
-    "X-CloudScheduler-ScheduleTime": SCHEDULE_TIME,
-    "X-Job-Project": "acme",
-    "X-Job-Location": "europe-west1",
+    JOB_NAME_HEADER: "nightly",
+    SCHEDULE_TIME_HEADER: SCHEDULE_TIME,
+    PROJECT_HEADER: "acme",
+    LOCATION_HEADER: "europe-west1",
 }
 RUN_ID = run_key_from_headers(HEADERS).run_id
 
@@ -84,10 +90,10 @@ def test_header_case_does_not_matter_on_the_wire(start_server, db, case):
 
 def test_bad_request_is_400_naming_the_header_and_writes_nothing(start_server, db):
     server = start_server()
-    headers = {**HEADERS, "X-CloudScheduler-ScheduleTime": "every 5 minutes"}
+    headers = {**HEADERS, SCHEDULE_TIME_HEADER: "every 5 minutes"}
     response = deliver(server, headers=headers)
     assert response.status_code == 400
-    assert "X-CloudScheduler-ScheduleTime" in response.json()["message"]
+    assert SCHEDULE_TIME_HEADER in response.json()["message"]
     assert list(db.collection("scheduler_runs").stream()) == []
 
 

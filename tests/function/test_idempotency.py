@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -24,6 +24,7 @@ from idempotency import (
 )
 from run_store import FirestoreRunStore
 
+from tests.support.clock import FakeClock
 from tests.support.proxy_runs import RUN_ID, concurrent
 
 COLLECTION = "idempotency_tokens"
@@ -89,7 +90,7 @@ def test_release_after_a_failed_step_lets_the_retry_proceed(db):
 def test_an_expired_record_is_a_new_use_of_the_token(db):
     """Expiry is judged on Firestore's clock (the read's read_time): a record written by an
     instance whose clock ran two days behind is past its one-day retention already."""
-    behind = tokens_on(db, clock=lambda: datetime.now(UTC) - timedelta(days=2))
+    behind = tokens_on(db, clock=FakeClock(offset=-timedelta(days=2)))
     assert behind.begin("t").first
     assert tokens_on(db).begin("t").first
     assert not tokens_on(db).begin("t").first

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 from google.cloud.firestore_v1.base_query import FieldFilter
-from scheduler_request import run_key_from_headers
+from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, run_key_from_headers
 
 from localrun.function_server import FUNCTION_DIR
 from tests.function.test_http import executions, server_env
@@ -33,7 +33,7 @@ def example_source() -> str:
 
 
 def headers(job: str, time: str) -> dict[str, str]:
-    return {"X-CloudScheduler-JobName": job, "X-CloudScheduler-ScheduleTime": time}
+    return {JOB_NAME_HEADER: job, SCHEDULE_TIME_HEADER: time}
 
 
 def post(server, job: str, time: str, body: dict[str, object] | None = None) -> requests.Response:

@@ -16,11 +16,18 @@ from job_api import MAX_OUTPUT_BYTES
 from ledger import RunLedger
 from overlap import JobLocks
 from run_store import FirestoreRunStore
-from scheduler_request import run_key_from_headers
+from scheduler_request import (
+    JOB_NAME_HEADER,
+    LOCATION_HEADER,
+    PROJECT_HEADER,
+    SCHEDULE_TIME_HEADER,
+    run_key_from_headers,
+)
 from warm_cache import CompletedRuns
 
 from localrun.firestore_rpcs import counted_emulator_client
-from tests.function.test_ledger import SHORT_LEASE, Clock
+from tests.function.test_ledger import SHORT_LEASE
+from tests.support.clock import FakeClock
 from tests.support.waiting import wait_until
 
 LEASE = timedelta(seconds=70)
@@ -28,10 +35,10 @@ LEASE = timedelta(seconds=70)
 
 def headers(job: str = "nightly", time: str = "2026-10-16T12:00:00Z") -> dict[str, str]:
     return {
-        "X-CloudScheduler-JobName": job,
-        "X-CloudScheduler-ScheduleTime": time,
-        "X-Job-Project": "acme",
-        "X-Job-Location": "europe-west1",
+        JOB_NAME_HEADER: job,
+        SCHEDULE_TIME_HEADER: time,
+        PROJECT_HEADER: "acme",
+        LOCATION_HEADER: "europe-west1",
     }
 
 
@@ -43,9 +50,9 @@ class Instance:
     def __init__(self, emulator_host, project, job, overlap=None, lease=LEASE) -> None:
         self.client, self.rpcs = counted_emulator_client(emulator_host, project)
         store = FirestoreRunStore(self.client, "scheduler_runs")
-        ledger = RunLedger(store, lease=lease, retention=timedelta(hours=1), clock=Clock())
+        ledger = RunLedger(store, lease=lease, retention=timedelta(hours=1), clock=FakeClock())
         self.locks = JobLocks(
-            store, lease=lease, retention=timedelta(hours=1), clock=Clock(), deadline_seconds=5
+            store, lease=lease, retention=timedelta(hours=1), clock=FakeClock(), deadline_seconds=5
         )
         self.logs = io.StringIO()
         self.cache = CompletedRuns()

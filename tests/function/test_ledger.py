@@ -25,6 +25,7 @@ from run_store import FirestoreRunStore, StaleWrite
 from scheduler_request import RunKey
 
 from localrun.firestore_rpcs import counted_emulator_client
+from tests.support.clock import FakeClock
 from tests.support.waiting import wait_until
 
 LEASE = timedelta(seconds=70)
@@ -33,22 +34,9 @@ RETENTION = timedelta(hours=1)
 KEY = RunKey("acme", "europe-west1", "nightly", datetime(2026, 10, 16, 12, tzinfo=UTC))
 
 
-class Clock:
-    """The instance's wall clock, set and skewed at will."""
-
-    def __init__(self, offset: timedelta = timedelta(0)) -> None:
-        self.now = datetime.now(UTC) + offset
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> None:
-        self.now += delta
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    return FakeClock()
 
 
 @pytest.fixture
@@ -62,7 +50,7 @@ def record(db, run_id=KEY.run_id):
 
 def ledger_on(db, clock=None, store=None, lease=LEASE, retention=RETENTION) -> RunLedger:
     store = store or FirestoreRunStore(db, "scheduler_runs")
-    return RunLedger(store, lease=lease, retention=retention, clock=clock or Clock())
+    return RunLedger(store, lease=lease, retention=retention, clock=clock or FakeClock())
 
 
 def claim_when_free(ledger: RunLedger, attempt_id: str, timeout: float = 20) -> Claim:
@@ -119,7 +107,7 @@ def test_live_lease_reports_seconds_left(ledger, clock):
 def test_skewed_instance_clocks_decide_nothing(db, skew):
     """An instance whose clock is fast or slow neither takes over a live lease nor shortens
     or stretches Retry-After; one a year behind cannot make a completed run expire."""
-    honest, skewed = ledger_on(db), ledger_on(db, clock=Clock(skew))
+    honest, skewed = ledger_on(db), ledger_on(db, clock=FakeClock(skew))
     for first, second in ((honest, skewed), (skewed, honest)):
         run = RunKey("acme", "europe-west1", f"job-{first is honest}", KEY.schedule_time)
         claim = first.claim(run, "attempt-1")

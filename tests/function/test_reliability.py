@@ -10,6 +10,7 @@ import time
 
 import pytest
 import requests
+from scheduler_request import SCHEDULE_TIME_HEADER
 
 from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator
 from tests.function.test_http import HEADERS, deliver, executions, run_record, server_env
@@ -64,7 +65,7 @@ def test_firestore_unreachable_is_answered_500_store_error_in_bounded_time(
         assert deliver(server).json()["outcome"] == "executed"  # the channel is up and used
 
         proxy.cut(mode)
-        later = {**HEADERS, "X-CloudScheduler-ScheduleTime": "2026-10-16T12:15:00Z"}
+        later = {**HEADERS, SCHEDULE_TIME_HEADER: "2026-10-16T12:15:00Z"}
         started = time.monotonic()
         reply = requests.post(server.url, headers=later, timeout=60)
         elapsed = time.monotonic() - started
@@ -94,7 +95,7 @@ def test_emulator_stopped_new_runs_fail_fast_and_completed_ones_are_still_answer
         executed = deliver(server)
         assert executed.json()["outcome"] == "executed"
 
-    later = {**HEADERS, "X-CloudScheduler-ScheduleTime": "2026-10-16T12:15:00Z"}
+    later = {**HEADERS, SCHEDULE_TIME_HEADER: "2026-10-16T12:15:00Z"}
     started = time.monotonic()
     reply = requests.post(server.url, headers=later, timeout=60)
     assert (reply.status_code, reply.json()["outcome"]) == (500, "store_error")
@@ -118,7 +119,7 @@ def nothing_happened(db) -> bool:
 
 @pytest.mark.parametrize("schedule_time", ["9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00"])
 def test_schedule_times_overflowing_utc_are_400(server, db, schedule_time):
-    reply = deliver(server, headers={**HEADERS, "X-CloudScheduler-ScheduleTime": schedule_time})
+    reply = deliver(server, headers={**HEADERS, SCHEDULE_TIME_HEADER: schedule_time})
     assert (reply.status_code, reply.json()["outcome"]) == (400, "bad_request")
     assert nothing_happened(db)
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
+from config import DEFAULT_IDEMPOTENCY_COLLECTION, DEFAULT_RUNS_COLLECTION
+from scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 
 from infra import timing
 from infra.job_config import DEFAULT_RETRY
@@ -72,11 +74,11 @@ def test_job_timing_carries_stack_and_job_values(two_job_settings: StackSettings
 def test_headers_add_content_type_only_with_a_body(two_job_settings: StackSettings) -> None:
     with_body, without_body = two_job_settings.jobs
     assert two_job_settings.headers_for(with_body) == {
-        "X-Job-Project": PROJECT,
-        "X-Job-Location": REGION,
+        PROJECT_HEADER: PROJECT,
+        LOCATION_HEADER: REGION,
         "Content-Type": "application/json",
     }
-    assert two_job_settings.headers_for(without_body) == {"X-Job-Project": PROJECT, "X-Job-Location": REGION}
+    assert two_job_settings.headers_for(without_body) == {PROJECT_HEADER: PROJECT, LOCATION_HEADER: REGION}
     assert json.loads(with_body.body_bytes() or b"") == {"sleep_seconds": 2}
     assert without_body.body_bytes() is None
 
@@ -400,3 +402,12 @@ def test_short_function_timeout_with_the_workflows_proxy_is_advisory() -> None:
     )
     plain = build(valid_values(functionTimeoutSeconds=20, jobs=[valid_job(attemptDeadlineSeconds=20)]))
     assert not any("Workflows" in a for a in plain.timing_advisories())
+
+
+def test_pulumi_yaml_defaults_the_collections_to_the_functions_own_defaults():
+    """Pulumi.yaml cannot import a Python constant, so this test keeps the two in step: a stack
+    left at its defaults and a function deployed without those variables use one collection."""
+    config = yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text())["config"]
+    defaults = {key.split(":")[-1]: value.get("default") for key, value in config.items()}
+    assert defaults["runsCollection"] == DEFAULT_RUNS_COLLECTION
+    assert defaults["idempotencyCollection"] == DEFAULT_IDEMPOTENCY_COLLECTION

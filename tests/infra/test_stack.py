@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 
 from infra.audit_job import AUDIT_HANDLER, with_audit_job
 from infra.operations import ALERTS
@@ -235,11 +236,11 @@ def test_scheduler_jobs_post_to_the_function_with_oidc(stack: MockedStack) -> No
         assert target["httpMethod"] == "POST"
         assert target["uri"] == URI == stack.one(FUNCTION).outputs["serviceConfig"]["uri"]
         assert target["oidcToken"] == {"serviceAccountEmail": invoker, "audience": URI}
-    assert nightly["httpTarget"]["headers"] == {"X-Job-Project": PROJECT, "X-Job-Location": REGION}
+    assert nightly["httpTarget"]["headers"] == {PROJECT_HEADER: PROJECT, LOCATION_HEADER: REGION}
     assert "body" not in nightly["httpTarget"]
     assert every5["httpTarget"]["headers"] == {
-        "X-Job-Project": PROJECT,
-        "X-Job-Location": REGION,
+        PROJECT_HEADER: PROJECT,
+        LOCATION_HEADER: REGION,
         "Content-Type": "application/json",
     }
     assert json.loads(base64.b64decode(every5["httpTarget"]["body"])) == {"sleep_seconds": 2}

@@ -1,4 +1,5 @@
-"""The one timing module: Cloud Scheduler's retry schedule and the invariants built on it."""
+"""The one timing module and the cron reader it uses: Cloud Scheduler's retry schedule and the
+invariants built on it."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import dataclasses
 
 import pytest
 
+from infra.cron import schedule_min_interval_seconds, unix_cron_error
 from infra.timing import (
     JobTiming,
     RetryConfig,
@@ -13,8 +15,6 @@ from infra.timing import (
     latest_retry_arrival_seconds,
     lease_for_timeout,
     retry_arrivals_if_every_attempt_fails_instantly,
-    schedule_min_interval_seconds,
-    unix_cron_error,
 )
 
 DOCUMENTED = RetryConfig(retry_count=5, min_backoff_seconds=10, max_backoff_seconds=300, max_doublings=3)

@@ -6,13 +6,21 @@ import dataclasses
 from datetime import datetime, timedelta
 
 import pytest
-from scheduler_request import run_key_from_headers
+from scheduler_request import (
+    JOB_NAME_HEADER,
+    LOCATION_HEADER,
+    PROJECT_HEADER,
+    SCHEDULE_TIME_HEADER,
+    run_key_from_headers,
+)
 
 from infra import timing
 from infra.settings import load_stack_settings
 from infra.timing import RetryConfig
+from localrun.delivery import DeliveryTimeout, HttpReply
 from localrun.faults import PRIMARY_FAULTS, Fault, FaultRates, fault_counts, plan_faults
-from localrun.scheduler import CompressedClock, DeliveryTimeout, HttpReply, LocalScheduler, fire_times
+from localrun.scheduler import CompressedClock, LocalScheduler, fire_times
+from tests.support.clock import FakeMonotonic
 
 
 def utc(text: str) -> datetime:
@@ -53,21 +61,6 @@ def test_fire_times_are_utc_and_strictly_after_the_start():
     assert all(t.utcoffset() == timedelta(0) for t in times)
 
 
-class FakeTime:
-    """A clock that only moves when the scheduler sleeps, so waits can be compared exactly."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 class RecordingTransport:
     def __init__(self, *replies: HttpReply | Exception) -> None:
         self.replies = list(replies)
@@ -94,7 +87,7 @@ def scheduler_for(settings, job, transport, fake, speedup=60.0):
 def test_deliveries_carry_cloud_scheduler_and_stack_headers(settings):
     job = settings.jobs[0]
     transport = RecordingTransport(HttpReply(500, "failed_released"), HttpReply(200, "executed"))
-    scheduler = scheduler_for(settings, job, transport, FakeTime())
+    scheduler = scheduler_for(settings, job, transport, FakeMonotonic())
     result = scheduler.run(0, utc("2026-10-16T12:05:00Z"))
 
     assert result.acknowledged and [d.status for d in result.deliveries] == [500, 200]
@@ -103,10 +96,10 @@ def test_deliveries_carry_cloud_scheduler_and_stack_headers(settings):
         first_headers
         == retry_headers
         == {
-            "X-CloudScheduler-JobName": settings.scheduler_job_id(job),
-            "X-CloudScheduler-ScheduleTime": "2026-10-16T12:05:00Z",
-            "X-Job-Project": settings.project,
-            "X-Job-Location": settings.region,
+            JOB_NAME_HEADER: settings.scheduler_job_id(job),
+            SCHEDULE_TIME_HEADER: "2026-10-16T12:05:00Z",
+            PROJECT_HEADER: settings.project,
+            LOCATION_HEADER: settings.region,
             "Content-Type": "application/json",
         }
     )
@@ -120,7 +113,7 @@ def test_deliveries_carry_cloud_scheduler_and_stack_headers(settings):
 def test_attempt_deadline_and_body_durations_are_compressed(settings):
     job = settings.jobs[0]
     transport = RecordingTransport(HttpReply(200, "executed"))
-    scheduler_for(settings, job, transport, FakeTime(), speedup=20.0).run(0, utc("2026-10-16T12:05:00Z"))
+    scheduler_for(settings, job, transport, FakeMonotonic(), speedup=20.0).run(0, utc("2026-10-16T12:05:00Z"))
     (_, _, body, timeout) = transport.requests[0]
     assert timeout == job.attempt_deadline_seconds / 20
     assert body == b'{"sleep_seconds":%r}' % (job.body["sleep_seconds"] / 20)
@@ -137,7 +130,7 @@ def test_attempt_deadline_and_body_durations_are_compressed(settings):
 @pytest.mark.parametrize("speedup", [1.0, 60.0])
 def test_retry_waits_are_the_timing_modules_schedule_scaled_by_the_speedup(settings, retry, speedup):
     job = dataclasses.replace(settings.jobs[0], retry=retry)
-    fake = FakeTime()
+    fake = FakeMonotonic()
     # Every attempt fails instantly, the case timing.retry_arrivals_... describes.
     transport = RecordingTransport(HttpReply(500, "failed_released"))
     result = scheduler_for(settings, job, transport, fake, speedup).run(0, utc("2026-10-16T12:05:00Z"))
@@ -153,7 +146,7 @@ def test_retry_waits_are_the_timing_modules_schedule_scaled_by_the_speedup(setti
 
 def test_a_timeout_counts_as_a_failed_attempt(settings):
     job = settings.jobs[0]
-    fake = FakeTime()
+    fake = FakeMonotonic()
     transport = RecordingTransport(DeliveryTimeout("slow"), HttpReply(200, "duplicate_completed"))
     result = scheduler_for(settings, job, transport, fake).run(0, utc("2026-10-16T12:05:00Z"))
     assert [d.outcome for d in result.deliveries] == ["timeout", "duplicate_completed"]

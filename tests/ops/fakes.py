@@ -21,8 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import requests
-
-from localrun.scheduler import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, rfc3339
+from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
 
 _RUN = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+/jobs/[^/:]+):run$")
 _FIELD = re.compile(r"^/v1/(projects/[^/]+/databases/[^/]+/collectionGroups/[^/]+/fields/[^/]+)$")
@@ -95,7 +94,7 @@ class FakeGoogleApis:
     def _deliver_later(self, job_id: str, job: FakeJob) -> None:
         headers = {
             JOB_NAME_HEADER: job_id,
-            SCHEDULE_TIME_HEADER: rfc3339(datetime.now(UTC).replace(microsecond=0)),
+            SCHEDULE_TIME_HEADER: format_rfc3339(datetime.now(UTC).replace(microsecond=0)),
             "User-Agent": "Google-Cloud-Scheduler",
             **job.headers,
         }

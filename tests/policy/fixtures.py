@@ -8,6 +8,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from scheduler_request import LOCATION_HEADER, PROJECT_HEADER
+
 FUNCTION_URL = "https://eos-handler-xyz-uc.a.run.app"
 RUNTIME_SA = "eos-runtime@my-project.iam.gserviceaccount.com"
 INVOKER_SA = "eos-invoker@my-project.iam.gserviceaccount.com"
@@ -32,7 +34,7 @@ def job() -> dict[str, Any]:
             "httpTarget": {
                 "uri": FUNCTION_URL,
                 "httpMethod": "POST",
-                "headers": {"X-Job-Project": "my-project", "X-Job-Location": "us-central1"},
+                "headers": {PROJECT_HEADER: "my-project", LOCATION_HEADER: "us-central1"},
                 "oidcToken": {"serviceAccountEmail": INVOKER_SA, "audience": FUNCTION_URL},
             },
         }

@@ -9,16 +9,22 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import requests
-from scheduler_request import run_key_from_headers
+from scheduler_request import (
+    JOB_NAME_HEADER,
+    LOCATION_HEADER,
+    PROJECT_HEADER,
+    SCHEDULE_TIME_HEADER,
+    run_key_from_headers,
+)
 
 from localrun.function_server import FunctionServer
 
 JOB_NAME = "nightly"
 HEADERS = {
-    "X-CloudScheduler-JobName": JOB_NAME,
-    "X-CloudScheduler-ScheduleTime": "2026-10-16T12:00:00Z",
-    "X-Job-Project": "acme",
-    "X-Job-Location": "europe-west1",
+    JOB_NAME_HEADER: JOB_NAME,
+    SCHEDULE_TIME_HEADER: "2026-10-16T12:00:00Z",
+    PROJECT_HEADER: "acme",
+    LOCATION_HEADER: "europe-west1",
 }
 RUN_ID = run_key_from_headers(HEADERS).run_id
 
