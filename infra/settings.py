@@ -6,8 +6,9 @@ It must not import pulumi: the local tools run without the Pulumi engine.
 
 Validation happens here, before any resource is declared, and every error names the Pulumi
 config key a user has to edit (`<project>:jobs[0].attemptDeadlineSeconds`), not the Python
-attribute it ended up in. The keys live in infra/config_schema.py, the jobs in
-infra/job_config.py, the names the stack gives its resources in infra/names.py.
+attribute it ended up in. The keys are declared in `Pulumi.yaml` (read by
+infra/config_schema.py), the jobs' fields in infra/job_config.py, the names the stack gives
+its resources in infra/names.py.
 """
 
 from __future__ import annotations

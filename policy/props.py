@@ -64,7 +64,7 @@ CONDITIONAL_ROLES: Final = frozenset({"roles/datastore.user"})
 PROJECT_MEMBER_PREFIX: Final = "serviceAccount:"
 WORKFLOWS_PROXY_MODULE: Final = "jobs.workflows"
 TOKEN_CHECK_ENTRY_POINT: Final = "check_idempotency_token"
-# Environment switches of function/jobs/ meant for tests only (see the README's proxy section).
+# Environment switches of function/jobs/ meant for tests only (docs/proxy.md).
 WORKFLOWS_ENDPOINT_ENV: Final = "WORKFLOWS_API_ENDPOINT"
 ID_TOKEN_DISABLED_ENV: Final = "DOWNSTREAM_ID_TOKEN_DISABLED"
 

@@ -109,5 +109,4 @@ def test_every_relative_link_in_the_docs_resolves() -> None:
             linked = page.parent / target if target else page
             if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in _anchors(linked)):
                 broken.append(f"{page.name}: {target}#{anchor}")
-    # docs/scale.md is written on another branch; once it is merged, drop this exception.
-    assert [link for link in broken if "scale.md" not in link] == []
+    assert broken == []
