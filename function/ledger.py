@@ -36,6 +36,7 @@ from enum import StrEnum
 from typing import Any
 
 from google.api_core import exceptions as google_exceptions
+from record_fields import CLAIMED_AT, COMPLETED_AT, EXPIRE_AT, SCHEDULE_TIME
 from run_store import (
     COMMIT_TIME,
     Budget,
@@ -139,13 +140,13 @@ def in_progress_record(
         "status": RunStatus.IN_PROGRESS.value,
         "attempt_id": attempt_id,
         "lease_seconds": lease.total_seconds(),
-        "expire_at": now + retention,  # the TTL field; completion re-dates it on Firestore's clock
+        EXPIRE_AT: now + retention,  # the TTL field; completion re-dates it on Firestore's clock
         "job_name": key.job_name,
-        "schedule_time": key.schedule_time,
+        SCHEDULE_TIME: key.schedule_time,
         "project": key.project,
         "location": key.location,
-        "claimed_at": COMMIT_TIME,
-        "completed_at": None,
+        CLAIMED_AT: COMMIT_TIME,
+        COMPLETED_AT: None,
         "result": None,
         "error": None,
         "output_json": None,
@@ -233,9 +234,9 @@ class RunLedger:
         """Decide on Firestore's clock whether the record may be overwritten, or raise."""
         fields, now = stored.fields, stored.read_time
         if fields["status"] == RunStatus.COMPLETED:
-            if fields["expire_at"] <= now:
+            if fields[EXPIRE_AT] <= now:
                 return ClaimKind.RECLAIMED_EXPIRED  # TTL deletion runs up to days late
-            raise RunAlreadyCompleted(run_id, fields, (fields["expire_at"] - now).total_seconds())
+            raise RunAlreadyCompleted(run_id, fields, (fields[EXPIRE_AT] - now).total_seconds())
         lease_expires = stored.update_time + timedelta(seconds=self._lease_of(fields))
         if lease_expires > now:
             seconds_left = (lease_expires - now).total_seconds()
@@ -272,8 +273,8 @@ class RunLedger:
         re-dated from the claim's commit time, so retention is on Firestore's clock too."""
         fields = {
             "status": RunStatus.COMPLETED.value,
-            "completed_at": COMMIT_TIME,
-            "expire_at": claim.update_time + self._retention,
+            COMPLETED_AT: COMMIT_TIME,
+            EXPIRE_AT: claim.update_time + self._retention,
             "result": result.value,
             "error": error,
             "output_json": output_json,

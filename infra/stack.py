@@ -16,16 +16,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
 
 import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time
+from record_fields import EXPIRE_AT
 
 from infra.audit_job import with_audit_job
 from infra.build import BuildIdentity, build_identity, function_source, propagation_sleep
 from infra.config_schema import REPO_ROOT
 from infra.identities import Identities, identities
+from infra.ledger import RunLedger, run_ledger
 from infra.names import StackNames
 from infra.operations import Operations, audit_function_environment, declare_operations
 from infra.sample_workflows import SampleWorkflows, sample_workflows, service_name, service_uri
@@ -34,7 +35,7 @@ from infra.settings import StackSettings
 
 COMPONENT_TYPE = "exactly-once-scheduler:index:ExactlyOnceScheduler"
 FUNCTION_ENTRY_POINT = "handle_scheduled_job"
-TTL_FIELD = "expire_at"
+TTL_FIELD = EXPIRE_AT
 # Enabled only when a job starts workflow executions (it also covers the Executions API).
 WORKFLOWS_API = "workflows.googleapis.com"
 # What a function deployment needs enabled before it starts.
@@ -66,13 +67,6 @@ REQUIRED_APIS = (
 AUDIT_DEPLOY_MARGIN_MINUTES = 30
 
 _Apis = Mapping[str, gcp.projects.Service]
-
-
-class _RunLedger(NamedTuple):
-    # The database resource, or None when the stack uses an existing one as it is.
-    database: gcp.firestore.Database | None
-    database_name: pulumi.Output[str]
-    runs_ttl: gcp.firestore.Field
 
 
 class ExactlyOnceScheduler(pulumi.ComponentResource):
@@ -149,43 +143,8 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             for api in REQUIRED_APIS + ((WORKFLOWS_API,) if uses_workflows else ())
         }
 
-    def _run_ledger(self, name: str, settings: StackSettings, apis: _Apis) -> _RunLedger:
-        database: gcp.firestore.Database | None = None
-        database_name: pulumi.Output[str] = pulumi.Output.from_input(settings.database_name)
-        after_database = self._after(apis, "firestore.googleapis.com")
-        if settings.create_database:
-            # The run ledger. Deletion protection guards the records that make retries
-            # idempotent; a protected database is abandoned (kept) on `pulumi destroy`.
-            database = gcp.firestore.Database(
-                f"{name}-database",
-                project=settings.project,
-                name=settings.database_name,
-                location_id=settings.region,
-                type="FIRESTORE_NATIVE",
-                delete_protection_state=(
-                    "DELETE_PROTECTION_ENABLED"
-                    if settings.deletion_protection
-                    else "DELETE_PROTECTION_DISABLED"
-                ),
-                deletion_policy="ABANDON" if settings.deletion_protection else "DELETE",
-                opts=after_database,
-            )
-            database_name = database.name
-            after_database = pulumi.ResourceOptions(parent=self, depends_on=[database])
-        # One TTL policy for every job: expired run records are deleted by Firestore, and the
-        # field is exempt from indexing (it is only ever written, never queried). On an existing
-        # database (createDatabase: false) it is this stack's only resource in it.
-        runs_ttl = gcp.firestore.Field(
-            f"{name}-runs-ttl",
-            project=settings.project,
-            database=database_name,
-            collection=settings.runs_collection,
-            field=TTL_FIELD,
-            ttl_config={},
-            index_config={},
-            opts=after_database,
-        )
-        return _RunLedger(database=database, database_name=database_name, runs_ttl=runs_ttl)
+    def _run_ledger(self, name: str, settings: StackSettings, apis: _Apis) -> RunLedger:
+        return run_ledger(name, settings, parent=self, firestore_api=apis["firestore.googleapis.com"])
 
     def _identities(self, name: str, settings: StackSettings, apis: _Apis) -> Identities:
         return identities(name, settings, parent=self, iam_api=apis["iam.googleapis.com"])
@@ -270,7 +229,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         name: str,
         settings: StackSettings,
         apis: _Apis,
-        ledger: _RunLedger,
+        ledger: RunLedger,
         identities: Identities,
         build: BuildIdentity,
     ) -> SampleWorkflows | None:
@@ -279,7 +238,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             return None
         # Token records live in the run ledger's database and expire like run records do.
         # Firestore runs one field operation per database at a time, so this TTL waits for the
-        # runs TTL.
+        # ledger's field settings.
         gcp.firestore.Field(
             f"{name}-tokens-ttl",
             project=settings.project,
@@ -288,7 +247,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             field=TTL_FIELD,
             ttl_config={},
             index_config={},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ledger.runs_ttl]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ledger.last_field]),
         )
         return sample_workflows(
             name,
@@ -363,7 +322,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         jobs: list[gcp.cloudscheduler.Job],
         identities: Identities,
         builder_account: gcp.serviceaccount.Account,
-        ledger: _RunLedger,
+        ledger: RunLedger,
         samples: SampleWorkflows | None,
     ) -> None:
         sample_workflows = samples.workflows if samples is not None else {}

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from record_fields import UNINDEXED_RUN_FIELDS
 from scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 
 from infra.audit_job import AUDIT_HANDLER, with_audit_job
@@ -20,6 +22,7 @@ from tests.support.pulumi_harness import MockedResource, MockedStack, dev_stack_
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 JOB = "gcp:cloudscheduler/job:Job"
+FIELD = "gcp:firestore/field:Field"
 ACCOUNT = "gcp:serviceaccount/account:Account"
 URI = "https://eos-prod-handler-xyz-uc.a.run.app"
 
@@ -52,8 +55,9 @@ def test_every_child_is_parented_to_the_component(stack: MockedStack) -> None:
     children = [r for r in stack.resources if r.type != COMPONENT_TYPE]
     # APIs + database, TTL field, 2 accounts, 2 bindings, bucket, object, function, 2 jobs and
     # the audit job, the build's account, image repository and its 3 grants, the 2 propagation
-    # pauses, 3 audit horizons, 3 log metrics, the alert policies and the dashboard.
-    assert len(children) == len(REQUIRED_APIS) + 12 + 5 + 2 + 3 + 3 + len(ALERTS) + 1
+    # pauses, 3 audit horizons, 3 log metrics, the alert policies and the dashboard, and the 3
+    # indexing exemptions of the run records.
+    assert len(children) == len(REQUIRED_APIS) + 12 + 5 + 2 + 3 + 3 + len(ALERTS) + 1 + 3
     assert {r.parent for r in children} == {component.urn}
     assert all(f"{COMPONENT_TYPE}$" in r.urn for r in children)
 
@@ -83,7 +87,7 @@ def test_two_jobs_share_one_database_and_one_ttl_policy(stack: MockedStack) -> N
     assert database.inputs["locationId"] == REGION
     assert database.inputs["deleteProtectionState"] == "DELETE_PROTECTION_ENABLED"
     assert database.inputs["deletionPolicy"] == "ABANDON"
-    ttl = stack.one("gcp:firestore/field:Field")
+    ttl = next(field for field in stack.of_type(FIELD) if field.name == "eos-runs-ttl")
     assert ttl.inputs == {
         "project": PROJECT,
         "database": "eos-prod-ledger",
@@ -283,3 +287,20 @@ def test_component_name_is_validated() -> None:
 
     with pytest.raises(ValueError, match="component name 'Bad_Name'"):
         ExactlyOnceScheduler("Bad_Name", build(valid_values()))
+
+
+def test_run_records_growing_fields_are_exempt_from_indexing_one_field_operation_at_a_time(
+    stack: MockedStack,
+) -> None:
+    """Claim, completion and schedule times only grow: indexed, they would cap the run collection
+    at about 500 writes a second. Firestore runs one field operation per database at a time, so
+    each field setting waits for the one before it."""
+    fields = [field for field in stack.of_type(FIELD) if field.inputs["collection"] == "scheduler_runs"]
+    assert [field.inputs["field"] for field in fields] == [
+        "expire_at",
+        *UNINDEXED_RUN_FIELDS,
+    ]
+    for field in fields[1:]:
+        assert field.inputs["indexConfig"] == {} and "ttlConfig" not in field.inputs
+    for before, after in itertools.pairwise(fields):
+        assert before.urn in stack.dependencies[after.urn]

@@ -1,0 +1,22 @@
+"""Names of run-record fields that the stack's Firestore field settings refer to.
+
+Kept apart from ledger.py (which needs the Firestore client library) so the Pulumi program can
+import them: the TTL policy and the indexing exemptions must name exactly the fields the
+ledger writes.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# The TTL field of run records, token records and job locks: Firestore deletes a document
+# some time after this moment.
+EXPIRE_AT: Final = "expire_at"
+CLAIMED_AT: Final = "claimed_at"
+COMPLETED_AT: Final = "completed_at"
+SCHEDULE_TIME: Final = "schedule_time"
+
+# Fields whose values only ever grow and that no query filters on. Left indexed, every new
+# record's entry would land at the end of the same index range, which caps the collection at
+# about 500 writes a second; exempt, the writes spread like the document ids do.
+UNINDEXED_RUN_FIELDS: Final = (CLAIMED_AT, COMPLETED_AT, SCHEDULE_TIME)
