@@ -15,11 +15,10 @@ from datetime import datetime
 from audit_config import AuditConfig, AuditedJob
 
 from infra import timing
-from infra.job_config import DEFAULT_RETRY
+from infra.job_config import AUDIT_JOB_NAME, DEFAULT_RETRY
 from infra.settings import JobSettings, StackSettings
 from infra.timing import MAX_ATTEMPT_DEADLINE_SECONDS, MIN_ATTEMPT_DEADLINE_SECONDS, RetryConfig
 
-AUDIT_JOB_NAME = "missed-run-audit"
 AUDIT_HANDLER = "jobs.missed_runs:audit_missed_runs"
 AUDIT_JOBS_ENV = "AUDIT_JOBS"
 # Hourly: a missed run is reported at most an hour after its last retry could have ended.
@@ -93,8 +92,11 @@ def audit_job(settings: StackSettings) -> JobSettings:
 
 def with_audit_job(settings: StackSettings) -> StackSettings:
     """`settings` plus the audit job, so the stack schedules it like any other job (and its
-    handler lands in JOB_HANDLERS). Applying it twice changes nothing; a configured job that
-    took the audit's name is refused."""
+    handler lands in JOB_HANDLERS); `settings` as they are with `missedRunAudit: false`.
+    Applying it twice changes nothing; a configured job that took the audit's name is refused
+    (the settings refuse it first, naming the key)."""
+    if not settings.missed_run_audit:
+        return settings
     audit = audit_job(settings)
     existing = [job for job in settings.jobs if job.name == AUDIT_JOB_NAME]
     if existing == [audit]:

@@ -18,6 +18,9 @@ from jobs.workflow_name import WORKFLOW_RESOURCE_NAME
 from infra.config_schema import JOBS_KEY, ConfigProblems
 from infra.timing import RetryConfig
 
+# The stack's own missed-run audit job (infra/audit_job.py): no configured job may take its name.
+AUDIT_JOB_NAME = "missed-run-audit"
+
 # A retry policy that survives a crashed attempt with the default 70 s lease:
 # instant failures retry at 10, 30, 70, 150, 310 s.
 DEFAULT_RETRY = RetryConfig(

@@ -183,7 +183,10 @@ def audit_function_environment(
 ) -> dict[str, pulumi.Input[str]]:
     """AUDIT_JOBS for the function's environment. `created_at` maps config job names to when
     each job was created (RFC 3339, e.g. a `pulumiverse_time.Static` per job), so the audit
-    never reports runs scheduled before a job existed."""
+    never reports runs scheduled before a job existed. Nothing without the audit job
+    (`missedRunAudit: false`)."""
+    if not settings.missed_run_audit:
+        return {}
     if not created_at:
         return dict(audit_environment(settings))
     names = list(created_at)

@@ -42,6 +42,7 @@ from infra.config_schema import (
     scalar_value,
 )
 from infra.job_config import (
+    AUDIT_JOB_NAME,
     HANDLER,
     WORKFLOWS_CALL_TIMEOUT_SECONDS,
     WORKFLOWS_HANDLER,
@@ -99,6 +100,7 @@ class StackSettings:
     idempotency_collection: str = DEFAULT_IDEMPOTENCY_COLLECTION
     idempotency_retention_seconds: float = 604800.0
     alert_notification_channels: tuple[str, ...] = ()
+    missed_run_audit: bool = True
     # The component's name: __main__.py's; ExactlyOnceScheduler sets its own.
     component: str = DEFAULT_COMPONENT
 
@@ -303,6 +305,12 @@ class StackSettings:
 
         jobs = parse_jobs(values.get(JOBS_KEY), timeout, errors)
         check_workflow_jobs(values.get(JOBS_KEY), jobs, job_handler, errors)
+        errors.extend(
+            f"{errors.key(f'jobs[{index}].name')}: {AUDIT_JOB_NAME!r} is the name of the stack's own "
+            "missed-run audit job; choose another"
+            for index, raw in enumerate(values.get(JOBS_KEY) or [])
+            if isinstance(raw, Mapping) and raw.get("name") == AUDIT_JOB_NAME
+        )
         try:
             StackNames(stack)
         except ValueError as error:
@@ -326,6 +334,7 @@ class StackSettings:
             idempotency_collection=token_collection,
             idempotency_retention_seconds=float(token_retention),
             alert_notification_channels=channels,
+            missed_run_audit=bool(scalars["missedRunAudit"]),
         )
         if not errors:
             errors.extend(settings.timing_errors(lease_grace_seconds=grace))

@@ -197,6 +197,8 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         propagation pauses) before its Cloud Scheduler job exists. Recorded once in the state,
         so later deploys keep it; without it every new job's first audit would report the runs
         scheduled before the job existed."""
+        if not settings.missed_run_audit:
+            return {}
         return {
             job.name: pulumiverse_time.Offset(
                 f"{name}-audit-from-{job.name}",

@@ -15,7 +15,8 @@ from audit_config import AuditConfig
 from handler import Outcome
 
 from infra import log_filters
-from infra.audit_job import AUDIT_HANDLER, AUDIT_JOB_NAME, audit_environment, with_audit_job
+from infra.audit_job import AUDIT_HANDLER, audit_environment, with_audit_job
+from infra.job_config import AUDIT_JOB_NAME
 from infra.operations import ALERTS, DASHBOARD_FILE, audit_function_environment, declare_operations
 from infra.settings import REPO_ROOT, load_stack_settings, project_name
 from tests.policy.runner import violations

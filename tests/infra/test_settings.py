@@ -411,3 +411,13 @@ def test_pulumi_yaml_defaults_the_collections_to_the_functions_own_defaults():
     defaults = {key.split(":")[-1]: value.get("default") for key, value in config.items()}
     assert defaults["runsCollection"] == DEFAULT_RUNS_COLLECTION
     assert defaults["idempotencyCollection"] == DEFAULT_IDEMPOTENCY_COLLECTION
+
+
+def test_the_audit_jobs_name_is_reserved() -> None:
+    message = error_of(valid_values(jobs=[valid_job(), valid_job(name="missed-run-audit")]))
+    assert f"{NAMESPACE}:jobs[1].name: 'missed-run-audit' is the name of the stack's own" in message
+
+
+def test_the_missed_run_audit_is_on_unless_switched_off() -> None:
+    assert build(valid_values()).missed_run_audit is True
+    assert build(valid_values(missedRunAudit=False)).missed_run_audit is False

@@ -18,7 +18,7 @@ from infra.settings import REPO_ROOT, StackSettings, load_stack_settings
 from infra.source import source_hash
 from infra.stack import COMPONENT_TYPE, REQUIRED_APIS
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
-from tests.support.pulumi_harness import MockedResource, MockedStack, dev_stack_resources, mock_stack
+from tests.support.pulumi_harness import OFFSET, MockedResource, MockedStack, dev_stack_resources, mock_stack
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 JOB = "gcp:cloudscheduler/job:Job"
@@ -304,3 +304,13 @@ def test_run_records_growing_fields_are_exempt_from_indexing_one_field_operation
         assert field.inputs["indexConfig"] == {} and "ttlConfig" not in field.inputs
     for before, after in itertools.pairwise(fields):
         assert before.urn in stack.dependencies[after.urn]
+
+
+def test_without_the_missed_run_audit_the_stack_schedules_only_the_configured_jobs() -> None:
+    stack = mock_stack(build(valid_values(missedRunAudit=False)))
+    assert [job.inputs["name"] for job in stack.of_type(JOB)] == ["eos-prod_every-5"]
+    environment = stack.one(FUNCTION).inputs["serviceConfig"]["environmentVariables"]
+    assert "AUDIT_JOBS" not in environment and "JOB_HANDLERS" not in environment
+    assert stack.of_type(OFFSET) == []
+    # The other alerts do not depend on the audit; the missed-run alert then stays silent.
+    assert len(stack.of_type("gcp:monitoring/alertPolicy:AlertPolicy")) == len(ALERTS)

@@ -11,7 +11,7 @@ import log_fields
 import requests
 
 from infra import log_filters
-from infra.audit_job import AUDIT_JOB_NAME
+from infra.job_config import AUDIT_JOB_NAME
 from localrun.scheduler import delivery_headers
 from tests.ops.conftest import DevFunction
 

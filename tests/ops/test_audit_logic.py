@@ -15,12 +15,12 @@ from scheduler_request import RunKey
 
 from infra.audit_job import (
     AUDIT_HANDLER,
-    AUDIT_JOB_NAME,
     audit_environment,
     audited_jobs,
     retry_window_seconds,
     with_audit_job,
 )
+from infra.job_config import AUDIT_JOB_NAME
 from infra.settings import load_stack_settings
 from infra.timing import check_job_timing, latest_retry_arrival_seconds, lease_for_timeout
 
