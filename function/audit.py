@@ -15,7 +15,8 @@ Shared by the scheduled audit job (jobs/missed_runs.py) and the `python -m ops a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -76,14 +77,29 @@ def checked_schedule(schedule: str, time_zone: str) -> ZoneInfo:
     return zone
 
 
-def fire_times(schedule: str, time_zone: str, since: datetime, until: datetime) -> list[datetime]:
-    """Instants (UTC) in [since, until] at which a unix-cron `schedule` read in `time_zone` fires.
+def following_fire_times(schedule: str, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
+    """Instants (UTC), strictly after `after` and strictly increasing, at which a unix-cron
+    `schedule` read in `zone` fires.
 
     Cron fields are wall-clock times, so croniter walks naive local times and zoneinfo turns
     each into an instant; croniter never sees an offset and cannot get a DST change wrong.
     A wall time skipped by spring-forward does not fire; one repeated by fall-back fires once,
     at its first occurrence.
     """
+    iterator = croniter(schedule, after.astimezone(zone).replace(tzinfo=None))
+    last = after
+    while True:
+        wall: datetime = iterator.get_next(datetime)
+        instant = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+        if instant.astimezone(zone).replace(tzinfo=None) != wall:
+            continue  # inside a spring-forward gap: this wall time never happens
+        if instant > last:
+            last = instant
+            yield instant
+
+
+def fire_times(schedule: str, time_zone: str, since: datetime, until: datetime) -> list[datetime]:
+    """Instants (UTC) in [since, until] at which a unix-cron `schedule` read in `time_zone` fires."""
     if since.tzinfo is None or until.tzinfo is None:
         raise AuditError("audit window bounds must carry a time zone offset")
     if until < since:
@@ -91,24 +107,19 @@ def fire_times(schedule: str, time_zone: str, since: datetime, until: datetime) 
             f"the window ends ({format_rfc3339(until)}) before it starts ({format_rfc3339(since)})"
         )
     zone = checked_schedule(schedule, time_zone)
-    # One second before `since`, so a fire time exactly at `since` is included.
-    cursor = (since - timedelta(seconds=1)).astimezone(zone).replace(tzinfo=None)
-    iterator = croniter(schedule, cursor)
     times: list[datetime] = []
-    while True:
-        wall: datetime = iterator.get_next(datetime)
-        instant = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
-        if instant.astimezone(zone).replace(tzinfo=None) != wall:
-            continue  # inside a spring-forward gap: this wall time never happens
-        if instant > until:
-            return times
-        if instant >= since and (not times or instant > times[-1]):
-            times.append(instant)
+    # From one second before `since`, so a fire time exactly at `since` is included.
+    following = following_fire_times(schedule, zone, since - timedelta(seconds=1))
+    for instant in itertools.takewhile(lambda instant: instant <= until, following):
+        if instant < since:
+            continue  # `since` had a fraction of a second
+        times.append(instant)
         if len(times) > MAX_EXPECTED_RUNS:
             raise AuditError(
                 f"schedule {schedule!r} fires more than {MAX_EXPECTED_RUNS} times between "
                 f"{format_rfc3339(since)} and {format_rfc3339(until)}: narrow the window"
             )
+    return times
 
 
 def classify(record: Mapping[str, Any] | None, window_closes: datetime, now: datetime) -> RunState:

@@ -17,16 +17,17 @@ idle. Each run still carries its true fire time in X-CloudScheduler-ScheduleTime
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from croniter import croniter
+from audit import following_fire_times
 from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
 
 from infra.settings import JobSettings, StackSettings
@@ -48,29 +49,11 @@ WARM_UP_JOB = "localrun-warm-up"  # never reported: counts filter on the real jo
 
 
 def fire_times(schedule: str, time_zone: str, after: datetime, count: int) -> list[datetime]:
-    """The next `count` fire times (UTC) of a unix-cron `schedule` read in `time_zone`.
-
-    Cron fields are wall-clock times, so croniter walks naive local times and zoneinfo turns
-    each into an instant; croniter never sees an offset and cannot get a DST change wrong.
-    A wall time skipped by spring-forward does not fire; one repeated by fall-back fires
-    once, at its first occurrence.
-    """
+    """The next `count` fire times (UTC) of a unix-cron `schedule` read in `time_zone`, by the
+    audit's DST-correct walk (function/audit.py), so the demo fires what the audit expects."""
     if after.tzinfo is None:
         raise ValueError("`after` must be timezone-aware")
-    zone = ZoneInfo(time_zone)
-    cursor = after.astimezone(zone).replace(tzinfo=None)
-    iterator = croniter(schedule, cursor)
-    times: list[datetime] = []
-    while len(times) < count:
-        wall: datetime = iterator.get_next(datetime)
-        local = wall.replace(tzinfo=zone, fold=0)
-        instant = local.astimezone(UTC)
-        if instant.astimezone(zone).replace(tzinfo=None) != wall:
-            continue  # inside a spring-forward gap: this wall time never happens
-        if instant <= after or (times and instant <= times[-1]):
-            continue
-        times.append(instant)
-    return times
+    return list(itertools.islice(following_fire_times(schedule, ZoneInfo(time_zone), after), count))
 
 
 def delivery_headers(settings: StackSettings, job: JobSettings, schedule_time: datetime) -> dict[str, str]:
