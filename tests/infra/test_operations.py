@@ -29,25 +29,11 @@ SERVICE = "projects/acme/locations/us-central1/services/eos-dev-handler"
 CHANNELS = ("projects/acme/notificationChannels/123",)
 
 
-class _Mocks(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
-        self.resources: list[tuple[str, str, dict[str, Any]]] = []
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
-        self.resources.append((args.typ, args.name, dict(args.inputs)))
-        return f"{args.name}-id", dict(args.inputs)
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        return {}, None
-
-
 def declared(
     prefix: str = "eos-dev", channels=CHANNELS, preview: bool = False
 ) -> list[tuple[str, str, dict[str, Any]]]:
-    mocks = _Mocks()
-    pulumi.runtime.set_mocks(mocks, project=project_name(), stack="dev", preview=preview)
+    """(type, name, inputs) of every resource declare_operations registers, outside a stack."""
 
-    @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
         operations = declare_operations(
             prefix, project="acme", function_service=SERVICE, notification_channels=channels
@@ -58,8 +44,14 @@ def declared(
             operations.dashboard.dashboard_json,
         )
 
-    program()
-    return mocks.resources
+    resources, _, _ = harness.run_under_mocks(
+        program,
+        harness.GcpMocks("acme", preview=preview),
+        project=project_name(),
+        stack="dev",
+        preview=preview,
+    )
+    return [(r.type, r.name, r.inputs) for r in resources]
 
 
 def of_type(resources, type_: str) -> list[dict[str, Any]]:
@@ -194,7 +186,7 @@ def test_preview_declares_the_same_resources() -> None:
 
 def test_the_audit_environment_carries_when_each_job_was_created() -> None:
     settings = with_audit_job(load_stack_settings("dev"))
-    pulumi.runtime.set_mocks(_Mocks(), project=project_name(), stack="dev", preview=False)
+    pulumi.runtime.set_mocks(harness.GcpMocks("acme"), project=project_name(), stack="dev", preview=False)
 
     @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
