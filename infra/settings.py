@@ -16,12 +16,19 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from config import DEFAULT_IDEMPOTENCY_COLLECTION
 from jobs.workflow_name import WORKFLOW_RESOURCE_NAME
-from scheduler_request import LOCATION_HEADER, PROJECT_HEADER
+from scheduler_request import (
+    JOB_NAME_HEADER,
+    LOCATION_HEADER,
+    PROJECT_HEADER,
+    SCHEDULE_TIME_HEADER,
+    format_rfc3339,
+)
 
 from infra import timing
 from infra.config_schema import (
@@ -151,6 +158,16 @@ class StackSettings:
         if job.body is not None or job.workflow is not None:
             headers["Content-Type"] = "application/json"
         return headers
+
+    def delivery_headers(self, job: JobSettings, schedule_time: datetime) -> dict[str, str]:
+        """Every header Cloud Scheduler sends with a delivery of `job`'s run at `schedule_time`:
+        the deployed job id, the schedule time (the same on every retry) and the HttpTarget
+        headers. The local scheduler, `ops backfill` and the tests deliver with these."""
+        return {
+            JOB_NAME_HEADER: self.scheduler_job_id(job),
+            SCHEDULE_TIME_HEADER: format_rfc3339(schedule_time),
+            **self.headers_for(job),
+        }
 
     def job_handlers(self) -> dict[str, str]:
         """Per-job handler overrides (JOB_HANDLERS); jobs without one use `job_handler`."""

@@ -22,7 +22,7 @@ from jobs.demo import EXECUTIONS_COLLECTION
 from scheduler_request import format_rfc3339
 
 from infra.settings import JobSettings, StackSettings
-from localrun.scheduler import WARM_UP_JOB, delivery_headers
+from localrun.scheduler import WARM_UP_JOB
 
 # --- the truth, read from Firestore ----------------------------------------------------------
 
@@ -93,7 +93,7 @@ class InstancePool:
         compressed attempt deadline, which would only show start-up cost, not a fault."""
         warm = dataclasses.replace(job, name=WARM_UP_JOB, body=None)
         for server in self._servers:
-            headers = delivery_headers(settings, warm, datetime.now(UTC).replace(microsecond=0))
+            headers = settings.delivery_headers(warm, datetime.now(UTC).replace(microsecond=0))
             requests.post(server.url, headers=headers, data=b"", timeout=60).raise_for_status()
 
     def stop(self) -> None:

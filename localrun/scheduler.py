@@ -28,7 +28,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from audit import following_fire_times
-from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
+from scheduler_request import format_rfc3339
 
 from infra.settings import JobSettings, StackSettings
 from localrun.delivery import (
@@ -54,17 +54,6 @@ def fire_times(schedule: str, time_zone: str, after: datetime, count: int) -> li
     if after.tzinfo is None:
         raise ValueError("`after` must be timezone-aware")
     return list(itertools.islice(following_fire_times(schedule, ZoneInfo(time_zone), after), count))
-
-
-def delivery_headers(settings: StackSettings, job: JobSettings, schedule_time: datetime) -> dict[str, str]:
-    """Headers of every delivery of one run. ScheduleTime is the run's identity, so it is the
-    same on every retry; the job name is the deployed Cloud Scheduler job id and the
-    project/location headers are the stack's own HttpTarget headers, as in the cloud."""
-    return {
-        JOB_NAME_HEADER: settings.scheduler_job_id(job),
-        SCHEDULE_TIME_HEADER: format_rfc3339(schedule_time),
-        **settings.headers_for(job),
-    }
 
 
 # --- the compressed clock ---------------------------------------------------------------------
@@ -172,7 +161,7 @@ class LocalScheduler:
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
     def headers_for(self, schedule_time: datetime, body: bytes) -> dict[str, str]:
-        headers = delivery_headers(self.settings, self.job, schedule_time)
+        headers = self.settings.delivery_headers(self.job, schedule_time)
         if body:
             headers["Content-Type"] = "application/json"
         return headers

@@ -19,7 +19,7 @@ from audit import fire_times
 from google.auth import exceptions as auth_exceptions
 from google.auth import impersonated_credentials
 from google.auth.transport.requests import Request
-from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
+from scheduler_request import format_rfc3339
 
 from ops.context import StackContext, UserError, is_loopback
 
@@ -74,16 +74,6 @@ def _impersonated_id_token(invoker_email: str, audience: str) -> str:
     return str(tokens.token)
 
 
-def delivery_headers(context: StackContext, job_name: str, schedule_time: datetime) -> dict[str, str]:
-    """The headers Cloud Scheduler sends for this run (the job's HttpTarget headers included)."""
-    job = context.job(job_name)
-    return {
-        JOB_NAME_HEADER: context.settings.scheduler_job_id(job),
-        SCHEDULE_TIME_HEADER: format_rfc3339(schedule_time),
-        **context.settings.headers_for(job),
-    }
-
-
 def delivery_body(context: StackContext, job_name: str, body: str | None) -> bytes:
     job = context.job(job_name)
     if body is not None:
@@ -118,7 +108,7 @@ def backfill(
             f"--at {format_rfc3339(at)} is not a fire time of job {job!r} "
             f"(schedule {settings.schedule!r} in {settings.time_zone}); nothing was sent"
         )
-    headers = delivery_headers(context, job, at)
+    headers = context.settings.delivery_headers(context.job(job), at)
     data = delivery_body(context, job, body)
     target = url or stack_output(context.stack, "functionUri", "--url")
     if not is_loopback(target):

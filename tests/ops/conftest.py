@@ -20,7 +20,6 @@ from jobs.demo import EXECUTIONS_COLLECTION
 from infra.audit_job import audit_environment, with_audit_job
 from infra.settings import REPO_ROOT, JobSettings, StackSettings, load_stack_settings
 from localrun.function_server import FunctionServer
-from localrun.scheduler import delivery_headers
 
 STACK = "dev"
 
@@ -63,7 +62,7 @@ class DevFunction:
         """One delivery exactly as Cloud Scheduler sends it."""
         return requests.post(
             self.server.url,
-            headers=delivery_headers(self.settings, job, schedule_time),
+            headers=self.settings.delivery_headers(job, schedule_time),
             data=job.body_bytes() or b"",
             timeout=120,
         )

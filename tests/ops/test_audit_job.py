@@ -12,7 +12,6 @@ import requests
 
 from infra import log_filters
 from infra.job_config import AUDIT_JOB_NAME
-from localrun.scheduler import delivery_headers
 from tests.ops.conftest import DevFunction
 
 SERVICE = "eos-handler"
@@ -80,7 +79,7 @@ def test_the_metrics_count_the_real_log_lines(dev_function: DevFunction) -> None
 
     def send(job, at: datetime, body: dict[str, object] | None = None) -> str:
         data = json.dumps(body).encode() if body is not None else job.body_bytes() or b""
-        headers = delivery_headers(dev_function.settings, job, at)
+        headers = dev_function.settings.delivery_headers(job, at)
         return str(requests.post(url, headers=headers, data=data, timeout=120).json()["outcome"])
 
     sent = [
