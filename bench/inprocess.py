@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TextIO, TypeVar
 
-from config import DEFAULT_RUNS_COLLECTION
+from config import DEFAULT_RUNS_COLLECTION, DEFAULT_TIME_LIMIT_SECONDS
 from handler import ScheduledRunHandler
+from heartbeat import end_instance
 from job_api import JobRouter, RunContext
 from ledger import RunLedger, new_attempt_id
 from run_store import FirestoreRunStore
@@ -139,7 +140,12 @@ def ours(emulator_host: str, project: str, job: str, log_stream: TextIO) -> Impl
     # Two instances on one client: each has its own warm cache of completed runs.
     here, there = (
         ScheduledRunHandler(
-            ledger, JobRouter(job, {}).run, new_attempt_id=new_attempt_id, log_stream=log_stream
+            ledger,
+            JobRouter(job, {}).run,
+            new_attempt_id=new_attempt_id,
+            time_limit_seconds=DEFAULT_TIME_LIMIT_SECONDS,
+            end_attempt=end_instance,
+            log_stream=log_stream,
         )
         for _ in range(2)
     )

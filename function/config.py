@@ -18,8 +18,21 @@ DEFAULT_JOB_HANDLER = "jobs.demo:run_demo_job"
 # settings, the policy pack, the bench and the tests take them from here.
 DEFAULT_RUNS_COLLECTION = "scheduler_runs"
 DEFAULT_IDEMPOTENCY_COLLECTION = "idempotency_tokens"
+# A run's lease. Short, because a crashed instance's run waits this long for a retry to take
+# it over; a job that runs longer keeps it by renewing it (heartbeat.py).
+DEFAULT_LEASE_SECONDS = 30.0
+# An attempt is ended this long before the function's timeout, while its request still has
+# CPU: Cloud Run answers a timed-out request but does not stop the code handling it.
+TIME_LIMIT_MARGIN_SECONDS = 5.0
+# Cloud Run functions' default timeout (60 s) less the margin: for a lone deployment.
+DEFAULT_TIME_LIMIT_SECONDS = 60.0 - TIME_LIMIT_MARGIN_SECONDS
 _HANDLER_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _COLLECTION_ID = re.compile(r"^[^/]{1,1500}$")
+
+
+def time_limit_for_timeout(function_timeout_seconds: float) -> float:
+    """The time limit of an attempt in a function with this timeout."""
+    return function_timeout_seconds - TIME_LIMIT_MARGIN_SECONDS
 
 
 class OverlapPolicy(StrEnum):
@@ -45,8 +58,10 @@ class FunctionConfig:
     project: str | None = None
     database: str = "(default)"
     runs_collection: str = DEFAULT_RUNS_COLLECTION
-    # At least the function timeout; the stack derives it as timeout + grace.
-    lease_seconds: float = 300.0
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    # How long one attempt's job may run before its instance is ended (the stack sets the
+    # function timeout less TIME_LIMIT_MARGIN_SECONDS).
+    time_limit_seconds: float = DEFAULT_TIME_LIMIT_SECONDS
     # Past the job's whole retry window; the TTL policy deletes records after it.
     retention_seconds: float = 86_400.0
     job_handler: str = DEFAULT_JOB_HANDLER
@@ -54,6 +69,9 @@ class FunctionConfig:
     job_handlers: Mapping[str, str] = field(default_factory=dict)
     # Per-job overlap policy, keyed by X-CloudScheduler-JobName; absent jobs allow overlap.
     overlap: Mapping[str, OverlapPolicy] = field(default_factory=dict)
+    # The Cloud Run service (K_SERVICE, set by Cloud Run): part of the target recorded with
+    # each run, so two functions that share a runs collection cannot decide each other's runs.
+    service: str = ""
 
     def overlap_for(self, job_name: str) -> OverlapPolicy:
         return self.overlap.get(job_name, OverlapPolicy.ALLOW)
@@ -73,10 +91,12 @@ class FunctionConfig:
             database=_non_empty(env, "FIRESTORE_DATABASE", defaults.database),
             runs_collection=_collection_id(env, "RUNS_COLLECTION", defaults.runs_collection),
             lease_seconds=lease,
+            time_limit_seconds=_positive_seconds(env, "JOB_TIME_LIMIT_SECONDS", defaults.time_limit_seconds),
             retention_seconds=retention,
             job_handler=_handler_spec("JOB_HANDLER", env.get("JOB_HANDLER") or defaults.job_handler),
             job_handlers=_handler_map(env),
             overlap=_overlap_map(env),
+            service=env.get("K_SERVICE", "").strip(),
         )
 
 

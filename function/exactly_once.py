@@ -32,11 +32,13 @@ from typing import Any
 import flask
 from config import FunctionConfig
 from google.cloud import firestore
-from handler import MAX_BODY_BYTES, Reply, ScheduledRunHandler, unavailable_reply
+from handler import MAX_BODY_BYTES, ScheduledRunHandler, unavailable_reply
+from heartbeat import end_instance
 from job_api import RunContext
 from job_errors import RetryableJobError, TerminalJobError
 from ledger import RunLedger, new_attempt_id
 from once import OncePerInstance
+from outcomes import Reply
 from overlap import JobLocks
 from run_store import FirestoreRunStore
 from warm_cache import CompletedRuns
@@ -69,8 +71,24 @@ def build_handler(config: FunctionConfig, job: Callable[[RunContext], Any]) -> S
         store, lease=lease, retention=retention, clock=ledger.clock, deadline_seconds=ledger.deadline_seconds
     )
     return ScheduledRunHandler(
-        ledger, job, new_attempt_id=new_attempt_id, overlap=config.overlap, locks=locks, cache=CompletedRuns()
+        ledger,
+        job,
+        new_attempt_id=new_attempt_id,
+        time_limit_seconds=config.time_limit_seconds,
+        end_attempt=end_instance,
+        target=target_of(config, job),
+        overlap=config.overlap,
+        locks=locks,
+        cache=CompletedRuns(),
     )
+
+
+def target_of(config: FunctionConfig, job: Callable[[RunContext], Any]) -> str:
+    """What runs this function's jobs, as recorded with each run: the Cloud Run service and
+    the decorated function. Two functions sharing a runs collection and a job name would
+    otherwise answer each other's runs as duplicates, and one of them would never run."""
+    name = f"{job.__module__}.{job.__qualname__}"
+    return f"{config.service}/{name}" if config.service else name
 
 
 def exactly_once(job: Callable[[RunContext], Any]) -> View:
@@ -81,19 +99,24 @@ def exactly_once(job: Callable[[RunContext], Any]) -> View:
     def view(request: flask.Request) -> flask.Response:
         try:
             built = handler()
-            body = request_body(request, MAX_BODY_BYTES)
         except Exception as error:  # no credentials, a client gone: still JSON and a log line
             reply: Reply = unavailable_reply(error)
         else:
+            body = request_body(request, MAX_BODY_BYTES)
             reply = built.handle(request.method, dict(request.headers.items()), body)
         return json_response(reply.status, reply.body, reply.headers)
 
     return view
 
 
-def request_body(request: flask.Request, limit: int) -> bytes:
-    """At most limit + 1 bytes of the body: enough to tell "too large" without holding it."""
-    return request.stream.read(limit + 1)
+def request_body(request: flask.Request, limit: int) -> bytes | None:
+    """At most limit + 1 bytes of the body: enough to tell "too large" without holding it.
+    None when the body cannot be read (the client went away mid-body): the handler refuses
+    it rather than decide a run on part of it."""
+    try:
+        return request.stream.read(limit + 1)
+    except Exception:  # what the server raises for a broken body: a disconnect, a bad chunk
+        return None
 
 
 def json_response(status: int, body: Mapping[str, Any], headers: Mapping[str, str]) -> flask.Response:

@@ -9,6 +9,8 @@ with the exceptions of job_errors.py; a returned JSON value is stored as the run
 from __future__ import annotations
 
 import importlib
+import math
+import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,6 +37,17 @@ class RunContext:
     # downstream store can refuse writes carrying a smaller fence than it has seen.
     fence: int
     body: bytes
+    # time.monotonic() at which the attempt is ended if the job has not returned (the stack
+    # sets it a little before the function timeout); None: no limit (a test's plain context).
+    ends_at: float | None = None
+
+    def seconds_left(self) -> float:
+        """How long the job may still run. A long job checks it between steps and stops in
+        time (raise RetryableJobError to continue in a retry, or return what it has); one that
+        overruns is ended with its instance, and its run is retried once the lease ends."""
+        if self.ends_at is None:
+            return math.inf
+        return max(0.0, self.ends_at - time.monotonic())
 
     def json_body(self, allowed_fields: Collection[str] | None = None) -> dict[str, Any]:
         """The body as a JSON object ({} when empty). A malformed body (strict JSON: no NaN,

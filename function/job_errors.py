@@ -18,3 +18,22 @@ class TerminalJobError(Exception):
 
 class RetryableJobError(Exception):
     """The run may succeed later (a 5xx or a timeout downstream): retry it."""
+
+
+# What a run record stores and a log line carries of an error. Firestore documents hold at
+# most 1 MiB and Cloud Logging entries 256 KiB: an error is a sentence, not a payload.
+MAX_ERROR_BYTES = 4096
+_TRUNCATED = " … [truncated]"
+
+
+def error_text(error: BaseException | str, limit: int = MAX_ERROR_BYTES) -> str:
+    """The error's text as it can always be stored: valid UTF-8 (a lone surrogate, which
+    Firestore refuses, is escaped) and at most `limit` bytes, cut on a character boundary.
+    A terminal failure whose message could not be stored would be retried at every lease
+    expiry instead of being recorded once."""
+    text = error if isinstance(error, str) else str(error) or type(error).__name__
+    encoded = text.encode("utf-8", "backslashreplace")
+    if len(encoded) <= limit:
+        return encoded.decode("utf-8")
+    room = limit - len(_TRUNCATED.encode())
+    return encoded[:room].decode("utf-8", "ignore") + _TRUNCATED

@@ -1,4 +1,4 @@
-"""The run ledger: claim a scheduled run, then complete or release it, exactly once.
+"""The run ledger: claim a scheduled run, keep its lease, then complete or release it, once.
 
 Every step is a single-document conditional write, never a transaction:
 
@@ -6,20 +6,22 @@ Every step is a single-document conditional write, never a transaction:
             winning write is the attempt's *fence*, and the moment its lease starts.
 - takeover: an expired lease (or an expired record) is overwritten with a write conditioned
             on the update_time just read: compare-and-swap, so two retries cannot both win.
-- finish:   conditioned on the claim's update_time, so only the current owner can complete
+- renew:    while the job runs, the owner rewrites the record conditioned on its own last
+            write; the lease starts again at that commit (heartbeat.py decides when).
+- finish:   conditioned on the owner's last write, so only the current owner can complete
             or release the run; a stale owner gets LeaseLost.
 
-Clock model: every lease decision is made on Firestore's clock. A lease runs from the
-claim's commit time (update_time) for the `lease_seconds` the claimer wrote; a reader judges
+Clock model: every lease decision is made on Firestore's clock. A lease runs from the commit
+time (update_time) of the owner's last write for the `lease_seconds` it wrote; a reader judges
 it against its read's read_time. An instance's own clock only feeds the TTL field of an
 in-progress record, which nothing decides on. So instance clocks may be skewed by any amount.
 
-Every call carries a deadline (retries included) derived from the lease, and a claim whose
-winning write came back later than that deadline is given up rather than run: its lease may
-already be partly or wholly gone.
+Lost answers: the client library retries a write whose answer was lost, and the retry then
+finds the record changed by the very write it repeats. Every step recognises its own earlier
+write by `attempt_id` (which only the owner writes) instead of mistaking it for a rival's.
 
-A first delivery costs exactly two writes (create + complete). A duplicate costs a failed
-create and one read, and never contends on a transaction lock.
+A first delivery costs exactly two writes (create + complete), plus one renewal per third of
+a lease that the job runs. A duplicate costs a failed create and one read.
 """
 
 from __future__ import annotations
@@ -28,15 +30,27 @@ import calendar
 import contextlib
 import math
 import time
-import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from google.api_core import exceptions as google_exceptions
-from record_fields import CLAIMED_AT, COMPLETED_AT, EXPIRE_AT, SCHEDULE_TIME
+from record_fields import COMPLETED_AT, EXPIRE_AT, RENEWED_AT
+from run_record import (
+    ClaimKind,
+    ClaimTooLate,
+    JobResult,
+    LeaseLost,
+    RunAlreadyCompleted,
+    RunInProgress,
+    RunStatus,
+    WrongTarget,
+    in_progress_record,
+    lease_seconds_left,
+    new_attempt_id,
+    utc_now,
+)
 from run_store import (
     COMMIT_TIME,
     Budget,
@@ -48,25 +62,26 @@ from run_store import (
 )
 from scheduler_request import RunKey
 
-
-class RunStatus(StrEnum):
-    IN_PROGRESS = "in_progress"
-    COMPLETED = "completed"
-
-
-class ClaimKind(StrEnum):
-    CREATED = "created"
-    TOOK_OVER_LEASE = "took_over_lease"  # the previous attempt's lease had expired
-    RECLAIMED_EXPIRED = "reclaimed_expired"  # past expire_at: TTL deletion had not run yet
-
-
-class JobResult(StrEnum):
-    SUCCEEDED = "succeeded"
-    TERMINAL_FAILURE = "terminal_failure"
-    OVERLAP_SKIPPED = "overlap_skipped"  # another run of the job held its lock (policy skip)
+__all__ = [
+    "Claim",
+    "ClaimKind",
+    "ClaimTooLate",
+    "JobResult",
+    "LeaseLost",
+    "RunAlreadyCompleted",
+    "RunInProgress",
+    "RunLedger",
+    "RunStatus",
+    "WrongTarget",
+    "new_attempt_id",
+    "utc_now",
+]
 
 
-# --- the ledger ----------------------------------------------------------------------
+def fence_of(commit_time: datetime) -> int:
+    """A commit time in nanoseconds since the epoch."""
+    nanos = getattr(commit_time, "nanosecond", commit_time.microsecond * 1000)
+    return calendar.timegm(commit_time.utctimetuple()) * 1_000_000_000 + int(nanos)
 
 
 @dataclass(frozen=True)
@@ -76,94 +91,21 @@ class Claim:
     run_id: str
     attempt_id: str
     kind: ClaimKind
+    # The claim's commit time in nanoseconds: strictly larger for every later claim of the
+    # same run, even after a delete and re-create. Renewals keep it.
+    fence: int
+    # Commit time of this attempt's last write to the record (claim or renewal): what the
+    # next conditional write of the owner must match.
     update_time: datetime
     lease_expires: datetime
-
-    @property
-    def fence(self) -> int:
-        """The claim's commit time in nanoseconds since the epoch: strictly larger for every
-        later claim of the same run, even after a delete and re-create."""
-        nanos = getattr(self.update_time, "nanosecond", self.update_time.microsecond * 1000)
-        return calendar.timegm(self.update_time.utctimetuple()) * 1_000_000_000 + int(nanos)
-
-
-class RunAlreadyCompleted(Exception):
-    """The run finished earlier: the job must not run again."""
-
-    def __init__(self, run_id: str, fields: Mapping[str, Any], seconds_left: float) -> None:
-        super().__init__(f"run {run_id} is completed")
-        self.run_id = run_id
-        self.result = str(fields.get("result", JobResult.SUCCEEDED))
-        self.error: str | None = fields.get("error")
-        self.output_json: str | None = fields.get("output_json")
-        # Until the record's retention ends (Firestore's clock): how long the answer stands.
-        self.seconds_left = seconds_left
-
-
-class RunInProgress(Exception):
-    """Another attempt holds a live lease; it may still fail, so the caller should retry."""
-
-    def __init__(self, run_id: str, retry_after_seconds: int, holder: str | None) -> None:
-        super().__init__(f"run {run_id} is in progress (attempt {holder}), retry in {retry_after_seconds}s")
-        self.run_id = run_id
-        self.retry_after_seconds = retry_after_seconds
-        self.holder = holder
-
-
-class ClaimTooLate(Exception):
-    """The claim's write came back after the store deadline: part of its lease, maybe all of
-    it, was spent waiting, so the job is not started and the claim is given back."""
-
-    def __init__(self, run_id: str, waited_seconds: float, allowed_seconds: float) -> None:
-        super().__init__(
-            f"Firestore confirmed the claim of run {run_id} after {waited_seconds:.1f}s, "
-            f"past the {allowed_seconds:g}s allowed: the job was not started"
-        )
-        self.run_id = run_id
-
-
-class LeaseLost(Exception):
-    """Another attempt took the run over after this attempt's lease expired."""
-
-    def __init__(self, claim: Claim) -> None:
-        super().__init__(f"attempt {claim.attempt_id} no longer owns run {claim.run_id}, fence {claim.fence}")
-        self.claim = claim
-
-
-def in_progress_record(
-    key: RunKey, attempt_id: str, now: datetime, *, lease: timedelta, retention: timedelta
-) -> dict[str, Any]:
-    """A claimed run's record. Every field is always present (None until it applies), so a
-    takeover's update replaces a completed record's leftovers too. `now` (the instance's
-    clock) only dates the TTL field; the lease is counted from the write's commit time."""
-    return {
-        "status": RunStatus.IN_PROGRESS.value,
-        "attempt_id": attempt_id,
-        "lease_seconds": lease.total_seconds(),
-        EXPIRE_AT: now + retention,  # the TTL field; completion re-dates it on Firestore's clock
-        "job_name": key.job_name,
-        SCHEDULE_TIME: key.schedule_time,
-        "project": key.project,
-        "location": key.location,
-        CLAIMED_AT: COMMIT_TIME,
-        COMPLETED_AT: None,
-        "result": None,
-        "error": None,
-        "output_json": None,
-    }
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def new_attempt_id() -> str:
-    return uuid.uuid4().hex
+    # time.monotonic() when that write was sent. It committed later, so on this instance's
+    # clock the lease lasts at least until sent_at + lease: what the watchdog counts on.
+    sent_at: float
 
 
 class RunLedger:
-    """Claim/finish protocol over a RunStore. The injectable clock is the instance's wall
-    clock, used only for the TTL field: tests skew it to show no decision depends on it."""
+    """Claim/renew/finish protocol over a RunStore. The injectable clock is the instance's
+    wall clock, used only for the TTL field: tests skew it to show no decision depends on it."""
 
     # Each round ends in a won write, a decision, or a lost race to a concurrent writer;
     # losing this many races in a row means others are busy with the run, i.e. in progress.
@@ -195,15 +137,26 @@ class RunLedger:
     def clock(self) -> Callable[[], datetime]:
         return self._clock
 
-    def claim(self, key: RunKey, attempt_id: str) -> Claim:
-        """Own the run, or raise RunAlreadyCompleted / RunInProgress / ClaimTooLate (or a
-        GoogleAPIError when Firestore does not answer within the deadline)."""
+    @property
+    def store(self) -> RunStore:
+        return self._store
+
+    def claim(self, key: RunKey, attempt_id: str, *, fingerprint: str = "", target: str = "") -> Claim:
+        """Own the run, or raise RunAlreadyCompleted / RunInProgress / WrongTarget /
+        ClaimTooLate (or a GoogleAPIError when Firestore does not answer within the deadline).
+        `fingerprint` (of the body) and `target` (which function runs the job) are recorded."""
         run_id = key.run_id
         budget = Budget(self.deadline_seconds, f"claim of run {run_id}")
         created_at = time.monotonic()
         for _ in range(self.MAX_CLAIM_ROUNDS):
             record = in_progress_record(
-                key, attempt_id, self._clock(), lease=self._lease, retention=self._retention
+                key,
+                attempt_id,
+                self._clock(),
+                lease=self._lease,
+                retention=self._retention,
+                fingerprint=fingerprint,
+                target=target,
             )
             sent = created_at = time.monotonic()
             try:
@@ -216,9 +169,9 @@ class RunLedger:
             if stored is None:
                 continue  # released between our create and our read: create again
             if stored.fields.get("attempt_id") == attempt_id:
-                # Our own create committed but its response was lost and the client retried.
+                # Our own create committed but its answer was lost and the client retried.
                 return self._started(run_id, attempt_id, ClaimKind.CREATED, stored.update_time, created_at)
-            kind = self._takeover_kind(run_id, stored)
+            kind = self._takeover_kind(run_id, stored, target)
             sent = time.monotonic()
             try:
                 update_time = self._store.update(
@@ -230,30 +183,31 @@ class RunLedger:
 
         raise RunInProgress(run_id, 1, None)
 
-    def _takeover_kind(self, run_id: str, stored: StoredRecord) -> ClaimKind:
+    def _takeover_kind(self, run_id: str, stored: StoredRecord, target: str) -> ClaimKind:
         """Decide on Firestore's clock whether the record may be overwritten, or raise."""
         fields, now = stored.fields, stored.read_time
+        recorded_target = fields.get("target") or ""
+        if target and recorded_target and recorded_target != target:
+            raise WrongTarget(run_id, recorded_target, target)
         if fields["status"] == RunStatus.COMPLETED:
             if fields[EXPIRE_AT] <= now:
                 return ClaimKind.RECLAIMED_EXPIRED  # TTL deletion runs up to days late
             raise RunAlreadyCompleted(run_id, fields, (fields[EXPIRE_AT] - now).total_seconds())
-        lease_expires = stored.update_time + timedelta(seconds=self._lease_of(fields))
-        if lease_expires > now:
-            seconds_left = (lease_expires - now).total_seconds()
-            raise RunInProgress(run_id, max(1, math.ceil(seconds_left)), fields.get("attempt_id"))
+        seconds_left = lease_seconds_left(stored, self._lease)
+        if seconds_left > 0:
+            raise RunInProgress(
+                run_id, max(1, math.ceil(seconds_left)), fields.get("attempt_id"), fields.get("body_sha256")
+            )
         return ClaimKind.TOOK_OVER_LEASE
-
-    def _lease_of(self, fields: Mapping[str, Any]) -> float:
-        """The holder's own lease (its configuration may differ from ours mid-deploy)."""
-        lease = fields.get("lease_seconds")
-        return float(lease) if isinstance(lease, int | float) else self._lease.total_seconds()
 
     def _started(
         self, run_id: str, attempt_id: str, kind: ClaimKind, update_time: datetime, sent: float
     ) -> Claim:
         """The lease began at the commit, which happened after `sent`; when the answer took
         longer than the deadline, the lease may be gone: give the claim back unrun."""
-        claim = Claim(run_id, attempt_id, kind, update_time, update_time + self._lease)
+        claim = Claim(
+            run_id, attempt_id, kind, fence_of(update_time), update_time, update_time + self._lease, sent
+        )
         waited = time.monotonic() - sent
         if waited > self.deadline_seconds:
             # Taken over meanwhile, or Firestore failing: either way the lease runs out.
@@ -261,6 +215,15 @@ class RunLedger:
                 self.release(claim)
             raise ClaimTooLate(run_id, waited, self.deadline_seconds)
         return claim
+
+    def renew(self, claim: Claim, *, timeout: float) -> Claim:
+        """Start the lease again at a new commit, only if this attempt still owns the run.
+        Raises LeaseLost if another attempt took over, a GoogleAPIError if Firestore did not
+        answer within `timeout`."""
+        budget = Budget(timeout, f"lease renewal of run {claim.run_id}")
+        sent = time.monotonic()
+        update_time = self._write_as_owner(claim, {RENEWED_AT: COMMIT_TIME}, budget)
+        return replace(claim, update_time=update_time, lease_expires=update_time + self._lease, sent_at=sent)
 
     def complete(
         self,
@@ -280,27 +243,50 @@ class RunLedger:
             "output_json": output_json,
         }
         budget = Budget(self.deadline_seconds, f"completion of run {claim.run_id}")
-        try:
-            self._store.update(claim.run_id, fields, if_updated_at=claim.update_time, timeout=budget.left())
-        except StaleWrite:
-            if not self._already_completed_by(claim, budget):
-                raise LeaseLost(claim) from None
+        self._write_as_owner(claim, fields, budget)
 
     def release(self, claim: Claim) -> None:
         """Delete the record after a retryable failure, so the next retry runs at once
         instead of waiting out the lease. Only the owner may release."""
         budget = Budget(self.deadline_seconds, f"release of run {claim.run_id}")
-        try:
-            self._store.delete(claim.run_id, if_updated_at=claim.update_time, timeout=budget.left())
-        except StaleWrite:
-            raise LeaseLost(claim) from None
+        update_time = claim.update_time
+        for _ in range(self.MAX_CLAIM_ROUNDS):
+            try:
+                self._store.delete(claim.run_id, if_updated_at=update_time, timeout=budget.left())
+                return
+            except StaleWrite:
+                stored = self._store.get(claim.run_id, timeout=budget.left())
+                if stored is None:
+                    return  # gone: our delete committed and its answer was lost
+                if stored.fields.get("attempt_id") != claim.attempt_id:
+                    raise LeaseLost(claim) from None
+                update_time = stored.update_time  # a renewal of ours whose answer was lost
+        raise LeaseLost(claim)
 
-    def _already_completed_by(self, claim: Claim, budget: Budget) -> bool:
-        """After a lost response the client may retry a write that had committed; the
-        record then shows our own completion, which is success, not a lost lease."""
+    def _write_as_owner(self, claim: Claim, fields: dict[str, Any], budget: Budget) -> datetime:
+        """A conditional update of our own record. A refused precondition is either a rival
+        (LeaseLost) or our own earlier write whose answer was lost: then the record still
+        carries our attempt_id, and the write is repeated on its update_time."""
+        update_time = claim.update_time
+        for _ in range(self.MAX_CLAIM_ROUNDS):
+            try:
+                return self._store.update(
+                    claim.run_id, fields, if_updated_at=update_time, timeout=budget.left()
+                )
+            except StaleWrite:
+                stored = self._own_record(claim, budget)
+                if stored is None:
+                    raise LeaseLost(claim) from None
+                if stored.fields.get("status") == RunStatus.COMPLETED:
+                    if fields.get("status") == RunStatus.COMPLETED:
+                        return stored.update_time  # our own completion, answered late
+                    raise LeaseLost(claim) from None
+                update_time = stored.update_time
+        raise LeaseLost(claim)
+
+    def _own_record(self, claim: Claim, budget: Budget) -> StoredRecord | None:
+        """The record if it still belongs to this attempt, else None."""
         stored = self._store.get(claim.run_id, timeout=budget.left())
-        return (
-            stored is not None
-            and stored.fields.get("attempt_id") == claim.attempt_id
-            and stored.fields.get("status") == RunStatus.COMPLETED
-        )
+        if stored is None or stored.fields.get("attempt_id") != claim.attempt_id:
+            return None
+        return stored

@@ -1,10 +1,12 @@
 """Per-job overlap policy: one lock document per job, taken after the run is claimed.
 
 `skip` and `wait` jobs hold a job-level lock while a run executes. It is the ledger's
-technique on a second document, never a transaction: create() decides who holds it; a
-holder's lock is live for its lease, counted like a run's lease on Firestore's clock from the
-lock's commit time, so a crashed holder's lock expires with its lease and the next run takes
-it over with a compare-and-swap. `allow` jobs never touch it: they keep the two-RPC path.
+technique on a second document, never a transaction: create() decides who holds it. A lock
+is live exactly as long as the run that holds it: a contender reads the holder's run record
+and judges its lease on Firestore's clock (run_record.lease_seconds_left). So the lock needs
+no renewal of its own while a long job renews its run's lease, a crashed holder's lock is
+free as soon as its run's lease ends, and the next run takes it over with a compare-and-swap.
+`allow` jobs never touch it: they keep the two-RPC path.
 
 The lock lives in the runs collection (its id is a hash, like a run id, and its `expire_at`
 lets the TTL policy collect a lock a crashed holder left behind). It carries no `job_name`
@@ -21,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ledger import Claim
+from ledger import Claim, RunStatus
+from run_record import lease_seconds_left
 from run_store import COMMIT_TIME, Budget, RecordExists, RunStore, StaleWrite
 from scheduler_request import RunKey
 
@@ -72,7 +75,6 @@ class JobLocks:
             "lock_job": key.job_name,
             "lock_run_id": claim.run_id,
             "attempt_id": claim.attempt_id,
-            "lease_seconds": self._lease.total_seconds(),
             "locked_at": COMMIT_TIME,
             "expire_at": self._clock() + self._retention,  # the TTL field, for abandoned locks
         }
@@ -87,11 +89,8 @@ class JobLocks:
             holder = stored.fields.get("lock_run_id")
             # A lock held by an earlier attempt of this very run is ours to take: we own the
             # run now, so that attempt's lease is over.
-            if holder != claim.run_id:
-                lease = float(stored.fields.get("lease_seconds", self._lease.total_seconds()))
-                seconds_left = (
-                    stored.update_time + timedelta(seconds=lease) - stored.read_time
-                ).total_seconds()
+            if holder != claim.run_id and isinstance(holder, str):
+                seconds_left = self._seconds_left_on_run(holder, budget)
                 if seconds_left > 0:
                     raise JobBusy(holder, max(1, math.ceil(seconds_left)))
             try:
@@ -102,6 +101,14 @@ class JobLocks:
                 continue
             return JobLock(doc_id, update_time)
         raise JobBusy(None, 1)
+
+    def _seconds_left_on_run(self, run_id: str, budget: Budget) -> float:
+        """How long the holder's run keeps its lease: zero once it completed, was released,
+        or its lease ended unrenewed."""
+        stored = self._store.get(run_id, timeout=budget.left())
+        if stored is None or stored.fields.get("status") != RunStatus.IN_PROGRESS:
+            return 0.0
+        return lease_seconds_left(stored, self._lease)
 
     def release(self, lock: JobLock) -> None:
         """Let the next run of the job start. A lock taken over meanwhile (our lease ran out)

@@ -14,9 +14,11 @@ from typing import Final
 EXPIRE_AT: Final = "expire_at"
 CLAIMED_AT: Final = "claimed_at"
 COMPLETED_AT: Final = "completed_at"
+# The commit time of the owner's last lease renewal (null until the job outlives a renewal).
+RENEWED_AT: Final = "renewed_at"
 SCHEDULE_TIME: Final = "schedule_time"
 
 # Fields whose values only ever grow and that no query filters on. Left indexed, every new
 # record's entry would land at the end of the same index range, which caps the collection at
 # about 500 writes a second; exempt, the writes spread like the document ids do.
-UNINDEXED_RUN_FIELDS: Final = (CLAIMED_AT, COMPLETED_AT, SCHEDULE_TIME)
+UNINDEXED_RUN_FIELDS: Final = (CLAIMED_AT, RENEWED_AT, COMPLETED_AT, SCHEDULE_TIME)

@@ -22,12 +22,13 @@ from google.cloud import firestore
 COMMIT_TIME: Any = firestore.SERVER_TIMESTAMP
 
 # A ledger operation (claim, complete, release) may wait this long for Firestore, retries
-# included, and at most half the lease. Ten seconds is the grace the stack adds to the
-# function timeout to form the lease, so a claim that returns in time leaves the job at
-# least its whole timeout of lease; half the lease keeps short test leases meaningful.
+# included, and at most half the lease: a claim confirmed later than that is given back
+# unrun (ledger.ClaimTooLate), since too little of its lease may be left to renew it in time.
 MAX_STORE_DEADLINE_SECONDS = 10.0
-# One RPC may take this share of an operation's deadline, so a hung connection is retried.
-ATTEMPT_SHARE = 0.5
+# One RPC may take this share of an operation's deadline. A third leaves room for at least
+# one retry after a hung or slow first attempt (a half would end the retry window exactly
+# when the first attempt gives up, so a slow first call would never be retried).
+ATTEMPT_SHARE = 1 / 3
 # Retried: the failures that mean "Firestore did not answer", never a refused write.
 _TRANSIENT = api_retry.if_exception_type(
     google_exceptions.ServiceUnavailable,

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from request_checks import header_value
+
 JOB_NAME_HEADER = "X-CloudScheduler-JobName"
 SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"
 PROJECT_HEADER = "X-Job-Project"
@@ -21,6 +23,11 @@ LOCATION_HEADER = "X-Job-Location"
 
 # Cloud Scheduler job ids are at most 500 characters; longer values are not from Scheduler.
 MAX_HEADER_VALUE_LENGTH = 500
+# What a Cloud Scheduler job id may hold. A comma cannot be part of one: servers join repeated
+# headers with ", ", so two job-name headers would otherwise name a third job.
+_JOB_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+# Project ids (with an optional "domain:" prefix) and region names: no commas, no spaces.
+_PROJECT_OR_LOCATION = re.compile(r"^[A-Za-z0-9._:-]*$")
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$")
 
 
@@ -93,25 +100,30 @@ def parse_rfc3339(value: str) -> datetime:
 def run_key_from_headers(headers: Mapping[str, str]) -> RunKey:
     """Read the run's identity, looking headers up case-insensitively: HTTP/2 (Cloud Run)
     lower-cases them and HTTP/1.1 proxies may re-case them."""
-    lowered = {name.lower(): value for name, value in headers.items()}
 
     def header(name: str, *, required: bool) -> str:
-        value = lowered.get(name.lower(), "").strip()
+        value = (header_value(headers, name) or "").strip()
         if required and not value:
             raise BadSchedulerRequest(name, "missing; is the job a Cloud Scheduler unix-cron job?")
         if len(value) > MAX_HEADER_VALUE_LENGTH:
             raise BadSchedulerRequest(name, f"longer than {MAX_HEADER_VALUE_LENGTH} characters")
         return value
 
-    job_name = header(JOB_NAME_HEADER, required=True)
+    def checked(name: str, pattern: re.Pattern[str], what: str, *, required: bool) -> str:
+        value = header(name, required=required)
+        if not pattern.match(value):
+            raise BadSchedulerRequest(name, f"{value[:80]!r} is not {what} (a repeated header?)")
+        return value
+
+    job_name = checked(JOB_NAME_HEADER, _JOB_ID, "a Cloud Scheduler job id", required=True)
     schedule_text = header(SCHEDULE_TIME_HEADER, required=True)
     try:
         schedule_time = parse_rfc3339(schedule_text)
     except ValueError as error:
         raise BadSchedulerRequest(SCHEDULE_TIME_HEADER, str(error)) from None
     return RunKey(
-        project=header(PROJECT_HEADER, required=False),
-        location=header(LOCATION_HEADER, required=False),
+        project=checked(PROJECT_HEADER, _PROJECT_OR_LOCATION, "a project id", required=False),
+        location=checked(LOCATION_HEADER, _PROJECT_OR_LOCATION, "a location", required=False),
         job_name=job_name,
         schedule_time=schedule_time,
     )

@@ -15,9 +15,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from config import FunctionConfig
-from handler import _STATUS_AND_SEVERITY, MAX_BODY_BYTES, Outcome
+from config import TIME_LIMIT_MARGIN_SECONDS, FunctionConfig
+from handler import MAX_BODY_BYTES
 from idempotency import TokenStoreConfig
+from outcomes import STATUS_AND_SEVERITY, Outcome
 from pulumi_policy import StackValidationPolicy
 
 from infra.config_schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
@@ -45,7 +46,10 @@ OUTCOME_MEANINGS: dict[Outcome, str] = {
     Outcome.DUPLICATE_COMPLETED: "the run had already completed; the job is not run again",
     Outcome.IN_PROGRESS: "another attempt holds a live lease; `Retry-After` = seconds left on it",
     Outcome.LEASE_TAKEN_OVER: "took over a crashed attempt's expired lease; the job succeeded",
-    Outcome.LEASE_LOST: "its lease expired and another attempt took over: the lease is shorter than the job",
+    Outcome.LEASE_LOST: (
+        "another attempt took the run over while this one ran: the instance stalled for longer than "
+        "a lease (frozen, or cut off from Firestore) without the watchdog ending it"
+    ),
     Outcome.FAILED_RELEASED: "the job raised; the claim was released so the next retry runs at once",
     Outcome.FAILED_TERMINAL: (
         "the job raised `TerminalJobError` (or its body or output cannot be right); recorded, not retried"
@@ -58,7 +62,14 @@ OUTCOME_MEANINGS: dict[Outcome, str] = {
         "overlap policy `wait`: another run of the job holds its lock; nothing recorded, retried later "
         "(with `Retry-After`)"
     ),
-    Outcome.BAD_REQUEST: "a missing or malformed Scheduler header, named in the message; nothing written",
+    Outcome.WRONG_TARGET: (
+        "the run's record belongs to another function (two deployments share a runs collection and a "
+        "job name): refused loudly, never answered as a duplicate"
+    ),
+    Outcome.BAD_REQUEST: (
+        "a missing or malformed Scheduler header (named in the message), or a body shorter than its "
+        "`Content-Length`; nothing written"
+    ),
     Outcome.METHOD_NOT_ALLOWED: "not a `POST`: nothing is read or written",
     Outcome.BODY_TOO_LARGE: f"the body exceeds {_BODY_LIMIT_KIB} KiB: refused before anything is written",
     Outcome.STORE_ERROR: "Firestore failed or did not answer within the deadline",
@@ -86,13 +97,19 @@ def _function_environment() -> tuple[EnvVar, ...]:
         EnvVar(
             "LEASE_SECONDS",
             f"`{runs.lease_seconds:g}`",
-            "how long a claim blocks other attempts; at least the function timeout "
-            "(the stack sets `functionTimeoutSeconds` + `leaseGraceSeconds`)",
+            "a run's lease (`leaseSeconds`), renewed every third of it while the job runs: how "
+            "long a crashed attempt blocks its run",
+        ),
+        EnvVar(
+            "JOB_TIME_LIMIT_SECONDS",
+            f"`{runs.time_limit_seconds:g}`",
+            "how long an attempt's job may run before its instance is ended (the stack sets "
+            f"`functionTimeoutSeconds` - {TIME_LIMIT_MARGIN_SECONDS:g})",
         ),
         EnvVar(
             "RETENTION_SECONDS",
             f"`{runs.retention_seconds:g}`",
-            "`expire_at` = claim time + this (`retentionSeconds`); at least `LEASE_SECONDS`",
+            "`expire_at` = the owner's last write + this (`retentionSeconds`); at least `LEASE_SECONDS`",
         ),
         EnvVar(
             "JOB_HANDLER", f"`{runs.job_handler}`", "default job logic, `module:callable` inside `function/`"
@@ -284,7 +301,7 @@ def outcomes_table() -> str:
         raise SystemExit(f"tools/docs_tables.py: describe the outcomes {missing} in OUTCOME_MEANINGS")
     rows = []
     for outcome in Outcome:
-        status, severity = _STATUS_AND_SEVERITY[outcome]
+        status, severity = STATUS_AND_SEVERITY[outcome]
         rows.append((f"`{outcome.value}`", str(status), severity, OUTCOME_MEANINGS[outcome]))
     return _table(("Outcome", "HTTP", "Severity", "When"), rows)
 

@@ -12,6 +12,7 @@ from google.api_core import exceptions as google_exceptions
 from handler import MAX_BODY_BYTES, ScheduledRunHandler, unavailable_reply
 from job_api import JobRouter
 from ledger import RunLedger
+from record_fields import RENEWED_AT
 from run_store import FirestoreRunStore
 from scheduler_request import (
     JOB_NAME_HEADER,
@@ -23,6 +24,7 @@ from scheduler_request import (
 
 from tests.function import sample_jobs
 from tests.function.test_ledger import SHORT_LEASE, DelayedCreate
+from tests.support.attempts import EndedAttempts
 from tests.support.clock import FakeClock
 from tests.support.waiting import wait_until
 
@@ -36,7 +38,9 @@ LEASE = timedelta(seconds=70)
 
 
 class Harness:
-    def __init__(self, db, handler_spec: str, store=None, lease=LEASE, name="attempt") -> None:
+    def __init__(
+        self, db, handler_spec: str, store=None, lease=LEASE, name="attempt", time_limit=60.0
+    ) -> None:
         self.db = db
         self.clock = FakeClock()
         self.ledger = RunLedger(
@@ -46,11 +50,14 @@ class Harness:
             clock=self.clock,
         )
         self.logs = io.StringIO()
+        self.ended = EndedAttempts()
         counter = iter(range(1, 1000))
         self.handler = ScheduledRunHandler(
             self.ledger,
             JobRouter(handler_spec, {}).run,
             new_attempt_id=lambda: f"{name}-{next(counter)}",
+            time_limit_seconds=time_limit,
+            end_attempt=self.ended,
             log_stream=self.logs,
         )
 
@@ -180,22 +187,38 @@ def test_one_structured_log_line_per_request(harness):
     assert executed["severity"] == "INFO"
 
 
+class RenewalsFail(FirestoreRunStore):
+    """The real store, with every lease renewal failing: an instance cut off from Firestore
+    while its job runs (other instances still reach it)."""
+
+    def update(self, run_id, fields, *, if_updated_at, timeout):
+        if RENEWED_AT in fields:
+            raise google_exceptions.ServiceUnavailable("injected: renewal")
+        return super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout)
+
+
 def test_finishing_after_a_takeover_is_refused_as_lease_lost(db):
-    """The job outlives its lease and a retry takes over meanwhile: the slow attempt's finish
-    must not overwrite the new owner's record."""
-    harness = Harness(db, "tests.function.sample_jobs:run_hook", lease=SHORT_LEASE)
+    """An attempt that cannot renew its lease is ended by its watchdog before the lease can
+    run out; here the attempt lives on (in-process, the watchdog only records), a retry takes
+    over, and the stale attempt's finish must not overwrite the new owner's record."""
+    store = RenewalsFail(db, "scheduler_runs")
+    harness = Harness(db, "tests.function.sample_jobs:run_hook", store=store, lease=SHORT_LEASE)
     rival = Harness(db, "tests.function.sample_jobs:record_call", lease=SHORT_LEASE, name="rival")
 
     def usurp(context):
+        harness.ended.ended.wait(timeout=30)
         rival.deliver_when_free()
 
     sample_jobs.DURING_JOB = usurp
     reply = harness.deliver()
     assert (reply.status, reply.body["outcome"]) == (409, "lease_lost")
+    assert [reason[:27] for reason in harness.ended.reasons] == ["no lease renewal was confir"]
     (run,) = harness.runs()
     assert run.to_dict()["status"] == "completed"  # by the rival, whose record stands
     assert run.to_dict()["attempt_id"] == rival.log_lines()[-1]["attempt_id"]
     assert harness.log_lines()[-1]["severity"] == "ERROR"
+    ended = next(line for line in harness.log_lines() if line.get("event") == "attempt_ended")
+    assert ended["severity"] == "CRITICAL" and "renewal_error" in ended
 
 
 class CompleteFails(FirestoreRunStore):

@@ -27,6 +27,7 @@ from warm_cache import CompletedRuns
 
 from localrun.firestore_rpcs import counted_emulator_client
 from tests.function.test_ledger import SHORT_LEASE
+from tests.support.attempts import EndedAttempts
 from tests.support.clock import FakeClock
 from tests.support.waiting import wait_until
 
@@ -56,10 +57,13 @@ class Instance:
         )
         self.logs = io.StringIO()
         self.cache = CompletedRuns()
+        self.ended = EndedAttempts()
         self.handler = ScheduledRunHandler(
             ledger,
             job,
             new_attempt_id=lambda: f"attempt-{next(self._ids)}",
+            time_limit_seconds=60,
+            end_attempt=self.ended,
             overlap=overlap or {},
             locks=self.locks,
             cache=self.cache,
@@ -202,7 +206,8 @@ def test_skip_records_the_overlapping_run_as_skipped_and_never_runs_it(instance)
     second = instance(gate, overlap={"nightly": OverlapPolicy.SKIP})
     skipped = second.deliver(SECOND)
     assert (skipped.status, skipped.body["outcome"]) == (200, "overlap_skipped")
-    assert second.rpcs.snapshot() == {"Commit": 3, "BatchGetDocuments": 1}  # claim, lock, read, record
+    # claim, lock create, lock read, the holder's run record, the skipped record
+    assert second.rpcs.snapshot() == {"Commit": 3, "BatchGetDocuments": 2}
 
     gate.finish.set()
     holder.join(timeout=30)
@@ -222,7 +227,8 @@ def test_wait_answers_409_until_the_earlier_run_ends_then_runs_once(instance):
     waiting = second.deliver(SECOND)
     assert (waiting.status, waiting.body["outcome"]) == (409, "overlap_wait")
     assert 60 <= int(waiting.headers["Retry-After"]) <= 70
-    assert second.rpcs.snapshot() == {"Commit": 3, "BatchGetDocuments": 1}  # claim, lock, read, release
+    # claim, lock create, lock read, the holder's run record, release
+    assert second.rpcs.snapshot() == {"Commit": 3, "BatchGetDocuments": 2}
 
     gate.finish.set()
     holder.join(timeout=30)

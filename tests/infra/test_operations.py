@@ -12,7 +12,7 @@ import log_fields
 import pulumi
 import pytest
 from audit_config import AuditConfig
-from handler import Outcome
+from outcomes import Outcome
 
 from infra import log_filters
 from infra.audit_job import AUDIT_HANDLER, audit_environment, with_audit_job

@@ -1,0 +1,75 @@
+"""What a delivery can come to, and how each outcome is answered and logged.
+
+Cloud Scheduler retries any non-2xx answer of an HTTP target, so the status decides what
+happens next: 409 keeps it retrying while another attempt might still fail; 500 after a
+release lets the retry run at once; a terminal failure answers 200 because retrying cannot
+help. The function's own failures are 500, never 503: Cloud Run itself answers 503 when no
+instance could take a request, and the two must stay apart in request metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Outcome(StrEnum):
+    EXECUTED = "executed"
+    DUPLICATE_COMPLETED = "duplicate_completed"
+    IN_PROGRESS = "in_progress"
+    LEASE_TAKEN_OVER = "lease_taken_over"
+    LEASE_LOST = "lease_lost"
+    FAILED_RELEASED = "failed_released"
+    FAILED_TERMINAL = "failed_terminal"
+    OVERLAP_SKIPPED = "overlap_skipped"
+    OVERLAP_WAIT = "overlap_wait"
+    WRONG_TARGET = "wrong_target"
+    BAD_REQUEST = "bad_request"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    BODY_TOO_LARGE = "body_too_large"
+    STORE_ERROR = "store_error"
+    INTERNAL_ERROR = "internal_error"
+
+
+# HTTP status and log severity per outcome.
+STATUS_AND_SEVERITY: dict[Outcome, tuple[int, str]] = {
+    Outcome.EXECUTED: (200, "INFO"),
+    Outcome.DUPLICATE_COMPLETED: (200, "INFO"),
+    Outcome.IN_PROGRESS: (409, "INFO"),
+    Outcome.LEASE_TAKEN_OVER: (200, "WARNING"),
+    Outcome.LEASE_LOST: (409, "ERROR"),
+    Outcome.FAILED_RELEASED: (500, "ERROR"),
+    Outcome.FAILED_TERMINAL: (200, "ERROR"),
+    Outcome.OVERLAP_SKIPPED: (200, "INFO"),
+    Outcome.OVERLAP_WAIT: (409, "INFO"),
+    Outcome.WRONG_TARGET: (409, "ERROR"),
+    Outcome.BAD_REQUEST: (400, "WARNING"),
+    Outcome.METHOD_NOT_ALLOWED: (405, "WARNING"),
+    Outcome.BODY_TOO_LARGE: (413, "WARNING"),
+    Outcome.STORE_ERROR: (500, "ERROR"),
+    Outcome.INTERNAL_ERROR: (500, "ERROR"),
+}
+
+# Answers that carry the run's stored output.
+WITH_OUTPUT = frozenset({Outcome.EXECUTED, Outcome.LEASE_TAKEN_OVER, Outcome.DUPLICATE_COMPLETED})
+# Fields of the log line that the answer repeats.
+ANSWERED_FIELDS = ("run_id", "attempt_id", "fence", "result", "body_mismatch")
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Answer:
+    """What one delivery came to: the outcome, its message, and what the reply carries
+    besides the log line's fields (the output is answered, never logged)."""
+
+    outcome: Outcome
+    message: str
+    headers: dict[str, str] = field(default_factory=dict)
+    output_json: str | None = None
