@@ -28,3 +28,13 @@ def fail_terminal(context: RunContext) -> None:
 def run_hook(context: RunContext) -> None:
     if DURING_JOB is not None:
         DURING_JOB(context)
+
+
+def fail_terminal_with(message: str):
+    """A terminal failure whose message the test chooses (huge, unencodable...)."""
+
+    def job(context: RunContext) -> None:
+        record_call(context)
+        raise TerminalJobError(message)
+
+    return job

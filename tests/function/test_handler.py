@@ -39,7 +39,7 @@ LEASE = timedelta(seconds=70)
 
 class Harness:
     def __init__(
-        self, db, handler_spec: str, store=None, lease=LEASE, name="attempt", time_limit=60.0
+        self, db, handler_spec: str, store=None, lease=LEASE, name="attempt", time_limit=60.0, target=""
     ) -> None:
         self.db = db
         self.clock = FakeClock()
@@ -58,6 +58,7 @@ class Harness:
             new_attempt_id=lambda: f"{name}-{next(counter)}",
             time_limit_seconds=time_limit,
             end_attempt=self.ended,
+            target=target,
             log_stream=self.logs,
         )
 
@@ -78,13 +79,6 @@ class Harness:
 
     def runs(self):
         return list(self.db.collection("scheduler_runs").stream())
-
-
-@pytest.fixture(autouse=True)
-def clear_calls():
-    sample_jobs.CALLS.clear()
-    yield
-    sample_jobs.DURING_JOB = None
 
 
 @pytest.fixture

@@ -43,11 +43,6 @@ def server_env(emulator_host: str, project: str, **extra: str) -> dict[str, str]
     }
 
 
-@pytest.fixture
-def start_server(function_servers, emulator_host, project):
-    return lambda **extra: function_servers(server_env(emulator_host, project, **extra))
-
-
 Body = dict[str, object]
 
 
