@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+from typing import Any
 
 import pytest
 from scheduler_request import JOB_NAME_HEADER
@@ -12,7 +13,7 @@ from scheduler_request import JOB_NAME_HEADER
 from tests.function.test_http import HEADERS, deliver, executions, run_record
 
 
-def raw_exchange(port: int, head: str, body: bytes, *, close_after_send: bool) -> tuple[int, dict]:
+def raw_exchange(port: int, head: str, body: bytes, *, close_after_send: bool) -> tuple[int, dict[str, Any]]:
     """Send `head` and `body` as they are, optionally half-closing the connection (a client
     that went away mid-body), and read the whole answer."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
@@ -74,9 +75,7 @@ def test_a_job_name_header_sent_twice_is_400_naming_it(start_server, db):
     assert list(db.collection("scheduler_runs").stream()) == []
 
 
-def test_a_header_beyond_the_server_limit_is_refused_before_the_function_and_writes_nothing(
-    start_server, db
-):
+def test_a_header_beyond_the_server_limit_is_refused_before_the_function_and_writes_nothing(start_server, db):
     """Over the 500 characters a Scheduler header holds: the function's own JSON 400. Over the
     server's 8 KiB per header field: refused by the server itself, unread, nothing written."""
     server = start_server()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import threading
+from datetime import datetime
+from typing import Any
 
 import requests
 
@@ -18,7 +20,7 @@ from tests.support.waiting import wait_until
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def marked_server(function_servers, emulator_host, project, **extra: str) -> FunctionServer:
+def marked_server(function_servers, emulator_host, project, **extra: str):
     env = server_env(
         emulator_host,
         project,
@@ -37,12 +39,16 @@ def post(server: FunctionServer, seconds: float) -> requests.Response | None:
         return None
 
 
-def attempt_intervals(db) -> list[tuple[object, object]]:
+def outcome_of(reply: requests.Response | None) -> str:
+    return str(reply.json()["outcome"]) if reply is not None else "no answer"
+
+
+def attempt_intervals(db) -> list[tuple[datetime, datetime]]:
     marks = [doc.to_dict() for doc in db.collection(MARKS).stream()]
     return sorted((mark["started_at"], mark.get("alive_at", mark["started_at"])) for mark in marks)
 
 
-def ended_lines(log_path) -> list[dict]:
+def ended_lines(log_path) -> list[dict[str, Any]]:
     lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
     return [line for line in lines if line.get("event") == "attempt_ended"]
 
@@ -64,8 +70,7 @@ def test_an_attempt_past_its_time_limit_is_ended_before_a_retry_takes_the_run(
     outcomes: list[str] = []
 
     def retried_into_a_takeover() -> bool:
-        reply = post(server, 15)
-        outcomes.append(reply.json()["outcome"] if reply is not None else "no answer")
+        outcomes.append(outcome_of(post(server, 15)))
         return len(ended_lines(log_path)) == 2
 
     wait_until(retried_into_a_takeover, timeout=60, what="a retry to take the run over", interval=0.5)
@@ -81,14 +86,12 @@ def test_a_job_longer_than_its_lease_but_within_its_time_limit_runs_once(
 ):
     server = marked_server(function_servers, emulator_host, project, LEASE_SECONDS="6")
     outcomes: list[str] = []
-    running = threading.Thread(target=lambda: outcomes.append(post(server, 14).json()["outcome"]))
+    running = threading.Thread(target=lambda: outcomes.append(outcome_of(post(server, 14))))
     running.start()
     wait_until(lambda: list(db.collection(MARKS).stream()), timeout=30, what="the job to start")
     while running.is_alive():
-        reply = post(server, 14)
-        assert reply is not None
-        assert reply.json()["outcome"] == "in_progress"
+        assert outcome_of(post(server, 14)) == "in_progress"
         running.join(timeout=1.0)
     assert outcomes == ["executed"]
     assert len(attempt_intervals(db)) == 1
-    assert post(server, 14).json()["outcome"] == "duplicate_completed"
+    assert outcome_of(post(server, 14)) == "duplicate_completed"
