@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from config import DEFAULT_RUNS_COLLECTION
 from google.cloud import firestore
-from ledger import in_progress_record
+from run_record import in_progress_record
 from scheduler_request import BadSchedulerRequest, RunKey, run_key_from_headers
 
 # Longer than the work takes, and at least the job's attempt deadline.

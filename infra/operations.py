@@ -53,17 +53,18 @@ class AlertSpec:
 ALERTS: tuple[AlertSpec, ...] = (
     AlertSpec(
         key=log_filters.LEASE_LOST,
-        title="lease_lost: a run's lease expired while its job was still running",
+        title="lease_lost: a run was taken over while its job was still running",
         metric=log_filters.DELIVERIES,
         label_filter={"outcome": log_filters.LEASE_LOST},
         threshold=0,
         window_seconds=300,
         severity="ERROR",
-        meaning="A job ran longer than the run's lease, another attempt took the run over, and the job "
-        "may have run twice. This is a configuration error, not bad luck.",
-        runbook="Compare the job's duration with the lease (functionTimeoutSeconds + leaseGraceSeconds): "
-        "raise functionTimeoutSeconds (and the job's attemptDeadlineSeconds) above the job's longest run, "
-        "or make the job faster; check the job's downstream effects for the run id in the log line.",
+        meaning="An attempt's lease ended while its job ran, another attempt took the run over, and the "
+        "job may have run twice: the instance stalled (frozen, or cut off from Firestore) for longer than "
+        "a lease without its watchdog ending it.",
+        runbook="Look for the instance's attempt_ended lines and Firestore errors around the run id; check "
+        "the job's downstream effects for the run id and fence in the log line; a longer leaseSeconds "
+        "tolerates longer stalls.",
     ),
     AlertSpec(
         key=log_filters.STORE_ERROR,
@@ -74,7 +75,9 @@ ALERTS: tuple[AlertSpec, ...] = (
         window_seconds=300,
         severity="ERROR",
         meaning="Firestore failed or timed out; deliveries are answered 500 and Cloud Scheduler retries "
-        "them. Runs are safe while retries last, and missed once they run out.",
+        "them. A claim that failed ran nothing, and its retries run the job once Firestore answers; a "
+        "completing write that failed after the job ran leaves the run to a retry, which runs the job "
+        "again. Runs are missed once the retries run out.",
         runbook="Check the Firestore status page and the database's quotas; check that the runtime "
         "service account still holds roles/datastore.user on the ledger database. Once it recovers, "
         "run `python -m ops audit` and backfill what it reports missed.",

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from config import DEFAULT_IDEMPOTENCY_COLLECTION
+from config import DEFAULT_IDEMPOTENCY_COLLECTION, time_limit_for_timeout
 from jobs.workflow_name import WORKFLOW_RESOURCE_NAME
 from scheduler_request import (
     JOB_NAME_HEADER,
@@ -140,6 +140,11 @@ class StackSettings:
             f"no job {name!r} in stack {self.stack!r} (jobs: {', '.join(j.name for j in self.jobs)})"
         )
 
+    @property
+    def time_limit_seconds(self) -> float:
+        """How long one attempt's job may run before the function ends its instance."""
+        return time_limit_for_timeout(self.function_timeout_seconds)
+
     def job_timing(self, job: JobSettings) -> JobTiming:
         """The timing facts of `job` in this stack, for `timing.check_job_timing`."""
         return JobTiming(
@@ -208,6 +213,7 @@ class StackSettings:
             "FIRESTORE_DATABASE": self.database_name,
             "RUNS_COLLECTION": self.runs_collection,
             "LEASE_SECONDS": str(self.lease_seconds),
+            "JOB_TIME_LIMIT_SECONDS": number_text(self.time_limit_seconds),
             "RETENTION_SECONDS": number_text(self.retention_seconds),
             "JOB_HANDLER": self.job_handler,
         }
@@ -233,9 +239,9 @@ class StackSettings:
         )
         minimum = WORKFLOWS_CALL_TIMEOUT_SECONDS + WORKFLOWS_TIMEOUT_MARGIN_SECONDS
         if self.uses_workflows() and self.function_timeout_seconds < minimum:
-            # Advisory, not an error: nothing is lost or doubled (the lease holds the run, a
-            # retry takes it over, the workflow's token check stops a second state change),
-            # but a slow CreateExecution is cut off by Cloud Run instead of timing out cleanly.
+            # Advisory, not an error: nothing is lost or doubled (the attempt is ended at its
+            # time limit, a retry takes the run over once the lease ends, the workflow's token
+            # check stops a second state change), but a slow CreateExecution is cut off.
             advisories.append(
                 f"{self.config_key('functionTimeoutSeconds')}: "
                 f"{number_text(self.function_timeout_seconds)}s is shorter than the Workflows call "
@@ -270,7 +276,7 @@ class StackSettings:
 
         scalars = {key.name: scalar_value(values, key, errors) for key in CONFIG_KEYS}
         timeout = int(integer_value(scalars["functionTimeoutSeconds"]))
-        grace = int(integer_value(scalars["leaseGraceSeconds"]))
+        lease = int(integer_value(scalars["leaseSeconds"]))
         ingress = str(scalars["ingress"])
         if ingress not in INGRESS_SETTINGS:
             errors.append(f"{errors.key('ingress')}: {ingress!r} is not one of {', '.join(INGRESS_SETTINGS)}")
@@ -341,7 +347,7 @@ class StackSettings:
             create_database=create_database,
             runs_collection=collection,
             function_timeout_seconds=float(timeout),
-            lease_seconds=timing.lease_for_timeout(timeout, grace),
+            lease_seconds=lease,
             retention_seconds=float(retention),
             max_instances=max_instances,
             ingress=ingress,
@@ -354,18 +360,18 @@ class StackSettings:
             missed_run_audit=bool(scalars["missedRunAudit"]),
         )
         if not errors:
-            errors.extend(settings.timing_errors(lease_grace_seconds=grace))
+            errors.extend(settings.timing_errors())
         if errors:
             lines = "\n".join(f"  - {error}" for error in dict.fromkeys(errors))
             raise SettingsError(f"invalid config for stack {stack!r}:\n{lines}")
         return settings
 
-    def timing_errors(self, *, lease_grace_seconds: float | None = None) -> list[str]:
+    def timing_errors(self) -> list[str]:
         """Non-advisory timing violations of every job, phrased with config keys. Usable on a
-        StackSettings built by hand, which is how a lease shorter than the timeout is tested."""
+        StackSettings built by hand, which is how values the config cannot spell are tested."""
         return list(
             dict.fromkeys(
-                violation_text(violation, index, job, self, lease_grace_seconds)
+                violation_text(violation, index, job, self)
                 for index, job in enumerate(self.jobs)
                 for violation in timing.check_job_timing(self.job_timing(job))
                 if not violation.advisory

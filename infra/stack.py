@@ -181,6 +181,9 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
                 "service_account_email": runtime_account.email,
                 "timeout_seconds": int(settings.function_timeout_seconds),
                 "max_instance_count": settings.max_instances,
+                # One request per instance: the watchdog that ends an overrunning attempt
+                # ends its instance's process, and must take no other run with it.
+                "max_instance_request_concurrency": 1,
                 "ingress_settings": settings.ingress,
                 "all_traffic_on_latest_revision": True,
                 "environment_variables": {

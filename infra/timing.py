@@ -11,8 +11,9 @@ dependencies.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from config import TIME_LIMIT_MARGIN_SECONDS, time_limit_for_timeout
 
 from infra.cron import schedule_min_interval_seconds, unix_cron_error
 
@@ -21,6 +22,9 @@ MIN_ATTEMPT_DEADLINE_SECONDS = 15.0
 MAX_ATTEMPT_DEADLINE_SECONDS = 1800.0
 MAX_RETRY_COUNT = 5
 MAX_HTTP_FUNCTION_TIMEOUT_SECONDS = 3600.0
+# A lease is renewed every third of it, and an attempt that cannot renew for most of a lease
+# is ended: below this, a few slow Firestore calls in a row would end healthy attempts.
+MIN_LEASE_SECONDS = 10.0
 # How far the attempt deadline may stray from the function timeout before we say so.
 DEADLINE_TIMEOUT_TOLERANCE_SECONDS = 5.0
 _RETRY_LOOP_CAP = 10_000
@@ -79,6 +83,8 @@ class JobTiming:
     lease_seconds: float
     retention_seconds: float
     retry: RetryConfig
+    # JOB_TIME_LIMIT_SECONDS as deployed; None: the one the stack derives from the timeout.
+    time_limit_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -148,13 +154,25 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
         )
     violations.extend(_retry_config_violations(retry))
 
-    if job.lease_seconds < job.function_timeout_seconds:
+    if job.lease_seconds < MIN_LEASE_SECONDS:
         violations.append(
             Violation(
-                "lease-covers-timeout",
-                ("lease_seconds", "function_timeout_seconds"),
-                f"lease {_s(job.lease_seconds)} is shorter than the function timeout "
-                f"{_s(job.function_timeout_seconds)}: a retry could take over a run that is still executing",
+                "lease-renewable",
+                ("lease_seconds",),
+                f"lease {_s(job.lease_seconds)} is shorter than {_s(MIN_LEASE_SECONDS)}: renewed every "
+                f"{_s(job.lease_seconds / 3)}, a few slow Firestore calls would end healthy attempts",
+            )
+        )
+    time_limit = _time_limit(job)
+    if not 0 < time_limit <= job.function_timeout_seconds - TIME_LIMIT_MARGIN_SECONDS:
+        violations.append(
+            Violation(
+                "time-limit-before-timeout",
+                ("function_timeout_seconds",),
+                f"an attempt's time limit {_s(time_limit)} must be positive and end at least "
+                f"{_s(TIME_LIMIT_MARGIN_SECONDS)} before the function timeout "
+                f"{_s(job.function_timeout_seconds)}: Cloud Run does not stop a timed-out request's code, "
+                "so an attempt must be ended while its request still has CPU",
             )
         )
 
@@ -259,27 +277,35 @@ def check_wait_overlap(job: JobTiming) -> list[Violation]:
     A run that finds an earlier run of its job still holding the job is answered 409 and
     comes back only through Cloud Scheduler's retries (which ignore Retry-After). It runs once
     the earlier run has finished, provided a retry still arrives by then: the earlier run can
-    hold the job for up to its lease (a crashed holder keeps it that long). Retries stop at the
-    job's next scheduled run, and a job whose runs can take as long as its schedule interval
-    queues every run behind the previous one.
+    hold the job for up to its time limit while it runs, or its lease after a crash. Retries
+    stop at the job's next scheduled run, and a job whose runs can take as long as its schedule
+    interval queues every run behind the previous one.
     """
     violations: list[Violation] = []
+    hold = max(job.lease_seconds, _time_limit(job))
     interval = schedule_min_interval_seconds(job.schedule)
     arrivals = [
         arrival
         for arrival in retry_arrivals_if_every_attempt_fails_instantly(job.retry)
         if interval is None or arrival < interval
     ]
-    if not arrivals or arrivals[-1] <= job.lease_seconds:
+    if not arrivals or arrivals[-1] <= hold:
         last = (
             f"the last retry arrives {_s(arrivals[-1])} after the first attempt" if arrivals else "no retry"
         )
         violations.append(
             Violation(
                 "overlap-wait-window",
-                ("retry.retry_count", "retry.min_backoff_seconds", "retry.max_doublings", "lease_seconds"),
-                f"overlap 'wait' needs retries that outlast the earlier run's lease {_s(job.lease_seconds)}, "
-                f"but {last}: a run that has to wait would never run; allow more or later retries",
+                (
+                    "retry.retry_count",
+                    "retry.min_backoff_seconds",
+                    "retry.max_doublings",
+                    "function_timeout_seconds",
+                    "lease_seconds",
+                ),
+                f"overlap 'wait' needs retries that outlast how long the earlier run can hold the job "
+                f"({_s(hold)}: its time limit, or its lease after a crash), but {last}: a run that has to "
+                "wait would never run; allow more or later retries",
                 advisory=True,
             )
         )
@@ -297,10 +323,11 @@ def check_wait_overlap(job: JobTiming) -> list[Violation]:
     return violations
 
 
-def lease_for_timeout(function_timeout_seconds: float, grace_seconds: float = 10.0) -> int:
-    """The lease the stack gives a function: its timeout plus a grace for clock skew between
-    instances and the time between the claim and the start of the timeout clock."""
-    return math.ceil(function_timeout_seconds + grace_seconds)
+def _time_limit(job: JobTiming) -> float:
+    """How long one attempt's job may run: as deployed, else as the stack derives it."""
+    if job.time_limit_seconds is not None:
+        return job.time_limit_seconds
+    return time_limit_for_timeout(job.function_timeout_seconds)
 
 
 def _s(seconds: float) -> str:

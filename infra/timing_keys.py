@@ -25,32 +25,14 @@ def timing_keys(field: str, index: int) -> tuple[str, ...]:
         "schedule": (f"jobs[{index}].schedule",),
         "attempt_deadline_seconds": (f"jobs[{index}].attemptDeadlineSeconds",),
         "function_timeout_seconds": ("functionTimeoutSeconds",),
-        # The lease is derived: functionTimeoutSeconds + leaseGraceSeconds.
-        "lease_seconds": ("functionTimeoutSeconds", "leaseGraceSeconds"),
+        "lease_seconds": ("leaseSeconds",),
         "retention_seconds": ("retentionSeconds",),
     }[field]
 
 
-def violation_text(
-    violation: Violation,
-    index: int,
-    job: JobSettings,
-    settings: StackSettings,
-    lease_grace_seconds: float | None = None,
-) -> str:
+def violation_text(violation: Violation, index: int, job: JobSettings, settings: StackSettings) -> str:
     keys = dict.fromkeys(key for field in violation.fields for key in timing_keys(field, index))
-    text = f"{', '.join(settings.config_key(key) for key in keys)}: job {job.name!r}: {violation.message}"
-    if "lease_seconds" in violation.fields:
-        grace = (
-            lease_grace_seconds
-            if lease_grace_seconds is not None
-            else settings.lease_seconds - settings.function_timeout_seconds
-        )
-        text += (
-            f" [lease {settings.lease_seconds}s = functionTimeoutSeconds "
-            f"{number_text(settings.function_timeout_seconds)} + leaseGraceSeconds {number_text(grace)}]"
-        )
-    return text
+    return f"{', '.join(settings.config_key(key) for key in keys)}: job {job.name!r}: {violation.message}"
 
 
 def number_text(value: float) -> str:

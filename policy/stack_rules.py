@@ -173,12 +173,13 @@ _RULE_FIXES: Final[Mapping[str, str]] = MappingProxyType(
         "retry-count-range": "set retryConfig.retryCount between 0 and 5",
         "backoff-range": "set 0 < retryConfig.minBackoffDuration <= retryConfig.maxBackoffDuration",
         "retry-non-negative": "make retryConfig.maxDoublings and maxRetryDuration zero or positive",
-        "lease-covers-timeout": (
-            "raise LEASE_SECONDS to at least the function timeout (the stack uses timeout + 10s)"
+        "lease-renewable": "raise LEASE_SECONDS to at least 10 (the stack's default is 30)",
+        "time-limit-before-timeout": (
+            "set JOB_TIME_LIMIT_SECONDS to at most serviceConfig.timeoutSeconds - 5 (the stack derives it so)"
         ),
         "retry-outlives-lease": (
             "raise retryConfig.retryCount, minBackoffDuration or maxDoublings so the last retry arrives "
-            "after the lease, or lower LEASE_SECONDS (never below the function timeout)"
+            "after the lease, or lower LEASE_SECONDS"
         ),
         "retention-outlives-retries": (
             "raise RETENTION_SECONDS past the latest retry, or shorten the retry window"
@@ -296,7 +297,11 @@ def _plan(job: PolicyResource, functions: list[PolicyResource]) -> _JobPlan | No
     timeout_seconds = DEFAULT_FUNCTION_TIMEOUT_SECONDS if timeout is MISSING else as_number(timeout)
     if timeout_seconds is None:
         problems.append(f"function property serviceConfig.timeoutSeconds {timeout!r} is not a number")
-    for key, variable in (("lease_seconds", "LEASE_SECONDS"), ("retention_seconds", "RETENTION_SECONDS")):
+    for key, variable in (
+        ("lease_seconds", "LEASE_SECONDS"),
+        ("time_limit_seconds", "JOB_TIME_LIMIT_SECONDS"),
+        ("retention_seconds", "RETENTION_SECONDS"),
+    ):
         raw = function_env(function, variable)
         if raw is UNKNOWN:
             return None
@@ -319,6 +324,7 @@ def _plan(job: PolicyResource, functions: list[PolicyResource]) -> _JobPlan | No
         function_timeout_seconds=timeout_seconds,
         lease_seconds=values["lease_seconds"],
         retention_seconds=values["retention_seconds"],
+        time_limit_seconds=values["time_limit_seconds"],
         retry=timing.RetryConfig(
             retry_count=counts["retry_count"],
             max_retry_duration_seconds=values["max_retry_duration_seconds"],

@@ -115,6 +115,12 @@ def _function_environment() -> tuple[EnvVar, ...]:
             "JOB_HANDLER", f"`{runs.job_handler}`", "default job logic, `module:callable` inside `function/`"
         ),
         EnvVar(
+            "K_SERVICE",
+            "set by Cloud Run",
+            "the service's name: recorded with each run as part of its target, so two functions sharing "
+            "a runs collection never answer each other's runs",
+        ),
+        EnvVar(
             "JOB_HANDLERS",
             "none",
             'JSON `{"job name": "module:callable"}` overriding `JOB_HANDLER` per job (`jobs[].handler`)',

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from config import DEFAULT_IDEMPOTENCY_COLLECTION, DEFAULT_RUNS_COLLECTION
+from config import DEFAULT_IDEMPOTENCY_COLLECTION, DEFAULT_LEASE_SECONDS, DEFAULT_RUNS_COLLECTION
 from scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 
 from infra import timing
@@ -34,10 +34,11 @@ def error_of(values: dict[str, Any]) -> str:
 # --- defaults and derived values -------------------------------------------------------------
 
 
-def test_defaults_apply_and_lease_is_derived_from_the_timeout() -> None:
+def test_defaults_apply_and_the_time_limit_is_derived_from_the_timeout() -> None:
     settings = build({"jobs": [valid_job()]})
     assert settings.function_timeout_seconds == 60
-    assert settings.lease_seconds == timing.lease_for_timeout(60) == 70
+    assert settings.lease_seconds == DEFAULT_LEASE_SECONDS == 30
+    assert settings.time_limit_seconds == 55
     assert settings.retention_seconds == 86400
     # The stack's own database, created by the stack.
     assert (settings.database_name, settings.create_database) == ("eos-prod-ledger", True)
@@ -65,7 +66,7 @@ def test_job_timing_carries_stack_and_job_values(two_job_settings: StackSettings
         schedule="0 3 * * *",
         attempt_deadline_seconds=60.0,
         function_timeout_seconds=60.0,
-        lease_seconds=70,
+        lease_seconds=30,
         retention_seconds=86400.0,
         retry=timing.RetryConfig(5, 0.0, 10.0, 300.0, 3),
     )
@@ -88,7 +89,7 @@ def test_function_environment_lists_per_job_handlers_only_when_set(two_job_setti
     # Keyed by the job name the function receives (the deployed Cloud Scheduler job id).
     assert json.loads(env["JOB_HANDLERS"]) == {"eos-prod_every-5": "jobs.noop:do_nothing"}
     assert two_job_settings.scheduler_job_id("every-5") == "eos-prod_every-5"
-    assert env["LEASE_SECONDS"] == "70"
+    assert (env["LEASE_SECONDS"], env["JOB_TIME_LIMIT_SECONDS"]) == ("30", "55")
     assert env["RETENTION_SECONDS"] == "86400"
     assert "JOB_HANDLERS" not in build(valid_values()).function_environment()
 
@@ -109,31 +110,29 @@ def test_deadline_out_of_range_names_key_and_numbers() -> None:
     assert "jobs[0]" not in message
 
 
-def test_lease_shorter_than_timeout_via_config_knob() -> None:
-    message = error_of(valid_values(leaseGraceSeconds=-20))
-    assert f"{NAMESPACE}:leaseGraceSeconds" in message
-    assert f"{NAMESPACE}:functionTimeoutSeconds" in message
-    assert "lease 40s is shorter than the function timeout 60s" in message
-    assert "[lease 40s = functionTimeoutSeconds 60 + leaseGraceSeconds -20]" in message
+def test_a_lease_too_short_to_renew_is_rejected_naming_the_key() -> None:
+    message = error_of(valid_values(leaseSeconds=6))
+    assert f"{NAMESPACE}:leaseSeconds" in message
+    assert "lease 6s is shorter than 10s: renewed every 2s" in message
 
 
-def test_lease_shorter_than_timeout_on_hand_built_settings() -> None:
-    settings = dataclasses.replace(build(valid_values()), lease_seconds=30)
-    errors = settings.timing_errors()
-    assert any(
-        f"{NAMESPACE}:functionTimeoutSeconds" in e
-        and "lease 30s is shorter than the function timeout 60s" in e
-        for e in errors
-    ), errors
+def test_a_time_limit_past_the_timeout_is_rejected_on_hand_built_timing() -> None:
+    """The stack derives the time limit; a deployed value (what the policy pack reads) that
+    reaches the timeout would end attempts after Cloud Run stopped giving them CPU."""
+    settings = build(valid_values())
+    job_timing = dataclasses.replace(settings.job_timing(settings.jobs[0]), time_limit_seconds=58)
+    (violation,) = [v for v in timing.check_job_timing(job_timing) if not v.advisory]
+    assert violation.rule == "time-limit-before-timeout" and "58s" in violation.message
 
 
 def test_retries_that_cannot_outlive_the_lease_are_rejected() -> None:
-    retry = {"retryCount": 3, "minBackoffSeconds": 5, "maxBackoffSeconds": 60, "maxDoublings": 2}
+    retry = {"retryCount": 2, "minBackoffSeconds": 5, "maxBackoffSeconds": 60, "maxDoublings": 2}
     message = error_of(valid_values(jobs=[valid_job(retry=retry)]))
     assert f"{NAMESPACE}:jobs[0].retry.retryCount" in message
     assert f"{NAMESPACE}:jobs[0].retry.minBackoffSeconds" in message
-    # 5, 15, 35 s after the first attempt: all inside the 70 s lease a crash leaves behind.
-    assert "lease of 70s" in message and "5s, 15s, 35s" in message
+    assert f"{NAMESPACE}:leaseSeconds" in message
+    # 5 and 15 s after the first attempt: both inside the 30 s lease a crash leaves behind.
+    assert "lease of 30s" in message and "5s, 15s" in message
 
 
 def test_retention_shorter_than_the_latest_retry_is_rejected() -> None:
@@ -224,7 +223,7 @@ def test_dev_stack_loads_and_passes_every_timing_check() -> None:
     assert settings.jobs[0].workflow is None
     assert settings.sample_workflow_jobs() == (settings.jobs[2],)
     assert settings.deletion_protection is False
-    assert settings.lease_seconds == 70
+    assert settings.lease_seconds == 30
     for job in settings.jobs:
         assert job.retry == timing.RetryConfig(5, 0.0, 10.0, 300.0, 3)
         assert timing.check_job_timing(settings.job_timing(job)) == []

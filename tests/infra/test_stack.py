@@ -55,9 +55,11 @@ def test_every_child_is_parented_to_the_component(stack: MockedStack) -> None:
     children = [r for r in stack.resources if r.type != COMPONENT_TYPE]
     # APIs + database, TTL field, 2 accounts, 2 bindings, bucket, object, function, 2 jobs and
     # the audit job, the build's account, image repository and its 3 grants, the 2 propagation
-    # pauses, 3 audit horizons, 3 log metrics, the alert policies and the dashboard, and the 3
+    # pauses, 3 audit horizons, 3 log metrics, the alert policies and the dashboard, and the
     # indexing exemptions of the run records.
-    assert len(children) == len(REQUIRED_APIS) + 12 + 5 + 2 + 3 + 3 + len(ALERTS) + 1 + 3
+    assert len(children) == (
+        len(REQUIRED_APIS) + 12 + 5 + 2 + 3 + 3 + len(ALERTS) + 1 + len(UNINDEXED_RUN_FIELDS)
+    )
     assert {r.parent for r in children} == {component.urn}
     assert all(f"{COMPONENT_TYPE}$" in r.urn for r in children)
 
@@ -183,13 +185,15 @@ def test_function_build_and_service_config(stack: MockedStack) -> None:
     assert service["serviceAccountEmail"] == account_email(stack, "eos-runtime")
     assert service["timeoutSeconds"] == 60
     assert service["maxInstanceCount"] == 10
+    assert service["maxInstanceRequestConcurrency"] == 1  # the watchdog ends a whole process
     assert service["ingressSettings"] == "ALLOW_INTERNAL_ONLY"
     assert service["allTrafficOnLatestRevision"] is True
     assert service["environmentVariables"] == {
         "GOOGLE_CLOUD_PROJECT": PROJECT,
         "FIRESTORE_DATABASE": "eos-prod-ledger",
         "RUNS_COLLECTION": "scheduler_runs",
-        "LEASE_SECONDS": "70",
+        "LEASE_SECONDS": "30",
+        "JOB_TIME_LIMIT_SECONDS": "55",
         "RETENTION_SECONDS": "86400",
         "JOB_HANDLER": "jobs.demo:run_demo_job",
         "JOB_HANDLERS": json.dumps(
@@ -200,12 +204,13 @@ def test_function_build_and_service_config(stack: MockedStack) -> None:
 
 
 def test_configured_ingress_and_env_without_handlers() -> None:
-    # A 310 s lease needs later retries: 30, 90, 210, 450, 930 s.
+    # A 120 s lease needs later retries: 30, 90, 210, 450, 930 s.
     retry = {"retryCount": 5, "minBackoffSeconds": 30, "maxBackoffSeconds": 600, "maxDoublings": 4}
     settings = build(
         valid_values(
             ingress="ALLOW_ALL",
             functionTimeoutSeconds=300,
+            leaseSeconds=120,
             retentionSeconds=7200,
             jobs=[valid_job(attemptDeadlineSeconds=300, retry=retry)],
         )
@@ -213,7 +218,8 @@ def test_configured_ingress_and_env_without_handlers() -> None:
     service = mock_stack(settings).one(FUNCTION).inputs["serviceConfig"]
     assert service["ingressSettings"] == "ALLOW_ALL"
     assert service["timeoutSeconds"] == 300
-    assert service["environmentVariables"]["LEASE_SECONDS"] == "310"
+    assert service["environmentVariables"]["LEASE_SECONDS"] == "120"
+    assert service["environmentVariables"]["JOB_TIME_LIMIT_SECONDS"] == "295"
     assert service["environmentVariables"]["RETENTION_SECONDS"] == "7200"
     # Only the audit job has a handler of its own.
     handlers = json.loads(service["environmentVariables"]["JOB_HANDLERS"])

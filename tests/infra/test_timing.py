@@ -12,8 +12,8 @@ from infra.timing import (
     JobTiming,
     RetryConfig,
     check_job_timing,
+    check_wait_overlap,
     latest_retry_arrival_seconds,
-    lease_for_timeout,
     retry_arrivals_if_every_attempt_fails_instantly,
 )
 
@@ -85,7 +85,7 @@ SOUND = JobTiming(
     schedule="*/15 * * * *",
     attempt_deadline_seconds=60,
     function_timeout_seconds=60,
-    lease_seconds=lease_for_timeout(60),
+    lease_seconds=30,
     retention_seconds=86400,
     retry=DOCUMENTED,
 )
@@ -112,7 +112,9 @@ def test_a_sound_job_breaks_no_rule():
             "attempt-deadline-range",
         ),
         ({"function_timeout_seconds": 4000, "attempt_deadline_seconds": 1800}, "function-timeout-range"),
-        ({"lease_seconds": 30}, "lease-covers-timeout"),
+        ({"lease_seconds": 9}, "lease-renewable"),
+        ({"time_limit_seconds": 56}, "time-limit-before-timeout"),
+        ({"function_timeout_seconds": 5, "attempt_deadline_seconds": 15}, "time-limit-before-timeout"),
         (
             {"retry": RetryConfig(retry_count=2, min_backoff_seconds=10, max_doublings=3)},
             "retry-outlives-lease",
@@ -127,7 +129,8 @@ def test_each_rule_catches_its_mistake(changes, rule):
 
 
 def test_crash_recovery_only_counts_retries_before_the_next_run():
-    """Every minute: retries stop at the next run, 60 s later, inside a 70 s lease."""
+    """Every minute: retries stop at the next run, 60 s later; the last before it (30 s) ends
+    inside the 30 s lease."""
     violations = {v.rule: v for v in check_job_timing(job(schedule="* * * * *"))}
     assert "retry-outlives-lease" in violations
     assert "before the next scheduled run 60s later" in violations["retry-outlives-lease"].message
@@ -145,6 +148,15 @@ def test_deadline_far_from_timeout_is_advisory():
 
 
 def test_messages_carry_the_clashing_numbers():
-    (violation,) = [v for v in check_job_timing(job(lease_seconds=30)) if v.rule == "lease-covers-timeout"]
-    assert "lease 30s is shorter than the function timeout 60s" in violation.message
-    assert violation.fields == ("lease_seconds", "function_timeout_seconds")
+    (violation,) = [v for v in check_job_timing(job(lease_seconds=6)) if v.rule == "lease-renewable"]
+    assert "lease 6s is shorter than 10s: renewed every 2s" in violation.message
+    assert violation.fields == ("lease_seconds",)
+
+
+def test_a_wait_job_needs_retries_past_the_time_limit_not_only_the_lease():
+    """A running holder keeps the job for up to its time limit (its lease is renewed), so a
+    waiting run's retries must outlast that."""
+    short_retries = RetryConfig(retry_count=3, min_backoff_seconds=10, max_doublings=3)  # 10, 30, 70 s
+    (violation,) = check_wait_overlap(job(function_timeout_seconds=300, retry=short_retries))
+    assert violation.rule == "overlap-wait-window" and "295s" in violation.message
+    assert check_wait_overlap(job(retry=short_retries)) == []

@@ -17,7 +17,7 @@ BUILDER_SA = "eos-builder@my-project.iam.gserviceaccount.com"
 
 
 def job() -> dict[str, Any]:
-    # Instant failures retry at 10, 30, 70, 150, 310 s: the last outlives the 70 s lease.
+    # Instant failures retry at 10, 30, 70, 150, 310 s: the last three outlive the 30 s lease.
     return copy.deepcopy(
         {
             "name": "demo",
@@ -58,7 +58,8 @@ def function() -> dict[str, Any]:
                 "timeoutSeconds": 60,
                 "uri": FUNCTION_URL,
                 "environmentVariables": {
-                    "LEASE_SECONDS": "70",
+                    "LEASE_SECONDS": "30",
+                    "JOB_TIME_LIMIT_SECONDS": "55",
                     "RETENTION_SECONDS": "86400",
                     "RUNS_COLLECTION": "scheduler_runs",
                 },

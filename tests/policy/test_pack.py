@@ -99,13 +99,16 @@ def test_a_broken_dev_stack_is_caught(dev_resources: list[Any]) -> None:
     broken = []
     for r in dev_resources:
         if r.type == "gcp:cloudfunctionsv2/function:Function":
-            service = dict(r.outputs["serviceConfig"]) | {"timeoutSeconds": 300.0}
+            # Shorter than the deployed time limit: attempts would be ended after Cloud Run's timeout.
+            service = dict(r.outputs["serviceConfig"]) | {"timeoutSeconds": 30.0}
             r = harness.MockedResource(
                 r.type, r.name, r.urn, r.inputs, dict(r.outputs) | {"serviceConfig": service}
             )
         broken.append(r)
     found = _violations(broken, preview=False)
-    assert any(v.startswith("scheduler-timing-invariants") and "[lease-covers-timeout]" in v for v in found)
+    assert any(
+        v.startswith("scheduler-timing-invariants") and "[time-limit-before-timeout]" in v for v in found
+    )
 
 
 def test_policy_names_are_unique_and_levels_explicit() -> None:

@@ -113,21 +113,28 @@ def test_dev_like_timing_passes_both_levels() -> None:
     assert advisories(resources).violations == []
 
 
-def test_lease_shorter_than_timeout_is_reported_on_the_job() -> None:
+def test_a_time_limit_reaching_the_timeout_is_reported_on_the_job() -> None:
     function = fixtures.function()
-    function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"] = "30"
+    function["serviceConfig"]["environmentVariables"]["JOB_TIME_LIMIT_SECONDS"] = "58"
     resources = stack(function=function)
     violations = invariants(resources).violations
     assert [urn for _, urn in violations] == [resources[1].urn]
     [message] = [m for m, _ in violations]
-    assert "[lease-covers-timeout]" in message
-    assert "LEASE_SECONDS" in message and "serviceConfig.timeoutSeconds" in message
-    assert "Fix: raise LEASE_SECONDS" in message
+    assert "[time-limit-before-timeout]" in message
+    assert "serviceConfig.timeoutSeconds" in message
+    assert "Fix: set JOB_TIME_LIMIT_SECONDS" in message
+
+
+def test_a_lease_too_short_to_renew_is_reported() -> None:
+    function = fixtures.function()
+    function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"] = "6"
+    [message] = invariants(stack(function=function)).messages
+    assert "[lease-renewable]" in message and "LEASE_SECONDS" in message
 
 
 def test_retries_that_end_inside_the_lease_lose_the_run() -> None:
     job = fixtures.job()
-    job["retryConfig"]["retryCount"] = 2  # retries at 10 s and 30 s, lease 70 s
+    job["retryConfig"]["retryCount"] = 2  # retries at 10 s and 30 s, lease 30 s
     [message] = invariants(stack(job=job)).messages
     assert "[retry-outlives-lease]" in message and "the run would be lost" in message
     assert "Job.retryConfig.retryCount" in message
@@ -197,13 +204,14 @@ def test_rules_reported_per_resource_are_not_repeated_by_the_stack() -> None:
         ("retry", "minBackoffDuration"),
         ("service", "timeoutSeconds"),
         ("env", "LEASE_SECONDS"),
+        ("env", "JOB_TIME_LIMIT_SECONDS"),
         ("env", "RETENTION_SECONDS"),
     ],
 )
 def test_unknown_timing_input_skips_the_job(where: str, key: str) -> None:
     # Broken lease: a known value here would be reported; an unknown input must silence it.
     job, function = fixtures.job(), fixtures.function()
-    function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"] = "10"
+    function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"] = "6"
     unknown = UNKNOWN_NUMBER if key in ("retryCount", "timeoutSeconds") else UNKNOWN_STRING
     target = {
         "job": job,
@@ -221,15 +229,15 @@ def test_unknown_uri_still_pairs_a_lone_function() -> None:
     job = fixtures.job()
     job["httpTarget"]["uri"] = UNKNOWN_STRING
     function = fixtures.function()
-    function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"] = "30"
+    function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"] = "6"
     [message] = invariants(stack(job=job, function=function)).messages
-    assert "[lease-covers-timeout]" in message
+    assert "[lease-renewable]" in message
 
 
 def test_job_is_paired_with_the_function_its_uri_names() -> None:
     slow = fixtures.function()
     slow["url"] = slow["serviceConfig"]["uri"] = "https://slow-xyz-uc.a.run.app"
-    slow["serviceConfig"]["timeoutSeconds"] = 600  # would break the 70 s lease
+    slow["serviceConfig"]["timeoutSeconds"] = 30  # would end before the 55 s time limit
     resources = [
         stack_resource(FUNCTION_V2, "slow", slow),
         stack_resource(FUNCTION_V2, "eos-function", fixtures.function()),
