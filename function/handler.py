@@ -150,7 +150,7 @@ class ScheduledRunHandler:
         except RunAlreadyCompleted as done:
             entry["result"] = done.result
             _flag_other_body(entry, done.fingerprint, fingerprint)
-            self._cache.remember(key.run_id, done.result, done.output_json, None, done.seconds_left)
+            self._cache.remember(key.run_id, done.result, done.output_json, done.seconds_left)
             return self._duplicate(done.result, done.output_json)
         except RunInProgress as busy:
             entry.update(holder_attempt_id=busy.holder, retry_after_s=busy.retry_after_seconds)
@@ -296,7 +296,7 @@ class ScheduledRunHandler:
     def _remember(self, claim: Claim, result: JobResult, output_json: str | None) -> None:
         """The record expires retention after the owner's last write, at most a lease ago."""
         valid_for = (self._ledger.retention - self._ledger.lease).total_seconds()
-        self._cache.remember(claim.run_id, result.value, output_json, None, valid_for)
+        self._cache.remember(claim.run_id, result.value, output_json, valid_for)
 
 
 def _flag_other_body(entry: dict[str, Any], recorded: str, ours: str) -> None:

@@ -23,7 +23,7 @@ from scheduler_request import (
     SCHEDULE_TIME_HEADER,
     run_key_from_headers,
 )
-from warm_cache import CompletedRuns
+from warm_cache import ENTRY_OVERHEAD_BYTES, CompletedRuns
 
 from localrun.firestore_rpcs import counted_emulator_client
 from tests.function.test_ledger import SHORT_LEASE
@@ -154,14 +154,14 @@ def test_a_completed_run_seen_once_is_answered_from_memory_afterwards(instance):
 
 
 def test_the_cache_is_bounded_least_recently_used_first():
-    cache = CompletedRuns(max_entries=2, max_bytes=10)
-    cache.remember("a", "succeeded", None, None, 60)
-    cache.remember("b", "succeeded", None, None, 60)
+    cache = CompletedRuns(max_entries=2, max_bytes=2 * ENTRY_OVERHEAD_BYTES + 10)
+    cache.remember("a", "succeeded", None, 60)
+    cache.remember("b", "succeeded", None, 60)
     assert cache.get("a") is not None  # a is now the most recently used
-    cache.remember("c", "succeeded", None, None, 60)
+    cache.remember("c", "succeeded", None, 60)
     assert (cache.get("a") is not None, cache.get("b"), cache.get("c") is not None) == (True, None, True)
-    cache.remember("d", "succeeded", '"0123456789"', None, 60)  # 12 bytes alone: over the byte bound
-    assert len(cache) == 0
+    cache.remember("d", "succeeded", '"0123456789"', 60)  # 12 bytes: one entry too many for the bound
+    assert (len(cache), cache.get("d") is not None) == (1, True)
 
 
 # --- overlap ----------------------------------------------------------------------------------
