@@ -9,9 +9,10 @@ leaves none behind.
 
 from __future__ import annotations
 
-import math
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from exactly_once import RunContext, TerminalJobError, firestore_client
 
@@ -25,17 +26,23 @@ class DemoJobFailure(RuntimeError):
     """The failure the body asked for; retryable like any unexpected error."""
 
 
-def run_demo_job(context: RunContext) -> dict[str, float]:
-    body = context.json_body(allowed_fields=BODY_FIELDS)
+def demo_parameters(body: Mapping[str, Any]) -> tuple[float, bool]:
+    """(sleep_seconds, fail) from the body, or a TerminalJobError naming the field. The range
+    is checked by comparison alone, which holds for NaN, infinities and integers of any size
+    (float() of a 400-digit integer raises OverflowError)."""
     sleep_seconds = body.get("sleep_seconds", 0)
     fail = body.get("fail", False)
     if isinstance(sleep_seconds, bool) or not isinstance(sleep_seconds, int | float):
         raise TerminalJobError("body field sleep_seconds must be a number")
-    if not math.isfinite(sleep_seconds) or not 0 <= sleep_seconds <= MAX_SLEEP_SECONDS:
+    if not 0 <= sleep_seconds <= MAX_SLEEP_SECONDS:
         raise TerminalJobError(f"body field sleep_seconds must be a number from 0 to {MAX_SLEEP_SECONDS:g}")
     if not isinstance(fail, bool):
         raise TerminalJobError("body field fail must be true or false")
+    return sleep_seconds, fail
 
+
+def run_demo_job(context: RunContext) -> dict[str, float]:
+    sleep_seconds, fail = demo_parameters(context.json_body(allowed_fields=BODY_FIELDS))
     started_at = datetime.now(UTC)
     time.sleep(sleep_seconds)
     if fail:

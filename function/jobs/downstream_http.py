@@ -20,7 +20,6 @@ the run fails terminally unless the URL is http on loopback. Non-loopback URLs m
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -87,7 +86,8 @@ class DownstreamRequest:
         timeout = body.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float):
             raise TerminalJobError("body field timeout_seconds must be a number")
-        if not math.isfinite(timeout) or not 0 < timeout <= MAX_TIMEOUT_SECONDS:
+        # Comparison alone: it holds for NaN, infinities and integers of any size.
+        if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
             raise TerminalJobError(f"body field timeout_seconds must be in (0, {MAX_TIMEOUT_SECONDS:g}]")
         return cls(url, body.get("payload"), audience, float(timeout))
 
