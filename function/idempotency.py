@@ -4,29 +4,34 @@ The proxy jobs deduplicate a scheduled run, but a response lost on the way back 
 make them start the downstream step twice (two workflow executions, two HTTP calls), both
 carrying the same token. The last line of defence is at the state-changing step itself:
 
-    begin(token, fence)   -> first: do the step;  otherwise: skip it
+    begin(token, fence, holder?)      -> first: do the step;  otherwise: skip it
     complete(token, holder, result)   after the step (optional: lets duplicates see it done)
     release(token, holder)            after a failed step, so a retry may do it
 
 It is the run ledger's technique (ledger.py) on another collection: create() decides who is
 first, with no transaction; later writes are conditioned on update_time and on the holder
-id that begin() handed out, so only the caller that recorded the token can finish it.
+id that begin() recorded, so only the caller that recorded the token can finish it.
+
+Lost answers: begin() records its holder (the caller's own, or one made once per call) with
+the token. When its write commits but the answer is lost and the write is sent again (by the
+client library after a dropped connection or an RPC that outlived its timeout, or by the
+caller, repeating its holder), the record it then finds is recognisably its own, and the
+answer is still first, with that holder: otherwise the step would never happen.
 
 Fences: a caller whose fence is lower than the recorded one belongs to an older claim of the
 run and is refused as stale. A caller with an equal or higher fence is still a duplicate: the
 step may already have happened, and at-most-once is what the token promises.
 
-The token is not stored: the document id is the token itself when it is already a sha256 hex
-(a run_id), else its sha256; a scope (e.g. the step's name) gives one token several steps.
+The token is not stored: the document id is a hash of the scope and the token (see
+token_document_id); a scope (e.g. the step's name) gives one token several steps.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
-import time
-import traceback
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -35,22 +40,14 @@ from enum import StrEnum
 from typing import Any
 
 import strict_json
-import structured_log
 from config import DEFAULT_IDEMPOTENCY_COLLECTION, ConfigError
-from google.api_core import exceptions as google_exceptions
 from ledger import utc_now
 from run_store import MAX_STORE_DEADLINE_SECONDS, Budget, RecordExists, RunStore, StaleWrite, StoredRecord
 
 DEFAULT_RETENTION_SECONDS = 7 * 86_400.0
-MAX_TOKEN_LENGTH = 1500
-MAX_SCOPE_LENGTH = 200
-MAX_RESULT_BYTES = 64 * 1024
-# A request is a token, a scope and at most a result: anything larger is refused unread.
-MAX_TOKEN_REQUEST_BYTES = MAX_RESULT_BYTES + 4 * 1024
-# Fences are commit times in nanoseconds: Firestore stores them as signed 64-bit integers.
-MAX_FENCE = 2**63 - 1
-_FENCE_DIGITS = re.compile(r"^[0-9]{1,19}$")
-_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+# Names the document id scheme below. Ids of another scheme never equal these: a token begun
+# under one scheme is a new token under another (see docs/proxy.md).
+DOCUMENT_ID_PREFIX = "v2-"
 _COLLECTION_ID = re.compile(r"^[^/]{1,1500}$")
 
 
@@ -87,9 +84,11 @@ class TokenContention(Exception):
 
 
 def token_document_id(token: str, scope: str = "") -> str:
-    if not scope and _SHA256_HEX.match(token):
-        return token
-    return hashlib.sha256(f"{scope}\0{token}".encode()).hexdigest()
+    """DOCUMENT_ID_PREFIX + the sha256 of the JSON text ["<scope>","<token>"]. JSON quotes
+    and escapes both strings, so two different pairs never share an id, whatever they hold
+    (NUL, quotes, a token that is itself a hash); ASCII escapes make lone surrogates hashable."""
+    pair = json.dumps([scope, token], separators=(",", ":"), ensure_ascii=True)
+    return DOCUMENT_ID_PREFIX + hashlib.sha256(pair.encode("ascii")).hexdigest()
 
 
 class IdempotencyTokens:
@@ -110,12 +109,17 @@ class IdempotencyTokens:
         self._clock = clock
         self._new_holder = new_holder
 
-    def begin(self, token: str, fence: int | None = None, scope: str = "") -> TokenCheck:
+    def begin(
+        self, token: str, fence: int | None = None, scope: str = "", holder: str | None = None
+    ) -> TokenCheck:
+        """`holder` names the caller's attempt at the step (e.g. a workflow execution id), so
+        that the caller's own retry of a begin whose answer it lost is answered first again;
+        without one, a holder is made for this call."""
         doc_id = token_document_id(token, scope)
+        holder = holder or self._new_holder()  # once per call: every write of it carries it
         budget = self._budget("begin")
         for _ in range(self.MAX_ROUNDS):
             now = self._clock()
-            holder = self._new_holder()
             record = {
                 "status": TokenStatus.STARTED.value,
                 "holder": holder,
@@ -135,6 +139,9 @@ class IdempotencyTokens:
             if stored is None:
                 continue  # released between our create and our read
             fields = stored.fields
+            if fields.get("holder") == holder and fields["status"] == TokenStatus.STARTED:
+                # Our own write: it committed, its answer was lost, and it was sent again.
+                return TokenCheck(Verdict.FIRST, TokenStatus.STARTED, fields.get("fence"), holder)
             if fields["expire_at"] <= stored.read_time:
                 # Past retention but not yet deleted by TTL: a new use of the token.
                 try:
@@ -142,7 +149,7 @@ class IdempotencyTokens:
                         doc_id, record, if_updated_at=stored.update_time, timeout=budget.left()
                     )
                 except StaleWrite:
-                    continue
+                    continue  # changed since our read (perhaps by our own update, retried)
                 return TokenCheck(Verdict.FIRST, TokenStatus.STARTED, fence, holder)
             recorded_fence = fields.get("fence")
             stale = fence is not None and recorded_fence is not None and fence < recorded_fence
@@ -204,7 +211,7 @@ class IdempotencyTokens:
         return stored
 
 
-# --- configuration and the HTTP entry point's logic -----------------------------------
+# --- configuration ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -227,149 +234,3 @@ class TokenStoreConfig:
             if not math.isfinite(retention) or retention <= 0:
                 raise ConfigError("IDEMPOTENCY_RETENTION_SECONDS", f"{raw!r} must be positive")
         return cls(collection, retention)
-
-
-class BadTokenRequest(ValueError):
-    pass
-
-
-@dataclass(frozen=True)
-class TokenRequest:
-    action: str
-    token: str
-    scope: str
-    fence: int | None
-    holder: str | None
-    result: Any
-
-    @classmethod
-    def parse(cls, body: bytes) -> TokenRequest:
-        if len(body) > MAX_TOKEN_REQUEST_BYTES:
-            raise BadTokenRequest(f"body exceeds {MAX_TOKEN_REQUEST_BYTES} bytes")
-        try:
-            parsed = strict_json.loads(body or b"null")
-        except strict_json.StrictJsonError as error:
-            raise BadTokenRequest(f"body must be JSON: {error}") from None
-        if not isinstance(parsed, dict):
-            raise BadTokenRequest("body must be a JSON object")
-        action = parsed.get("action", "begin")
-        if action not in ("begin", "complete", "release"):
-            raise BadTokenRequest("action must be begin, complete or release")
-        token = parsed.get("token")
-        if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_LENGTH:
-            raise BadTokenRequest(f"token must be a non-empty string of at most {MAX_TOKEN_LENGTH} chars")
-        scope = parsed.get("scope", "")
-        if not isinstance(scope, str) or len(scope) > MAX_SCOPE_LENGTH:
-            raise BadTokenRequest(f"scope must be a string of at most {MAX_SCOPE_LENGTH} chars")
-        holder = parsed.get("holder")
-        if action != "begin" and not isinstance(holder, str):
-            raise BadTokenRequest(f"{action} needs the holder that begin returned")
-        result = parsed.get("result")
-        if len(strict_json.dumps(result)) > MAX_RESULT_BYTES:
-            raise BadTokenRequest(f"result exceeds {MAX_RESULT_BYTES} bytes of JSON")
-        return cls(action, token, scope, _fence(parsed.get("fence")), holder, result)
-
-
-def _fence(value: Any) -> int | None:
-    # Workflows passes int64 as a number; other callers may send a decimal string.
-    # Only ASCII digits: str.isdigit() also accepts "²", which int() then refuses.
-    if value is None:
-        return None
-    if isinstance(value, str) and _FENCE_DIGITS.match(value):
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_FENCE:
-        return value
-    raise BadTokenRequest(f"fence must be an integer from 0 to {MAX_FENCE} (or its decimal string)")
-
-
-class TokenCheckEndpoint:
-    """POST JSON in, (status, JSON) out; main.check_idempotency_token adapts it to Flask.
-
-    Every verdict is 200, {"first": bool, ...}: a Workflows http.post raises on non-2xx, and
-    a duplicate is an expected answer the workflow branches on, not an error. 409 means a
-    complete/release by a non-holder; 503 a Firestore failure (http.default_retry retries it).
-    """
-
-    def __init__(
-        self, tokens: IdempotencyTokens, log: Callable[[Mapping[str, Any]], None] | None = None
-    ) -> None:
-        self._tokens = tokens
-        self._log = log or _log_line
-
-    def handle(self, method: str, body: bytes) -> tuple[int, dict[str, Any]]:
-        started = time.perf_counter()
-        logged: dict[str, Any] = {}
-        try:
-            status, reply = self._handle(method, body)
-        except Exception as error:  # a bug still answers JSON and leaves its log line
-            status, reply = internal_error(error, logged)
-        # The holder is a capability and the result may be large: neither is logged.
-        logged.update((k, v) for k, v in reply.items() if k not in ("holder", "result"))
-        latency_ms = round((time.perf_counter() - started) * 1000, 3)
-        self._log({**logged, "http_status": status, "latency_ms": latency_ms})
-        return status, reply
-
-    def _handle(self, method: str, body: bytes) -> tuple[int, dict[str, Any]]:
-        if method != "POST":
-            return 405, {"error": "method_not_allowed", "message": "use POST with a JSON body"}
-        try:
-            request = TokenRequest.parse(body)
-        except BadTokenRequest as error:
-            return 400, {"error": "bad_request", "message": str(error)}
-        try:
-            return self._act(request)
-        except NotTokenHolder:
-            return 409, {"error": "not_holder", "message": "the token is not held by this holder"}
-        except TokenContention:
-            return 503, {"error": "contention", "message": "the token record kept changing: retry"}
-        except google_exceptions.GoogleAPIError as error:
-            return 503, {"error": "store_error", "message": f"Firestore failed: {type(error).__name__}"}
-
-    def _act(self, request: TokenRequest) -> tuple[int, dict[str, Any]]:
-        if request.action == "complete":
-            assert request.holder is not None
-            self._tokens.complete(request.token, request.holder, request.result, request.scope)
-            return 200, {"action": "complete", "status": TokenStatus.COMPLETED.value}
-        if request.action == "release":
-            assert request.holder is not None
-            self._tokens.release(request.token, request.holder, request.scope)
-            return 200, {"action": "release", "status": "released"}
-        check = self._tokens.begin(request.token, request.fence, request.scope)
-        reply: dict[str, Any] = {
-            "action": "begin",
-            "first": check.first,
-            "verdict": check.verdict.value,
-            "status": check.status.value,
-            "recorded_fence": check.recorded_fence,
-        }
-        if check.holder is not None:
-            reply["holder"] = check.holder
-        if check.status is TokenStatus.COMPLETED:
-            reply["result"] = check.result
-        return 200, reply
-
-
-def internal_error(error: Exception, logged: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    logged.update(exception=repr(error), traceback=traceback.format_exc())
-    return 500, {"error": "internal_error", "message": "unexpected error"}
-
-
-def handle_token_request(
-    endpoint: Callable[[], TokenCheckEndpoint], method: str, body: bytes
-) -> tuple[int, dict[str, Any]]:
-    """Build the endpoint (first request) and answer; a failure to build it is answered and
-    logged like any other unexpected error."""
-    try:
-        built = endpoint()
-    except Exception as error:
-        logged: dict[str, Any] = {}
-        status, reply = internal_error(error, logged)
-        _log_line({**logged, **reply, "http_status": status})
-        return status, reply
-    return built.handle(method, body)
-
-
-def _log_line(fields: Mapping[str, Any]) -> None:
-    what = fields.get("verdict") or fields.get("status") or fields.get("error")
-    severity = structured_log.severity_for_status(int(fields.get("http_status", 500)))
-    structured_log.emit(severity, f"idempotency token: {what}", fields)

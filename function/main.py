@@ -18,16 +18,11 @@ from typing import Any
 import flask
 import functions_framework
 from exactly_once import CONFIG, RunContext, exactly_once, firestore_client, json_response, request_body
-from idempotency import (
-    MAX_TOKEN_REQUEST_BYTES,
-    IdempotencyTokens,
-    TokenCheckEndpoint,
-    TokenStoreConfig,
-    handle_token_request,
-)
+from idempotency import IdempotencyTokens, TokenStoreConfig
 from job_api import JobRouter
 from once import OncePerInstance
 from run_store import FirestoreRunStore
+from token_endpoint import MAX_TOKEN_REQUEST_BYTES, TokenCheckEndpoint, handle_token_request
 
 TOKEN_CONFIG = TokenStoreConfig.from_env(os.environ)
 JOBS = JobRouter(CONFIG.job_handler, CONFIG.job_handlers)

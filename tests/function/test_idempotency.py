@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections import Counter
 from collections.abc import Mapping
 from datetime import timedelta
@@ -13,19 +14,21 @@ import pytest
 import requests
 from config import ConfigError
 from idempotency import (
+    DOCUMENT_ID_PREFIX,
     IdempotencyTokens,
     NotTokenHolder,
-    TokenCheckEndpoint,
     TokenStatus,
     TokenStoreConfig,
     Verdict,
-    handle_token_request,
     token_document_id,
 )
 from run_store import FirestoreRunStore
+from token_endpoint import TokenCheckEndpoint, handle_token_request
 
 from tests.support.clock import FakeClock
+from tests.support.lossy_proxy import answer_losing_proxy
 from tests.support.proxy_runs import RUN_ID, concurrent
+from tests.support.waiting import wait_until
 
 COLLECTION = "idempotency_tokens"
 
@@ -101,10 +104,81 @@ def test_scopes_separate_steps_and_document_ids_hide_other_tokens(db):
     assert tokens.begin(RUN_ID, scope="charge").first
     assert tokens.begin(RUN_ID, scope="email").first
     assert tokens.begin(RUN_ID).first
-    assert token_document_id(RUN_ID) == RUN_ID
-    assert token_document_id("order-17") == hashlib.sha256(b"\0order-17").hexdigest()
+    pair = json.dumps(["", RUN_ID], separators=(",", ":")).encode()
+    assert token_document_id(RUN_ID) == DOCUMENT_ID_PREFIX + hashlib.sha256(pair).hexdigest()
     stored = {doc.id for doc in db.collection(COLLECTION).stream()}
-    assert RUN_ID in stored and len(stored) == 3
+    assert len(stored) == 3 and all(doc_id.startswith(DOCUMENT_ID_PREFIX) for doc_id in stored)
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        (("c", "a\0b"), ("b\0c", "a")),  # (token, scope) pairs that join to one text
+        (("order-17", ""), (hashlib.sha256(b"\0order-17").hexdigest(), "")),  # a hash, as a token
+        (("x", ""), ('x"', "")),
+        (("\ud800", ""), ("\udc00", "")),  # lone surrogates, which UTF-8 cannot encode
+    ],
+    ids=["nul-separator", "hash-token", "quote", "lone-surrogates"],
+)
+def test_different_tokens_never_share_a_record(db, one, other):
+    tokens = tokens_on(db)
+    assert token_document_id(*one) != token_document_id(*other)
+    assert tokens.begin(one[0], scope=one[1]).first
+    assert tokens.begin(other[0], scope=other[1]).first
+    assert not tokens.begin(other[0], scope=other[1]).first
+
+
+# --- lost answers ------------------------------------------------------------------------------
+
+
+class SentTwice(FirestoreRunStore):
+    """The client library's retry of a write whose commit outlived the per-RPC timeout (or
+    whose answer a dropped connection lost): the write is sent again after it committed."""
+
+    def __init__(self, client, collection: str, method: str) -> None:
+        super().__init__(client, collection)
+        self.method = method
+        self.sent_twice = 0
+
+    def create(self, run_id, fields, *, timeout):
+        if self.method == "create" and not self.sent_twice:
+            self.sent_twice += 1
+            super().create(run_id, fields, timeout=timeout)  # commits; its answer is lost
+        return super().create(run_id, fields, timeout=timeout)
+
+    def update(self, run_id, fields, *, if_updated_at, timeout):
+        if self.method == "update" and not self.sent_twice:
+            self.sent_twice += 1
+            super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout)
+        return super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout)
+
+
+@pytest.mark.parametrize("method", ["create", "update"])
+def test_a_begin_whose_write_is_sent_again_after_committing_is_still_first(db, method):
+    """create: a new token; update: the reuse of an expired one (its record is overwritten)."""
+    if method == "update":
+        assert tokens_on(db, clock=FakeClock(offset=-timedelta(days=2))).begin(RUN_ID).first
+    store = SentTwice(db, COLLECTION, method)
+    check = IdempotencyTokens(store, retention=timedelta(days=1)).begin(RUN_ID, fence=9)
+    assert store.sent_twice == 1
+    assert (check.verdict, check.recorded_fence) == (Verdict.FIRST, 9)
+    stored = db.collection(COLLECTION).document(token_document_id(RUN_ID)).get()
+    assert stored.get("holder") == check.holder
+    assert not tokens_on(db).begin(RUN_ID, fence=9).first  # and it is still one token
+
+
+def test_a_caller_repeating_its_holder_is_first_again_and_no_one_else_is(db):
+    tokens = tokens_on(db)
+    first = tokens.begin(RUN_ID, fence=3, holder="execution-1")
+    assert (first.first, first.holder) == (True, "execution-1")
+    again = tokens.begin(RUN_ID, fence=3, holder="execution-1")  # its answer was lost: retried
+    assert (again.first, again.holder, again.recorded_fence) == (True, "execution-1", 3)
+    other = tokens.begin(RUN_ID, fence=3, holder="execution-2")
+    assert (other.verdict, other.holder) == (Verdict.DUPLICATE, None)
+    tokens.complete(RUN_ID, "execution-1", {"done": True})
+    done = tokens.begin(RUN_ID, fence=3, holder="execution-1")  # completed: the step happened
+    assert (done.verdict, done.status) == (Verdict.DUPLICATE, TokenStatus.COMPLETED)
+    assert done.result == {"done": True}
 
 
 def test_config_names_the_variable():
@@ -192,6 +266,60 @@ def test_http_hostile_bodies_are_400_json_and_write_nothing(token_server, db, ra
     reply = requests.post(token_server.url, data=raw, timeout=30)
     assert (reply.status_code, reply.json()["error"]) == (400, "bad_request"), reply.text
     assert list(db.collection(COLLECTION).stream()) == []
+
+
+def test_http_a_begin_whose_commit_answer_is_lost_on_the_wire_is_still_first(
+    function_servers, emulator_host, project, db
+):
+    """The begin's create reaches the emulator and commits; its answer is lost and the
+    connection drops. The client library sends the create again, which finds the record: the
+    holder in it is this begin's own, so the answer is first, and the step can happen."""
+    with answer_losing_proxy(emulator_host) as proxy:
+        env = {"FIRESTORE_EMULATOR_HOST": proxy.host, "GOOGLE_CLOUD_PROJECT": project}
+        server = function_servers(env, target="check_idempotency_token")
+        assert post(server, {"token": "warm-up"}).json()["first"]  # the channel is up
+        record = db.collection(COLLECTION).document(token_document_id(RUN_ID))
+
+        proxy.lose_answers()
+        replies: list[requests.Response] = []
+        begin = threading.Thread(target=lambda: replies.append(post(server, {"token": RUN_ID, "fence": 7})))
+        begin.start()
+        committed = wait_until(lambda: record.get().exists, timeout=30, what="the begin's commit")
+        proxy.reconnect()
+        begin.join(timeout=60)
+
+        assert committed and replies, "the begin was not answered"
+        reply = replies[0].json()
+        assert (replies[0].status_code, reply["verdict"], reply["recorded_fence"]) == (200, "first", 7)
+        assert reply["holder"] == record.get().get("holder")
+        done = {"action": "complete", "token": RUN_ID, "holder": reply["holder"], "result": "done"}
+        assert post(server, done).status_code == 200
+        duplicate = post(server, {"token": RUN_ID, "fence": 7}).json()
+        assert (duplicate["first"], duplicate["status"], duplicate["result"]) == (False, "completed", "done")
+
+
+def test_http_a_caller_repeating_its_holder_is_first_again(token_server):
+    """What a workflow's retry of a begin whose answer it lost sends: its execution id again."""
+    begin = {"token": RUN_ID, "fence": 5, "holder": "execution-1"}
+    answers = [post(token_server, begin).json() for _ in range(2)]
+    assert [(a["first"], a["holder"]) for a in answers] == [(True, "execution-1")] * 2
+    other = post(token_server, {**begin, "holder": "execution-2"}).json()
+    assert (other["first"], other["verdict"]) == (False, "duplicate")
+
+
+@pytest.mark.parametrize("holder", ["", "h" * 201, 5, ["h"]], ids=["empty", "long", "number", "list"])
+def test_http_a_bad_holder_is_400_naming_it(token_server, db, holder):
+    for action in ("begin", "complete"):
+        reply = post(token_server, {"action": action, "token": RUN_ID, "holder": holder})
+        assert (reply.status_code, reply.json()["error"]) == (400, "bad_request")
+        assert "holder" in reply.json()["message"]
+    assert list(db.collection(COLLECTION).stream()) == []
+
+
+def test_http_a_token_with_a_lone_surrogate_is_a_token_like_any_other(token_server):
+    body = b'{"token": "\\ud800", "fence": 1}'
+    answers = [requests.post(token_server.url, data=body, timeout=30) for _ in range(2)]
+    assert [(a.status_code, a.json()["first"]) for a in answers] == [(200, True), (200, False)]
 
 
 def test_largest_fence_is_accepted(token_server):
