@@ -188,16 +188,21 @@ class IdempotencyTokens:
 
     def release(self, token: str, holder: str, scope: str = "") -> None:
         """Forget a started token after the step failed, so a retry may perform it. A
-        completed token is never released: the step happened."""
+        completed token is never released: the step happened. A token with no record left
+        is released already: a release whose answer was lost may be sent again."""
         doc_id = token_document_id(token, scope)
         budget = self._budget("release")
-        stored = self._held(doc_id, holder, budget)
-        if stored is None or stored.fields["status"] != TokenStatus.STARTED:
+        stored = self._store.get(doc_id, timeout=budget.left())
+        if stored is None:
+            return
+        if stored.fields.get("holder") != holder or stored.fields["status"] != TokenStatus.STARTED:
             raise NotTokenHolder(doc_id)
         try:
             self._store.delete(doc_id, if_updated_at=stored.update_time, timeout=budget.left())
         except StaleWrite:
-            raise NotTokenHolder(doc_id) from None
+            # Gone: our own delete committed before a retry of it. Changed: not ours to end.
+            if self._store.get(doc_id, timeout=budget.left()) is not None:
+                raise NotTokenHolder(doc_id) from None
 
     def _budget(self, action: str) -> Budget:
         """Tokens have no lease: each action gets the ledger's longest store deadline, well

@@ -152,6 +152,12 @@ class SentTwice(FirestoreRunStore):
             super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout)
         return super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout)
 
+    def delete(self, run_id, *, if_updated_at, timeout):
+        if self.method == "delete" and not self.sent_twice:
+            self.sent_twice += 1
+            super().delete(run_id, if_updated_at=if_updated_at, timeout=timeout)
+        return super().delete(run_id, if_updated_at=if_updated_at, timeout=timeout)
+
 
 @pytest.mark.parametrize("method", ["create", "update"])
 def test_a_begin_whose_write_is_sent_again_after_committing_is_still_first(db, method):
@@ -165,6 +171,21 @@ def test_a_begin_whose_write_is_sent_again_after_committing_is_still_first(db, m
     stored = db.collection(COLLECTION).document(token_document_id(RUN_ID)).get()
     assert stored.get("holder") == check.holder
     assert not tokens_on(db).begin(RUN_ID, fence=9).first  # and it is still one token
+
+
+@pytest.mark.parametrize("method", ["update", "delete"])
+def test_a_complete_or_release_sent_again_after_committing_succeeds(db, method):
+    first = tokens_on(db).begin(RUN_ID, fence=1)
+    assert first.holder is not None
+    store = SentTwice(db, COLLECTION, method)
+    tokens = IdempotencyTokens(store, retention=timedelta(days=1))
+    if method == "update":
+        tokens.complete(RUN_ID, first.holder, {"sent": "twice"})
+        assert tokens_on(db).begin(RUN_ID).result == {"sent": "twice"}
+    else:
+        tokens.release(RUN_ID, first.holder)
+        assert tokens_on(db).begin(RUN_ID, fence=2).first  # released: the retry may act
+    assert store.sent_twice == 1
 
 
 def test_a_caller_repeating_its_holder_is_first_again_and_no_one_else_is(db):
@@ -296,6 +317,27 @@ def test_http_a_begin_whose_commit_answer_is_lost_on_the_wire_is_still_first(
         assert post(server, done).status_code == 200
         duplicate = post(server, {"token": RUN_ID, "fence": 7}).json()
         assert (duplicate["first"], duplicate["status"], duplicate["result"]) == (False, "completed", "done")
+
+
+def test_http_firestore_unreachable_is_503_and_the_same_request_sent_again_is_answered(
+    function_servers, emulator_host, project
+):
+    """The answer the sample workflow's retry predicate retries, and what its retry gets."""
+    with answer_losing_proxy(emulator_host) as proxy:
+        env = {"FIRESTORE_EMULATOR_HOST": proxy.host, "GOOGLE_CLOUD_PROJECT": project}
+        server = function_servers(env, target="check_idempotency_token")
+        begin = {"token": RUN_ID, "fence": 4, "holder": "execution-1"}
+        proxy.cut("refuse")
+        failed = post(server, begin)
+        assert (failed.status_code, failed.json()["error"]) == (503, "store_error")
+        proxy.restore()
+
+        def answered_200() -> requests.Response | None:
+            reply = post(server, begin)
+            return reply if reply.status_code == 200 else None
+
+        retried = wait_until(answered_200, timeout=60, what="Firestore to be reachable again", interval=0.5)
+        assert (retried.json()["first"], retried.json()["holder"]) == (True, "execution-1")
 
 
 def test_http_a_caller_repeating_its_holder_is_first_again(token_server):

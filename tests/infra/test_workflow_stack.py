@@ -226,32 +226,100 @@ def test_dev_stack_deploys_the_workflow_proxy_demo() -> None:
 # --- the sample workflow's source ---------------------------------------------------------------
 
 
-def test_sample_workflow_is_yaml_that_checks_the_token_before_its_state_change() -> None:
-    text = SAMPLE_WORKFLOW_FILE.read_text(encoding="utf-8")
-    main = yaml.safe_load(text)["main"]
+def sample_workflow() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(SAMPLE_WORKFLOW_FILE.read_text(encoding="utf-8"))
+    return loaded
+
+
+def steps_of(steps: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {name: step for entry in steps for name, step in entry.items()}
+
+
+def calls_in(value: Any) -> list[str]:
+    """Every `call:` anywhere in a part of the workflow."""
+    if isinstance(value, dict):
+        own = [value["call"]] if isinstance(value.get("call"), str) else []
+        return own + [call for item in value.values() for call in calls_in(item)]
+    if isinstance(value, list):
+        return [call for item in value for call in calls_in(item)]
+    return []
+
+
+TOKEN_CALL = "token_call"
+EXECUTION_ID = '${sys.get_env("GOOGLE_CLOUD_WORKFLOW_EXECUTION_ID")}'
+
+
+def test_sample_workflow_checks_the_token_before_its_state_change_and_completes_it() -> None:
+    main = sample_workflow()["main"]
     assert main["params"] == ["args"]
-    steps = [next(iter(step)) for step in main["steps"]]
-    assert steps.index("check_token") < steps.index("skip_duplicate") < steps.index("change_state")
-    assert steps.index("change_state") < steps.index("complete_token")
-    check = main["steps"][0]["check_token"]
-    assert check["call"] == "http.post"
-    assert check["args"]["url"] == '${sys.get_env("TOKEN_CHECK_URL")}'
-    assert check["args"]["auth"] == {"type": "OIDC"}
+    order = [next(iter(step)) for step in main["steps"]]
+    assert order.index("check_token") < order.index("skip_duplicate") < order.index("change_state")
+    assert order.index("change_state") < order.index("complete_token")
+    steps = steps_of(main["steps"])
+
+    check = steps["check_token"]
+    assert (check["call"], check["result"]) == (TOKEN_CALL, "check")
     assert check["args"]["body"] == {
         "action": "begin",
         "token": "${args.idempotency_key}",
         "fence": "${args.fence}",
         "scope": "change_state",
+        "holder": EXECUTION_ID,  # a begin sent again is this execution's own
     }
-    switch = main["steps"][1]["skip_duplicate"]["switch"][0]
-    assert switch["condition"] == "${not check.body.first}"
+    switch = steps["skip_duplicate"]["switch"][0]
+    assert switch["condition"] == "${not check.first}"
     assert "return" in json.dumps(switch["steps"])
-    complete = main["steps"][steps.index("complete_token")]["complete_token"]["args"]
-    assert complete["body"]["action"] == "complete"
-    assert complete["body"]["holder"] == "${check.body.holder}"
-    assert complete["body"]["scope"] == check["args"]["body"]["scope"]
-    assert complete["auth"] == {"type": "OIDC"}
+
+    complete = steps["complete_token"]
+    assert complete["call"] == TOKEN_CALL
+    assert complete["args"]["body"] == {
+        "action": "complete",
+        "token": "${args.idempotency_key}",
+        "scope": "change_state",
+        "holder": "${check.holder}",
+        "result": "${result}",
+    }
+    text = SAMPLE_WORKFLOW_FILE.read_text(encoding="utf-8")
     assert "PLACEHOLDER" in text and "sys.log" not in text
+
+
+def test_a_failed_state_change_releases_the_token_and_fails_the_execution() -> None:
+    change = steps_of(sample_workflow()["main"]["steps"])["change_state"]
+    assert "result" in json.dumps(change["try"]["steps"])
+    handler = change["except"]
+    on_failure = steps_of(handler["steps"])
+    release = on_failure["release_token"]
+    assert release["call"] == TOKEN_CALL
+    assert release["args"]["body"] == {
+        "action": "release",
+        "token": "${args.idempotency_key}",
+        "scope": "change_state",
+        "holder": "${check.holder}",
+    }
+    assert list(on_failure)[-1] == "fail" and on_failure["fail"]["raise"] == f"${{{handler['as']}}}"
+
+
+def test_every_token_call_is_retried_on_429_503_and_connection_errors_boundedly() -> None:
+    """Workflows' http.default_retry_predicate retries 429, 502, 503, 504, connection errors
+    and timeouts: the token check's 503 (Firestore failed, contention) is among them."""
+    workflow = sample_workflow()
+    assert set(calls_in(workflow["main"])) == {TOKEN_CALL}  # no token call bypasses the retry
+    token_call = workflow[TOKEN_CALL]
+    assert token_call["params"] == ["body"]
+    post = steps_of(token_call["steps"])["post"]
+    request = post["try"]
+    assert request["call"] == "http.post"
+    assert request["args"] == {
+        "url": '${sys.get_env("TOKEN_CHECK_URL")}',
+        "auth": {"type": "OIDC"},
+        "body": "${body}",
+    }
+    retry = post["retry"]
+    assert retry["predicate"] == "${http.default_retry_predicate}"
+    assert 1 <= retry["max_retries"] <= 10
+    backoff = retry["backoff"]
+    assert 0 < backoff["initial_delay"] <= backoff["max_delay"] <= 60 and backoff["multiplier"] > 1
+    assert steps_of(token_call["steps"])["answer"]["return"] == f"${{{request['result']}.body}}"
 
 
 def test_the_proxy_page_shows_the_sample_workflow_verbatim() -> None:
