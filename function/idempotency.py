@@ -76,7 +76,8 @@ class TokenCheck:
 
 
 class NotTokenHolder(Exception):
-    """complete()/release() by a caller that did not record the token (or it expired)."""
+    """complete() by a caller whose token record is not (or no longer) its own; release()
+    of a token another caller holds, or that is completed."""
 
 
 class TokenContention(Exception):

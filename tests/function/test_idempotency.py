@@ -319,6 +319,30 @@ def test_http_a_begin_whose_commit_answer_is_lost_on_the_wire_is_still_first(
         assert (duplicate["first"], duplicate["status"], duplicate["result"]) == (False, "completed", "done")
 
 
+def test_http_a_begin_whose_commit_outlives_every_rpc_timeout_is_first_for_its_holder_retry(
+    function_servers, emulator_host, project, db
+):
+    """The commit lands but no answer comes back within the begin's budget: 503. The
+    workflow's retry sends the same begin, with the same holder (its execution id), and is
+    answered first: the step happens once, not never."""
+    with answer_losing_proxy(emulator_host) as proxy:
+        env = {"FIRESTORE_EMULATOR_HOST": proxy.host, "GOOGLE_CLOUD_PROJECT": project}
+        server = function_servers(env, target="check_idempotency_token")
+        assert post(server, {"token": "warm-up"}).json()["first"]  # the channel is up
+        begin = {"token": RUN_ID, "fence": 8, "holder": "execution-1"}
+
+        proxy.lose_answers()
+        timed_out = post(server, begin)
+        assert db.collection(COLLECTION).document(token_document_id(RUN_ID)).get().exists
+        assert (timed_out.status_code, timed_out.json()["error"]) == (503, "store_error")
+        proxy.reconnect()
+
+        retried = post(server, begin)
+        assert (retried.status_code, retried.json()["verdict"]) == (200, "first")
+        assert retried.json()["holder"] == "execution-1"
+        assert post(server, {**begin, "holder": "execution-2"}).json()["verdict"] == "duplicate"
+
+
 def test_http_firestore_unreachable_is_503_and_the_same_request_sent_again_is_answered(
     function_servers, emulator_host, project
 ):
