@@ -142,6 +142,7 @@ class ScheduledRunHandler:
             entry["no_cache"] = True
         elif (seen := self._cache.get(key.run_id)) is not None:
             entry.update(result=seen.result, cached=True)
+            _flag_other_body(entry, seen.fingerprint.hex(), fingerprint)
             return self._duplicate(seen.result, seen.output_json)
         entry["attempt_id"] = attempt_id = self._new_attempt_id()
 
@@ -150,7 +151,9 @@ class ScheduledRunHandler:
         except RunAlreadyCompleted as done:
             entry["result"] = done.result
             _flag_other_body(entry, done.fingerprint, fingerprint)
-            self._cache.remember(key.run_id, done.result, done.output_json, done.seconds_left)
+            self._cache.remember(
+                key.run_id, done.result, done.output_json, done.seconds_left, fingerprint=done.fingerprint
+            )
             return self._duplicate(done.result, done.output_json)
         except RunInProgress as busy:
             entry.update(holder_attempt_id=busy.holder, retry_after_s=busy.retry_after_seconds)
@@ -296,7 +299,9 @@ class ScheduledRunHandler:
     def _remember(self, claim: Claim, result: JobResult, output_json: str | None) -> None:
         """The record expires retention after the owner's last write, at most a lease ago."""
         valid_for = (self._ledger.retention - self._ledger.lease).total_seconds()
-        self._cache.remember(claim.run_id, result.value, output_json, valid_for)
+        self._cache.remember(
+            claim.run_id, result.value, output_json, valid_for, fingerprint=claim.fingerprint
+        )
 
 
 def _flag_other_body(entry: dict[str, Any], recorded: str, ours: str) -> None:

@@ -101,6 +101,8 @@ class Claim:
     # time.monotonic() when that write was sent. It committed later, so on this instance's
     # clock the lease lasts at least until sent_at + lease: what the watchdog counts on.
     sent_at: float
+    # SHA-256 (hex) of the body this attempt runs the job with, as recorded with the run.
+    fingerprint: str = ""
 
 
 class RunLedger:
@@ -161,7 +163,7 @@ class RunLedger:
             sent = created_at = time.monotonic()
             try:
                 update_time = self._store.create(run_id, record, timeout=budget.left())
-                return self._started(run_id, attempt_id, ClaimKind.CREATED, update_time, sent)
+                return self._started(run_id, attempt_id, ClaimKind.CREATED, update_time, sent, fingerprint)
             except RecordExists:
                 pass
 
@@ -170,7 +172,9 @@ class RunLedger:
                 continue  # released between our create and our read: create again
             if stored.fields.get("attempt_id") == attempt_id:
                 # Our own create committed but its answer was lost and the client retried.
-                return self._started(run_id, attempt_id, ClaimKind.CREATED, stored.update_time, created_at)
+                return self._started(
+                    run_id, attempt_id, ClaimKind.CREATED, stored.update_time, created_at, fingerprint
+                )
             kind = self._takeover_kind(run_id, stored, target)
             sent = time.monotonic()
             try:
@@ -179,7 +183,7 @@ class RunLedger:
                 )
             except StaleWrite:
                 continue  # someone else changed it first: look again
-            return self._started(run_id, attempt_id, kind, update_time, sent)
+            return self._started(run_id, attempt_id, kind, update_time, sent, fingerprint)
 
         raise RunInProgress(run_id, 1, None)
 
@@ -201,12 +205,25 @@ class RunLedger:
         return ClaimKind.TOOK_OVER_LEASE
 
     def _started(
-        self, run_id: str, attempt_id: str, kind: ClaimKind, update_time: datetime, sent: float
+        self,
+        run_id: str,
+        attempt_id: str,
+        kind: ClaimKind,
+        update_time: datetime,
+        sent: float,
+        fingerprint: str,
     ) -> Claim:
         """The lease began at the commit, which happened after `sent`; when the answer took
         longer than the deadline, the lease may be gone: give the claim back unrun."""
         claim = Claim(
-            run_id, attempt_id, kind, fence_of(update_time), update_time, update_time + self._lease, sent
+            run_id,
+            attempt_id,
+            kind,
+            fence_of(update_time),
+            update_time,
+            update_time + self._lease,
+            sent,
+            fingerprint,
         )
         waited = time.monotonic() - sent
         if waited > self.deadline_seconds:

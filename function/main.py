@@ -49,6 +49,7 @@ _token_endpoint = OncePerInstance(_build_token_endpoint)
 def check_idempotency_token(request: flask.Request) -> flask.Response:
     """Lets a workflow or service called twice for one token perform its step once.
     Deployed as its own function from the same source (docs/proxy.md)."""
-    body = request_body(request, MAX_TOKEN_REQUEST_BYTES) or b""  # unreadable: not JSON, a 400
-    status, reply = handle_token_request(_token_endpoint, request.method, body)
+    body = request_body(request, MAX_TOKEN_REQUEST_BYTES)
+    headers = dict(request.headers.items())
+    status, reply = handle_token_request(_token_endpoint, request.method, body, headers)
     return json_response(status, reply, {})

@@ -18,6 +18,7 @@ import strict_json
 import structured_log
 from google.api_core import exceptions as google_exceptions
 from idempotency import IdempotencyTokens, NotTokenHolder, TokenContention, TokenStatus
+from request_checks import body_problem
 
 MAX_TOKEN_LENGTH = 1500
 MAX_SCOPE_LENGTH = 200
@@ -102,11 +103,15 @@ class TokenCheckEndpoint:
         self._tokens = tokens
         self._log = log or _log_line
 
-    def handle(self, method: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    def handle(
+        self, method: str, body: bytes | None, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """`body` is None when it could not be read; `headers` let a body shorter than its
+        Content-Length be refused rather than parsed."""
         started = time.perf_counter()
         logged: dict[str, Any] = {}
         try:
-            status, reply = self._handle(method, body)
+            status, reply = self._handle(method, body, headers or {})
         except Exception as error:  # a bug still answers JSON and leaves its log line
             status, reply = internal_error(error, logged)
         # The holder is a capability and the result may be large: neither is logged.
@@ -115,9 +120,14 @@ class TokenCheckEndpoint:
         self._log({**logged, "http_status": status, "latency_ms": latency_ms})
         return status, reply
 
-    def _handle(self, method: str, body: bytes) -> tuple[int, dict[str, Any]]:
+    def _handle(
+        self, method: str, body: bytes | None, headers: Mapping[str, str]
+    ) -> tuple[int, dict[str, Any]]:
         if method != "POST":
             return 405, {"error": "method_not_allowed", "message": "use POST with a JSON body"}
+        if (problem := body_problem(headers, body)) is not None:
+            return 400, {"error": "bad_request", "message": problem}
+        assert body is not None
         try:
             request = TokenRequest.parse(body)
         except BadTokenRequest as error:
@@ -161,7 +171,10 @@ def internal_error(error: Exception, logged: dict[str, Any]) -> tuple[int, dict[
 
 
 def handle_token_request(
-    endpoint: Callable[[], TokenCheckEndpoint], method: str, body: bytes
+    endpoint: Callable[[], TokenCheckEndpoint],
+    method: str,
+    body: bytes | None,
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Build the endpoint (first request) and answer; a failure to build it is answered and
     logged like any other unexpected error."""
@@ -172,7 +185,7 @@ def handle_token_request(
         status, reply = internal_error(error, logged)
         _log_line({**logged, **reply, "http_status": status})
         return status, reply
-    return built.handle(method, body)
+    return built.handle(method, body, headers)
 
 
 def _log_line(fields: Mapping[str, Any]) -> None:

@@ -36,6 +36,16 @@ def test_no_cache_is_decided_by_the_ledger_never_by_the_warm_cache(db):
     assert len(sample_jobs.CALLS) == 2
 
 
+def test_a_duplicate_with_another_body_is_flagged_when_answered_from_memory_too(db):
+    harness = Harness(db, "tests.function.sample_jobs:record_call")
+    assert harness.deliver(body=b'{"a": 1}').body["outcome"] == "executed"
+    same = harness.deliver(body=b'{"a": 1}')
+    assert harness.log_lines()[-1]["cached"] is True and "body_mismatch" not in same.body
+    changed = harness.deliver(body=b'{"a": 2}')
+    assert harness.log_lines()[-1]["cached"] is True
+    assert (changed.body["outcome"], changed.body["body_mismatch"]) == ("duplicate_completed", True)
+
+
 def test_the_same_run_with_another_body_is_answered_from_the_record_and_flagged(db):
     first = Harness(db, "tests.function.sample_jobs:record_call")
     assert first.deliver(body=b'{"a": 1}').body["outcome"] == "executed"

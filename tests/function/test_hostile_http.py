@@ -87,3 +87,14 @@ def test_a_header_beyond_the_server_limit_is_refused_before_the_function_and_wri
     assert refused.status_code == 431
     assert list(db.collection("scheduler_runs").stream()) == []
     assert deliver(server).json()["outcome"] == "executed"
+
+
+def test_a_token_check_body_cut_short_is_400_and_records_nothing(
+    function_servers, emulator_host, project, db
+):
+    env = {"FIRESTORE_EMULATOR_HOST": emulator_host, "GOOGLE_CLOUD_PROJECT": project}
+    server = function_servers(env, target="check_idempotency_token")
+    full = json.dumps({"token": "t-1"}).encode()
+    status, answer = raw_exchange(server.port, request_head([], len(full)), full[:5], close_after_send=True)
+    assert (status, answer["error"]) == (400, "bad_request") and "ended after 5" in answer["message"]
+    assert list(db.collection("idempotency_tokens").stream()) == []

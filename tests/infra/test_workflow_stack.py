@@ -1,4 +1,4 @@
-"""Issue #7, stack side: the optional sample workflow, the token check it calls, and the
+"""The Workflows proxy, stack side: the optional sample workflow, the token check it calls, and the
 project-level roles/workflows.invoker grant that exists only when a job uses the proxy."""
 
 from __future__ import annotations

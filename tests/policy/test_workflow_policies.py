@@ -1,4 +1,4 @@
-"""Issue #7's policies: no direct Google API jobs, no test switches, a TTL on the token
+"""The sample workflow policies: no direct Google API jobs, no test switches, a TTL on the token
 collection, and each allow-listed project role held only by the account it is listed for."""
 
 from __future__ import annotations
