@@ -31,11 +31,12 @@ import pulumiverse_time as time
 # the 120 s of Google's later samples.
 BUILD_GRANTS_DELAY_SECONDS = 180
 # Before the first scheduled run: the serving grants (invoker, Firestore, Workflows). Shorter,
-# because a run that meets a 403 is not lost: Cloud Scheduler retries it with backoff, and the
-# jobs' retry windows outlast IAM's usual propagation.
+# because a run that meets a 403 is not lost at once: Cloud Scheduler retries it with the
+# job's backoff, and a later retry normally finds the grant in effect.
 SERVING_GRANTS_DELAY_SECONDS = 60
-# Before the alert policies: the log-based metrics they reference. Usually a minute or two;
-# a policy that meets the 404 fails the update, so the pause has a margin over that.
+# Before the alert policies: the log-based metrics they reference. Google gives no typical
+# time, only "up to 10 minutes": this bets on the usual case, not the worst. A policy that
+# still meets the 404 fails the update; the next `pulumi up` creates it (no new pause then).
 METRIC_TYPES_DELAY_SECONDS = 180
 
 

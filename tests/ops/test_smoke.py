@@ -151,3 +151,19 @@ def test_smoke_names_the_fix_for_each_google_api_error(
     assert ttl.startswith("FAIL  TTL policy on scheduler_runs.expire_at: IAM: your identity lacks the ")
     assert "IAM_PERMISSION_DENIED" in ttl and "Permission 'datastore.indexes.get' denied" in ttl
     assert apis.deliveries == [] and "Traceback" not in result.stderr
+
+
+def test_smoke_says_when_an_api_endpoint_cannot_be_reached(cli: Cli) -> None:
+    nothing = f"http://127.0.0.1:{free_loopback_port()}"  # nothing listens there
+
+    result = cli(
+        "smoke", "--scheduler-endpoint", nothing, "--firestore-admin-endpoint", nothing, "--wait", "1"
+    )
+
+    assert result.returncode == 1
+    fails = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert [line.split(": ")[1] for line in fails] == [
+        "cannot reach the Cloud Scheduler API",
+        "cannot reach the Firestore admin API",
+    ]
+    assert "Traceback" not in result.stderr
