@@ -20,11 +20,10 @@ _TOKEN = re.compile(r'\s*(?:(?P<claim>assertion\.[a-z_]+)|(?P<op>==|&&|\|\||\(|\
 class Run:
     """One workflow run's token: what GitHub puts in the claims the condition reads."""
 
-    description: str
     claims: Mapping[str, str]
 
 
-def run(repository: str, description: str, *, ref: str, environment: str | None = None, event: str) -> Run:
+def run(repository: str, *, ref: str, environment: str | None = None, event: str) -> Run:
     if environment is not None:
         subject = f"repo:{repository}:environment:{environment}"
     elif event == "pull_request":
@@ -34,7 +33,7 @@ def run(repository: str, description: str, *, ref: str, environment: str | None 
     claims = {"repository": repository, "ref": ref, "sub": subject, "event_name": event}
     if environment is not None:
         claims["environment"] = environment
-    return Run(description, claims)
+    return Run(claims)
 
 
 def admitted(condition: str, claims: Mapping[str, str]) -> bool:

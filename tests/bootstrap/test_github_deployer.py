@@ -80,34 +80,34 @@ def test_a_repository_id_pins_the_condition_to_that_repository() -> None:
 # What each kind of run may do: exchange its token at all, and then impersonate which account.
 RUNS = {
     "deploy.yml's dev job on main": (
-        run(REPO, "", ref="refs/heads/main", environment="dev", event="push"),
+        run(REPO, ref="refs/heads/main", environment="dev", event="push"),
         "deployer",
     ),
     "deploy.yml's prod job on main": (
-        run(REPO, "", ref="refs/heads/main", environment="prod", event="push"),
+        run(REPO, ref="refs/heads/main", environment="prod", event="push"),
         "deployer",
     ),
     "preview.yml on a pull request": (
-        run(REPO, "", ref="refs/pull/7/merge", event="pull_request"),
+        run(REPO, ref="refs/pull/7/merge", event="pull_request"),
         "previewer",
     ),
-    "a push to main without an environment": (run(REPO, "", ref="refs/heads/main", event="push"), None),
+    "a push to main without an environment": (run(REPO, ref="refs/heads/main", event="push"), None),
     "a branch's job naming prod": (
-        run(REPO, "", ref="refs/heads/evil", environment="prod", event="push"),
+        run(REPO, ref="refs/heads/evil", environment="prod", event="push"),
         "refused",
     ),
     "a pull request's job naming prod": (
-        run(REPO, "", ref="refs/pull/7/merge", environment="prod", event="pull_request"),
+        run(REPO, ref="refs/pull/7/merge", environment="prod", event="pull_request"),
         "refused",
     ),
     "a dispatch on a branch naming dev": (
-        run(REPO, "", ref="refs/heads/evil", environment="dev", event="workflow_dispatch"),
+        run(REPO, ref="refs/heads/evil", environment="dev", event="workflow_dispatch"),
         "refused",
     ),
-    "a branch push": (run(REPO, "", ref="refs/heads/evil", event="push"), "refused"),
-    "a tag naming prod": (run(REPO, "", ref="refs/tags/v1", environment="prod", event="push"), "refused"),
+    "a branch push": (run(REPO, ref="refs/heads/evil", event="push"), "refused"),
+    "a tag naming prod": (run(REPO, ref="refs/tags/v1", environment="prod", event="push"), "refused"),
     "another repository's main": (
-        run("acme/other", "", ref="refs/heads/main", environment="prod", event="push"),
+        run("acme/other", ref="refs/heads/main", environment="prod", event="push"),
         "refused",
     ),
 }
