@@ -19,10 +19,11 @@ from bootstrap.github_deployer import GithubDeployer  # noqa: E402
 
 deployer = GithubDeployer("ci", settings_from_pulumi_config())
 
-# The two GitHub repository variables (docs/ci.md): GCP_WORKLOAD_IDENTITY_PROVIDER and
-# GCP_DEPLOYER_SERVICE_ACCOUNT.
+# The GitHub repository variables (docs/ci.md): GCP_WORKLOAD_IDENTITY_PROVIDER,
+# GCP_DEPLOYER_SERVICE_ACCOUNT (deploy.yml) and GCP_PREVIEWER_SERVICE_ACCOUNT (preview.yml).
 pulumi.export("workloadIdentityProvider", deployer.workload_identity_provider)
 pulumi.export("deployerServiceAccount", deployer.deployer_email)
+pulumi.export("previewerServiceAccount", deployer.previewer_email)
 if deployer.state_bucket_url is not None:
     pulumi.export("stateBucketUrl", deployer.state_bucket_url)
 if deployer.secrets_provider is not None:

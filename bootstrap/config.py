@@ -18,18 +18,30 @@ CONFIG_KEYS = (
     "poolId",
     "providerId",
     "deployerAccountId",
+    "previewerAccountId",
+    "defaultBranch",
+    "deployEnvironments",
     "stateBucket",
     "stateBucketLocation",
     "secretsKeyRing",
     "secretsKeyLocation",
 )
+# Keys whose values are lists, not strings.
+LIST_KEYS = frozenset({"deployEnvironments"})
 
 
 def settings_from_pulumi_config() -> BootstrapSettings:
     """Validated settings, or a clean `pulumi up` failure naming the key before any resource."""
     config = pulumi.Config()
     gcp_config = pulumi.Config("gcp")
-    values: dict[str, Any] = {key: value for key in CONFIG_KEYS if (value := config.get(key)) is not None}
+    values: dict[str, Any] = {}
+    for key in CONFIG_KEYS:
+        try:
+            value = config.get_object(key) if key in LIST_KEYS else config.get(key)
+        except pulumi.ConfigTypeError as error:
+            raise pulumi.RunError(f"invalid bootstrap config: {key}: {error}") from error
+        if value is not None:
+            values[key] = value
     try:
         return BootstrapSettings.from_config(
             values, project=gcp_config.get("project") or "", region=gcp_config.get("region") or ""

@@ -1,18 +1,34 @@
-"""The identity GitHub Actions deploys as: trusted for one repository, holding only what a
-deploy needs, and no key anywhere.
+"""The identities GitHub Actions runs as: a deployer only the default branch's deployment jobs
+may use, a read-only previewer for pull requests, and no key anywhere.
 
-A workflow presents GitHub's OIDC token to Google's Security Token Service; the pool's
-provider accepts it only when the attribute condition names the fork's repository, and the
-resulting federated principal may impersonate the deployer account and nothing else.
+A workflow presents GitHub's OIDC token to Google's Security Token Service. The pool's
+provider admits it only for the fork's repository, and then only from the default branch or
+from a pull request job (bootstrap/settings.py). Which account the resulting principal may
+impersonate depends on its subject: a deployment environment's jobs the deployer, pull
+request jobs the previewer, nothing else either (infra/github_oidc.py).
 """
 
 from __future__ import annotations
+
+import functools
 
 import pulumi
 import pulumi_gcp as gcp
 
 from bootstrap.settings import GITHUB_OIDC_ISSUER, BootstrapSettings
-from infra.deployer_roles import DEPLOYER_ROLES
+from infra.deployer_roles import (
+    DEPLOYER_ROLES,
+    PREVIEWER_ROLES,
+    PROJECT_SCOPE,
+    SECRETS_KEY_SCOPE,
+    STATE_BUCKET_SCOPE,
+)
+from infra.github_oidc import (
+    WORKLOAD_IDENTITY_USER,
+    environment_subject,
+    pull_request_subject,
+    subject_principal,
+)
 
 COMPONENT_TYPE = "exactly-once-scheduler:bootstrap:GithubDeployer"
 
@@ -27,8 +43,8 @@ REQUIRED_APIS = (
 STATE_BUCKET_API = "storage.googleapis.com"
 SECRETS_KEY_API = "cloudkms.googleapis.com"
 
-# What the provider copies from GitHub's token: google.subject names the principal in audit
-# logs; attribute.repository is what the impersonation grant and the condition match on.
+# What the provider copies from GitHub's token. google.subject (the `sub` claim) is what the
+# impersonation grants name; the attributes show in audit logs and serve a fork's own rules.
 ATTRIBUTE_MAPPING = {
     "google.subject": "assertion.sub",
     "attribute.repository": "assertion.repository",
@@ -37,21 +53,20 @@ ATTRIBUTE_MAPPING = {
     "attribute.ref": "assertion.ref",
     "attribute.workflow_ref": "assertion.job_workflow_ref",
 }
-WORKLOAD_IDENTITY_USER = "roles/iam.workloadIdentityUser"
 KEY_ENCRYPTER_DECRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 KEY_ROTATION_PERIOD = f"{90 * 24 * 3600}s"
 
 
-def repository_principal_set(pool_name: str, repository: str) -> str:
-    """Every workflow run of `repository`, as an IAM principal (pool_name is the full name)."""
-    return f"principalSet://iam.googleapis.com/{pool_name}/attribute.repository/{repository}"
+def _grant_name(prefix: str, role: str) -> str:
+    return f"{prefix}-{role.removeprefix('roles/').replace('.', '-')}"
 
 
 class GithubDeployer(pulumi.ComponentResource):
-    """Workload Identity pool and provider, the deployer account and its grants, optional state."""
+    """Pool and provider, the deployer and the previewer with their grants, optional state."""
 
     workload_identity_provider: pulumi.Output[str]
     deployer_email: pulumi.Output[str]
+    previewer_email: pulumi.Output[str]
     state_bucket_url: pulumi.Output[str] | None
     secrets_provider: pulumi.Output[str] | None
 
@@ -63,18 +78,33 @@ class GithubDeployer(pulumi.ComponentResource):
         apis = self._enable_apis(name)
         pool, provider = self._trust_the_repository(name, apis)
         deployer = self._deployer_account(name, apis)
-        self._allow_the_repository_to_impersonate(name, pool, deployer)
+        previewer = self._previewer_account(name, apis)
+        self._allow_impersonation(name, pool, deployer, previewer)
         self.workload_identity_provider = provider.name
         self.deployer_email = deployer.email
-        self.state_bucket_url = self._state_bucket(name, apis)
-        self.secrets_provider = self._secrets_key(name, apis, deployer)
+        self.previewer_email = previewer.email
+        self.state_bucket_url = self._state_bucket(name, apis, previewer)
+        self.secrets_provider = self._secrets_key(name, apis, deployer, previewer)
         self.register_outputs(
             {
                 "workloadIdentityProvider": self.workload_identity_provider,
                 "deployerServiceAccount": self.deployer_email,
+                "previewerServiceAccount": self.previewer_email,
                 "stateBucketUrl": self.state_bucket_url,
                 "secretsProvider": self.secrets_provider,
             }
+        )
+
+    def _child(self) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self)
+
+    def _kept(self, *after: pulumi.Resource) -> pulumi.ResourceOptions:
+        """A deleted pool or provider keeps its id for 30 days (a re-create gets 409, pulumi-gcp
+        #1149): `pulumi destroy` stops at them (protect), and once they are unprotected it
+        leaves them in place (retain), so the next `pulumi up` imports them as they are
+        (docs/ci.md) instead of waiting a month for the id."""
+        return pulumi.ResourceOptions(
+            parent=self, depends_on=list(after), protect=True, retain_on_delete=True
         )
 
     def _enable_apis(self, name: str) -> dict[str, gcp.projects.Service]:
@@ -90,7 +120,7 @@ class GithubDeployer(pulumi.ComponentResource):
                 service=api,
                 # The main stack and other tools use these APIs too: never turn them off.
                 disable_on_destroy=False,
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=self._child(),
             )
             for api in wanted
         }
@@ -105,7 +135,7 @@ class GithubDeployer(pulumi.ComponentResource):
             workload_identity_pool_id=s.pool_id,
             display_name="GitHub Actions",
             description=f"GitHub Actions workflows of {s.repository}",
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(apis.values())),
+            opts=self._kept(*apis.values()),
         )
         provider = gcp.iam.WorkloadIdentityPoolProvider(
             f"{name}-provider",
@@ -113,52 +143,99 @@ class GithubDeployer(pulumi.ComponentResource):
             workload_identity_pool_id=pool.workload_identity_pool_id,
             workload_identity_pool_provider_id=s.provider_id,
             display_name="GitHub OIDC",
-            description=f"Accepts GitHub's OIDC tokens of {s.repository} only",
+            description=f"{s.repository}: its {s.default_branch} branch and its pull requests only",
             attribute_mapping=ATTRIBUTE_MAPPING,
             # Without a condition, any repository on GitHub could exchange its tokens here.
             attribute_condition=s.attribute_condition,
             oidc=gcp.iam.WorkloadIdentityPoolProviderOidcArgs(issuer_uri=GITHUB_OIDC_ISSUER),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=self._kept(),
         )
         return pool, provider
+
+    def _account(
+        self, name: str, account_id: str, title: str, description: str, apis: dict[str, gcp.projects.Service]
+    ) -> gcp.serviceaccount.Account:
+        return gcp.serviceaccount.Account(
+            name,
+            project=self._settings.project,
+            account_id=account_id,
+            display_name=title,
+            description=description,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(apis.values())),
+        )
 
     def _deployer_account(
         self, name: str, apis: dict[str, gcp.projects.Service]
     ) -> gcp.serviceaccount.Account:
         s = self._settings
-        deployer = gcp.serviceaccount.Account(
+        deployer = self._account(
             f"{name}-deployer",
-            project=s.project,
-            account_id=s.deployer_account_id,
-            display_name="CI deployer",
-            description=f"Runs pulumi preview/up from the GitHub Actions of {s.repository}",
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(apis.values())),
+            s.deployer_account_id,
+            "CI deployer",
+            f"Runs pulumi up from {s.repository}'s deployment environments on {s.default_branch}",
+            apis,
         )
         # Exactly the roles the deploy docs list, one project-level member per role; never a
         # primitive role, never an authoritative binding that would drop other principals.
         for deployer_role in DEPLOYER_ROLES:
             gcp.projects.IAMMember(
-                f"{name}-deployer-{deployer_role.role.removeprefix('roles/').replace('.', '-')}",
+                _grant_name(f"{name}-deployer", deployer_role.role),
                 project=s.project,
                 role=deployer_role.role,
                 member=deployer.member,
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=self._child(),
             )
         return deployer
 
-    def _allow_the_repository_to_impersonate(
-        self, name: str, pool: gcp.iam.WorkloadIdentityPool, deployer: gcp.serviceaccount.Account
-    ) -> None:
-        repository = self._settings.repository
-        gcp.serviceaccount.IAMMember(
-            f"{name}-deployer-workload-identity-user",
-            service_account_id=deployer.name,
-            role=WORKLOAD_IDENTITY_USER,
-            member=pool.name.apply(lambda pool_name: repository_principal_set(pool_name, repository)),
-            opts=pulumi.ResourceOptions(parent=self),
+    def _previewer_account(
+        self, name: str, apis: dict[str, gcp.projects.Service]
+    ) -> gcp.serviceaccount.Account:
+        s = self._settings
+        previewer = self._account(
+            f"{name}-previewer",
+            s.previewer_account_id,
+            "CI previewer (read-only)",
+            f"Runs pulumi preview for pull requests of {s.repository}; holds no role that writes",
+            apis,
         )
+        for previewer_role in PREVIEWER_ROLES:
+            if previewer_role.scope == PROJECT_SCOPE:
+                gcp.projects.IAMMember(
+                    _grant_name(f"{name}-previewer", previewer_role.role),
+                    project=s.project,
+                    role=previewer_role.role,
+                    member=previewer.member,
+                    opts=self._child(),
+                )
+        return previewer
 
-    def _state_bucket(self, name: str, apis: dict[str, gcp.projects.Service]) -> pulumi.Output[str] | None:
+    def _allow_impersonation(
+        self,
+        name: str,
+        pool: gcp.iam.WorkloadIdentityPool,
+        deployer: gcp.serviceaccount.Account,
+        previewer: gcp.serviceaccount.Account,
+    ) -> None:
+        """The deployer for each deployment environment's jobs, the previewer for pull request
+        jobs: one principal (one `sub`) per grant, never a whole repository or pool."""
+        s = self._settings
+        subjects = {
+            f"{name}-deployer-{environment}": (deployer, environment_subject(s.repository, environment))
+            for environment in s.deploy_environments
+        }
+        subjects[f"{name}-previewer-pull-requests"] = (previewer, pull_request_subject(s.repository))
+        for grant, (account, subject) in subjects.items():
+            gcp.serviceaccount.IAMMember(
+                f"{grant}-workload-identity-user",
+                service_account_id=account.name,
+                role=WORKLOAD_IDENTITY_USER,
+                member=pool.name.apply(functools.partial(subject_principal, subject=subject)),
+                opts=self._child(),
+            )
+
+    def _state_bucket(
+        self, name: str, apis: dict[str, gcp.projects.Service], previewer: gcp.serviceaccount.Account
+    ) -> pulumi.Output[str] | None:
         s = self._settings
         if s.state_bucket is None:
             return None
@@ -175,10 +252,23 @@ class GithubDeployer(pulumi.ComponentResource):
             force_destroy=False,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[apis[STATE_BUCKET_API]], protect=True),
         )
+        for previewer_role in PREVIEWER_ROLES:
+            if previewer_role.scope == STATE_BUCKET_SCOPE:
+                gcp.storage.BucketIAMMember(
+                    _grant_name(f"{name}-state-previewer", previewer_role.role),
+                    bucket=bucket.name,
+                    role=previewer_role.role,
+                    member=previewer.member,
+                    opts=self._child(),
+                )
         return bucket.url
 
     def _secrets_key(
-        self, name: str, apis: dict[str, gcp.projects.Service], deployer: gcp.serviceaccount.Account
+        self,
+        name: str,
+        apis: dict[str, gcp.projects.Service],
+        deployer: gcp.serviceaccount.Account,
+        previewer: gcp.serviceaccount.Account,
     ) -> pulumi.Output[str] | None:
         s = self._settings
         if s.secrets_key_ring is None:
@@ -200,11 +290,16 @@ class GithubDeployer(pulumi.ComponentResource):
             # Destroying the key would make every stack's secrets unreadable.
             opts=pulumi.ResourceOptions(parent=self, protect=True),
         )
-        gcp.kms.CryptoKeyIAMMember(
-            f"{name}-secrets-key-deployer",
-            crypto_key_id=key.id,
-            role=KEY_ENCRYPTER_DECRYPTER,
-            member=deployer.member,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        grants = {"deployer": (deployer, KEY_ENCRYPTER_DECRYPTER)}
+        for previewer_role in PREVIEWER_ROLES:
+            if previewer_role.scope == SECRETS_KEY_SCOPE:
+                grants["previewer"] = (previewer, previewer_role.role)
+        for holder, (account, role) in grants.items():
+            gcp.kms.CryptoKeyIAMMember(
+                f"{name}-secrets-key-{holder}",
+                crypto_key_id=key.id,
+                role=role,
+                member=account.member,
+                opts=self._child(),
+            )
         return key.id.apply(lambda key_id: f"gcpkms://{key_id}")

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from infra.github_oidc import pull_request_subject
+
 GITHUB_OIDC_ISSUER: Final = "https://token.actions.githubusercontent.com"
 
 # Where a GitHub owner/repository name may not go: GitHub's own rules, which keep the value
@@ -25,6 +27,10 @@ _ACCOUNT_ID = re.compile(r"^[a-z](?:[-a-z0-9]{4,28})[a-z0-9]$")
 # Bucket names: 3-63 characters of lower-case letters, digits, '-', '_' and '.'.
 _BUCKET = re.compile(r"^[a-z0-9][-a-z0-9_.]{1,61}[a-z0-9]$")
 _KEY_RING = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
+# A branch name git accepts and that is safe to quote in CEL: no quotes, spaces or backslashes.
+_BRANCH = re.compile(r"^[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*$")
+# GitHub environment names as they appear in a token's subject: kept to what needs no escaping.
+_ENVIRONMENT = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
 
 
 class BootstrapConfigError(ValueError):
@@ -44,6 +50,14 @@ class BootstrapSettings:
     pool_id: str = "github-actions"
     provider_id: str = "github"
     deployer_account_id: str = "ci-deployer"
+    # Runs `pulumi preview` for pull requests: read-only (infra/deployer_roles.PREVIEWER_ROLES).
+    previewer_account_id: str = "ci-previewer"
+    # The only branch whose workflow runs may deploy: tokens of a deployment environment's jobs
+    # are refused at the exchange unless they come from it.
+    default_branch: str = "main"
+    # The GitHub environments deploy.yml's jobs name: only their jobs may impersonate the
+    # deployer.
+    deploy_environments: tuple[str, ...] = ("dev", "prod")
     # A private bucket for Pulumi state (`pulumi login gs://<bucket>`), created only when named.
     state_bucket: str | None = None
     state_bucket_location: str = "US"
@@ -63,16 +77,24 @@ class BootstrapSettings:
                 f"repository is '{repository}': expected '<owner>/<repo>' as GitHub writes it, "
                 "e.g. 'acme/exactly-once-scheduler'"
             )
+        deployer = _account_id(values, "deployerAccountId") or cls.deployer_account_id
+        previewer = _account_id(values, "previewerAccountId") or cls.previewer_account_id
+        if previewer == deployer:
+            raise BootstrapConfigError(
+                f"previewerAccountId is '{previewer}', the same as deployerAccountId: the read-only "
+                "previewer must be an account of its own"
+            )
         return cls(
             project=project,
             repository=repository,
             repository_id=_matching(values, "repositoryId", _REPOSITORY_ID, "GitHub's numeric repository id"),
             pool_id=_id(values, "poolId", cls.pool_id),
             provider_id=_id(values, "providerId", cls.provider_id),
-            deployer_account_id=_matching(
-                values, "deployerAccountId", _ACCOUNT_ID, "6-30 lower-case letters, digits or hyphens"
-            )
-            or cls.deployer_account_id,
+            deployer_account_id=deployer,
+            previewer_account_id=previewer,
+            default_branch=_matching(values, "defaultBranch", _BRANCH, "a branch name, e.g. 'main'")
+            or cls.default_branch,
+            deploy_environments=_environments(values, "deployEnvironments") or cls.deploy_environments,
             state_bucket=_matching(values, "stateBucket", _BUCKET, "a valid Cloud Storage bucket name"),
             state_bucket_location=_text(values, "stateBucketLocation") or region or cls.state_bucket_location,
             secrets_key_ring=_matching(values, "secretsKeyRing", _KEY_RING, "1-63 letters, digits, - or _"),
@@ -80,12 +102,24 @@ class BootstrapSettings:
         )
 
     @property
+    def default_ref(self) -> str:
+        return f"refs/heads/{self.default_branch}"
+
+    @property
     def attribute_condition(self) -> str:
-        """The provider's CEL condition: tokens of any other repository are refused at exchange."""
+        """The provider's CEL condition, checked at every token exchange.
+
+        Tokens of any other repository are refused. Of this repository's, only two kinds are
+        admitted: those of runs on the default branch (deploy.yml's environment jobs among
+        them), and those of pull request jobs that name no environment (preview.yml's). An
+        environment's job on any other branch or pull request is refused here, whatever the
+        environment's own branch rules say: GitHub creates an environment a workflow names
+        without any rule."""
         condition = f'assertion.repository == "{self.repository}"'
         if self.repository_id is not None:
             condition += f' && assertion.repository_id == "{self.repository_id}"'
-        return condition
+        pull_request = pull_request_subject(self.repository)
+        return f'{condition} && (assertion.ref == "{self.default_ref}" || assertion.sub == "{pull_request}")'
 
 
 def _required_str(values: Mapping[str, Any], key: str) -> str:
@@ -110,6 +144,27 @@ def _matching(values: Mapping[str, Any], key: str, pattern: re.Pattern[str], sha
     if value is not None and not pattern.match(value):
         raise BootstrapConfigError(f"{key} is '{value}': expected {shape}")
     return value
+
+
+def _account_id(values: Mapping[str, Any], key: str) -> str | None:
+    return _matching(values, key, _ACCOUNT_ID, "6-30 lower-case letters, digits or hyphens")
+
+
+def _environments(values: Mapping[str, Any], key: str) -> tuple[str, ...] | None:
+    value = values.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, list) or not value:
+        raise BootstrapConfigError(f"{key} is {value!r}: expected a list of GitHub environment names")
+    for name in value:
+        if not isinstance(name, str) or not _ENVIRONMENT.match(name):
+            raise BootstrapConfigError(
+                f"{key} has {name!r}: expected 1-255 letters, digits, '.', '_' or '-' (the names "
+                "deploy.yml's jobs give in `environment:`)"
+            )
+    if len(set(value)) != len(value):
+        raise BootstrapConfigError(f"{key} is {value!r}: each environment once")
+    return tuple(value)
 
 
 def _id(values: Mapping[str, Any], key: str, default: str) -> str:

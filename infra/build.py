@@ -17,13 +17,11 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time as time
 
+from infra.propagation import BUILD_GRANTS_DELAY_SECONDS, pause_after
 from infra.settings import StackSettings
 from infra.source import source_archive, source_hash
 
 FUNCTION_RUNTIME = "python312"
-# Google documents up to a few minutes for a new grant to take effect everywhere; its own
-# build-service-account example waits 60 s before building. Waited once per new grant set.
-IAM_PROPAGATION_DELAY = "60s"
 
 
 def sources_bucket(project_number: str, region: str) -> str:
@@ -41,24 +39,6 @@ def sources_read_condition(project_number: str, region: str) -> gcp.projects.IAM
         # The bucket or its objects; a mere prefix would also match `<bucket>-other` buckets.
         "expression": f'resource.name == "{bucket}" || resource.name.startsWith("{bucket}/")',
     }
-
-
-def propagation_sleep(
-    name: str, grants: list[pulumi.Resource], members: dict[str, pulumi.Input[str]], parent: pulumi.Resource
-) -> time.Sleep:
-    """A pause after `grants` are created, for whatever must use them at once.
-
-    `depends_on` only waits for the create call to return; IAM applies a new grant up to
-    minutes later, and a build or a request that comes first fails with 403. `triggers` name
-    the grants' members, so a replaced account (a new grant) waits again; an unchanged stack
-    never waits.
-    """
-    return time.Sleep(
-        name,
-        create_duration=IAM_PROPAGATION_DELAY,
-        triggers=members,
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=grants),
-    )
 
 
 @dataclass(frozen=True)
@@ -136,7 +116,7 @@ def build_identity(
         f"{name}-builder",
         project=project,
         account_id=settings.names.service_account_id("builder"),
-        display_name="Exactly-once scheduler: function builds",
+        display_name=settings.names.display_name("function builds"),
         description="Builds the functions: writes logs, pushes to one repository, reads the sources.",
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[iam_api]),
     )
@@ -181,8 +161,13 @@ def build_identity(
     ]
     # Also after the APIs a build uses: enabling one creates its service agents (Cloud Build's,
     # Cloud Functions') in the background, and a build that starts first fails the same way.
-    ready = propagation_sleep(
-        f"{name}-build-grants-propagation", [*grants, *build_apis], {"builder": account.member}, parent
+    # A new build account (new grants) sleeps again; see infra/propagation.py for the length.
+    ready = pause_after(
+        f"{name}-build-grants-propagation",
+        BUILD_GRANTS_DELAY_SECONDS,
+        after=[*grants, *build_apis],
+        triggers={"builder": account.member},
+        opts=child,
     )
     docker_repository = pulumi.Output.all(
         repository.project, repository.location, repository.repository_id

@@ -1,7 +1,9 @@
-"""The roles the identity that runs `pulumi up` needs on a fresh project, each with its reason.
+"""The roles the identity that runs `pulumi up` needs on a fresh project, each with its reason,
+and the read-only roles of the CI previewer that runs `pulumi preview` for pull requests.
 
-One list, read by the deploy docs and by bootstrap/ (which grants exactly these to the CI
-deployer account). Predefined roles only: no primitive owner/editor.
+One list each, read by the docs, by bootstrap/ (which grants exactly these) and by the policy
+pack (which refuses any other role to an account a pull request may impersonate). Predefined
+roles only: no primitive owner/editor/viewer.
 """
 
 from __future__ import annotations
@@ -46,6 +48,44 @@ DEPLOYER_ROLES: tuple[DeployerRole, ...] = (
     DeployerRole("roles/logging.configWriter", "create the log-based metrics"),
     DeployerRole("roles/monitoring.editor", "create the alert policies and the dashboard"),
 )
+
+
+class PreviewerRole(NamedTuple):
+    role: str
+    # Where the bootstrap grants it: the project, the state bucket or the secrets key.
+    scope: str
+    reason: str
+
+
+PROJECT_SCOPE = "project"
+STATE_BUCKET_SCOPE = "state bucket"
+SECRETS_KEY_SCOPE = "secrets key"
+
+# What `pulumi preview --policy-pack policy` reads, and nothing that writes: a preview takes no
+# lock on a self-managed backend and records no history, and the program reads one data source.
+PREVIEWER_ROLES: tuple[PreviewerRole, ...] = (
+    PreviewerRole(
+        "roles/browser",
+        PROJECT_SCOPE,
+        "read the project number (gcp.organizations.get_project), the one value the program looks up",
+    ),
+    PreviewerRole(
+        "roles/storage.objectViewer",
+        STATE_BUCKET_SCOPE,
+        "read the stacks' state and their backend metadata (only with a state bucket)",
+    ),
+    PreviewerRole(
+        "roles/cloudkms.cryptoKeyDecrypter",
+        SECRETS_KEY_SCOPE,
+        "decrypt the stacks' secrets (only with the KMS secrets provider)",
+    ),
+)
+
+
+def previewer_roles_table() -> str:
+    """PREVIEWER_ROLES as the Markdown table docs/ci.md shows (a test keeps them equal)."""
+    rows = [f"| `{role.role}` | {role.scope} | {role.reason} |" for role in PREVIEWER_ROLES]
+    return "\n".join(["| Role | On | Why the previewer needs it |", "| --- | --- | --- |", *rows])
 
 
 def deployer_roles_table() -> str:

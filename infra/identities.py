@@ -33,7 +33,7 @@ def identities(
             f"{name}-{role}",
             project=settings.project,
             account_id=settings.names.service_account_id(role),
-            display_name=f"Exactly-once scheduler ({settings.stack}): {title}",
+            display_name=settings.names.display_name(title),
             description=description,
             opts=pulumi.ResourceOptions(parent=parent, depends_on=[iam_api]),
         )

@@ -39,6 +39,9 @@ _WORKFLOW_MAX = 64
 _DATABASE_MAX = 63
 # Log-based metric ids are at most 100 characters: the prefix leaves room for their suffixes.
 _MONITORING_PREFIX_MAX = 60
+# Service account display names: at most 100 bytes (UTF-8).
+DISPLAY_NAME_MAX_BYTES = 100
+_DISPLAY_NAME = "Exactly-once scheduler ({stack}): {title}"
 # Job names are the user's ('-' and '_' allowed), so the prefix ends at a character it never
 # contains itself: stack `dev` with job `a-b` and stack `dev-a` with job `b` stay apart.
 _JOB_SEPARATOR = "_"
@@ -122,3 +125,20 @@ class StackNames:
     def database_id(self) -> str:
         """The Firestore database id of a stack that creates its own ledger database."""
         return self._name("ledger", _DATABASE_MAX)
+
+    def display_name(self, title: str) -> str:
+        """A service account's display name: which stack, and what the account does.
+
+        The stack name is shown as written (the console lists accounts by display name), and
+        shortened with the hash of the full identity when the whole would pass 100 bytes, so a
+        stack name of any length Pulumi accepts still gives a valid, distinct name."""
+        full = _DISPLAY_NAME.format(stack=self.stack, title=title)
+        if len(full.encode()) <= DISPLAY_NAME_MAX_BYTES:
+            return full
+        frame = len(_DISPLAY_NAME.format(stack="", title=title).encode())
+        room = DISPLAY_NAME_MAX_BYTES - frame - TAG_LENGTH - 1
+        if room < 1:
+            raise ValueError(f"display name title {title!r} leaves no room for the stack name")
+        tag = _tag(f"{self.component}\0{self.stack}")
+        shown = f"{self.stack.encode()[:room].decode(errors='ignore')}~{tag}"
+        return _DISPLAY_NAME.format(stack=shown, title=title)

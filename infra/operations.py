@@ -8,6 +8,9 @@ alert is an ordinary job of the stack: see infra/audit_job.py.
 Every name is derived from the caller's prefix, so several stacks share a project without
 clashing. Without notification channels the policies still exist and open incidents in the
 console; docs/operations.md says how to add a channel.
+
+Cloud Monitoring knows a new log-based metric's type only minutes after Cloud Logging created
+it, so the alert policies wait for a pause after the metrics (infra/propagation.py).
 """
 
 from __future__ import annotations
@@ -17,14 +20,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
+import pulumiverse_time as time
 from scheduler_request import parse_rfc3339
 
 from infra import log_filters
 from infra.audit_job import AUDIT_JOBS_ENV, audit_environment
 from infra.log_filters import LogMetric
+from infra.propagation import METRIC_TYPES_DELAY_SECONDS, pause_after
 from infra.settings import StackSettings
 
 DASHBOARD_FILE = Path(__file__).resolve().with_name("dashboard.json")
@@ -144,6 +150,8 @@ class Operations:
     """The monitoring resources of one stack, by role."""
 
     metrics: Mapping[str, gcp.logging.Metric]
+    # What every alert policy waits for: Cloud Monitoring knowing the metrics' types.
+    metric_types_ready: time.Sleep
     alert_policies: Mapping[str, gcp.monitoring.AlertPolicy]
     dashboard: gcp.monitoring.Dashboard
 
@@ -166,9 +174,19 @@ def declare_operations(
         metric.suffix: _log_metric(name_prefix, metric, project, service_name, opts)
         for metric in log_filters.METRICS
     }
+    # Triggered by the metrics' names: a new stack, a stack brought up again after `pulumi
+    # destroy`, or a renamed (so replaced) metric waits again; an unchanged stack does not.
+    ready = pause_after(
+        f"{name_prefix}-metric-types-propagation",
+        METRIC_TYPES_DELAY_SECONDS,
+        after=list(metrics.values()),
+        triggers={suffix: metric.name for suffix, metric in metrics.items()},
+        opts=opts or pulumi.ResourceOptions(),
+    )
+    policy_opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ready]))
     policies = {
         alert.key: _alert_policy(
-            name_prefix, alert, metrics[alert.metric.suffix], project, notification_channels, opts
+            name_prefix, alert, metrics[alert.metric.suffix], project, notification_channels, policy_opts
         )
         for alert in ALERTS
     }
@@ -178,7 +196,7 @@ def declare_operations(
         dashboard_json=dashboard_json(name_prefix),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(metrics.values()))),
     )
-    return Operations(metrics=metrics, alert_policies=policies, dashboard=dashboard)
+    return Operations(metrics=metrics, metric_types_ready=ready, alert_policies=policies, dashboard=dashboard)
 
 
 def audit_function_environment(
@@ -206,7 +224,14 @@ def metric_id(name_prefix: str, metric: LogMetric) -> str:
 
 
 def dashboard_json(name_prefix: str) -> str:
-    """infra/dashboard.json with this stack's metric ids and title filled in."""
+    """infra/dashboard.json with this stack's metric ids and title filled in, written as the
+    Monitoring API stores it.
+
+    The API drops every scalar or list field that holds its type's default (a tile's
+    `xPos: 0`, `yPos: 0`, an empty list) and answers without it; the provider then sees a
+    change on every preview (terraform-provider-google #16173). Leaving such fields out here,
+    whoever edits the file, makes a `pulumi preview` right after `pulumi up` show no change
+    for the dashboard."""
     template = Template(DASHBOARD_FILE.read_text(encoding="utf-8"))
     text = template.substitute(
         title=f"Exactly-once scheduler ({name_prefix})",
@@ -214,7 +239,24 @@ def dashboard_json(name_prefix: str) -> str:
         latency=_METRIC_TYPE + metric_id(name_prefix, log_filters.LATENCY),
         missed=_METRIC_TYPE + metric_id(name_prefix, log_filters.MISSED_RUNS),
     )
-    return json.dumps(json.loads(text), sort_keys=True)
+    return json.dumps(without_defaults(json.loads(text)), sort_keys=True)
+
+
+def without_defaults(value: Any) -> Any:
+    """`value` without the object fields proto3 JSON leaves out: 0, false, "" and [].
+
+    An empty object stays: it is a message that is set (`"blank": {}` is a spacer widget)."""
+    if isinstance(value, dict):
+        kept = {key: without_defaults(item) for key, item in value.items()}
+        return {key: item for key, item in kept.items() if not _is_default(item)}
+    if isinstance(value, list):
+        return [without_defaults(item) for item in value]
+    return value
+
+
+def _is_default(value: Any) -> bool:
+    # bool is an int: `False == 0`, so one comparison covers both.
+    return isinstance(value, int | float | str | list) and value in (0, "", [])
 
 
 def alert_filter(metric_name: str, alert: AlertSpec) -> str:

@@ -64,7 +64,7 @@ def sample_workflows(
         f"{name}-workflow",
         project=project,
         account_id=settings.names.service_account_id("workflow"),
-        display_name="Exactly-once scheduler: sample workflows",
+        display_name=settings.names.display_name("sample workflows"),
         description="Runs the sample workflows; may invoke only the token-check function.",
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[iam_api]),
     )

@@ -23,12 +23,13 @@ import pulumiverse_time
 from record_fields import EXPIRE_AT
 
 from infra.audit_job import with_audit_job
-from infra.build import BuildIdentity, build_identity, function_source, propagation_sleep
+from infra.build import BuildIdentity, build_identity, function_source
 from infra.config_schema import REPO_ROOT
 from infra.identities import Identities, identities
 from infra.ledger import RunLedger, run_ledger
 from infra.names import StackNames
 from infra.operations import Operations, audit_function_environment, declare_operations
+from infra.propagation import SERVING_GRANTS_DELAY_SECONDS, pause_after
 from infra.sample_workflows import SampleWorkflows, sample_workflows, service_name, service_uri
 from infra.scheduler_jobs import scheduler_job
 from infra.settings import StackSettings
@@ -36,8 +37,11 @@ from infra.settings import StackSettings
 COMPONENT_TYPE = "exactly-once-scheduler:index:ExactlyOnceScheduler"
 FUNCTION_ENTRY_POINT = "handle_scheduled_job"
 TTL_FIELD = EXPIRE_AT
-# Enabled only when a job starts workflow executions (it also covers the Executions API).
+# Enabled only when a job starts workflow executions: the workflows themselves, and the
+# Executions API the function starts them through (enabling one does not enable the other).
 WORKFLOWS_API = "workflows.googleapis.com"
+WORKFLOW_EXECUTIONS_API = "workflowexecutions.googleapis.com"
+WORKFLOW_APIS = (WORKFLOWS_API, WORKFLOW_EXECUTIONS_API)
 # What a function deployment needs enabled before it starts.
 FUNCTION_APIS = (
     "cloudfunctions.googleapis.com",
@@ -140,7 +144,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
                 disable_on_destroy=False,
                 opts=self._child(),
             )
-            for api in REQUIRED_APIS + ((WORKFLOWS_API,) if uses_workflows else ())
+            for api in REQUIRED_APIS + (WORKFLOW_APIS if uses_workflows else ())
         }
 
     def _run_ledger(self, name: str, settings: StackSettings, apis: _Apis) -> RunLedger:
@@ -276,7 +280,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         the functions' Firestore access, the proxy's workflows.invoker, the workflow account's
         run.invoker on the token check. The jobs wait until those have propagated, so the first
         run is not spent on 403s (Cloud Scheduler would retry it, but a fresh deploy should
-        simply work)."""
+        simply work). Shorter than the build's pause: see infra/propagation.py."""
         grants = [*identities.grants, invoker_binding, *(samples.grants if samples else [])]
         members: dict[str, pulumi.Input[str]] = {
             "runtime": identities.runtime.member,
@@ -284,7 +288,13 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         }
         if identities.token_check is not None:
             members["tokens"] = identities.token_check.member
-        return propagation_sleep(f"{name}-serving-grants-propagation", grants, members, self)
+        return pause_after(
+            f"{name}-serving-grants-propagation",
+            SERVING_GRANTS_DELAY_SECONDS,
+            after=grants,
+            triggers=members,
+            opts=self._child(),
+        )
 
     def _scheduler_jobs(
         self,
@@ -297,9 +307,10 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         samples: SampleWorkflows | None,
     ) -> list[gcp.cloudscheduler.Job]:
         sample_workflows = samples.workflows if samples is not None else {}
-        opts = pulumi.ResourceOptions(
-            parent=self, depends_on=[apis["cloudscheduler.googleapis.com"], serving]
-        )
+        # A job that goes through the Workflows proxy starts executions on its first run.
+        first_run = [api for api in ("cloudscheduler.googleapis.com", *WORKFLOW_APIS) if api in apis]
+        first_run_apis = [apis[api] for api in first_run]
+        opts = pulumi.ResourceOptions(parent=self, depends_on=[*first_run_apis, serving])
         return [
             scheduler_job(
                 name, job, settings, function_uri, invoker_account.email, opts, sample_workflows.get(job.name)

@@ -60,8 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     smoke = command("smoke", "force-run a job, wait for its run to complete, check the TTL policy")
     smoke.add_argument("--job", help="the job to force-run (default: the stack's first job)")
     smoke.add_argument("--wait", type=float, default=DEFAULT_WAIT_SECONDS, help="seconds to wait for the run")
-    smoke.add_argument("--scheduler-endpoint", help="Cloud Scheduler API base URL")
-    smoke.add_argument("--firestore-admin-endpoint", help="Firestore admin API base URL")
+    smoke.add_argument("--scheduler-endpoint", help="Cloud Scheduler API endpoint (default: Google's)")
+    smoke.add_argument("--firestore-admin-endpoint", help="Firestore admin API endpoint (default: Google's)")
     return parser
 
 

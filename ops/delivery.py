@@ -3,6 +3,9 @@
 The request carries the run's original ScheduleTime and the stack's own headers, so it has
 the same run id as the lost deliveries: a run that completed meanwhile is answered as a
 duplicate and not executed again, and a missed run executes once however often it is sent.
+It also says `Cache-Control: no-cache`: the function then decides from the ledger alone, never
+from a warm instance's memory of completed runs, so an operator who deleted a run's record to
+redo it (docs/operations.md) is not answered from a cache.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from ops.context import StackContext, UserError, is_loopback
 
 # The function answers within its timeout; the request waits a little longer than that.
 TIMEOUT_MARGIN_SECONDS = 15.0
+# A re-delivery is decided by the ledger, never by the function's in-memory cache.
+NO_CACHE = {"Cache-Control": "no-cache"}
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
@@ -108,7 +113,7 @@ def backfill(
             f"--at {format_rfc3339(at)} is not a fire time of job {job!r} "
             f"(schedule {settings.schedule!r} in {settings.time_zone}); nothing was sent"
         )
-    headers = context.settings.delivery_headers(context.job(job), at)
+    headers = {**context.settings.delivery_headers(context.job(job), at), **NO_CACHE}
     data = delivery_body(context, job, body)
     target = url or stack_output(context.stack, "functionUri", "--url")
     if not is_loopback(target):

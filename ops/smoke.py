@@ -4,84 +4,110 @@
 2. wait for its run record to reach `completed` (Scheduler -> function -> ledger),
 3. check that the ledger's TTL policy is active (records will expire, retries still dedup).
 
-Each step prints PASS or FAIL and, on failure, the likely fix. The API endpoints can be
-pointed elsewhere (flags or environment), which is how the tests drive it against loopback
-fakes that speak the same REST protocol.
+Each step prints PASS or FAIL and, on failure, the likely fix. The two APIs are called through
+Google's own client libraries (google-cloud-scheduler, the Firestore admin client), so
+credentials, retries and errors behave as in every other Google client. Their endpoints can be
+pointed elsewhere (flags or environment): that is how the tests drive them against loopback
+fakes speaking the same REST protocol.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
-import google.auth
 import requests
+from google.api_core import exceptions as api_exceptions
+from google.api_core.client_options import ClientOptions
 from google.auth import exceptions as auth_exceptions
-from google.auth.transport.requests import Request
+from google.auth.credentials import AnonymousCredentials
+from google.cloud.firestore_admin_v1 import FirestoreAdminClient
+from google.cloud.firestore_admin_v1.types import Field
 from google.cloud.firestore_v1.base_query import FieldFilter
+from google.cloud.scheduler_v1 import CloudSchedulerClient
 from record_fields import CLAIMED_AT, EXPIRE_AT
 
 from ops.context import StackContext, is_loopback, utc_now
 
 SCHEDULER_ENDPOINT_ENV = "OPS_SCHEDULER_ENDPOINT"
 FIRESTORE_ADMIN_ENDPOINT_ENV = "OPS_FIRESTORE_ADMIN_ENDPOINT"
-SCHEDULER_ENDPOINT = "https://cloudscheduler.googleapis.com"
-FIRESTORE_ADMIN_ENDPOINT = "https://firestore.googleapis.com"
+SCHEDULER_API = "cloudscheduler.googleapis.com"
+FIRESTORE_API = "firestore.googleapis.com"
 DEFAULT_WAIT_SECONDS = 180.0
 _POLL_SECONDS = 2.0
 _API_TIMEOUT_SECONDS = 30.0
+# What a call can fail with besides an API error: no credentials, no connection.
+_UNREACHABLE = (auth_exceptions.TransportError, requests.RequestException, api_exceptions.RetryError)
 
 
 @dataclass(frozen=True)
 class Endpoints:
-    scheduler: str
-    firestore_admin: str
+    """Where the two APIs are; None: the client library's own endpoint."""
+
+    scheduler: str | None = None
+    firestore_admin: str | None = None
 
     @classmethod
     def from_env(cls, scheduler: str | None = None, firestore_admin: str | None = None) -> Endpoints:
+        def pick(flag: str | None, variable: str) -> str | None:
+            chosen = flag or os.environ.get(variable)
+            return chosen.rstrip("/") if chosen else None
+
         return cls(
-            scheduler=(scheduler or os.environ.get(SCHEDULER_ENDPOINT_ENV) or SCHEDULER_ENDPOINT).rstrip("/"),
-            firestore_admin=(
-                firestore_admin or os.environ.get(FIRESTORE_ADMIN_ENDPOINT_ENV) or FIRESTORE_ADMIN_ENDPOINT
-            ).rstrip("/"),
+            scheduler=pick(scheduler, SCHEDULER_ENDPOINT_ENV),
+            firestore_admin=pick(firestore_admin, FIRESTORE_ADMIN_ENDPOINT_ENV),
         )
 
 
-def access_token() -> str:
-    """The operator's own access token (Application Default Credentials)."""
-    credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-    credentials.refresh(Request())  # type: ignore[no-untyped-call]
-    return str(credentials.token)
+def client_options(endpoint: str | None) -> dict[str, Any]:
+    """How to build an official client for `endpoint`.
 
-
-def _api_headers(url: str) -> dict[str, str]:
-    """No token for a loopback endpoint (the tests' fakes); the operator's own otherwise."""
-    return {} if is_loopback(url) else {"Authorization": f"Bearer {access_token()}"}
+    Always the REST transport: the same protocol in production and against the tests' fakes,
+    so the path the tests exercise is the one operators run. A loopback endpoint (a fake)
+    gets anonymous credentials; any other uses Application Default Credentials, as every
+    Google client does."""
+    options: dict[str, Any] = {"transport": "rest"}
+    if endpoint is not None:
+        options["client_options"] = ClientOptions(api_endpoint=endpoint)
+        if is_loopback(endpoint):
+            options["credentials"] = AnonymousCredentials()  # type: ignore[no-untyped-call]
+    return options
 
 
 _NO_CREDENTIALS = "authenticate: `gcloud auth application-default login` ({error})"
 
 
-def _likely_fix(api: str, response: requests.Response) -> str:
-    """The fix an operator most likely needs for a failed Google API call."""
-    try:
-        error: Mapping[str, Any] = response.json().get("error", {})
-    except ValueError:
-        error = {}
-    text = f"{error.get('status', '')} {error.get('message', response.text[:300])}"
-    if response.status_code == 401:
+def _reasons(error: api_exceptions.GoogleAPICallError) -> set[str]:
+    """The ErrorInfo reasons of an error (SERVICE_DISABLED, ...). Over REST the details are
+    JSON objects, over gRPC messages: read both alike."""
+    reasons = set()
+    for detail in error.details or ():
+        reason = detail.get("reason") if isinstance(detail, dict) else getattr(detail, "reason", None)
+        if isinstance(reason, str) and reason:
+            reasons.add(reason)
+    return reasons
+
+
+def _likely_fix(api: str, error: api_exceptions.GoogleAPICallError) -> str:
+    """The fix an operator most likely needs for a failed Google API call. REST answers map
+    to the HTTP-status classes (Unauthorized, Forbidden), gRPC ones to their subclasses."""
+    reasons = _reasons(error)
+    text = " ".join([*sorted(reasons), error.message]).strip()
+    if isinstance(error, api_exceptions.Unauthorized):
         return "authenticate: `gcloud auth application-default login`"
-    if response.status_code == 403 and ("SERVICE_DISABLED" in text or "has not been used" in text):
+    if isinstance(error, api_exceptions.Forbidden) and (
+        "SERVICE_DISABLED" in reasons or "has not been used" in error.message
+    ):
         return f"enable the API: `gcloud services enable {api}` (pulumi up enables it; wait a minute)"
-    if response.status_code == 403:
-        return f"IAM: your identity lacks the permission ({text.strip()})"
-    if response.status_code == 404:
+    if isinstance(error, api_exceptions.Forbidden):
+        return f"IAM: your identity lacks the permission ({text})"
+    if isinstance(error, api_exceptions.NotFound):
         return "not found: is the stack deployed (`pulumi up`) and is --stack the right one?"
-    return f"HTTP {response.status_code}: {text.strip()}"
+    return f"HTTP {error.code}: {text}"
 
 
 class Smoke:
@@ -118,20 +144,18 @@ class Smoke:
 
     def _force_run(self, job_id: str) -> bool:
         context = self._context
-        url = (
-            f"{self._endpoints.scheduler}/v1/projects/{context.project}/locations/{context.location}"
-            f"/jobs/{job_id}:run"
-        )
+        name = CloudSchedulerClient.job_path(context.project, context.location, job_id)
         step = f"force-run Cloud Scheduler job {job_id}"
         try:
-            response = requests.post(url, headers=_api_headers(url), json={}, timeout=_API_TIMEOUT_SECONDS)
-        except auth_exceptions.GoogleAuthError as error:
+            scheduler = CloudSchedulerClient(**client_options(self._endpoints.scheduler))
+            job = scheduler.run_job(name=name, timeout=_API_TIMEOUT_SECONDS)
+        except auth_exceptions.DefaultCredentialsError as error:
             return self._step(False, step, _NO_CREDENTIALS.format(error=error))
-        except requests.RequestException as error:
-            return self._step(False, step, f"cannot reach {self._endpoints.scheduler}: {error}")
-        if not response.ok:
-            return self._step(False, step, _likely_fix("cloudscheduler.googleapis.com", response))
-        return self._step(True, step, f"accepted ({response.json().get('name', job_id)})")
+        except api_exceptions.GoogleAPICallError as error:
+            return self._step(False, step, _likely_fix(SCHEDULER_API, error))
+        except _UNREACHABLE as error:
+            return self._step(False, step, f"cannot reach the Cloud Scheduler API: {error}")
+        return self._step(True, step, f"accepted ({job.name or name})")
 
     def _wait_for_completed(self, job_id: str, since: datetime) -> bool:
         """Poll the ledger for a record of this job claimed since the smoke test started.
@@ -178,27 +202,28 @@ class Smoke:
 
     def _ttl_active(self) -> bool:
         context = self._context
-        url = (
-            f"{self._endpoints.firestore_admin}/v1/projects/{context.project}/databases/"
-            f"{context.settings.database_name}/collectionGroups/{context.settings.runs_collection}"
-            f"/fields/{EXPIRE_AT}"
+        name = FirestoreAdminClient.field_path(
+            context.project, context.settings.database_name, context.settings.runs_collection, EXPIRE_AT
         )
         step = f"TTL policy on {context.settings.runs_collection}.{EXPIRE_AT}"
         try:
-            response = requests.get(url, headers=_api_headers(url), timeout=_API_TIMEOUT_SECONDS)
-        except auth_exceptions.GoogleAuthError as error:
+            admin = FirestoreAdminClient(**client_options(self._endpoints.firestore_admin))
+            field = admin.get_field(name=name, timeout=_API_TIMEOUT_SECONDS)
+        except auth_exceptions.DefaultCredentialsError as error:
             return self._step(False, step, _NO_CREDENTIALS.format(error=error))
-        except requests.RequestException as error:
-            return self._step(False, step, f"cannot reach {self._endpoints.firestore_admin}: {error}")
-        if not response.ok:
-            return self._step(False, step, _likely_fix("firestore.googleapis.com", response))
-        state = (response.json().get("ttlConfig") or {}).get("state")
-        if state == "ACTIVE":
+        except api_exceptions.GoogleAPICallError as error:
+            return self._step(False, step, _likely_fix(FIRESTORE_API, error))
+        except _UNREACHABLE as error:
+            return self._step(False, step, f"cannot reach the Firestore admin API: {error}")
+        state = field.ttl_config.state
+        if state == Field.TtlConfig.State.ACTIVE:
             return self._step(True, step, "ACTIVE")
-        if state == "CREATING":
+        if state == Field.TtlConfig.State.CREATING:
             return self._step(
                 False, step, "still CREATING: Firestore takes up to ~10 minutes; run smoke again"
             )
         return self._step(
-            False, step, f"state {state!r}: re-run `pulumi up` (the stack declares the TTL field {EXPIRE_AT})"
+            False,
+            step,
+            f"state {state.name}: re-run `pulumi up` (the stack declares the TTL field {EXPIRE_AT})",
         )

@@ -1,5 +1,5 @@
 """Roles: no primitive roles, conditioned Firestore grants, and the one list of roles the stack
-may grant project-wide, each held only by the account it is listed for."""
+may grant project-wide, each held only by the accounts it is listed for."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from pulumi_policy import (
     StackValidationArgs,
 )
 
-from infra.deployer_roles import DEPLOYER_ROLES
+from infra.deployer_roles import DEPLOYER_ROLES, PREVIEWER_ROLES, PROJECT_SCOPE
+from policy.ci_rules import ci_deployer_accounts, ci_previewer_accounts
 from policy.props import (
     CONDITIONAL_ROLES,
     FUNCTION_V2,
@@ -50,11 +51,17 @@ class Holder(enum.Enum):
     WORKFLOWS_PROXY_RUNTIME = "the runtime account of a function whose JOB_HANDLER(S) use jobs.workflows"
     # buildConfig.serviceAccount of any Cloud Functions v2 function of the stack.
     FUNCTION_BUILD = "the build account (buildConfig.serviceAccount) of a function in this stack"
-    # serviceAccountId of a roles/iam.workloadIdentityUser grant whose every member is one
-    # repository's principal set: the CI deployer bootstrap/ creates.
+    # serviceAccountId of roles/iam.workloadIdentityUser grants whose every member is one
+    # deployment environment's subject: the CI deployer bootstrap/ creates.
     CI_DEPLOYER = (
-        "the CI deployer: an account of this stack that only one GitHub repository's workflows may "
-        "impersonate (roles/iam.workloadIdentityUser for principalSet://.../attribute.repository/<owner>/<repo>)"
+        "the CI deployer: an account of this stack that only GitHub deployment-environment jobs may "
+        "impersonate (roles/iam.workloadIdentityUser for principal://.../subject/repo:<owner>/<repo>"
+        ":environment:<name> only)"
+    )
+    # The same, for pull request jobs' subject: the read-only CI previewer bootstrap/ creates.
+    CI_PREVIEWER = (
+        "the CI previewer: an account of this stack that only GitHub pull request jobs may impersonate "
+        "(roles/iam.workloadIdentityUser for principal://.../subject/repo:<owner>/<repo>:pull_request only)"
     )
 
 
@@ -67,7 +74,7 @@ class AllowedProjectRole:
     """
 
     reason: str
-    holder: Holder
+    holders: tuple[Holder, ...]
     condition: re.Pattern[str] | None = None
     condition_shown: str = ""
 
@@ -81,13 +88,14 @@ GCF_SOURCES_CONDITION: Final = re.compile(
 )
 
 
-SERVICE_ACCOUNT_IAM_MEMBER: Final = "gcp:serviceaccount/iAMMember:IAMMember"
-WORKLOAD_IDENTITY_USER: Final = "roles/iam.workloadIdentityUser"
-# Every workflow run of one GitHub repository, as bootstrap/ grants it impersonation.
-_ONE_REPOSITORY: Final = re.compile(
-    r"^principalSet://iam\.googleapis\.com/projects/[^/]+/locations/global/workloadIdentityPools/[^/]+"
-    r"/attribute\.repository/[^/]+/[^/]+$"
-)
+_PREVIEWER_PROJECT_ROLES: Final = frozenset(r.role for r in PREVIEWER_ROLES if r.scope == PROJECT_SCOPE)
+
+
+def _ci_holders(role: str) -> tuple[Holder, ...]:
+    """The deployer holds every deploy role; the previewer also holds the read-only ones."""
+    if role in _PREVIEWER_PROJECT_ROLES:
+        return (Holder.CI_DEPLOYER, Holder.CI_PREVIEWER)
+    return (Holder.CI_DEPLOYER,)
 
 
 # The one list of roles the stack may grant project-wide, each with the reason it cannot be
@@ -98,23 +106,23 @@ PROJECT_ROLE_ALLOWLIST: Final[Mapping[str, AllowedProjectRole]] = MappingProxyTy
         "roles/datastore.user": AllowedProjectRole(
             "the runtime account claims and finishes run records; Firestore has no per-database "
             "IAM resource, so the grant is project-wide with a condition naming the database",
-            Holder.FUNCTION_RUNTIME,
+            (Holder.FUNCTION_RUNTIME,),
         ),
         "roles/workflows.invoker": AllowedProjectRole(
             "the runtime account starts executions when a job goes through the Workflows proxy; "
             "Workflows has no per-workflow IAM resource",
-            Holder.WORKFLOWS_PROXY_RUNTIME,
+            (Holder.WORKFLOWS_PROXY_RUNTIME,),
         ),
         "roles/logging.logWriter": AllowedProjectRole(
             "the build account writes the functions' build logs; Cloud Logging has no narrower IAM "
             "resource for writing log entries than the project",
-            Holder.FUNCTION_BUILD,
+            (Holder.FUNCTION_BUILD,),
         ),
         "roles/storage.objectViewer": AllowedProjectRole(
             "the build account fetches the source Cloud Functions copied to gcf-v2-sources-<project "
             "number>-<region>, a bucket that does not exist before the first deploy, so the grant "
             "sits on the project with a condition naming that bucket",
-            Holder.FUNCTION_BUILD,
+            (Holder.FUNCTION_BUILD,),
             condition=GCF_SOURCES_CONDITION,
             condition_shown=(
                 'resource.name == "projects/_/buckets/gcf-v2-sources-<number>-<region>" || '
@@ -125,7 +133,7 @@ PROJECT_ROLE_ALLOWLIST: Final[Mapping[str, AllowedProjectRole]] = MappingProxyTy
         # infra/deployer_roles.py, the list the deploy docs and bootstrap/ use.
         **{
             deployer_role.role: AllowedProjectRole(
-                f"the CI deployer must {deployer_role.reason}", Holder.CI_DEPLOYER
+                f"the CI deployer must {deployer_role.reason}", _ci_holders(deployer_role.role)
             )
             for deployer_role in DEPLOYER_ROLES
         },
@@ -236,7 +244,9 @@ def _holder_accounts(holder: Holder, resources: list[PolicyResource]) -> set[str
     """Emails (lower-case) of the stack's accounts that may hold a role, or UNKNOWN when some
     account or handler is not known in preview (then nothing is reported)."""
     if holder is Holder.CI_DEPLOYER:
-        return _ci_deployer_accounts(resources)
+        return ci_deployer_accounts(resources)
+    if holder is Holder.CI_PREVIEWER:
+        return ci_previewer_accounts(resources)
     emails: set[str] = set()
     for function in resources_of(resources, FUNCTION_V2):
         if holder is Holder.FUNCTION_BUILD:
@@ -260,20 +270,14 @@ def _holder_accounts(holder: Holder, resources: list[PolicyResource]) -> set[str
     return emails
 
 
-def _ci_deployer_accounts(resources: list[PolicyResource]) -> set[str] | Absent:
-    """Accounts that only one repository's workflows may impersonate (UNKNOWN in preview)."""
-    one_repository: set[str] = set()
-    broader: set[str] = set()
-    for grant in resources_of(resources, SERVICE_ACCOUNT_IAM_MEMBER):
-        if lookup(grant.props, "role") != WORKLOAD_IDENTITY_USER:
-            continue
-        member, account = lookup(grant.props, "member"), lookup(grant.props, "serviceAccountId")
-        if member is UNKNOWN or account is UNKNOWN:
-            return Absent.UNKNOWN
-        if isinstance(account, str):
-            narrow = isinstance(member, str) and _ONE_REPOSITORY.match(member.strip()) is not None
-            (one_repository if narrow else broader).add(account_email(account))
-    return one_repository - broader
+def _accounts_of(holders: tuple[Holder, ...], resources: list[PolicyResource]) -> set[str] | Absent:
+    found: set[str] = set()
+    for holder in holders:
+        accounts = _holder_accounts(holder, resources)
+        if isinstance(accounts, Absent):
+            return accounts
+        found |= accounts
+    return found
 
 
 def validate_project_role_holders(args: StackValidationArgs, report_violation: ReportViolation) -> None:
@@ -283,16 +287,17 @@ def validate_project_role_holders(args: StackValidationArgs, report_violation: R
         allowed = PROJECT_ROLE_ALLOWLIST.get(role) if isinstance(role, str) else None
         if allowed is None or not isinstance(member, str) or not member.startswith(PROJECT_MEMBER_PREFIX):
             continue  # unknown, or reported by project-iam-allowlist
-        holders = _holder_accounts(allowed.holder, resources)
-        if holders is UNKNOWN or not isinstance(holders, set):
+        holders = _accounts_of(allowed.holders, resources)
+        if isinstance(holders, Absent):
             continue
         email = member.removeprefix(PROJECT_MEMBER_PREFIX).strip().lower()
         if email in holders:
             continue
         found = ", ".join(sorted(holders)) if holders else "none in this stack"
+        who = " or ".join(holder.value for holder in allowed.holders)
         report_violation(
             f"Project IAM member '{grant.name}': {role} is granted project-wide to '{member}', but only "
-            f"{allowed.holder.value} may hold it (found: {found}). Remove the grant, or grant it to "
-            "that account only; a job that no longer uses the feature needs no grant at all.",
+            f"{who} may hold it (found: {found}). Remove the grant, or grant it to that account only; a "
+            "job that no longer uses the feature needs no grant at all.",
             grant.urn,
         )

@@ -17,6 +17,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from policy.ci_rules import READ_ONLY_ROLES, validate_ci_read_only
 from policy.iam_rules import (
     GCF_SOURCES_CONDITION,
     PROJECT_ROLE_ALLOWLIST,
@@ -70,6 +71,7 @@ __all__ = [
     "PROJECT_IAM_MEMBER",
     "PROJECT_IAM_POLICY",
     "PROJECT_ROLE_ALLOWLIST",
+    "READ_ONLY_ROLES",
     "SCHEDULER_JOB",
     "AllowedProjectRole",
     "Holder",
@@ -181,6 +183,12 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
         name="project-role-holders",
         description="Each allow-listed project role is held only by the account it is listed for.",
         validate=validate_project_role_holders,
+        enforcement_level=_MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="ci-read-only-outside-deploys",
+        description="An account pull request or branch jobs may impersonate holds only read roles.",
+        validate=validate_ci_read_only,
         enforcement_level=_MANDATORY,
     ),
     StackValidationPolicy(

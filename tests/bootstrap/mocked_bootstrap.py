@@ -13,7 +13,7 @@ import pulumi
 
 from bootstrap.github_deployer import GithubDeployer
 from bootstrap.settings import BootstrapSettings
-from tests.support.pulumi_harness import GcpMocks, MockedResource, run_under_mocks
+from tests.support.pulumi_harness import GcpMocks, MockedResource, MockedStack, run_under_mocks
 
 PROJECT_NUMBER = "123456789012"
 BOOTSTRAP_PROJECT = "exactly-once-scheduler-bootstrap"
@@ -24,6 +24,9 @@ POOLS = f"projects/{PROJECT_NUMBER}/locations/global/workloadIdentityPools"
 class _BootstrapMocks(GcpMocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         resource_id, outputs = super().new_resource(args)
+        if self.preview:
+            # Names Google computes (they carry the project number), ids: unknown until created.
+            return resource_id, outputs
         inputs = args.inputs
         if args.typ == "gcp:iam/workloadIdentityPool:WorkloadIdentityPool":
             outputs["name"] = f"{POOLS}/{inputs['workloadIdentityPoolId']}"
@@ -45,6 +48,12 @@ def run_bootstrap(
 ) -> tuple[list[MockedResource], dict[str, Any]]:
     """Every resource GithubDeployer registers, and the component's outputs (None in preview
     where Google computes them)."""
+    stack, outputs = bootstrap_stack(settings, preview)
+    return stack.resources, outputs
+
+
+def bootstrap_stack(settings: BootstrapSettings, preview: bool = False) -> tuple[MockedStack, dict[str, Any]]:
+    """The bootstrap as a MockedStack (resources, options, dependency graph) and its outputs."""
     outputs: dict[str, Any] = {}
 
     def program() -> pulumi.Output[Any]:
@@ -53,10 +62,13 @@ def run_bootstrap(
         wanted = {
             "workloadIdentityProvider": deployer.workload_identity_provider,
             "deployerServiceAccount": deployer.deployer_email,
+            "previewerServiceAccount": deployer.previewer_email,
             **{key: value for key, value in optional.items() if value is not None},
         }
         return pulumi.Output.all(**wanted).apply(outputs.update)
 
-    mocks = _BootstrapMocks(settings.project)
-    resources, _, _ = run_under_mocks(program, mocks, project=BOOTSTRAP_PROJECT, stack="ci", preview=preview)
-    return resources, outputs
+    mocks = _BootstrapMocks(settings.project, preview=preview)
+    resources, monitor, _ = run_under_mocks(
+        program, mocks, project=BOOTSTRAP_PROJECT, stack="ci", preview=preview
+    )
+    return MockedStack(resources, {}, dependencies=monitor.dependencies), outputs

@@ -6,6 +6,7 @@ import pytest
 
 from bootstrap.settings import BootstrapSettings
 from infra.deployer_roles import DEPLOYER_ROLES
+from policy.ci_rules import READ_ONLY_ROLES
 from tests.bootstrap.mocked_bootstrap import run_bootstrap
 from tests.bootstrap.policy_run import violations
 from tests.support.pulumi_harness import MockedResource
@@ -73,22 +74,95 @@ def _questioned(found: list[str], grant_name: str) -> bool:
     )
 
 
-def test_a_deployer_the_whole_pool_may_impersonate_gets_no_project_roles(
+def _bindings(resources: list[MockedResource]) -> list[MockedResource]:
+    return [r for r in resources if r.type == "gcp:serviceaccount/iAMMember:IAMMember"]
+
+
+def _with_member(binding: MockedResource, name: str, member: str) -> MockedResource:
+    return MockedResource(
+        binding.type,
+        name,
+        binding.urn + "-" + name,
+        binding.inputs | {"member": member},
+        binding.outputs | {"member": member},
+    )
+
+
+def _pool(member: str) -> str:
+    return member.split("/subject/")[0]
+
+
+@pytest.mark.parametrize(
+    "broader",
+    [
+        "/*",
+        f"/attribute.repository/{FULL.repository}",
+        f"/subject/repo:{FULL.repository}:ref:refs/heads/main",
+        f"/subject/repo:{FULL.repository}:pull_request",
+    ],
+    ids=["whole-pool", "whole-repository", "main-without-environment", "pull-requests"],
+)
+def test_a_deployer_more_than_deployment_jobs_may_impersonate_gets_no_project_roles(
+    resources: list[MockedResource], broader: str
+) -> None:
+    """The allowance is for an account only deployment-environment jobs can use; one more
+    impersonation grant, to anything broader, takes it away, and makes the account one that
+    may hold only read roles."""
+    deploy_binding = next(r for r in _bindings(resources) if "environment:prod" in r.inputs["member"])
+    extra = _with_member(
+        deploy_binding, "ci-deployer-broader", _pool(deploy_binding.inputs["member"]) + broader
+    )
+    found = violations([*resources, extra])
+    assert all(_questioned(found, name) for name in DEPLOYER_GRANT_NAMES)
+    writing = {v.split("': ")[1].split()[0] for v in found if v.startswith("ci-read-only-outside-deploys:")}
+    held = {r.role for r in DEPLOYER_ROLES} | {"roles/cloudkms.cryptoKeyEncrypterDecrypter"}
+    assert writing == held - READ_ONLY_ROLES and "roles/resourcemanager.projectIamAdmin" in writing
+
+
+def test_the_pack_refuses_a_writing_role_for_the_previewer(resources: list[MockedResource]) -> None:
+    """Wherever it is granted: on the project, on the state bucket, on the key, on another
+    account (impersonating the deployer would be a way around all of it)."""
+    previewer = "serviceAccount:ci-previewer@acme-prod.iam.gserviceaccount.com"
+    templates = {r.type: r for r in resources}
+    writes = {
+        "gcp:projects/iAMMember:IAMMember": ("ci-previewer-run-admin", "roles/run.admin"),
+        "gcp:storage/bucketIAMMember:BucketIAMMember": (
+            "ci-state-previewer-admin",
+            "roles/storage.objectAdmin",
+        ),
+        "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember": (
+            "ci-key-previewer-encrypt",
+            "roles/cloudkms.cryptoKeyEncrypter",
+        ),
+        "gcp:serviceaccount/iAMMember:IAMMember": (
+            "ci-previewer-token-creator",
+            "roles/iam.serviceAccountTokenCreator",
+        ),
+    }
+    for resource_type, (name, role) in writes.items():
+        template = templates[resource_type]
+        grant = MockedResource(
+            resource_type,
+            name,
+            f"{template.urn}-{name}",
+            template.inputs | {"role": role, "member": previewer},
+            template.outputs | {"role": role, "member": previewer},
+        )
+        found = [v for v in violations([*resources, grant]) if v.startswith("ci-read-only-outside-deploys:")]
+        assert len(found) == 1 and f"'{name}': {role} is granted to '{previewer}'" in found[0], (name, found)
+        assert "pull request jobs may impersonate" in found[0]
+
+
+def test_the_previewer_may_hold_its_read_roles_and_the_deployer_everything_listed(
     resources: list[MockedResource],
 ) -> None:
-    """The allowance is for an account only one repository can use; a second, broader
-    impersonation grant (every identity in the pool) takes it away."""
-    [binding] = [r for r in resources if r.type == "gcp:serviceaccount/iAMMember:IAMMember"]
-    whole_pool = binding.inputs["member"].split("/attribute.repository/")[0] + "/*"
-    broader = MockedResource(
-        binding.type,
-        "ci-deployer-whole-pool",
-        binding.urn + "-whole-pool",
-        binding.inputs | {"member": whole_pool},
-        binding.outputs | {"member": whole_pool},
-    )
-    found = violations([*resources, broader])
-    assert all(_questioned(found, name) for name in DEPLOYER_GRANT_NAMES)
+    assert [v for v in violations(resources) if v.startswith("ci-read-only-outside-deploys:")] == []
+    roles = {
+        r.inputs["role"]
+        for r in resources
+        if r.inputs.get("member", "").startswith("serviceAccount:ci-previewer@")
+    }
+    assert roles == READ_ONLY_ROLES
 
 
 def test_deployer_roles_stay_off_the_main_stacks_own_accounts() -> None:

@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from bootstrap.settings import BootstrapSettings
+from infra.deployer_roles import previewer_roles_table
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 AUTH = "google-github-actions/auth"
@@ -83,14 +86,47 @@ def test_no_keys_no_expressions_in_scripts_no_persisted_token(name: str) -> None
             assert checkout["with"]["persist-credentials"] is False
 
 
+# Which account each workflow's jobs impersonate, by repository variable.
+ACCOUNT_VARIABLES = {
+    "preview.yml": "${{ vars.GCP_PREVIEWER_SERVICE_ACCOUNT }}",
+    "deploy.yml": "${{ vars.GCP_DEPLOYER_SERVICE_ACCOUNT }}",
+}
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_authentication_is_keyless_from_repository_variables(name: str) -> None:
-    for job in jobs(name).values():
+    authenticating = [job for job in jobs(name).values() if steps_using(job, AUTH)]
+    assert bool(authenticating) is (name in ACCOUNT_VARIABLES)
+    for job in authenticating:
         for step in steps_using(job, AUTH):
             assert step["with"] == {
                 "workload_identity_provider": "${{ vars.GCP_WORKLOAD_IDENTITY_PROVIDER }}",
-                "service_account": "${{ vars.GCP_DEPLOYER_SERVICE_ACCOUNT }}",
+                "service_account": ACCOUNT_VARIABLES[name],
             }
+
+
+def test_pull_requests_preview_as_the_previewer_and_only_deployment_jobs_on_main_deploy() -> None:
+    """The bootstrap binds the deployer to its deployment environments' subjects and admits
+    an environment's token only from the default branch; the previewer to pull request jobs
+    that name no environment. The workflows must be written to match."""
+    defaults = BootstrapSettings(project="p", repository="o/r")
+    assert workflow("deploy.yml")["on"] == {"push": {"branches": [defaults.default_branch]}}
+    for job_name, job in jobs("deploy.yml").items():
+        if steps_using(job, AUTH):
+            assert job["environment"] in defaults.deploy_environments, job_name
+    assert set(workflow("preview.yml")["on"]) == {"pull_request"}
+    for job in jobs("preview.yml").values():
+        assert "environment" not in job
+    assert len(set(ACCOUNT_VARIABLES.values())) == 2
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_pulumi_step_downloads_plugins_with_the_jobs_token(name: str) -> None:
+    """The time and gcp provider plugins come from GitHub releases: unauthenticated, the
+    download meets GitHub's rate limit (pulumi/actions #815)."""
+    for job in jobs(name).values():
+        for step in steps_using(job, PULUMI):
+            assert step["env"] == {"GITHUB_TOKEN": "${{ github.token }}"}
 
 
 def test_the_test_workflow_runs_make_test_with_everything_it_needs() -> None:
@@ -174,8 +210,27 @@ def test_the_docs_name_every_repository_variable_the_workflows_read() -> None:
         for path in WORKFLOWS.glob("*.yml")
         for variable in re.findall(r"\bvars\.([A-Z0-9_]+)", path.read_text())
     }
-    assert read >= {"GCP_WORKLOAD_IDENTITY_PROVIDER", "GCP_DEPLOYER_SERVICE_ACCOUNT", "PULUMI_BACKEND_URL"}
+    assert read >= {
+        "GCP_WORKLOAD_IDENTITY_PROVIDER",
+        "GCP_DEPLOYER_SERVICE_ACCOUNT",
+        "GCP_PREVIEWER_SERVICE_ACCOUNT",
+        "PULUMI_BACKEND_URL",
+    }
     documented = set(
         re.findall(r"^\| `([A-Z0-9_]+)` \|", (REPO_ROOT / "docs" / "ci.md").read_text(), re.MULTILINE)
     )
     assert documented == read
+
+
+def test_the_docs_show_the_previewers_roles_as_the_bootstrap_grants_them() -> None:
+    page = (REPO_ROOT / "docs" / "ci.md").read_text()
+    table = re.search(r"<!-- previewer-roles:start -->\n(.*?)\n<!-- previewer-roles:end -->", page, re.S)
+    assert table is not None and table.group(1) == previewer_roles_table()
+
+
+def test_the_docs_show_the_providers_condition_as_the_bootstrap_writes_it() -> None:
+    page = (REPO_ROOT / "docs" / "ci.md").read_text()
+    shown = re.search(r"```text\n(\s*assertion\.repository ==.*?)```", page, re.S)
+    assert shown is not None
+    written = BootstrapSettings(project="p", repository="<owner>/<repo>").attribute_condition
+    assert " ".join(shown.group(1).split()) == written

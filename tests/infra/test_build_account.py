@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from infra.build import IAM_PROPAGATION_DELAY
+from infra.propagation import BUILD_GRANTS_DELAY_SECONDS, SERVING_GRANTS_DELAY_SECONDS
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
-from tests.support.pulumi_harness import PROJECT_NUMBER, SLEEP, MockedStack, mock_stack
+from tests.support.pulumi_harness import PROJECT_NUMBER, SLEEP, MockedStack, mock_stack, pause_seconds
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 ACCOUNT = "gcp:serviceaccount/account:Account"
@@ -85,8 +85,11 @@ def test_builder_may_read_the_gcf_v2_sources_bucket_and_nothing_else(stack: Mock
 
 
 def test_functions_build_only_after_the_builder_grants_had_time_to_propagate(stack: MockedStack) -> None:
-    (sleep,) = [r for r in stack.of_type(SLEEP) if r.name == "eos-build-grants-propagation"]
-    assert sleep.inputs["createDuration"] == IAM_PROPAGATION_DELAY == "60s"
+    """IAM: "typically 2 minutes, potentially 7 minutes or longer"; Google's 60 s sample
+    failed half of the time. Every function's dependency chain holds a pause of at least
+    120 s that itself comes after all three of the builder's grants."""
+    sleep = stack.named(SLEEP, "eos-build-grants-propagation")
+    assert pause_seconds(sleep) == BUILD_GRANTS_DELAY_SECONDS >= 120
     assert sleep.inputs["triggers"] == {"builder": BUILDER_MEMBER}
     grants = {r.urn for r in stack.resources if r.inputs.get("member") == BUILDER_MEMBER}
     assert len(grants) == 3 and grants <= set(stack.dependencies[sleep.urn])
@@ -94,8 +97,24 @@ def test_functions_build_only_after_the_builder_grants_had_time_to_propagate(sta
         r.urn for r in stack.of_type("gcp:projects/service:Service") if "cloudbuild" in r.inputs["service"]
     }
     assert len(apis) == 1 and apis <= set(stack.dependencies[sleep.urn])
-    for function in stack.of_type(FUNCTION):
-        assert sleep.urn in stack.dependencies[function.urn]
+    functions = stack.of_type(FUNCTION)
+    assert len(functions) == 2
+    for function in functions:
+        assert sleep in stack.pauses_before(function.urn, at_least=120)
+        assert grants <= stack.waits_for(sleep.urn)
+
+
+def test_the_serving_pause_is_shorter_because_cloud_scheduler_retries(stack: MockedStack) -> None:
+    serving = stack.named(SLEEP, "eos-serving-grants-propagation")
+    assert pause_seconds(serving) == SERVING_GRANTS_DELAY_SECONDS
+    assert SERVING_GRANTS_DELAY_SECONDS < BUILD_GRANTS_DELAY_SECONDS
+
+
+def test_the_pauses_are_neither_protected_nor_retained(stack: MockedStack) -> None:
+    """`pulumi destroy` removes them, so the next `pulumi up` of the stack pauses again."""
+    sleeps = stack.of_type(SLEEP)
+    assert len(sleeps) == 3
+    assert not any(r.protect or r.retain_on_delete for r in sleeps)
 
 
 def test_runtime_and_invoker_accounts_get_no_build_roles(stack: MockedStack) -> None:

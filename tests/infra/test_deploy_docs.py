@@ -28,6 +28,8 @@ def test_the_names_shown_are_the_dev_stacks() -> None:
         names.repository_id(),
         names.workflow_name("workflow-proxy-demo"),
         names.database_id(),
+        names.display_name("function runtime"),
+        f"{names.monitoring_prefix()}-deliveries",
         StackNames("a" * 29 + "b").service_account_id("runtime"),
     ]
     assert all(f"`{name}`" in DOC for name in shown), [n for n in shown if f"`{n}`" not in DOC]

@@ -17,7 +17,7 @@ import yaml
 from infra import timing
 from infra.audit_job import with_audit_job
 from infra.settings import REPO_ROOT, SettingsError, load_stack_settings, project_name
-from infra.stack import REQUIRED_APIS
+from infra.stack import REQUIRED_APIS, WORKFLOW_APIS
 from tests.infra.conftest import build, valid_job, valid_values
 from tests.support.pulumi_harness import OFFSET, SLEEP, MockedResource, MockedStack, mock_stack
 
@@ -182,9 +182,11 @@ def test_first_deploy_apis_are_enabled(dev: MockedStack) -> None:
         "logging.googleapis.com",
         "monitoring.googleapis.com",
         "cloudresourcemanager.googleapis.com",
-        "workflows.googleapis.com",  # the dev stack has a sample workflow
+        # The dev stack has a sample workflow: the workflows, and the API starting executions.
+        "workflows.googleapis.com",
+        "workflowexecutions.googleapis.com",
     }
-    assert first_deploy <= enabled == set(REQUIRED_APIS) | {"workflows.googleapis.com"}
+    assert first_deploy <= enabled == set(REQUIRED_APIS) | set(WORKFLOW_APIS)
 
 
 def test_the_token_check_runs_as_its_own_account_without_workflows_invoker(dev: MockedStack) -> None:

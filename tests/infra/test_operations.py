@@ -17,7 +17,13 @@ from outcomes import Outcome
 from infra import log_filters
 from infra.audit_job import AUDIT_HANDLER, audit_environment, with_audit_job
 from infra.job_config import AUDIT_JOB_NAME
-from infra.operations import ALERTS, DASHBOARD_FILE, audit_function_environment, declare_operations
+from infra.operations import (
+    ALERTS,
+    DASHBOARD_FILE,
+    audit_function_environment,
+    declare_operations,
+    without_defaults,
+)
 from infra.settings import REPO_ROOT, load_stack_settings, project_name
 from tests.policy.runner import violations
 from tests.support import pulumi_harness as harness
@@ -29,10 +35,8 @@ SERVICE = "projects/acme/locations/us-central1/services/eos-dev-handler"
 CHANNELS = ("projects/acme/notificationChannels/123",)
 
 
-def declared(
-    prefix: str = "eos-dev", channels=CHANNELS, preview: bool = False
-) -> list[tuple[str, str, dict[str, Any]]]:
-    """(type, name, inputs) of every resource declare_operations registers, outside a stack."""
+def declared_stack(prefix: str = "eos-dev", channels=CHANNELS, preview: bool = False) -> harness.MockedStack:
+    """Every resource declare_operations registers outside a stack, with their dependencies."""
 
     def program() -> pulumi.Output[Any]:
         operations = declare_operations(
@@ -42,16 +46,24 @@ def declared(
             *(metric.name for metric in operations.metrics.values()),
             *(policy.display_name for policy in operations.alert_policies.values()),
             operations.dashboard.dashboard_json,
+            operations.metric_types_ready.id,
         )
 
-    resources, _, _ = harness.run_under_mocks(
+    resources, monitor, _ = harness.run_under_mocks(
         program,
         harness.GcpMocks("acme", preview=preview),
         project=project_name(),
         stack="dev",
         preview=preview,
     )
-    return [(r.type, r.name, r.inputs) for r in resources]
+    return harness.MockedStack(resources, {}, dependencies=monitor.dependencies)
+
+
+def declared(
+    prefix: str = "eos-dev", channels=CHANNELS, preview: bool = False
+) -> list[tuple[str, str, dict[str, Any]]]:
+    """(type, name, inputs) of every resource declare_operations registers, outside a stack."""
+    return [(r.type, r.name, r.inputs) for r in declared_stack(prefix, channels, preview).resources]
 
 
 def of_type(resources, type_: str) -> list[dict[str, Any]]:
@@ -148,6 +160,33 @@ def test_the_dashboard_is_the_repository_json_with_this_stacks_metrics() -> None
     assert "${" not in filters
 
 
+def test_the_dashboard_is_written_as_the_monitoring_api_stores_it() -> None:
+    """The API leaves out fields holding their default (xPos/yPos 0 above all) and answers
+    without them; anything it would drop makes every later preview show a change."""
+    (dashboard,) = of_type(declared(), DASHBOARD)
+    body = json.loads(dashboard["dashboardJson"])
+    assert without_defaults(body) == body
+    tiles = body["mosaicLayout"]["tiles"]
+    assert all(tile.get("xPos", 1) != 0 and tile.get("yPos", 1) != 0 for tile in tiles)
+    # The tiles at the left edge and the top row are there, without their zero positions.
+    assert sum("xPos" not in tile for tile in tiles) == 4 and sum("yPos" not in tile for tile in tiles) == 2
+    assert '"xPos": 0' not in DASHBOARD_FILE.read_text() and '"yPos": 0' not in DASHBOARD_FILE.read_text()
+
+
+def test_a_forks_zero_positions_and_empty_lists_are_left_out_but_set_messages_stay() -> None:
+    chart = {"xPos": 0, "yPos": 0, "width": 6, "widget": {"title": "", "xyChart": {"thresholds": []}}}
+    spacer = {"xPos": 6, "yPos": 0.0, "width": 6, "widget": {"blank": {}}}
+    assert without_defaults({"mosaicLayout": {"columns": 12, "tiles": [chart, spacer]}}) == {
+        "mosaicLayout": {
+            "columns": 12,
+            "tiles": [
+                {"width": 6, "widget": {"xyChart": {}}},
+                {"xPos": 6, "width": 6, "widget": {"blank": {}}},
+            ],
+        }
+    }
+
+
 def test_the_dashboard_charts_the_handlers_outcomes() -> None:
     body = json.loads(DASHBOARD_FILE.read_text())
     filters = [
@@ -174,7 +213,10 @@ def test_names_are_unique_per_stack() -> None:
             for _, _, inputs in resources
         }
 
-    dev, staging = declared("eos-dev"), declared("eos-staging")
+    # The pause exists only in the stack's state: it names nothing in the project.
+    dev, staging = (
+        [r for r in declared(prefix) if r[0] != harness.SLEEP] for prefix in ("eos-dev", "eos-staging")
+    )
     assert len(physical(dev)) == len(dev)
     assert not physical(dev) & physical(staging)
     assert not {name for _, name, _ in dev} & {name for _, name, _ in staging}
@@ -208,7 +250,7 @@ def test_the_audit_environment_carries_when_each_job_was_created() -> None:
 
 def test_the_monitoring_resources_pass_every_policy() -> None:
     resources = declared()
-    assert {typ for typ, _, _ in resources} == {METRIC, ALERT, DASHBOARD}
+    assert {typ for typ, _, _ in resources} == {METRIC, ALERT, DASHBOARD, harness.SLEEP}
     assert violations([(typ, name, inputs, inputs) for typ, name, inputs in resources]) == []
 
 

@@ -54,11 +54,11 @@ def test_every_child_is_parented_to_the_component(stack: MockedStack) -> None:
     component = stack.component
     children = [r for r in stack.resources if r.type != COMPONENT_TYPE]
     # APIs + database, TTL field, 2 accounts, 2 bindings, bucket, object, function, 2 jobs and
-    # the audit job, the build's account, image repository and its 3 grants, the 2 propagation
-    # pauses, 3 audit horizons, 3 log metrics, the alert policies and the dashboard, and the
-    # indexing exemptions of the run records.
+    # the audit job, the build's account, image repository and its 3 grants, the 2 IAM
+    # propagation pauses, 3 audit horizons, 3 log metrics and the pause for their types, the
+    # alert policies and the dashboard, and the indexing exemptions of the run records.
     assert len(children) == (
-        len(REQUIRED_APIS) + 12 + 5 + 2 + 3 + 3 + len(ALERTS) + 1 + len(UNINDEXED_RUN_FIELDS)
+        len(REQUIRED_APIS) + 12 + 5 + 2 + 3 + 3 + 1 + len(ALERTS) + 1 + len(UNINDEXED_RUN_FIELDS)
     )
     assert {r.parent for r in children} == {component.urn}
     assert all(f"{COMPONENT_TYPE}$" in r.urn for r in children)

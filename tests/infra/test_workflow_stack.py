@@ -14,7 +14,7 @@ import yaml
 from infra.audit_job import AUDIT_HANDLER
 from infra.sample_workflows import SAMPLE_WORKFLOW_FILE
 from infra.settings import REPO_ROOT, WORKFLOWS_CALL_TIMEOUT_SECONDS, WORKFLOWS_HANDLER
-from infra.stack import REQUIRED_APIS, WORKFLOWS_API
+from infra.stack import REQUIRED_APIS, WORKFLOW_APIS
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.pulumi_harness import MockedStack, dev_stack_resources, mock_stack
 
@@ -63,7 +63,7 @@ def workflows_grants(stack: MockedStack) -> list[Any]:
 def test_without_a_workflow_job_there_is_no_grant_api_or_token_check() -> None:
     plain = mock_stack(build(valid_values()))
     assert workflows_grants(plain) == []
-    assert WORKFLOWS_API not in {r.inputs["service"] for r in plain.of_type(SERVICE)}
+    assert set(WORKFLOW_APIS).isdisjoint(r.inputs["service"] for r in plain.of_type(SERVICE))
     assert plain.of_type(WORKFLOW) == []
     assert len(plain.of_type(FUNCTION)) == 1
     assert {"tokenCheckUri", "sampleWorkflows"}.isdisjoint(plain.component_outputs)
@@ -77,7 +77,28 @@ def test_sample_workflow_job_gets_the_project_level_invoker_grant_for_the_runtim
     assert grant.inputs["project"] == PROJECT
     assert "condition" not in grant.inputs
     services = sorted(r.inputs["service"] for r in stack.of_type(SERVICE))
-    assert services == sorted((*REQUIRED_APIS, WORKFLOWS_API))
+    assert services == sorted((*REQUIRED_APIS, *WORKFLOW_APIS))
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        valid_job(name="sample", workflow={"sample": True}),
+        valid_job(name="existing", workflow={"name": EXISTING}),
+        valid_job(name="by-hand", handler=WORKFLOWS_HANDLER, body={"workflow": EXISTING}),
+    ],
+    ids=["sample", "existing", "by-hand"],
+)
+def test_a_workflow_job_enables_the_executions_api_before_its_first_run(job: dict[str, Any]) -> None:
+    """The function starts executions through workflowexecutions.googleapis.com, which
+    enabling workflows.googleapis.com does not enable; the job's first run needs both."""
+    stack = mock_stack(build(valid_values(jobs=[job])))
+    executions = next(
+        r for r in stack.of_type(SERVICE) if r.inputs["service"] == "workflowexecutions.googleapis.com"
+    )
+    assert executions.inputs["disableOnDestroy"] is False
+    scheduled = named(stack, JOB, f"eos-job-{job['name']}")
+    assert executions.urn in stack.dependencies[scheduled.urn]
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from infra.audit_job import with_audit_job
+from infra.settings import load_stack_settings
 from tests.ops.conftest import Cli, DevFunction
+from tests.ops.fakes import RecordingFunction
 
 
 def _past_day_at(hour: int, minute: int) -> datetime:
@@ -62,6 +65,26 @@ def test_audit_backfill_audit(dev_function: DevFunction, cli: Cli) -> None:
     assert len(run_lines) == 4
     assert all("status=completed" in line and "result=succeeded" in line for line in run_lines)
     assert all("duration=" in line for line in run_lines)
+
+
+def test_backfill_asks_the_function_to_decide_from_the_ledger(cli: Cli) -> None:
+    """`Cache-Control: no-cache` on the delivery: a warm instance's memory of completed runs
+    must not answer a re-delivery an operator asked for. The rest is what Cloud Scheduler
+    would have sent for that run."""
+    function = RecordingFunction().start()
+    try:
+        settings = with_audit_job(load_stack_settings("dev"))
+        job = settings.jobs[0]
+        at = _past_day_at(10, 30)
+        result = cli("backfill", "--job", job.name, "--at", _stamp(10, 30), "--url", function.url)
+    finally:
+        function.stop()
+    assert result.returncode == 0, result.stderr
+    [(headers, body)] = function.deliveries
+    assert headers["cache-control"] == "no-cache"
+    expected = {name.lower(): value for name, value in settings.delivery_headers(job, at).items()}
+    assert {name: headers.get(name) for name in expected} == expected
+    assert body == (job.body_bytes() or b"")
 
 
 def test_status_lists_every_job(dev_function: DevFunction, cli: Cli) -> None:

@@ -4,12 +4,13 @@ real function on the Functions Framework, the ledger on the emulator."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from importlib.metadata import version
 
 import pytest
 
 from localrun.emulator import free_loopback_port
 from tests.ops.conftest import Cli, DevFunction
-from tests.ops.fakes import FakeGoogleApis, FakeJob
+from tests.ops.fakes import FakeError, FakeGoogleApis, FakeJob
 
 
 def ttl_field_name(dev_function: DevFunction) -> str:
@@ -105,3 +106,64 @@ def test_smoke_says_when_the_delivery_never_reaches_the_ledger(
     assert "roles/run.invoker" in result.stdout
     apis.stop()  # waits for the fake's delivery attempt
     assert apis.deliveries == ["ConnectionError"]
+
+
+def test_smoke_calls_the_apis_through_googles_client_libraries(
+    apis: FakeGoogleApis, dev_function: DevFunction, cli: Cli
+) -> None:
+    """The official clients announce themselves (x-goog-api-client: gapic/<their release>); a
+    hand-written call would not. They speak the REST transport the fakes implement."""
+    job_name = _deploy(apis, dev_function)
+    field_name = ttl_field_name(dev_function)
+    apis.ttl_states[field_name] = "ACTIVE"
+
+    result = cli("smoke", *_endpoints(apis), "--wait", "60")
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = {(method, path): headers for method, path, headers in apis.requests}
+    for call, distribution in (
+        (("POST", f"/v1/{job_name}:run"), "google-cloud-scheduler"),
+        (("GET", f"/v1/{field_name}"), "google-cloud-firestore"),
+    ):
+        assert f"gapic/{version(distribution)}" in calls[call]["x-goog-api-client"].split()
+        assert "authorization" not in calls[call]  # a loopback endpoint gets anonymous credentials
+
+
+def test_smoke_names_the_fix_for_each_google_api_error(
+    apis: FakeGoogleApis, dev_function: DevFunction, cli: Cli
+) -> None:
+    job_name = _deploy(apis, dev_function)
+    apis.errors[job_name] = FakeError(
+        403, "PERMISSION_DENIED", "Cloud Scheduler API is disabled in project 1", "SERVICE_DISABLED"
+    )
+    apis.errors[ttl_field_name(dev_function)] = FakeError(
+        403, "PERMISSION_DENIED", "Permission 'datastore.indexes.get' denied", "IAM_PERMISSION_DENIED"
+    )
+
+    result = cli("smoke", *_endpoints(apis), "--wait", "1")
+
+    assert result.returncode == 1
+    force_run, ttl = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert force_run == (
+        f"FAIL  force-run Cloud Scheduler job {deployed_id(dev_function)}: enable the API: "
+        "`gcloud services enable cloudscheduler.googleapis.com` (pulumi up enables it; wait a minute)"
+    )
+    assert ttl.startswith("FAIL  TTL policy on scheduler_runs.expire_at: IAM: your identity lacks the ")
+    assert "IAM_PERMISSION_DENIED" in ttl and "Permission 'datastore.indexes.get' denied" in ttl
+    assert apis.deliveries == [] and "Traceback" not in result.stderr
+
+
+def test_smoke_says_when_an_api_endpoint_cannot_be_reached(cli: Cli) -> None:
+    nothing = f"http://127.0.0.1:{free_loopback_port()}"  # nothing listens there
+
+    result = cli(
+        "smoke", "--scheduler-endpoint", nothing, "--firestore-admin-endpoint", nothing, "--wait", "1"
+    )
+
+    assert result.returncode == 1
+    fails = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    assert [line.split(": ")[1] for line in fails] == [
+        "cannot reach the Cloud Scheduler API",
+        "cannot reach the Firestore admin API",
+    ]
+    assert "Traceback" not in result.stderr

@@ -13,6 +13,7 @@ import pytest
 from pulumi.output import Unknown
 from pulumi_policy import EnforcementLevel
 
+from infra.github_oidc import Reach, reach
 from infra.settings import load_stack_settings
 from policy.policies import PACK_NAME, POLICIES
 from tests.policy.runner import UNKNOWN_STRING, violations
@@ -216,3 +217,29 @@ def test_a_function_building_as_the_default_identity_is_caught(dev_resources: li
         broken.append(r)
     found = _violations(broken, preview=False)
     assert sum(v.startswith("function-build-service-account ") for v in found) == 2
+
+
+# --- GitHub OIDC principals: what each one admits --------------------------------------------
+
+POOL = "projects/123/locations/global/workloadIdentityPools/github-actions"
+SUBJECT = f"principal://iam.googleapis.com/{POOL}/subject/repo:acme/eos"
+
+
+@pytest.mark.parametrize(
+    ("member", "expected"),
+    [
+        (f"{SUBJECT}:environment:prod", Reach.ENVIRONMENT),
+        (f"{SUBJECT}:pull_request", Reach.PULL_REQUEST),
+        (f"{SUBJECT}:ref:refs/heads/main", Reach.BROADER),
+        # A customised subject that adds more after the environment is not taken for one.
+        (f"{SUBJECT}:environment:prod:ref:x", Reach.BROADER),
+        (f"principalSet://iam.googleapis.com/{POOL}/attribute.repository/acme/eos", Reach.BROADER),
+        (f"principalSet://iam.googleapis.com/{POOL}/*", Reach.BROADER),
+        ("serviceAccount:someone@acme.iam.gserviceaccount.com", None),
+        ("user:alice@example.com", None),
+    ],
+)
+def test_each_workload_identity_principal_admits_what_its_subject_says(
+    member: str, expected: Reach | None
+) -> None:
+    assert reach(member) is expected

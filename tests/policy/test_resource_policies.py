@@ -341,12 +341,18 @@ def test_allowlist_has_a_reason_for_every_role() -> None:
         "roles/logging.logWriter",
         "roles/storage.objectViewer",
     } | {deployer_role.role for deployer_role in DEPLOYER_ROLES}
-    assert all(PROJECT_ROLE_ALLOWLIST[r.role].holder is Holder.CI_DEPLOYER for r in DEPLOYER_ROLES)
-    assert PROJECT_ROLE_ALLOWLIST["roles/logging.logWriter"].holder is Holder.FUNCTION_BUILD
-    assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].holder is Holder.FUNCTION_BUILD
+    # The previewer shares the deployer's one read-only project role; every other is the deployer's.
+    assert {r.role: PROJECT_ROLE_ALLOWLIST[r.role].holders for r in DEPLOYER_ROLES} == {
+        r.role: (Holder.CI_DEPLOYER, Holder.CI_PREVIEWER)
+        if r.role == "roles/browser"
+        else (Holder.CI_DEPLOYER,)
+        for r in DEPLOYER_ROLES
+    }
+    assert PROJECT_ROLE_ALLOWLIST["roles/logging.logWriter"].holders == (Holder.FUNCTION_BUILD,)
+    assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].holders == (Holder.FUNCTION_BUILD,)
     assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].condition is not None
     assert all(allowed.reason.strip() for allowed in PROJECT_ROLE_ALLOWLIST.values())
-    assert PROJECT_ROLE_ALLOWLIST["roles/workflows.invoker"].holder is Holder.WORKFLOWS_PROXY_RUNTIME
+    assert PROJECT_ROLE_ALLOWLIST["roles/workflows.invoker"].holders == (Holder.WORKFLOWS_PROXY_RUNTIME,)
 
 
 def test_allow_listed_project_grants_to_service_accounts_pass() -> None:

@@ -47,6 +47,17 @@ class MockedResource:
     outputs: dict[str, Any]
     parent: str = ""
     custom: bool = True
+    # Resource options as the engine received them.
+    protect: bool = False
+    retain_on_delete: bool = False
+
+
+def pause_seconds(resource: MockedResource) -> int:
+    """A `pulumiverse_time.Sleep`'s createDuration in seconds ("180s" -> 180)."""
+    assert resource.type == SLEEP, resource.type
+    duration = str(resource.inputs["createDuration"])
+    assert duration.endswith("s") and duration[:-1].isdigit(), duration
+    return int(duration[:-1])
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,23 @@ class MockedStack:
         found = self.of_type(type_)
         assert len(found) == 1, f"expected one {type_}, found {[r.name for r in found]}"
         return found[0]
+
+    def named(self, type_: str, name: str) -> MockedResource:
+        found = [r for r in self.of_type(type_) if r.name == name]
+        assert len(found) == 1, f"expected one {type_} {name}, found {len(found)}"
+        return found[0]
+
+    def by_urn(self, urn: str) -> MockedResource:
+        return next(r for r in self.resources if r.urn == urn)
+
+    def waits_for(self, urn: str) -> set[str]:
+        """Every URN that `urn` waits for, directly or through what it waits for."""
+        return transitive_dependencies(self.dependencies, urn)
+
+    def pauses_before(self, urn: str, at_least: int) -> list[MockedResource]:
+        """The pauses of `at_least` seconds or more in the dependency chain of `urn`."""
+        waited = [self.by_urn(other) for other in self.waits_for(urn)]
+        return [r for r in waited if r.type == SLEEP and pause_seconds(r) >= at_least]
 
     @property
     def component(self) -> MockedResource:
@@ -133,6 +161,18 @@ class GcpMocks(pulumi.runtime.Mocks):
         raise NotImplementedError(f"no mock answer for {args.token}")
 
 
+def transitive_dependencies(dependencies: dict[str, list[str]], urn: str) -> set[str]:
+    """Every URN reachable from `urn` in the recorded dependency graph (itself excluded)."""
+    seen: set[str] = set()
+    pending = list(dependencies.get(urn, []))
+    while pending:
+        current = pending.pop()
+        if current not in seen:
+            seen.add(current)
+            pending.extend(dependencies.get(current, []))
+    return seen
+
+
 def _unknown_where_computed(inputs: Any, outputs: Any) -> Any:
     """`outputs` with every value the provider computed (not given as an input) unknown."""
     if isinstance(outputs, dict) and isinstance(inputs, dict):
@@ -163,12 +203,15 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.parents: dict[str, str] = {}
         self.dependencies: dict[str, list[str]] = {}
+        # URN -> (protect, retainOnDelete) as the resource options set them.
+        self.options: dict[str, tuple[bool, bool]] = {}
         self.registered_outputs: dict[str, dict[str, Any]] = {}
 
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         self.parents[response.urn] = request.parent
         self.dependencies[response.urn] = list(request.dependencies)
+        self.options[response.urn] = (bool(request.protect), bool(request.retainOnDelete))
         return response
 
     def RegisterResourceOutputs(self, request: Any) -> Any:
@@ -224,6 +267,8 @@ def run_under_mocks(
                 outputs=match[3],
                 parent=monitor.parents.get(urn, ""),
                 custom=match[4],
+                protect=monitor.options.get(urn, (False, False))[0],
+                retain_on_delete=monitor.options.get(urn, (False, False))[1],
             )
         )
     return resources, monitor, log.messages

@@ -1,0 +1,65 @@
+"""The pauses a first deploy needs: Google applies some changes minutes after the call returns.
+
+`depends_on` orders resources by when their create call *returned*. Two kinds of Google Cloud
+change are in effect only later, and whatever uses them at once fails:
+
+* **IAM grants.** Google's IAM documentation: a change "typically propagates in 2 minutes, but
+  could potentially take 7 minutes or longer". A build that starts first fails with
+  "Access to bucket gcf-v2-sources-... denied"; Google's own builder sample that waited 60 s
+  failed about half of the time (terraform-provider-google #20571), and its later samples
+  wait 120 s.
+* **Log-based metrics.** Cloud Logging has the metric at once, but Cloud Monitoring refuses an
+  alert policy on its type with 404 "Cannot find metric(s) that match type ... it could take
+  up to 10 minutes to become available" (terraform-provider-google #11102; the provider
+  retries only on 409).
+
+Each pause is a `pulumiverse_time.Sleep` whose `triggers` name what it waits for: it sleeps
+when it is created (a first deploy, a new stack, a stack brought up again after `pulumi
+destroy`) and again when a trigger changes (a replaced account, a renamed metric); an
+unchanged stack never waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pulumi
+import pulumiverse_time as time
+
+# Before a function's first build: the build account's grants. A build that fails here costs
+# a whole `pulumi up` again, so the pause covers IAM's typical 2 minutes with a margin, above
+# the 120 s of Google's later samples.
+BUILD_GRANTS_DELAY_SECONDS = 180
+# Before the first scheduled run: the serving grants (invoker, Firestore, Workflows). Shorter,
+# because a run that meets a 403 is not lost at once: Cloud Scheduler retries it with the
+# job's backoff, and a later retry normally finds the grant in effect.
+SERVING_GRANTS_DELAY_SECONDS = 60
+# Before the alert policies: the log-based metrics they reference. Google gives no typical
+# time, only "up to 10 minutes": this bets on the usual case, not the worst. A policy that
+# still meets the 404 fails the update; the next `pulumi up` creates it (no new pause then).
+METRIC_TYPES_DELAY_SECONDS = 180
+
+
+def duration(seconds: int) -> str:
+    """A pause in the form `pulumiverse_time.Sleep` takes ("180s")."""
+    return f"{seconds}s"
+
+
+def pause_after(
+    name: str,
+    seconds: int,
+    after: Sequence[pulumi.Resource],
+    triggers: Mapping[str, pulumi.Input[str]],
+    opts: pulumi.ResourceOptions,
+) -> time.Sleep:
+    """A pause of `seconds` after `after` are created, slept again when `triggers` change.
+
+    `opts` carries the parent and any further dependencies; the pause is never protected or
+    retained, so `pulumi destroy` removes it and the next `pulumi up` sleeps again.
+    """
+    return time.Sleep(
+        name,
+        create_duration=duration(seconds),
+        triggers=dict(triggers),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(after))),
+    )
