@@ -45,6 +45,11 @@ RETRY_PAUSE_SECONDS = 1.0
 # Exit status of a process ended by the watchdog (EX_SOFTWARE): visible in Cloud Run's logs.
 ENDED_EXIT_STATUS = 70
 
+# Why the watchdog ends an attempt: the `cause` of its attempt_ended log line.
+TIME_LIMIT = "time_limit"
+RENEWAL_FAILED = "renewal_failed"
+TAKEN_OVER = "taken_over"
+
 # What ends the attempt: in production the process; tests pass their own.
 EndAttempt = Callable[[str], None]
 Log = Callable[[str, str, Mapping[str, Any]], None]
@@ -110,28 +115,29 @@ class LeaseKeeper:
                 return
             now = time.monotonic()
             if now >= self._ends_at:
-                self._end("the attempt reached its time limit before the job returned")
+                self._end(TIME_LIMIT, "the attempt reached its time limit before the job returned")
                 return
             if now >= give_up_at:
-                self._end(f"no lease renewal was confirmed for {now - claim.sent_at:.1f}s")
+                self._end(RENEWAL_FAILED, f"no lease renewal was confirmed for {now - claim.sent_at:.1f}s")
                 return
             try:
                 self._claim = self._ledger.renew(claim, timeout=give_up_at - now)
                 self.renewals += 1
             except LeaseLost:
-                self._end("another attempt took the run over")
+                self._end(TAKEN_OVER, "another attempt took the run over")
                 return
             except google_exceptions.GoogleAPIError as error:
                 self._fields["renewal_error"] = repr(error)
                 if self._done.wait(min(RETRY_PAUSE_SECONDS, interval / 4)):
                     return
 
-    def _end(self, reason: str) -> None:
+    def _end(self, cause: str, reason: str) -> None:
         with self._ending:
             if self._done.is_set():
                 return  # the job returned meanwhile: nothing left to stop
             fields = {
-                log_fields.EVENT: "attempt_ended",
+                log_fields.EVENT: log_fields.ATTEMPT_ENDED,
+                log_fields.CAUSE: cause,
                 "reason": reason,
                 "renewals": self.renewals,
                 **self._fields,

@@ -25,3 +25,6 @@ LATENCY_MS: Final = "latency_ms"
 EVENT: Final = "event"
 MISSED_RUN: Final = "missed_run"
 AUDIT_SUMMARY: Final = "missed_run_audit"
+# The watchdog ended an attempt's instance (heartbeat.py); CAUSE says why, in a word.
+ATTEMPT_ENDED: Final = "attempt_ended"
+CAUSE: Final = "cause"

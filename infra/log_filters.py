@@ -87,7 +87,13 @@ MISSED_RUNS = LogMetric(
     equals={log_fields.EVENT: log_fields.MISSED_RUN},
     labels=(log_fields.JOB,),
 )
-METRICS = (DELIVERIES, LATENCY, MISSED_RUNS)
+ENDED_ATTEMPTS = LogMetric(
+    suffix="ended-attempts",
+    description="Attempts the function ended before their lease could be taken over, by cause and job.",
+    equals={log_fields.EVENT: log_fields.ATTEMPT_ENDED},
+    labels=(log_fields.CAUSE, log_fields.JOB),
+)
+METRICS = (DELIVERIES, LATENCY, MISSED_RUNS, ENDED_ATTEMPTS)
 
 
 def log_entry(line: Mapping[str, Any], service_name: str) -> dict[str, Any]:

@@ -142,6 +142,22 @@ ALERTS: tuple[AlertSpec, ...] = (
         "function's logs for that schedule time (auth, ingress, store_error, failures), fix it, then "
         "`python -m ops backfill --stack <stack> --job <job> --at <schedule time>` each missed run.",
     ),
+    AlertSpec(
+        key=log_filters.ENDED_ATTEMPTS.suffix,
+        title="attempt ended: a job overran its time limit or lost touch with the ledger",
+        metric=log_filters.ENDED_ATTEMPTS,
+        label_filter={},
+        threshold=0,
+        window_seconds=900,
+        severity="ERROR",
+        meaning="The function ended an instance so that no retry would run a job alongside it: the job "
+        "ran past its time limit (cause time_limit), or the instance could not renew the run's lease "
+        "(renewal_failed) or found it taken over (taken_over). The run is retried once its lease ends.",
+        runbook="time_limit: make the job stop in time (check run.seconds_left() between steps) or raise "
+        "functionTimeoutSeconds and the job's attemptDeadlineSeconds; renewal_failed: look for Firestore "
+        "errors and latency around the run id; in every case check the job's downstream effects for the "
+        "run id, since its last step may have been cut off.",
+    ),
 )
 
 

@@ -22,6 +22,8 @@ from audit import fire_times
 from google.auth import exceptions as auth_exceptions
 from google.auth import impersonated_credentials
 from google.auth.transport.requests import Request
+from request_checks import CACHE_CONTROL_HEADER
+from request_checks import NO_CACHE as NO_CACHE_DIRECTIVE
 from scheduler_request import format_rfc3339
 
 from ops.context import StackContext, UserError, is_loopback
@@ -29,7 +31,7 @@ from ops.context import StackContext, UserError, is_loopback
 # The function answers within its timeout; the request waits a little longer than that.
 TIMEOUT_MARGIN_SECONDS = 15.0
 # A re-delivery is decided by the ledger, never by the function's in-memory cache.
-NO_CACHE = {"Cache-Control": "no-cache"}
+NO_CACHE = {CACHE_CONTROL_HEADER: NO_CACHE_DIRECTIVE}
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 

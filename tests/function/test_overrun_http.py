@@ -12,6 +12,7 @@ from typing import Any
 
 import requests
 
+from infra import log_filters
 from localrun.function_server import FunctionServer
 from tests.function.marked_jobs import MARKS
 from tests.function.test_http import HEADERS, RUN_ID, server_env
@@ -63,9 +64,12 @@ def test_an_attempt_past_its_time_limit_is_ended_before_a_retry_takes_the_run(
         function_servers, emulator_host, project, LEASE_SECONDS="6", JOB_TIME_LIMIT_SECONDS="4"
     )
     assert post(server, 15) is None  # the instance ended the attempt: no answer
-    assert [line["reason"] for line in ended_lines(log_path)] == [
-        "the attempt reached its time limit before the job returned"
-    ]
+    (ended,) = ended_lines(log_path)
+    assert ended["reason"] == "the attempt reached its time limit before the job returned"
+    # The line the ended-attempts metric counts, with its cause and job as labels.
+    entry = log_filters.log_entry(ended, "eos-handler")
+    assert log_filters.ENDED_ATTEMPTS.matches(entry, "eos-handler")
+    assert log_filters.ENDED_ATTEMPTS.labels_of(entry) == {"cause": "time_limit", "job": "nightly"}
 
     outcomes: list[str] = []
 

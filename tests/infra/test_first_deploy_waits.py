@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from infra import log_filters
-from infra.operations import metric_id
+from infra.operations import ALERTS, metric_id
 from infra.propagation import METRIC_TYPES_DELAY_SECONDS
 from tests.infra.conftest import build, valid_job, valid_values
 from tests.support.pulumi_harness import SLEEP, MockedResource, MockedStack, mock_stack, pause_seconds
@@ -44,7 +44,7 @@ def test_every_alert_policy_waits_for_a_pause_after_the_metric_it_references(pro
     assert len(metrics) == len(log_filters.METRICS)
     assert {m.urn for m in metrics} <= set(prod.dependencies[pause.urn])
     policies = prod.of_type(ALERT)
-    assert len(policies) == 6
+    assert len(policies) == len(ALERTS)
     for policy in policies:
         assert pause.urn in prod.dependencies[policy.urn]
         assert pause in prod.pauses_before(policy.urn, at_least=150)

@@ -72,7 +72,12 @@ def of_type(resources, type_: str) -> list[dict[str, Any]]:
 
 def test_deliveries_are_counted_by_outcome_and_job() -> None:
     metrics = {m["name"]: m for m in of_type(declared(), METRIC)}
-    assert set(metrics) == {"eos-dev-deliveries", "eos-dev-delivery-latency", "eos-dev-missed-runs"}
+    assert set(metrics) == {
+        "eos-dev-deliveries",
+        "eos-dev-delivery-latency",
+        "eos-dev-missed-runs",
+        "eos-dev-ended-attempts",
+    }
     deliveries = metrics["eos-dev-deliveries"]
     assert deliveries["labelExtractors"] == {
         "outcome": "EXTRACT(jsonPayload.outcome)",
@@ -88,6 +93,12 @@ def test_deliveries_are_counted_by_outcome_and_job() -> None:
     assert latency["metricDescriptor"]["valueType"] == "DISTRIBUTION"
     assert "bucketOptions" in latency
     assert 'jsonPayload.event="missed_run"' in metrics["eos-dev-missed-runs"]["filter"]
+    ended = metrics["eos-dev-ended-attempts"]
+    assert 'jsonPayload.event="attempt_ended"' in ended["filter"]
+    assert ended["labelExtractors"] == {
+        "cause": "EXTRACT(jsonPayload.cause)",
+        "job": "EXTRACT(jsonPayload.job)",
+    }
 
 
 def test_the_metrics_use_the_field_names_the_function_writes() -> None:
@@ -105,7 +116,7 @@ def test_the_metrics_use_the_field_names_the_function_writes() -> None:
 
 def test_alert_policies_name_the_outcomes_and_carry_a_runbook() -> None:
     policies = of_type(declared(), ALERT)
-    assert len(policies) == len(ALERTS) == 6
+    assert len(policies) == len(ALERTS) == 7
     names = " | ".join(p["displayName"] for p in policies)
     for needle in (
         "lease_lost",
@@ -114,6 +125,7 @@ def test_alert_policies_name_the_outcomes_and_carry_a_runbook() -> None:
         "failed_terminal",
         "failed_released",
         "missed run",
+        "attempt ended",
     ):
         assert needle in names
     # Policies register once their metric's name resolves, in no fixed order.

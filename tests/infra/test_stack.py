@@ -12,6 +12,7 @@ import pytest
 from record_fields import UNINDEXED_RUN_FIELDS
 from scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 
+from infra import log_filters
 from infra.audit_job import AUDIT_HANDLER, with_audit_job
 from infra.operations import ALERTS
 from infra.settings import REPO_ROOT, StackSettings, load_stack_settings
@@ -55,10 +56,19 @@ def test_every_child_is_parented_to_the_component(stack: MockedStack) -> None:
     children = [r for r in stack.resources if r.type != COMPONENT_TYPE]
     # APIs + database, TTL field, 2 accounts, 2 bindings, bucket, object, function, 2 jobs and
     # the audit job, the build's account, image repository and its 3 grants, the 2 IAM
-    # propagation pauses, 3 audit horizons, 3 log metrics and the pause for their types, the
+    # propagation pauses, 3 audit horizons, the log metrics and the pause for their types, the
     # alert policies and the dashboard, and the indexing exemptions of the run records.
     assert len(children) == (
-        len(REQUIRED_APIS) + 12 + 5 + 2 + 3 + 3 + 1 + len(ALERTS) + 1 + len(UNINDEXED_RUN_FIELDS)
+        len(REQUIRED_APIS)
+        + 12
+        + 5
+        + 2
+        + 3
+        + len(log_filters.METRICS)
+        + 1
+        + len(ALERTS)
+        + 1
+        + len(UNINDEXED_RUN_FIELDS)
     )
     assert {r.parent for r in children} == {component.urn}
     assert all(f"{COMPONENT_TYPE}$" in r.urn for r in children)
