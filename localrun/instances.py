@@ -83,8 +83,8 @@ class InstancePool:
     the function's watchdog ends at its time limit) is routed `alone`: to an instance drained
     of other requests and kept out of rotation until that attempt can no longer be running on
     it, as in the cloud, where ending it cuts no other run short. One instance always stays in
-    rotation; with a single instance an attempt sent alone ends the whole service until it is
-    back, and requests in flight with it.
+    rotation. A single instance has nowhere else to send the others: an attempt that ends it
+    ends every request in flight with it, and the service refuses connections until it is back.
     """
 
     def __init__(
@@ -148,6 +148,7 @@ class InstancePool:
     def route(self, *, alone: bool = False, url: str | None = None) -> Iterator[str]:
         """The URL of the instance a request goes to, counted in flight until the block ends
         (delivery.Router)."""
+        alone = alone and len(self._servers) > 1
         with self._changed:
             if url is not None:
                 index = next(i for i, server in enumerate(self._servers) if server.url == url)
@@ -187,7 +188,7 @@ class InstancePool:
         def free() -> list[int]:
             return [i for i in range(len(self._servers)) if i not in self._down and i not in self._alone]
 
-        while not (len(free()) > 1 or (len(self._servers) == 1 and free())):
+        while len(free()) < 2:
             if not self._changed.wait(deadline - time.monotonic()):
                 raise RuntimeError(f"no instance came free for an attempt sent alone within {timeout:g}s")
         index = min(free(), key=lambda i: self._in_flight[i])
@@ -218,7 +219,8 @@ class InstancePool:
         index = next(i for i, server in enumerate(self._servers) if server.url == url)
 
         def ended() -> bool:
-            return done.is_set() and not self._in_flight[index]
+            # On an instance of its own, whatever is in flight there is its copy.
+            return done.is_set() and (index not in self._alone or not self._in_flight[index])
 
         wait_for(lambda: ended() or key in live_claims(self._db, self._runs, job_id), timeout=30.0)
         with self._crash_lock:

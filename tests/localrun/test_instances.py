@@ -108,6 +108,12 @@ def test_one_instance_always_stays_in_rotation():
     sender.join(timeout=30)
 
 
+def test_a_single_instance_is_never_taken_out_of_rotation():
+    pool, _ = stub_pool(1)
+    with pool.route() as busy, pool.route(alone=True) as alone, pool.route() as other:
+        assert busy == alone == other
+
+
 def test_an_attempt_sent_alone_that_answered_is_given_back_after_its_time_limit():
     pool, _ = stub_pool(2, time_limit_seconds=0.2)
     with pool.route(alone=True) as url:
