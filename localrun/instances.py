@@ -81,8 +81,8 @@ class InstancePool:
     Each instance serves many requests at once (the demo's servers run 64 threads), whereas
     the stack's instances serve one. So an attempt that ends its instance (a crash, or a job
     the function's watchdog ends at its time limit) is routed `alone`: to an instance drained
-    of other requests and kept out of rotation until that attempt can no longer be running on
-    it, as in the cloud, where ending it cuts no other run short. One instance always stays in
+    of other requests and kept out of rotation until nothing of that attempt can still be
+    running there, as in the cloud, where ending it cuts no other run short. One instance always stays in
     rotation. A single instance has nowhere else to send the others: an attempt that ends it
     ends every request in flight with it, and the service refuses connections until it is back.
     """
@@ -199,8 +199,8 @@ class InstancePool:
         return index
 
     def _give_back(self, index: int, workers: frozenset[int], sent_at: float) -> None:
-        """Back into rotation once the attempt sent alone cannot be running on the instance any
-        more: its worker was replaced (ended by the watchdog or a crash) or its time limit has
+        """Back into rotation once nothing of the attempt sent alone can still be running on the
+        instance: its worker was replaced (ended by the watchdog or a crash) or its time limit has
         passed (it answered), and the instance serves again."""
         server = self._servers[index]
         may_run_until = sent_at + self._time_limit + ENDING_GRACE_SECONDS
