@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -53,6 +54,29 @@ class RequestsTransport:
             if isinstance(payload, dict) and isinstance(payload.get("outcome"), str):
                 outcome = payload["outcome"]
         return HttpReply(response.status_code, outcome)
+
+
+class Router(Protocol):
+    """Where a delivery goes: the instance a request is sent to, for as long as it is in flight.
+
+    `alone` asks for an instance with nothing else in flight and nothing else sent to it until
+    it is serving afresh: for an attempt that ends its instance (a crash, or a job the
+    function's watchdog ends), as in the cloud, where an instance serves one request at a time.
+    `url` pins the request to that instance (a duplicate copy of an attempt sent alone)."""
+
+    def route(self, *, alone: bool = False, url: str | None = None) -> AbstractContextManager[str]: ...
+
+
+class FixedRoute:
+    """Every delivery to one URL: a single server, or a fake transport in tests."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @contextlib.contextmanager
+    def route(self, *, alone: bool = False, url: str | None = None) -> Iterator[str]:
+        del alone
+        yield url or self.url
 
 
 # Called with the run, the URL its attempt went to and an event set when that request has

@@ -5,7 +5,8 @@ stack's upcoming scheduled runs through the local Cloud Scheduler with seeded fa
 counts what actually executed in Firestore. The exit code is the verdict, so CI can run it.
 
 Exit codes: 0 every run executed exactly once; 1 some run executed twice or never;
-2 the demo could not run (bad option, bad stack config, emulator or server failed to start).
+2 the demo could not run (bad option, bad stack config, a speed-up whose compressed timing
+breaks a timing rule, emulator or server failed to start, an instance never answered 2xx).
 """
 
 from __future__ import annotations
@@ -28,17 +29,23 @@ from google.cloud import firestore
 
 from infra import timing
 from infra.settings import REPO_ROOT, JobSettings, SettingsError, StackSettings, load_stack_settings
+from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import RunResult
 from localrun.emulator import EMULATOR_HOST_ENV, EmulatorError, firestore_emulator
-from localrun.faults import Fault, FaultRates, RunFaults, fault_counts, plan_faults
+from localrun.faults import Fault, FaultRates, RunFaults, plan_faults
 from localrun.function_server import FunctionServer, FunctionServerError
-from localrun.instances import InstancePool, count_executions, live_claims, wait_for
-from localrun.scheduler import (
-    CompressedClock,
-    LocalScheduler,
-    compressed_function_env,
-    fire_times,
+from localrun.instances import InstancePool, WarmUpError, count_executions, live_claims, wait_for
+from localrun.report import (
+    RunFacts,
+    attempts_ended,
+    build_report,
+    delivery_token,
+    in_order_sent,
+    render_table,
+    verdict_line,
 )
+from localrun.scheduler import CompressedClock, LocalScheduler, fire_times
+from localrun.tcp_proxy import TcpProxy, tcp_proxy
 
 DEFAULT_OUTPUT_DIR = REPO_ROOT / ".demo"
 EXIT_OK, EXIT_NOT_EXACTLY_ONCE, EXIT_CANNOT_RUN = 0, 1, 2
@@ -52,6 +59,15 @@ class SimulationOptions:
     interval_seconds: float = 0.25  # wall clock between two fired runs
     instances: int = 3  # the dev stack's maxInstances
     rates: FaultRates = field(default_factory=FaultRates)
+    # Added to every Firestore round trip of the function (a delaying proxy in front of the
+    # emulator), as if the database were far away; 0: none.
+    firestore_rtt_seconds: float = 0.0
+
+    def compressed(self, settings: StackSettings) -> CompressedTiming:
+        """The function's timing for this run: the slowest round trip it must ride out is a
+        busy machine's, plus the delay added on purpose."""
+        round_trip = BUSY_ROUND_TRIP_SECONDS + self.firestore_rtt_seconds
+        return CompressedTiming.of(settings, self.speedup, round_trip_seconds=round_trip)
 
 
 def simulate(
@@ -77,16 +93,33 @@ def simulate(
     faults = list(plan) if plan is not None else plan_faults(options.runs, options.rates, options.seed)
     times = fire_times(job.schedule, job.time_zone, start or datetime.now(UTC), len(faults))
     clock = CompressedClock(options.speedup)
-    env = compressed_function_env(
-        settings, options.speedup, firestore_project=firestore_project, emulator_host=emulator_host
-    )
-    with _environment(EMULATOR_HOST_ENV, emulator_host):
+    compressed = options.compressed(settings)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_environment(EMULATOR_HOST_ENV, emulator_host))
+        proxy: TcpProxy | None = None
+        if options.firestore_rtt_seconds:
+            # The function reaches Firestore through a delaying proxy; the counts read it directly.
+            delay = tcp_proxy(emulator_host, round_trip_seconds=options.firestore_rtt_seconds)
+            proxy = stack.enter_context(delay)
+        function_firestore = proxy.host if proxy else emulator_host
+        env = compressed.function_env(
+            settings, firestore_project=firestore_project, emulator_host=function_firestore
+        )
         db = firestore.Client(project=firestore_project)
         servers = [FunctionServer(env, log_path) for _ in range(options.instances)]
-        pool = InstancePool(servers, db, settings.runs_collection)
+        pool = InstancePool(
+            servers, db, settings.runs_collection, time_limit_seconds=compressed.time_limit_seconds
+        )
         say(f"serving the function on {', '.join(s.url for s in servers)} (log: {_shown(log_path)})")
-        pool.start()
-        pool.warm_up(settings, job)
+        if options.firestore_rtt_seconds:
+            say(f"every Firestore round trip of the function delayed by {options.firestore_rtt_seconds:g}s")
+        deadline = compressed.attempt_deadline_seconds(settings, job)
+        lease, limit = compressed.lease_seconds, compressed.time_limit_seconds
+        floors = compressed.floors()
+        say(
+            f"wall clock: lease {lease:g}s, time limit {limit:g}s, attempt deadline {deadline:g}s"
+            + (f" ({floors})" if floors else "")
+        )
         done = 0
         lock = threading.Lock()
 
@@ -94,23 +127,31 @@ def simulate(
             nonlocal done
             with lock:
                 done += 1
-                codes = " ".join(_delivery_token(d) for d in _ordered(result))
+                codes = " ".join(delivery_token(d) for d in in_order_sent(result.deliveries))
                 state = "acknowledged" if result.acknowledged else "retries exhausted"
                 run = f"run {result.index + 1:>3} {result.schedule_time}"
                 say(f"  [{done:>3}/{len(times)}] {run}: {codes} ({state})")
 
         scheduler = LocalScheduler(
-            settings, job, pool.pick, clock=clock, crash=pool.crash_when_inside, on_run_done=on_run_done
-        )
-        say(
-            f"firing {len(times)} runs of {job.name!r} ({job.schedule}, {job.time_zone}) "
-            f"at speed-up x{options.speedup:g}, seed {options.seed}"
+            settings,
+            job,
+            pool,
+            clock=clock,
+            compressed=compressed,
+            crash=pool.crash_when_inside,
+            on_run_done=on_run_done,
         )
         try:
+            pool.start()
+            pool.warm_up(settings, job)
+            say(
+                f"firing {len(times)} runs of {job.name!r} ({job.schedule}, {job.time_zone}) "
+                f"at speed-up x{options.speedup:g}, seed {options.seed}"
+            )
             results = scheduler.run_all(times, faults, interval_seconds=options.interval_seconds)
             pool.wait_until_serving()
             # An attempt the scheduler gave up on may still be inside the job: let it end.
-            settle = clock.real(settings.lease_seconds) * 2 + 10
+            settle = compressed.lease_seconds * 2 + 10
             job_id = settings.scheduler_job_id(job)
             wait_for(lambda: not live_claims(db, settings.runs_collection, job_id), timeout=settle)
             counts = count_executions(db, job_id)
@@ -118,142 +159,23 @@ def simulate(
             pool.stop()
     for result in results:
         result.executions = counts.get(result.schedule_time, 0)
-    return _report(settings, job, options, faults, results, pool, time.monotonic() - began)
-
-
-def _report(
-    settings: StackSettings,
-    job: JobSettings,
-    options: SimulationOptions,
-    plan: Sequence[RunFaults],
-    results: Sequence[RunResult],
-    pool: InstancePool,
-    duration: float,
-) -> dict[str, Any]:
-    injected = dict.fromkeys((fault.value for fault in Fault), 0)
-    for result in results:
-        for fault in {f for d in result.deliveries for f in d.faults}:
-            injected[fault] += 1
-    duplicates = sum(r.verdict == "duplicate" for r in results)
-    lost = sum(r.verdict == "lost" for r in results)
-    job_timing = settings.job_timing(job)
-    retry_waits = [
-        later - earlier
-        for earlier, later in zip(
-            [0.0, *timing.retry_arrivals_if_every_attempt_fails_instantly(job.retry)],
-            timing.retry_arrivals_if_every_attempt_fails_instantly(job.retry),
-            strict=False,
-        )
-    ]
-    return {
-        "ok": duplicates == 0 and lost == 0,
-        "job": job.name,
-        "schedule": job.schedule,
-        "time_zone": job.time_zone,
-        "seed": options.seed,
-        "speedup": options.speedup,
-        "interval_seconds": options.interval_seconds,
-        "runs": len(results),
-        "exactly_once": sum(r.verdict == "exactly-once" for r in results),
-        "duplicate": duplicates,
-        "lost": lost,
-        "retries_exhausted": sum(r.retries_exhausted for r in results),
-        "deliveries": sum(len(r.deliveries) for r in results),
-        "faults_planned": fault_counts(plan),
-        # Runs on which each fault really happened (a crash can be pre-empted by another one).
-        "faults_injected": injected,
-        "instances": options.instances,
-        "instance_crashes": pool.crashes,
-        "instance_restart_errors": pool.errors,
-        "duration_seconds": round(duration, 2),
-        "timing": {
-            "simulated": {
-                "attempt_deadline_seconds": job.attempt_deadline_seconds,
-                "lease_seconds": settings.lease_seconds,
-                "retention_seconds": settings.retention_seconds,
-                "retry_waits_seconds": retry_waits,
-            },
-            "wall_clock": {
-                "attempt_deadline_seconds": job.attempt_deadline_seconds / options.speedup,
-                "lease_seconds": settings.lease_seconds / options.speedup,
-                "retention_seconds": settings.retention_seconds / options.speedup,
-                "retry_waits_seconds": [w / options.speedup for w in retry_waits],
-            },
-            "violations": [
-                {"rule": v.rule, "advisory": v.advisory, "message": v.message}
-                for v in timing.check_job_timing(job_timing)
-            ],
-        },
-        "results": [r.to_json() for r in results],
-    }
+    facts = RunFacts(
+        seed=options.seed,
+        speedup=options.speedup,
+        interval_seconds=options.interval_seconds,
+        instances=options.instances,
+        firestore_rtt_seconds=options.firestore_rtt_seconds,
+        compressed=compressed,
+        instance_crashes=pool.crashes,
+        instance_restart_errors=pool.errors,
+        attempts_ended=attempts_ended(log_path),
+        delayed_connections=proxy.forwarded if proxy else 0,
+        duration_seconds=time.monotonic() - began,
+    )
+    return build_report(settings, job, faults, results, facts)
 
 
 # --- output -----------------------------------------------------------------------------------
-
-
-def _ordered(result: RunResult) -> list[Any]:
-    return sorted(result.deliveries, key=lambda d: (d.sent_at_s, d.attempt, d.copy))
-
-
-def _delivery_token(delivery: Any) -> str:
-    if delivery.outcome == "timeout":
-        token = "T/O"
-    elif delivery.outcome == "dropped":
-        token = "DROP"
-    else:
-        token = str(delivery.status) + ("!" if delivery.outcome.startswith("lost_ack") else "")
-    return f"[{token}]" if delivery.copy else token
-
-
-def render_table(report: dict[str, Any]) -> str:
-    rows = [("#", "schedule time (UTC)", "faults", "deliv", "status codes", "execs", "outcome")]
-    for run in report["results"]:
-        deliveries = sorted(run["deliveries"], key=lambda d: (d["sent_at_s"], d["attempt"], d["copy"]))
-        tokens = " ".join(_delivery_token(_Row(d)) for d in deliveries)
-        outcome = run["verdict"] + ("; scheduler gave up" if run["retries_exhausted"] else "")
-        shown = {fault for d in deliveries for fault in d["faults"]}
-        rows.append(
-            (
-                str(run["index"] + 1),
-                run["schedule_time"],
-                ",".join(f if f in shown else f"({f})" for f in run["faults"]) or "-",
-                str(len(deliveries)),
-                tokens,
-                str(run["executions"]),
-                outcome,
-            )
-        )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    lines.append(
-        "status codes in order sent: T/O = no answer within the attempt deadline, "
-        "DROP = connection cut (crash/restart), 200! = answer lost on the way back, "
-        "[..] = injected duplicate copy, (fault) = planned but pre-empted"
-    )
-    return "\n".join(line.rstrip() for line in lines)
-
-
-class _Row:
-    """A report delivery (dict) seen through the attribute names of delivery.Delivery."""
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.outcome: str = data["outcome"]
-        self.status: int | None = data["status"]
-        self.copy: bool = data["copy"]
-
-
-def verdict_line(report: dict[str, Any]) -> str:
-    injected = ", ".join(f"{name} {count}" for name, count in report["faults_injected"].items())
-    if report["ok"]:
-        return (
-            f"PASS: {report['exactly_once']}/{report['runs']} runs executed exactly once "
-            f"({report['deliveries']} deliveries; faults injected: {injected})"
-        )
-    return (
-        f"FAIL: {report['duplicate']} run(s) executed more than once, {report['lost']} never "
-        f"(of {report['runs']}; faults injected: {injected})"
-    )
 
 
 def _printer(stream: TextIO | None) -> Any:
@@ -294,6 +216,13 @@ def _positive(text: str) -> float:
     return value
 
 
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be 0 or more")
+    return value
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -314,7 +243,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--speedup",
         type=_positive,
         default=defaults.speedup,
-        help="clock compression: deadline, backoffs, lease and retention all run this much faster",
+        help="clock compression: deadline, backoffs, time limit, lease and retention all run this "
+        "much faster; the lease no shorter than a slow Firestore allows (default %(default)s)",
     )
     parser.add_argument(
         "--interval", type=float, default=defaults.interval_seconds, help="wall-clock seconds between runs"
@@ -323,8 +253,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--instances",
         type=_positive_int,
         default=defaults.instances,
-        help="function instances; a crash takes one down with its requests, the others keep serving "
+        help="function instances; a crashed or ended one is restarted while the others keep serving "
         "(1: the whole service refuses connections until it is back) (default %(default)s)",
+    )
+    parser.add_argument(
+        "--firestore-rtt-ms",
+        type=_non_negative,
+        default=defaults.firestore_rtt_seconds * 1000,
+        help="add this round-trip time to every Firestore call of the function, through a delaying "
+        "proxy in front of the emulator, as if the database were far away (default %(default)g)",
     )
     parser.add_argument("--stack", default="dev", help="stack whose Pulumi.<stack>.yaml is read")
     parser.add_argument("--job", help="job name (default: the stack's first job)")
@@ -349,15 +286,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         rates.validate()
         settings = load_stack_settings(args.stack)
         job = _pick_job(settings, args.job)
+        options = SimulationOptions(
+            args.runs,
+            args.seed,
+            args.speedup,
+            args.interval,
+            args.instances,
+            rates,
+            firestore_rtt_seconds=args.firestore_rtt_ms / 1000,
+        )
+        problems = options.compressed(settings).problems(settings, job)
     except (ValueError, SettingsError) as error:
         print(f"demo: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    options = SimulationOptions(args.runs, args.seed, args.speedup, args.interval, args.instances, rates)
+    for violation in timing.check_job_timing(settings.job_timing(job)):
+        print(f"timing advisory ({violation.rule}): {violation.message}", file=sys.stderr)
+    if problems:
+        for problem in problems:
+            print(f"demo: {problem}", file=sys.stderr)
+        print(
+            f"demo: a run at speed-up x{args.speedup:g} could not pass; choose a smaller --speedup",
+            file=sys.stderr,
+        )
+        return EXIT_CANNOT_RUN
     out_dir: Path = args.output_dir
     out_dir.mkdir(parents=True, exist_ok=True)
-    for violation in timing.check_job_timing(settings.job_timing(job)):
-        kind = "advisory" if violation.advisory else "VIOLATION"
-        print(f"timing {kind} ({violation.rule}): {violation.message}", file=sys.stderr)
 
     started = time.monotonic()
     try:
@@ -372,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log_dir=out_dir,
                 progress=sys.stderr,
             )
-    except (EmulatorError, FunctionServerError) as error:
+    except (EmulatorError, FunctionServerError, WarmUpError) as error:
         print(f"demo: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     report["total_seconds"] = round(time.monotonic() - started, 2)

@@ -19,7 +19,8 @@ class Fault(enum.StrEnum):
     DUPLICATE = "duplicate"
     # The target processed the request but the response never reached Scheduler.
     LOST_ACK = "lost_ack"
-    # The job runs past the attempt deadline; Scheduler gives up waiting and retries.
+    # The job hangs past its time limit: the function's watchdog ends the attempt with its
+    # instance, Scheduler hears nothing and retries; a retry takes the run over after the lease.
     SLOW = "slow"
     # The function instance dies (SIGKILL) while the job sleeps; its lease stays behind.
     CRASH = "crash"

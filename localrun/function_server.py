@@ -57,7 +57,7 @@ class FunctionServer:
         proves the module imported (config and handlers are checked at import)."""
         self.spawn()
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while not self._answers():
+        while not self.answers():
             if not self.running or time.monotonic() > deadline:
                 self.stop()
                 tail = self._log_path.read_text(errors="replace")[-3000:]
@@ -107,7 +107,21 @@ class FunctionServer:
             self._process.wait(timeout=5)
         self._process = None
 
-    def _answers(self) -> bool:
+    def worker_pids(self) -> frozenset[int]:
+        """The processes that serve its requests (gunicorn's workers, children of the server's
+        process): a set that changes when a worker is ended and replaced. Linux /proc."""
+        if self._process is None:
+            return frozenset()
+        pid = self._process.pid
+        try:
+            return frozenset(
+                int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            )
+        except OSError:
+            return frozenset()
+
+    def answers(self) -> bool:
+        """Whether it answers HTTP now (waiting at most 2 s for it)."""
         try:
             with urllib.request.urlopen(self.url, timeout=2):
                 return True

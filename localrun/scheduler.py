@@ -8,7 +8,10 @@ Everything is configured in *simulated* seconds straight from the stack settings
 deadline, retry policy, lease, retention) and only converted to wall-clock seconds at the last
 moment, by one factor (`CompressedClock.speedup`). Scaling every duration by the same factor
 keeps `timing.check_job_timing`'s verdict: a config that would lose a run in the cloud loses
-it here too. The retry schedule comes from `infra.timing.RetryConfig`, never re-implemented.
+it here too. The exceptions are the durations Firestore's speed puts a floor under (the lease,
+the time limit, and the attempt deadline with it: localrun/compression.py), and those are
+judged by the same rules. The retry schedule comes from `infra.timing.RetryConfig`, never
+re-implemented.
 
 Scheduled runs are fired in schedule order, `interval_seconds` of wall-clock time apart,
 rather than at their compressed fire times: a 5-minute schedule would otherwise leave the demo
@@ -28,21 +31,27 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from audit import following_fire_times
+from jobs.demo import MAX_SLEEP_SECONDS
 from scheduler_request import format_rfc3339
 
 from infra.settings import JobSettings, StackSettings
+from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import (
     CrashHook,
     Delivery,
     DeliveryDropped,
     DeliveryTimeout,
+    FixedRoute,
     RequestsTransport,
+    Router,
     RunResult,
     Transport,
 )
 from localrun.faults import NO_FAULTS, Fault, RunFaults
 
 WARM_UP_JOB = "localrun-warm-up"  # never reported: counts filter on the real job's name
+# The outcome of an attempt whose instance the function's watchdog ended under it.
+ENDED = "ended"
 
 
 # --- fire times -------------------------------------------------------------------------------
@@ -86,28 +95,6 @@ class CompressedClock:
         self._sleep(self.real(sim_seconds))
 
 
-def compressed_function_env(
-    settings: StackSettings, speedup: float, *, firestore_project: str, emulator_host: str
-) -> dict[str, str]:
-    """The function's environment for a local run: the stack's own, with the lease and the
-    retention compressed by the scheduler's speed-up (else a crashed attempt's lease would
-    outlive the whole compressed retry schedule), and Firestore pointed at the emulator.
-
-    `firestore_project` only isolates this run's documents in the emulator; the run ids still
-    use the stack's project, which the deliveries carry in X-Job-Project.
-    """
-    env = settings.function_environment()
-    env.update(
-        GOOGLE_CLOUD_PROJECT=firestore_project,
-        FIRESTORE_DATABASE="(default)",
-        FIRESTORE_EMULATOR_HOST=emulator_host,
-        LEASE_SECONDS=repr(settings.lease_seconds / speedup),
-        RETENTION_SECONDS=repr(settings.retention_seconds / speedup),
-        THREADS="64",  # every concurrent run and duplicate gets a thread
-    )
-    return env
-
-
 # --- the scheduler ----------------------------------------------------------------------------
 
 
@@ -118,9 +105,10 @@ class LocalScheduler:
         self,
         settings: StackSettings,
         job: JobSettings,
-        url: str | Callable[[], str],
+        instances: str | Router,
         *,
         clock: CompressedClock,
+        compressed: CompressedTiming | None = None,
         transport: Transport | None = None,
         crash: CrashHook | None = None,
         on_run_done: Callable[[RunResult], None] | None = None,
@@ -129,9 +117,14 @@ class LocalScheduler:
         self.job = job
         # The name the function sees and records (X-CloudScheduler-JobName).
         self.job_id = settings.scheduler_job_id(job)
-        # A fixed URL, or a chooser called per request (an InstancePool's `pick`).
-        self._pick = url if callable(url) else lambda: url
+        # A fixed URL, or the instances of a service (an InstancePool).
+        self._instances = FixedRoute(instances) if isinstance(instances, str) else instances
         self.clock = clock
+        # The function's durations on this clock (floors included), which the attempt deadline
+        # and the faults' sleeps follow.
+        self.compressed = compressed or CompressedTiming.of(
+            settings, clock.speedup, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS
+        )
         self._transport = transport or RequestsTransport()
         self._crash = crash
         self._on_run_done = on_run_done
@@ -144,16 +137,15 @@ class LocalScheduler:
         body: dict[str, Any] = dict(self.job.body or {})
         if isinstance(body.get("sleep_seconds"), int | float):
             body["sleep_seconds"] = self.clock.real(float(body["sleep_seconds"]))
-        deadline = self.job.attempt_deadline_seconds
         if Fault.SLOW in faults:
-            # Past the deadline, yet inside the lease: in the cloud the function timeout
-            # (<= lease) would stop it; locally nothing does, so it must end on its own.
-            lease = float(self.settings.lease_seconds)
-            slow = (deadline + lease) / 2 if lease > deadline else deadline * 1.25
-            body["sleep_seconds"] = self.clock.real(slow)
+            # Hangs well past the function timeout, where Cloud Run answers but does not stop
+            # the code: the function's watchdog ends the attempt, with its instance, at the
+            # attempt's time limit, and Scheduler hears nothing.
+            hang = 2 * self.compressed.function_timeout_seconds
+            body["sleep_seconds"] = min(hang, MAX_SLEEP_SECONDS)
         if Fault.CRASH in faults:
-            # Long enough to be killed inside the job, short of the deadline.
-            body["sleep_seconds"] = self.clock.real(deadline * 0.75)
+            # Long enough to be killed inside the job, well short of the time limit.
+            body["sleep_seconds"] = self.compressed.time_limit_seconds / 2
         if Fault.FAIL in faults:
             body["fail"] = True
         if not body and self.job.body is None:
@@ -226,52 +218,41 @@ class LocalScheduler:
     ) -> bool:
         body = self.body_for(faults)
         headers = self.headers_for(schedule_time, body)
-        timeout = self.clock.real(self.job.attempt_deadline_seconds)
-        sent_at = round(self.clock.now() - first_attempt, 3)
-        url = self._pick()
-
-        if Fault.DUPLICATE in faults:
-            copy = threading.Thread(
-                target=self._send_copy,
-                args=(result, attempt, sent_at, headers, body, timeout),
-                name=f"copy-{result.index}",
-            )
-            with self._copies_lock:
-                self._copies.append(copy)
-            copy.start()
-
-        done = threading.Event()
-        crasher: threading.Thread | None = None
-        crashed: list[bool] = []
-        if Fault.CRASH in faults and self._crash is not None:
-            crash = self._crash
-
-            def crash_when_inside() -> None:
-                crashed.append(crash(self.job_id, schedule_time, url, done))
-
-            crasher = threading.Thread(target=crash_when_inside, name=f"crash-{result.index}")
-            crasher.start()
-
-        delivery = Delivery(attempt, False, sent_at, None, "", [f.value for f in faults])
-        try:
-            reply = self._transport.post(url, headers, body, timeout)
-            delivery.status, delivery.outcome = reply.status, reply.outcome or "?"
-            ok = 200 <= reply.status < 300
-        except DeliveryTimeout:
-            delivery.outcome, ok = "timeout", False
-        except DeliveryDropped:
-            delivery.outcome, ok = "dropped", False
-        finally:
-            done.set()
-        if crasher is not None:
-            crasher.join()
-            if not any(crashed):
-                delivery.faults.remove(Fault.CRASH.value)  # the attempt ended before it could
+        timeout = self.compressed.attempt_deadline_seconds(self.settings, self.job)
+        # An attempt that ends its instance is sent to one serving nothing else, as in the
+        # cloud: ending it must not cut other runs' requests short.
+        alone = Fault.CRASH in faults or Fault.SLOW in faults
+        crash: _CrashWhenInside | None = None
+        with self._instances.route(alone=alone) as url:
+            sent_at = round(self.clock.now() - first_attempt, 3)
+            if Fault.DUPLICATE in faults:
+                copy = threading.Thread(
+                    target=self._send_copy,
+                    args=(result, attempt, faults, sent_at, headers, body, timeout, url if alone else None),
+                    name=f"copy-{result.index}",
+                )
+                with self._copies_lock:
+                    self._copies.append(copy)
+                copy.start()
+            if Fault.CRASH in faults and self._crash is not None:
+                crash = _CrashWhenInside(
+                    self._crash, self.job_id, schedule_time, url, f"crash-{result.index}"
+                )
+            delivery = Delivery(attempt, False, sent_at, None, "", [f.value for f in faults])
+            try:
+                self._post(url, headers, body, timeout, delivery)
+            finally:
+                if crash is not None:
+                    crash.attempt_returned.set()
+        if crash is not None and not crash.happened():
+            delivery.faults.remove(Fault.CRASH.value)  # the attempt and its copy ended first
         if delivery.outcome == "dropped":
-            # Killed by a crash (of another run) before the fault could show.
-            for fault in (Fault.SLOW, Fault.FAIL):
-                if fault.value in delivery.faults:
-                    delivery.faults.remove(fault.value)
+            if Fault.SLOW in faults:
+                # Sent alone, so nothing but its own watchdog ends its instance.
+                delivery.outcome = ENDED
+            elif Fault.FAIL.value in delivery.faults:
+                delivery.faults.remove(Fault.FAIL.value)  # cut short before it could fail
+        ok = delivery.status is not None and 200 <= delivery.status < 300
         if Fault.LOST_ACK in faults:
             if delivery.status is None:
                 delivery.faults.remove(Fault.LOST_ACK.value)  # no answer to lose
@@ -282,21 +263,50 @@ class LocalScheduler:
         result.deliveries.append(delivery)
         return ok
 
-    def _send_copy(
-        self,
-        result: RunResult,
-        attempt: int,
-        sent_at: float,
-        headers: Mapping[str, str],
-        body: bytes,
-        timeout: float,
+    def _post(
+        self, url: str, headers: Mapping[str, str], body: bytes, timeout: float, delivery: Delivery
     ) -> None:
-        delivery = Delivery(attempt, True, sent_at, None, "", [Fault.DUPLICATE.value])
+        """One request; its answer (or why there was none) goes into `delivery`."""
         try:
-            reply = self._transport.post(self._pick(), headers, body, timeout)
+            reply = self._transport.post(url, headers, body, timeout)
             delivery.status, delivery.outcome = reply.status, reply.outcome or "?"
         except DeliveryTimeout:
             delivery.outcome = "timeout"
         except DeliveryDropped:
             delivery.outcome = "dropped"
+
+    def _send_copy(
+        self,
+        result: RunResult,
+        attempt: int,
+        faults: list[Fault],
+        sent_at: float,
+        headers: Mapping[str, str],
+        body: bytes,
+        timeout: float,
+        url: str | None,
+    ) -> None:
+        delivery = Delivery(attempt, True, sent_at, None, "", [Fault.DUPLICATE.value])
+        with self._instances.route(url=url) as target:
+            self._post(target, headers, body, timeout, delivery)
+        if delivery.outcome == "dropped" and Fault.SLOW in faults:
+            delivery.outcome = ENDED  # a copy of a slow attempt runs the same hanging job, alone
         result.deliveries.append(delivery)
+
+
+class _CrashWhenInside:
+    """The crash fault of one attempt: a thread that asks the hook to kill the attempt's
+    instance once the run is claimed, unless the attempt (and its copy) ended first."""
+
+    def __init__(self, hook: CrashHook, job_id: str, schedule_time: datetime, url: str, name: str) -> None:
+        self.attempt_returned = threading.Event()
+        self._killed: list[bool] = []
+        self._thread = threading.Thread(
+            target=lambda: self._killed.append(hook(job_id, schedule_time, url, self.attempt_returned)),
+            name=name,
+        )
+        self._thread.start()
+
+    def happened(self) -> bool:
+        self._thread.join()
+        return any(self._killed)

@@ -17,8 +17,8 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, run_key_from_headers
 
 from localrun.function_server import FUNCTION_DIR
+from localrun.tcp_proxy import tcp_proxy
 from tests.function.test_http import executions, server_env
-from tests.support.tcp_proxy import tcp_proxy
 from tests.support.waiting import wait_until
 
 JOBS_DOC = Path(__file__).resolve().parents[2] / "docs" / "jobs.md"

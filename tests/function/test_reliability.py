@@ -13,8 +13,8 @@ import requests
 from scheduler_request import SCHEDULE_TIME_HEADER
 
 from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator
+from localrun.tcp_proxy import tcp_proxy
 from tests.function.test_http import HEADERS, deliver, executions, run_record, server_env
-from tests.support.tcp_proxy import tcp_proxy
 from tests.support.waiting import wait_until
 
 # The dev stack's settings: a 60 s function timeout and its 70 s lease.

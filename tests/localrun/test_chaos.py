@@ -62,6 +62,7 @@ def test_every_run_executes_exactly_once_under_every_fault(emulator_host, projec
     assert report["runs"] == 24
     assert {kind: n for kind, n in report["faults_injected"].items() if n == 0} == {}
     assert report["instance_crashes"] >= 1 and report["instance_restart_errors"] == []
+    assert report["attempts_ended"] >= 1  # a slow job, ended with its instance by the watchdog
     bad = [(r["index"], r["executions"], r["deliveries"]) for r in report["results"] if r["executions"] != 1]
     assert bad == []
     assert (report["exactly_once"], report["duplicate"], report["lost"]) == (24, 0, 0)
@@ -72,7 +73,7 @@ def test_every_run_executes_exactly_once_under_every_fault(emulator_host, projec
 
 def test_a_retry_policy_that_ends_inside_the_lease_loses_a_crashed_run(emulator_host, project, tmp_path):
     settings = load_stack_settings("dev")
-    # One retry, 10 s after the crash: the crashed attempt's 70 s lease still blocks the run.
+    # One retry, 10 s after the crash: the crashed attempt's lease (30 s) still blocks the run.
     short = RetryConfig(retry_count=1, min_backoff_seconds=10, max_backoff_seconds=300, max_doublings=3)
     job = dataclasses.replace(settings.jobs[0], retry=short)
     rules = {v.rule for v in timing.check_job_timing(settings.job_timing(job))}
@@ -93,3 +94,36 @@ def test_a_retry_policy_that_ends_inside_the_lease_loses_a_crashed_run(emulator_
     assert [d["outcome"] for d in run["deliveries"]] == ["dropped", "in_progress"]
     assert run["retries_exhausted"] and run["executions"] == 0 and run["verdict"] == "lost"
     assert (report["lost"], report["ok"]) == (1, False)
+
+
+@pytest.mark.chaos
+def test_every_run_executes_exactly_once_with_every_firestore_round_trip_half_a_second_late(
+    emulator_host, project, tmp_path
+):
+    """The demo's own scenario (default rates and seed: a crash, a slow job, a failure, lost
+    answers, duplicates) with the function's Firestore half a second away: nothing may depend
+    on a Firestore call being fast."""
+    settings = load_stack_settings("dev")
+    job = settings.jobs[0]
+    options = SimulationOptions(runs=8, firestore_rtt_seconds=0.5)
+    assert options.compressed(settings).problems(settings, job) == []
+
+    report = simulate_bounded(
+        settings=settings,
+        job=job,
+        options=options,
+        emulator_host=emulator_host,
+        firestore_project=project,
+        log_dir=tmp_path,
+    )
+
+    # Every instance reached Firestore through the delay, and not only once: crashed and
+    # ended instances came back with new channels.
+    assert report["firestore_connections_delayed"] > options.instances
+    assert report["faults_injected"][Fault.SLOW.value] >= 1 and report["attempts_ended"] >= 1
+    assert report["faults_injected"][Fault.CRASH.value] >= 1 and report["instance_crashes"] >= 1
+    assert report["instance_restart_errors"] == []
+    bad = [(r["index"], r["executions"], r["deliveries"]) for r in report["results"] if r["executions"] != 1]
+    assert bad == []
+    assert (report["exactly_once"], report["duplicate"], report["lost"]) == (8, 0, 0)
+    assert report["ok"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import threading
 from datetime import datetime, timedelta
 
 import pytest
@@ -17,9 +20,9 @@ from scheduler_request import (
 from infra import timing
 from infra.settings import load_stack_settings
 from infra.timing import RetryConfig
-from localrun.delivery import DeliveryTimeout, HttpReply
-from localrun.faults import PRIMARY_FAULTS, Fault, FaultRates, fault_counts, plan_faults
-from localrun.scheduler import CompressedClock, LocalScheduler, fire_times
+from localrun.delivery import DeliveryDropped, DeliveryTimeout, HttpReply
+from localrun.faults import PRIMARY_FAULTS, Fault, FaultRates, RunFaults, fault_counts, plan_faults
+from localrun.scheduler import ENDED, CompressedClock, LocalScheduler, fire_times
 from tests.support.clock import FakeMonotonic
 
 
@@ -110,13 +113,80 @@ def test_deliveries_carry_cloud_scheduler_and_stack_headers(settings):
     assert key.schedule_time == utc("2026-10-16T12:05:00Z")
 
 
-def test_attempt_deadline_and_body_durations_are_compressed(settings):
+@pytest.mark.parametrize("speedup", [1.0, 20.0])
+def test_attempt_deadline_follows_the_function_timeout_and_body_durations_are_compressed(settings, speedup):
     job = settings.jobs[0]
     transport = RecordingTransport(HttpReply(200, "executed"))
-    scheduler_for(settings, job, transport, FakeMonotonic(), speedup=20.0).run(0, utc("2026-10-16T12:05:00Z"))
+    scheduler = scheduler_for(settings, job, transport, FakeMonotonic(), speedup=speedup)
+    scheduler.run(0, utc("2026-10-16T12:05:00Z"))
     (_, _, body, timeout) = transport.requests[0]
-    assert timeout == job.attempt_deadline_seconds / 20
-    assert body == b'{"sleep_seconds":%r}' % (job.body["sleep_seconds"] / 20)
+    # Lengthened as much as the function timeout (floored for a slow Firestore), never shorter.
+    assert timeout == scheduler.compressed.attempt_deadline_seconds(settings, job)
+    assert timeout >= job.attempt_deadline_seconds / speedup
+    if speedup == 1.0:
+        assert timeout == job.attempt_deadline_seconds
+    assert body == b'{"sleep_seconds":%r}' % (job.body["sleep_seconds"] / speedup)
+
+
+def test_a_slow_job_hangs_past_the_function_timeout_a_crashed_one_ends_inside_its_time_limit(settings):
+    scheduler = scheduler_for(
+        settings, settings.jobs[0], RecordingTransport(HttpReply(200, "?")), FakeMonotonic()
+    )
+    timing = scheduler.compressed
+    slow = json.loads(scheduler.body_for([Fault.SLOW]))["sleep_seconds"]
+    crash = json.loads(scheduler.body_for([Fault.CRASH]))["sleep_seconds"]
+    assert slow > timing.function_timeout_seconds > timing.time_limit_seconds > crash > 0
+
+
+class RecordingRouter:
+    """Hands out one URL per request and records how each was asked for."""
+
+    def __init__(self) -> None:
+        self.routes: list[tuple[bool, str | None]] = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def route(self, *, alone=False, url=None):
+        with self._lock:
+            self.routes.append((alone, url))
+            index = len(self.routes)
+        yield url or f"http://127.0.0.1:{index}/"
+
+
+def routed_scheduler(settings, router, transport):
+    fake = FakeMonotonic()
+    clock = CompressedClock(60.0, monotonic=fake.monotonic, sleep=fake.sleep)
+    return LocalScheduler(settings, settings.jobs[0], router, clock=clock, transport=transport)
+
+
+@pytest.mark.parametrize("fault", [Fault.SLOW, Fault.CRASH])
+def test_an_attempt_that_ends_its_instance_goes_alone_and_its_copy_with_it(settings, fault):
+    router = RecordingRouter()
+    transport = RecordingTransport(HttpReply(200, "executed"))
+    scheduler = routed_scheduler(settings, router, transport)
+    scheduler.run(0, utc("2026-10-16T12:05:00Z"), RunFaults(primary=fault, duplicate=True))
+    scheduler.join_copies()
+
+    assert sorted(router.routes, key=str) == sorted([(True, None), (False, "http://127.0.0.1:1/")], key=str)
+    urls = [url for url, _, _, _ in transport.requests]
+    assert urls == ["http://127.0.0.1:1/"] * 2  # the attempt and its copy, on one instance
+
+
+def test_other_attempts_share_instances(settings):
+    router = RecordingRouter()
+    transport = RecordingTransport(HttpReply(200, "executed"))
+    scheduler = routed_scheduler(settings, router, transport)
+    scheduler.run(0, utc("2026-10-16T12:05:00Z"), RunFaults(primary=Fault.FAIL, duplicate=True))
+    scheduler.join_copies()
+    assert router.routes == [(False, None), (False, None)]
+
+
+def test_a_slow_attempt_cut_off_is_reported_ended(settings):
+    transport = RecordingTransport(DeliveryDropped("reset"), HttpReply(200, "lease_taken_over"))
+    scheduler = scheduler_for(settings, settings.jobs[0], transport, FakeMonotonic())
+    result = scheduler.run(0, utc("2026-10-16T12:05:00Z"), RunFaults(primary=Fault.SLOW))
+    assert [d.outcome for d in result.deliveries] == [ENDED, "lease_taken_over"]
+    assert result.deliveries[0].faults == [Fault.SLOW.value]
 
 
 @pytest.mark.parametrize(

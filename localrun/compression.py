@@ -1,0 +1,177 @@
+"""The stack's timing on the local run's compressed clock, and whether the compressed run can pass.
+
+The local scheduler runs every duration `speedup` times faster (scheduler.CompressedClock), and
+the function gets the same compression of its own: the lease, the attempt's time limit
+(JOB_TIME_LIMIT_SECONDS, the function timeout less its margin) and the retention. Scaling
+every duration by one factor keeps `timing.check_job_timing`'s verdict.
+
+Two of them cannot shrink freely, because Firestore does not get faster with the clock:
+
+- The lease. The ledger gives a claim at most half a lease (run_store.store_deadline_for) and
+  one Firestore call a third of that (run_store.ATTEMPT_SHARE), so that a slow call is retried
+  within the claim's budget; the heartbeat renews every third of a lease. The stack's 30 s
+  lease compressed 20 times is 1.5 s, a quarter of a second per call: less than one Firestore
+  round trip on a busy machine, and claims would fail for slowness alone. So the lease is at
+  least the shortest that gives one call the slowest round trip the local run must ride out
+  (`lease_floor_seconds`).
+- The time limit. A claim may take its whole budget and still run the job, which then needs
+  a round trip of its own (the demo job records its execution). The watchdog ends an attempt
+  at its time limit together with its instance, and the local instances serve many requests
+  at once, so a limit shorter than that would end healthy attempts and every request beside
+  them. The time limit is at least the claim's budget plus one round trip; the function
+  timeout and the attempt deadline are lengthened by as much.
+
+Floored durations are longer, in simulated time, than the stack's: a crashed attempt blocks
+its run for longer, and the retries must still outlast it. `CompressedTiming.problems` judges
+the compressed timing by the stack's own rules, so a speed-up the local run cannot honour is
+refused up front, naming the speed-up, instead of losing runs to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from config import TIME_LIMIT_MARGIN_SECONDS
+from run_store import ATTEMPT_SHARE, store_deadline_for
+
+from infra import timing
+from infra.settings import JobSettings, StackSettings
+from infra.timing import JobTiming
+
+# The slowest Firestore round trip (emulator included) the local run rides out on a busy
+# 2-core machine, before any delay added on purpose (--firestore-rtt-ms).
+BUSY_ROUND_TRIP_SECONDS = 1.0
+
+
+def claim_budget_seconds(lease_seconds: float) -> float:
+    """How long a claim may wait for Firestore, retries included, with this lease."""
+    return store_deadline_for(timedelta(seconds=lease_seconds)).total_seconds()
+
+
+def per_call_seconds(lease_seconds: float) -> float:
+    """How long one Firestore call of a claim may take before it is retried, with this lease."""
+    return claim_budget_seconds(lease_seconds) * ATTEMPT_SHARE
+
+
+def lease_floor_seconds(round_trip_seconds: float) -> float:
+    """The shortest lease whose claims give one Firestore call `round_trip_seconds` (and whose
+    renewals, every third of a lease, get as long): 6 s for a round trip of 1 s."""
+    if not round_trip_seconds > 0:
+        raise ValueError(f"round trip must be positive, got {round_trip_seconds}")
+    floor = round_trip_seconds / per_call_seconds(1.0)  # a call's share grows with the lease
+    if per_call_seconds(floor) < round_trip_seconds * (1 - 1e-9):
+        # The ledger caps a claim's budget whatever the lease: no lease is long enough.
+        raise ValueError(
+            f"a Firestore round trip of {round_trip_seconds:g}s is longer than any ledger call may "
+            f"take, whatever the lease ({per_call_seconds(floor):g}s)"
+        )
+    return floor
+
+
+@dataclass(frozen=True)
+class CompressedTiming:
+    """The function's durations on the local clock, in wall-clock seconds."""
+
+    speedup: float
+    round_trip_seconds: float  # the slowest Firestore round trip to ride out
+    lease_seconds: float
+    lease_floor_seconds: float
+    time_limit_seconds: float
+    time_limit_floor_seconds: float
+    function_timeout_seconds: float
+    retention_seconds: float
+
+    @classmethod
+    def of(cls, settings: StackSettings, speedup: float, *, round_trip_seconds: float) -> CompressedTiming:
+        if not speedup > 0:
+            raise ValueError(f"speed-up must be positive, got {speedup}")
+        lease_floor = lease_floor_seconds(round_trip_seconds)
+        lease = max(settings.lease_seconds / speedup, lease_floor)
+        time_limit_floor = claim_budget_seconds(lease) + round_trip_seconds
+        time_limit = max(settings.time_limit_seconds / speedup, time_limit_floor)
+        return cls(
+            speedup=speedup,
+            round_trip_seconds=round_trip_seconds,
+            lease_seconds=lease,
+            lease_floor_seconds=lease_floor,
+            time_limit_seconds=time_limit,
+            time_limit_floor_seconds=time_limit_floor,
+            function_timeout_seconds=time_limit + TIME_LIMIT_MARGIN_SECONDS / speedup,
+            retention_seconds=settings.retention_seconds / speedup,
+        )
+
+    def attempt_deadline_seconds(self, settings: StackSettings, job: JobSettings) -> float:
+        """`job`'s attempt deadline, lengthened as much as the function timeout was: Scheduler
+        waits as long for an answer relative to the timeout as it does in the cloud."""
+        lengthened = self.function_timeout_seconds - settings.function_timeout_seconds / self.speedup
+        return job.attempt_deadline_seconds / self.speedup + lengthened
+
+    def function_env(
+        self, settings: StackSettings, *, firestore_project: str, emulator_host: str
+    ) -> dict[str, str]:
+        """The function's environment for a local run: the stack's own, with these durations,
+        and Firestore at `emulator_host` (the emulator, or a proxy in front of it).
+
+        `firestore_project` only isolates this run's documents in the emulator; the run ids
+        still use the stack's project, which the deliveries carry in X-Job-Project.
+        """
+        env = settings.function_environment()
+        env.update(
+            GOOGLE_CLOUD_PROJECT=firestore_project,
+            FIRESTORE_DATABASE="(default)",
+            FIRESTORE_EMULATOR_HOST=emulator_host,
+            LEASE_SECONDS=repr(self.lease_seconds),
+            JOB_TIME_LIMIT_SECONDS=repr(self.time_limit_seconds),
+            RETENTION_SECONDS=repr(self.retention_seconds),
+            THREADS="64",  # every concurrent run and duplicate gets a thread
+        )
+        return env
+
+    def job_timing(self, settings: StackSettings, job: JobSettings) -> JobTiming:
+        """`job`'s timing as the local run really has it, in simulated seconds."""
+        return JobTiming(
+            schedule=job.schedule,
+            attempt_deadline_seconds=self.attempt_deadline_seconds(settings, job) * self.speedup,
+            function_timeout_seconds=self.function_timeout_seconds * self.speedup,
+            lease_seconds=self.lease_seconds * self.speedup,
+            retention_seconds=settings.retention_seconds,
+            retry=job.retry,
+            time_limit_seconds=self.time_limit_seconds * self.speedup,
+        )
+
+    def floors(self) -> str:
+        """The floored durations, for people: empty when none is floored."""
+        floored = []
+        if self.lease_seconds == self.lease_floor_seconds:
+            floored.append(
+                f"lease {self.lease_seconds:g}s, which gives one Firestore call "
+                f"{per_call_seconds(self.lease_seconds):g}s"
+            )
+        if self.time_limit_seconds == self.time_limit_floor_seconds:
+            floored.append(
+                f"time limit {self.time_limit_seconds:g}s, a claim's whole budget and one more round trip"
+            )
+        if not floored:
+            return ""
+        return f"floored for a Firestore round trip of up to {self.round_trip_seconds:g}s: " + "; ".join(
+            floored
+        )
+
+    def problems(self, settings: StackSettings, job: JobSettings) -> list[str]:
+        """Why a local run of `job` at this speed-up could not pass, whatever the function
+        does; empty when it can. Advisory findings are not problems."""
+        why = f"at speed-up x{self.speedup:g}"
+        if floors := self.floors():
+            why += f" (durations {floors}; times below are simulated)"
+        found = [
+            f"{why}: {violation.rule}: {violation.message}"
+            for violation in timing.check_job_timing(self.job_timing(settings, job))
+            if not violation.advisory
+        ]
+        if self.retention_seconds < self.lease_seconds:
+            found.append(
+                f"{why}: the retention compressed to {self.retention_seconds:g}s ends before the "
+                f"lease of {self.lease_seconds:g}s"
+            )
+        return found

@@ -1,0 +1,193 @@
+"""What a local run reports: the JSON report, the table of runs and the verdict line.
+
+Everything counted here comes from the truth sources the demo reads after the runs (execution
+records in Firestore, the function's own log lines), not from the answers the scheduler saw;
+the answers are shown too, as the story of each run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import log_fields
+
+from infra import timing
+from infra.settings import JobSettings, StackSettings
+from localrun.compression import CompressedTiming
+from localrun.delivery import Delivery, RunResult
+from localrun.faults import Fault, RunFaults, fault_counts
+from localrun.scheduler import ENDED
+
+# The event of the function's log line when its watchdog ends an attempt (heartbeat.py).
+ATTEMPT_ENDED_EVENT = "attempt_ended"
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """How the local run was set up and what its instances went through."""
+
+    seed: int
+    speedup: float
+    interval_seconds: float
+    instances: int
+    firestore_rtt_seconds: float
+    compressed: CompressedTiming
+    instance_crashes: int
+    instance_restart_errors: Sequence[str]
+    attempts_ended: int
+    delayed_connections: int  # the function's connections to Firestore through the delaying proxy
+    duration_seconds: float
+
+
+def attempts_ended(log_path: Path) -> int:
+    """Attempts the function's watchdog ended, counted from its log lines."""
+    if not log_path.exists():
+        return 0
+    count = 0
+    for line in log_path.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                fields = json.loads(line)
+            except ValueError:
+                continue
+            count += isinstance(fields, dict) and fields.get(log_fields.EVENT) == ATTEMPT_ENDED_EVENT
+    return count
+
+
+def build_report(
+    settings: StackSettings,
+    job: JobSettings,
+    plan: Sequence[RunFaults],
+    results: Sequence[RunResult],
+    facts: RunFacts,
+) -> dict[str, Any]:
+    injected = dict.fromkeys((fault.value for fault in Fault), 0)
+    for result in results:
+        for fault in {f for d in result.deliveries for f in d.faults}:
+            injected[fault] += 1
+    duplicates = sum(r.verdict == "duplicate" for r in results)
+    lost = sum(r.verdict == "lost" for r in results)
+    arrivals = timing.retry_arrivals_if_every_attempt_fails_instantly(job.retry)
+    retry_waits = [later - earlier for earlier, later in zip([0.0, *arrivals], arrivals, strict=False)]
+    compressed = facts.compressed
+    speedup = facts.speedup
+    return {
+        "ok": duplicates == 0 and lost == 0,
+        "job": job.name,
+        "schedule": job.schedule,
+        "time_zone": job.time_zone,
+        "seed": facts.seed,
+        "speedup": speedup,
+        "interval_seconds": facts.interval_seconds,
+        "firestore_rtt_seconds": facts.firestore_rtt_seconds,
+        "firestore_connections_delayed": facts.delayed_connections,
+        "runs": len(results),
+        "exactly_once": sum(r.verdict == "exactly-once" for r in results),
+        "duplicate": duplicates,
+        "lost": lost,
+        "retries_exhausted": sum(r.retries_exhausted for r in results),
+        "deliveries": sum(len(r.deliveries) for r in results),
+        "faults_planned": fault_counts(plan),
+        # Runs on which each fault really happened (a crash can be pre-empted by the answer).
+        "faults_injected": injected,
+        "instances": facts.instances,
+        "instance_crashes": facts.instance_crashes,
+        "instance_restart_errors": list(facts.instance_restart_errors),
+        # Attempts the function's watchdog ended at their time limit (its log lines).
+        "attempts_ended": facts.attempts_ended,
+        "duration_seconds": round(facts.duration_seconds, 2),
+        "timing": {
+            "simulated": {
+                "attempt_deadline_seconds": job.attempt_deadline_seconds,
+                "function_timeout_seconds": settings.function_timeout_seconds,
+                "time_limit_seconds": settings.time_limit_seconds,
+                "lease_seconds": settings.lease_seconds,
+                "retention_seconds": settings.retention_seconds,
+                "retry_waits_seconds": retry_waits,
+            },
+            # Every duration divided by the speed-up, but none below its floor (compression.py).
+            "wall_clock": {
+                "attempt_deadline_seconds": compressed.attempt_deadline_seconds(settings, job),
+                "function_timeout_seconds": compressed.function_timeout_seconds,
+                "time_limit_seconds": compressed.time_limit_seconds,
+                "time_limit_floor_seconds": compressed.time_limit_floor_seconds,
+                "lease_seconds": compressed.lease_seconds,
+                "lease_floor_seconds": compressed.lease_floor_seconds,
+                "retention_seconds": compressed.retention_seconds,
+                "retry_waits_seconds": [wait / speedup for wait in retry_waits],
+            },
+            # The local run's own timing (floored lease included), judged by the stack's rules.
+            "violations": [
+                {"rule": v.rule, "advisory": v.advisory, "message": v.message}
+                for v in timing.check_job_timing(compressed.job_timing(settings, job))
+            ],
+        },
+        "results": [r.to_json() for r in results],
+    }
+
+
+# --- output -----------------------------------------------------------------------------------
+
+
+def delivery_token(delivery: Delivery) -> str:
+    if delivery.outcome == "timeout":
+        token = "T/O"
+    elif delivery.outcome == "dropped":
+        token = "DROP"
+    elif delivery.outcome == ENDED:
+        token = "END"
+    else:
+        token = str(delivery.status) + ("!" if delivery.outcome.startswith("lost_ack") else "")
+    return f"[{token}]" if delivery.copy else token
+
+
+def in_order_sent(deliveries: Sequence[Delivery]) -> list[Delivery]:
+    return sorted(deliveries, key=lambda d: (d.sent_at_s, d.attempt, d.copy))
+
+
+def render_table(report: dict[str, Any]) -> str:
+    rows = [("#", "schedule time (UTC)", "faults", "deliv", "status codes", "execs", "outcome")]
+    for run in report["results"]:
+        deliveries = in_order_sent([Delivery(**d) for d in run["deliveries"]])
+        tokens = " ".join(delivery_token(d) for d in deliveries)
+        outcome = run["verdict"] + ("; scheduler gave up" if run["retries_exhausted"] else "")
+        shown = {fault for d in deliveries for fault in d.faults}
+        rows.append(
+            (
+                str(run["index"] + 1),
+                run["schedule_time"],
+                ",".join(f if f in shown else f"({f})" for f in run["faults"]) or "-",
+                str(len(deliveries)),
+                tokens,
+                str(run["executions"]),
+                outcome,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    lines.append(
+        "status codes in order sent: T/O = no answer within the attempt deadline, "
+        "END = the function ended the attempt, with its instance, at its time limit, "
+        "DROP = connection cut (crash/restart), 200! = answer lost on the way back, "
+        "[..] = injected duplicate copy, (fault) = planned but pre-empted"
+    )
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def verdict_line(report: dict[str, Any]) -> str:
+    injected = ", ".join(f"{name} {count}" for name, count in report["faults_injected"].items())
+    ended = f"; attempts ended at their time limit: {report['attempts_ended']}"
+    if report["ok"]:
+        return (
+            f"PASS: {report['exactly_once']}/{report['runs']} runs executed exactly once "
+            f"({report['deliveries']} deliveries; faults injected: {injected}{ended})"
+        )
+    return (
+        f"FAIL: {report['duplicate']} run(s) executed more than once, {report['lost']} never "
+        f"(of {report['runs']}; faults injected: {injected}{ended})"
+    )

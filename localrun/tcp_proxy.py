@@ -1,0 +1,153 @@
+"""A loopback TCP proxy in front of a server (the Firestore emulator): the network between the
+function and its database, made slow or cut on purpose.
+
+- A round-trip time: each chunk is held for half of it in each direction, then sent on, in
+  order. Chunks are read as soon as they arrive and each waits out its own delay, so the
+  delay adds latency without limiting bandwidth, like a long link rather than a thin one.
+  Every Firestore call through it takes at least one round trip, as it would to a distant
+  region. The demo's `--firestore-rtt-ms` uses it; so can a benchmark of network latency.
+- Cut: `refuse` drops every connection, as a stopped server would; `blackhole` accepts
+  connections and never answers, as a network partition would, where only timeouts help.
+  Existing connections are closed either way, so a client's open gRPC channel breaks too.
+  `restore()` forwards new connections again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Literal
+
+from localrun.emulator import free_loopback_port
+
+CutMode = Literal["refuse", "blackhole"]
+CUT_MODES: tuple[CutMode, ...] = ("refuse", "blackhole")
+_CHUNK_BYTES = 65536
+# Marks the end of a direction's stream in its delay queue.
+_END = b""
+
+
+class TcpProxy:
+    """Listens on 127.0.0.1:`port` (`host` as a client's "host:port") and forwards to `target`."""
+
+    def __init__(self, target: str, *, round_trip_seconds: float = 0.0) -> None:
+        if not round_trip_seconds >= 0:
+            raise ValueError(f"round_trip_seconds must be 0 or more, got {round_trip_seconds}")
+        host, _, port = target.rpartition(":")
+        self._target = (host, int(port))
+        self.round_trip_seconds = round_trip_seconds
+        self.port = free_loopback_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.mode: Literal["forward"] | CutMode = "forward"
+        # Connections accepted and forwarded: proof that a client really goes through here.
+        self.forwarded = 0
+        self._sockets: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self._stopped = threading.Event()
+        threading.Thread(target=self._accept, name=f"proxy-{self.port}", daemon=True).start()
+
+    def cut(self, mode: CutMode = "refuse") -> None:
+        if mode not in CUT_MODES:
+            raise ValueError(f"cut mode {mode!r} is not one of {CUT_MODES}")
+        self.mode = mode
+        with self._lock:
+            for sock in self._sockets:
+                _close(sock)
+            self._sockets.clear()
+
+    def restore(self) -> None:
+        self.mode = "forward"
+
+    def close(self) -> None:
+        self._stopped.set()
+        self.cut()
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self.mode == "refuse":
+                client.close()
+                continue
+            self._track(client)
+            if self.mode == "blackhole":
+                continue  # held open, never read, never answered
+            try:
+                upstream = socket.create_connection(self._target, timeout=5)
+            except OSError:
+                _close(client)
+                continue
+            upstream.settimeout(None)
+            self._track(upstream)
+            self.forwarded += 1
+            one_way = self.round_trip_seconds / 2
+            for source, sink in ((client, upstream), (upstream, client)):
+                pipe = _pipe if one_way == 0 else _delayed_pipe
+                threading.Thread(target=pipe, args=(source, sink, one_way), daemon=True).start()
+
+    def _track(self, sock: socket.socket) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self._lock:
+            self._sockets.add(sock)
+
+
+def _pipe(source: socket.socket, sink: socket.socket, _one_way: float) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(_CHUNK_BYTES):
+            sink.sendall(data)
+    _shut(source, sink)
+
+
+def _delayed_pipe(source: socket.socket, sink: socket.socket, one_way: float) -> None:
+    """Read on this thread, send on another: a chunk waits out its own delay without holding
+    up the reads of the chunks behind it."""
+    pending: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
+    sender = threading.Thread(target=_send_when_due, args=(pending, source, sink), daemon=True)
+    sender.start()
+    with contextlib.suppress(OSError):
+        while data := source.recv(_CHUNK_BYTES):
+            pending.put((time.monotonic() + one_way, data))
+    pending.put((time.monotonic() + one_way, _END))
+
+
+def _send_when_due(
+    pending: queue.SimpleQueue[tuple[float, bytes]], source: socket.socket, sink: socket.socket
+) -> None:
+    with contextlib.suppress(OSError):
+        while True:
+            due, data = pending.get()
+            time.sleep(max(0.0, due - time.monotonic()))
+            if not data:
+                break
+            sink.sendall(data)
+    _shut(source, sink)  # after the last chunk: an end travels no faster than the data
+
+
+def _shut(*sockets: socket.socket) -> None:
+    """End both directions of a connection. Only cut() and close() close the sockets: a
+    pipe's other thread may still be using them."""
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _close(sock: socket.socket) -> None:
+    _shut(sock)
+    sock.close()
+
+
+@contextlib.contextmanager
+def tcp_proxy(target: str, *, round_trip_seconds: float = 0.0) -> Iterator[TcpProxy]:
+    proxy = TcpProxy(target, round_trip_seconds=round_trip_seconds)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
