@@ -22,9 +22,6 @@ from localrun.delivery import Delivery, RunResult
 from localrun.faults import Fault, RunFaults, fault_counts
 from localrun.scheduler import ENDED
 
-# The event of the function's log line when its watchdog ends an attempt (heartbeat.py).
-ATTEMPT_ENDED_EVENT = "attempt_ended"
-
 
 @dataclass(frozen=True)
 class RunFacts:
@@ -54,7 +51,7 @@ def attempts_ended(log_path: Path) -> int:
                 fields = json.loads(line)
             except ValueError:
                 continue
-            count += isinstance(fields, dict) and fields.get(log_fields.EVENT) == ATTEMPT_ENDED_EVENT
+            count += isinstance(fields, dict) and fields.get(log_fields.EVENT) == log_fields.ATTEMPT_ENDED
     return count
 
 

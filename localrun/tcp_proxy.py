@@ -10,6 +10,9 @@ function and its database, made slow or cut on purpose.
   connections and never answers, as a network partition would, where only timeouts help.
   Existing connections are closed either way, so a client's open gRPC channel breaks too.
   `restore()` forwards new connections again.
+- Lost answers: `lose_answers()` forwards every request but drops what the server answers,
+  as a network that fails on the way back does: the server acts, the client never learns.
+  `deliver_answers()` reconnects (every open connection is closed) and answers flow again.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class TcpProxy:
         self.forwarded = 0
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._losing_answers = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", self.port))
         self._stopped = threading.Event()
         threading.Thread(target=self._accept, name=f"proxy-{self.port}", daemon=True).start()
@@ -62,6 +66,15 @@ class TcpProxy:
 
     def restore(self) -> None:
         self.mode = "forward"
+
+    def lose_answers(self) -> None:
+        self._losing_answers.set()
+
+    def deliver_answers(self) -> None:
+        """Answers flow again, on new connections only: every open one is closed."""
+        self._losing_answers.clear()
+        self.cut()
+        self.restore()
 
     def close(self) -> None:
         self._stopped.set()
@@ -89,9 +102,13 @@ class TcpProxy:
             self._track(upstream)
             self.forwarded += 1
             one_way = self.round_trip_seconds / 2
-            for source, sink in ((client, upstream), (upstream, client)):
-                pipe = _pipe if one_way == 0 else _delayed_pipe
-                threading.Thread(target=pipe, args=(source, sink, one_way), daemon=True).start()
+            pipe = _pipe if one_way == 0 else _delayed_pipe
+            for source, sink, dropping in (
+                (client, upstream, None),
+                (upstream, client, self._losing_answers),
+            ):
+                args = (source, sink, one_way, dropping)
+                threading.Thread(target=pipe, args=args, daemon=True).start()
 
     def _track(self, sock: socket.socket) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -99,14 +116,19 @@ class TcpProxy:
             self._sockets.add(sock)
 
 
-def _pipe(source: socket.socket, sink: socket.socket, _one_way: float) -> None:
+def _pipe(
+    source: socket.socket, sink: socket.socket, _one_way: float, dropping: threading.Event | None
+) -> None:
     with contextlib.suppress(OSError):
         while data := source.recv(_CHUNK_BYTES):
-            sink.sendall(data)
+            if dropping is None or not dropping.is_set():
+                sink.sendall(data)
     _shut(source, sink)
 
 
-def _delayed_pipe(source: socket.socket, sink: socket.socket, one_way: float) -> None:
+def _delayed_pipe(
+    source: socket.socket, sink: socket.socket, one_way: float, dropping: threading.Event | None
+) -> None:
     """Read on this thread, send on another: a chunk waits out its own delay without holding
     up the reads of the chunks behind it."""
     pending: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
@@ -114,7 +136,8 @@ def _delayed_pipe(source: socket.socket, sink: socket.socket, one_way: float) ->
     sender.start()
     with contextlib.suppress(OSError):
         while data := source.recv(_CHUNK_BYTES):
-            pending.put((time.monotonic() + one_way, data))
+            if dropping is None or not dropping.is_set():
+                pending.put((time.monotonic() + one_way, data))
     pending.put((time.monotonic() + one_way, _END))
 
 

@@ -25,8 +25,8 @@ from idempotency import (
 from run_store import FirestoreRunStore
 from token_endpoint import TokenCheckEndpoint, handle_token_request
 
+from localrun.tcp_proxy import tcp_proxy
 from tests.support.clock import FakeClock
-from tests.support.lossy_proxy import answer_losing_proxy
 from tests.support.proxy_runs import RUN_ID, concurrent
 from tests.support.waiting import wait_until
 
@@ -295,7 +295,7 @@ def test_http_a_begin_whose_commit_answer_is_lost_on_the_wire_is_still_first(
     """The begin's create reaches the emulator and commits; its answer is lost and the
     connection drops. The client library sends the create again, which finds the record: the
     holder in it is this begin's own, so the answer is first, and the step can happen."""
-    with answer_losing_proxy(emulator_host) as proxy:
+    with tcp_proxy(emulator_host) as proxy:
         env = {"FIRESTORE_EMULATOR_HOST": proxy.host, "GOOGLE_CLOUD_PROJECT": project}
         server = function_servers(env, target="check_idempotency_token")
         assert post(server, {"token": "warm-up"}).json()["first"]  # the channel is up
@@ -306,7 +306,7 @@ def test_http_a_begin_whose_commit_answer_is_lost_on_the_wire_is_still_first(
         begin = threading.Thread(target=lambda: replies.append(post(server, {"token": RUN_ID, "fence": 7})))
         begin.start()
         committed = wait_until(lambda: record.get().exists, timeout=30, what="the begin's commit")
-        proxy.reconnect()
+        proxy.deliver_answers()
         begin.join(timeout=60)
 
         assert committed and replies, "the begin was not answered"
@@ -325,7 +325,7 @@ def test_http_a_begin_whose_commit_outlives_every_rpc_timeout_is_first_for_its_h
     """The commit lands but no answer comes back within the begin's budget: 503. The
     workflow's retry sends the same begin, with the same holder (its execution id), and is
     answered first: the step happens once, not never."""
-    with answer_losing_proxy(emulator_host) as proxy:
+    with tcp_proxy(emulator_host) as proxy:
         env = {"FIRESTORE_EMULATOR_HOST": proxy.host, "GOOGLE_CLOUD_PROJECT": project}
         server = function_servers(env, target="check_idempotency_token")
         assert post(server, {"token": "warm-up"}).json()["first"]  # the channel is up
@@ -335,7 +335,7 @@ def test_http_a_begin_whose_commit_outlives_every_rpc_timeout_is_first_for_its_h
         timed_out = post(server, begin)
         assert db.collection(COLLECTION).document(token_document_id(RUN_ID)).get().exists
         assert (timed_out.status_code, timed_out.json()["error"]) == (503, "store_error")
-        proxy.reconnect()
+        proxy.deliver_answers()
 
         retried = post(server, begin)
         assert (retried.status_code, retried.json()["verdict"]) == (200, "first")
@@ -347,7 +347,7 @@ def test_http_firestore_unreachable_is_503_and_the_same_request_sent_again_is_an
     function_servers, emulator_host, project
 ):
     """The answer the sample workflow's retry predicate retries, and what its retry gets."""
-    with answer_losing_proxy(emulator_host) as proxy:
+    with tcp_proxy(emulator_host) as proxy:
         env = {"FIRESTORE_EMULATOR_HOST": proxy.host, "GOOGLE_CLOUD_PROJECT": project}
         server = function_servers(env, target="check_idempotency_token")
         begin = {"token": RUN_ID, "fence": 4, "holder": "execution-1"}
