@@ -4,8 +4,8 @@ PYTHON ?= python3
 VENV := venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-REQUIREMENTS := requirements.txt requirements-dev.txt function/requirements.txt policy/requirements.txt \
-	ops/requirements.txt tests/requirements-function.txt
+REQUIREMENTS := requirements.txt requirements-dev.txt function/requirements.txt function/pyproject.toml \
+	policy/requirements.txt ops/requirements.txt tests/requirements-function.txt
 # The function is deployed on Cloud Run's python312 runtime: its tests run on that Python too.
 # (the first python3.12 that runs: on PATH, or one installed by pyenv)
 RUNTIME_PYTHON ?= $(shell for p in python3.12 $$(pyenv root 2>/dev/null)/versions/3.12*/bin/python3.12; \

@@ -16,10 +16,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from config import DEFAULT_RUNS_COLLECTION
 from google.cloud import firestore
-from run_record import in_progress_record
-from scheduler_request import BadSchedulerRequest, RunKey, run_key_from_headers
+
+from exactly_once.config import DEFAULT_RUNS_COLLECTION
+from exactly_once.delivery.scheduler_request import BadSchedulerRequest, RunKey, run_key_from_headers
+from exactly_once.ledger.records import in_progress_record
 
 # Longer than the work takes, and at least the job's attempt deadline.
 LEASE = datetime.timedelta(minutes=5)

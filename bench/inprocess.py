@@ -18,22 +18,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TextIO, TypeVar
 
-from config import DEFAULT_RUNS_COLLECTION, DEFAULT_TIME_LIMIT_SECONDS
-from handler import ScheduledRunHandler
-from heartbeat import end_instance
-from job_api import JobRouter, RunContext
-from ledger import RunLedger, new_attempt_id
-from run_store import FirestoreRunStore
-from scheduler_request import (
+from bench.baseline import BaselineHandler
+from bench.stats import Metric, metric
+from exactly_once.config import DEFAULT_RUNS_COLLECTION, DEFAULT_TIME_LIMIT_SECONDS
+from exactly_once.context import RunContext
+from exactly_once.delivery.handler import ScheduledRunHandler
+from exactly_once.delivery.heartbeat import end_instance
+from exactly_once.delivery.scheduler_request import (
     JOB_NAME_HEADER,
     LOCATION_HEADER,
     PROJECT_HEADER,
     SCHEDULE_TIME_HEADER,
     format_rfc3339,
 )
-
-from bench.baseline import BaselineHandler
-from bench.stats import Metric, metric
+from exactly_once.ledger.protocol import RunLedger, new_attempt_id
+from exactly_once.ledger.store import FirestoreRunStore
+from exactly_once.router import JobRouter
 from localrun.firestore_rpcs import RpcCounter, counted_emulator_client
 
 COLLECTION = DEFAULT_RUNS_COLLECTION

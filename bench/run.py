@@ -33,14 +33,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-FUNCTION_DIR = Path(__file__).resolve().parent.parent / "function"
-if str(FUNCTION_DIR) not in sys.path:
-    # function/ is deployed as its own root; its modules import each other top-level.
-    sys.path.insert(0, str(FUNCTION_DIR))
-
-from bench import inprocess, served  # noqa: E402
-from bench.stats import Metric  # noqa: E402
-from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator  # noqa: E402
+from bench import inprocess, served
+from bench.stats import Metric
+from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 ALL_CASES = (1, 2, 3, 4, 5, 6)

@@ -17,12 +17,18 @@ from typing import Any
 
 import flask
 import functions_framework
-from exactly_once import CONFIG, RunContext, exactly_once, firestore_client, json_response, request_body
-from idempotency import IdempotencyTokens, TokenStoreConfig
-from job_api import JobRouter
-from once import OncePerInstance
-from run_store import FirestoreRunStore
-from token_endpoint import MAX_TOKEN_REQUEST_BYTES, TokenCheckEndpoint, handle_token_request
+
+from exactly_once import RunContext, exactly_once, firestore_client, json_response, request_body
+from exactly_once.decorator import CONFIG
+from exactly_once.ledger.store import FirestoreRunStore
+from exactly_once.once import OncePerInstance
+from exactly_once.router import JobRouter
+from exactly_once.token_check.endpoint import (
+    MAX_TOKEN_REQUEST_BYTES,
+    TokenCheckEndpoint,
+    handle_token_request,
+)
+from exactly_once.token_check.tokens import IdempotencyTokens, TokenStoreConfig
 
 TOKEN_CONFIG = TokenStoreConfig.from_env(os.environ)
 JOBS = JobRouter(CONFIG.job_handler, CONFIG.job_handlers)

@@ -1,15 +1,7 @@
 """The Pulumi program's modules.
 
-function/ is deployed as its own source root, so its modules import each other by top-level
-name (`import audit`). The stack and the `ops` CLI share a few of them (the missed-run audit,
-the log field names); putting function/ on the path here, once, lets every `infra.*` module
-and everything that imports one use them exactly as the tests do (pytest's pythonpath).
-Appended, never prepended, so installed packages are never shadowed.
+They share a few definitions with the function (header names, defaults, record fields, the
+missed-run audit) by importing its package, `exactly_once`, which `make install` and the
+program's requirements.txt install into the project's virtualenv from function/. Only its
+standard-library modules are used here (tests/infra/test_boundaries.py keeps it so).
 """
-
-import sys
-from pathlib import Path
-
-FUNCTION_DIR = Path(__file__).resolve().parent.parent / "function"
-if str(FUNCTION_DIR) not in sys.path:
-    sys.path.append(str(FUNCTION_DIR))

@@ -12,8 +12,7 @@ import math
 from collections.abc import Mapping
 from datetime import datetime
 
-from audit_config import AuditConfig, AuditedJob
-
+from exactly_once.audit.config import AuditConfig, AuditedJob
 from infra import timing
 from infra.job_config import AUDIT_JOB_NAME, DEFAULT_RETRY
 from infra.settings import JobSettings, StackSettings

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from jobs.workflow_name import WORKFLOW_RESOURCE_NAME
-
+from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
 from infra.config_schema import JOBS_KEY, ConfigProblems
 from infra.timing import RetryConfig
 

@@ -12,8 +12,8 @@ from typing import NamedTuple
 
 import pulumi
 import pulumi_gcp as gcp
-from record_fields import EXPIRE_AT, UNINDEXED_RUN_FIELDS
 
+from exactly_once.ledger.fields import EXPIRE_AT, UNINDEXED_RUN_FIELDS
 from infra.settings import StackSettings
 
 

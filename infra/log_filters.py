@@ -3,7 +3,7 @@
 Each metric is described once here. `filter()` and `label_extractors()` render what Cloud
 Logging runs; `matches()` and `labels()` apply the same description to a log entry in Python,
 so the tests can push the function's real log lines through the metrics' logic. Field names
-come from function/log_fields.py, which the log writers use too.
+come from function/exactly_once/log_fields.py, which the log writers use too.
 
 Pulumi-free, so the tests and the `ops` CLI can read it without the Pulumi engine.
 """
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import log_fields
+from exactly_once import log_fields
 
 # Cloud Run functions (2nd gen) write their stdout to this monitored resource.
 RESOURCE_TYPE = "cloud_run_revision"

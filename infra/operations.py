@@ -25,8 +25,8 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time as time
-from scheduler_request import parse_rfc3339
 
+from exactly_once.delivery.scheduler_request import parse_rfc3339
 from infra import log_filters
 from infra.audit_job import AUDIT_JOBS_ENV, audit_environment
 from infra.log_filters import LogMetric

@@ -20,16 +20,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from config import DEFAULT_IDEMPOTENCY_COLLECTION, time_limit_for_timeout
-from jobs.workflow_name import WORKFLOW_RESOURCE_NAME
-from scheduler_request import (
+from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, time_limit_for_timeout
+from exactly_once.delivery.scheduler_request import (
     JOB_NAME_HEADER,
     LOCATION_HEADER,
     PROJECT_HEADER,
     SCHEDULE_TIME_HEADER,
     format_rfc3339,
 )
-
+from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
 from infra import timing
 from infra.config_schema import (
     CONFIG_KEYS,
@@ -197,8 +196,8 @@ class StackSettings:
         return tuple(job for job in self.jobs if job.sample_workflow)
 
     def token_check_environment(self) -> dict[str, str]:
-        """The token-check function's environment, by the names function/idempotency.py and
-        function/config.py read."""
+        """The token-check function's environment, by the names exactly_once.token_check and
+        exactly_once.config read."""
         return {
             "GOOGLE_CLOUD_PROJECT": self.project,
             "FIRESTORE_DATABASE": self.database_name,
@@ -207,7 +206,7 @@ class StackSettings:
         }
 
     def function_environment(self) -> dict[str, str]:
-        """The function's environment variables, by the names function/config.py reads."""
+        """The function's environment variables, by the names function/exactly_once/config.py reads."""
         env = {
             "GOOGLE_CLOUD_PROJECT": self.project,
             "FIRESTORE_DATABASE": self.database_name,

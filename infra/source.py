@@ -12,8 +12,14 @@ from pathlib import Path
 
 import pulumi
 
-# Never deployed: interpreter caches and tool state that differ between machines.
-_EXCLUDED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "venv", ".venv"})
+# Never deployed: interpreter caches and tool state that differ between machines, and what
+# installing function/ as a package (pip install ./function) reads or leaves behind. The
+# archive holds what runs: main.py, requirements.txt, jobs/ and the exactly_once package.
+_EXCLUDED_DIRS = frozenset(
+    {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "venv", ".venv", "build", "dist"}
+)
+_EXCLUDED_DIR_SUFFIXES = (".egg-info", ".dist-info")
+_EXCLUDED_TOP_LEVEL = frozenset({"pyproject.toml", "README.md"})
 _EXCLUDED_SUFFIXES = (".pyc", ".pyo")
 
 
@@ -24,9 +30,13 @@ def source_files(root: Path) -> list[tuple[str, Path]]:
     files = []
     for path in root.rglob("*"):
         relative = path.relative_to(root)
-        if not path.is_file() or any(part in _EXCLUDED_DIRS for part in relative.parts):
+        if not path.is_file() or any(
+            part in _EXCLUDED_DIRS or part.endswith(_EXCLUDED_DIR_SUFFIXES) for part in relative.parts
+        ):
             continue
         if path.name.endswith(_EXCLUDED_SUFFIXES) or path.name == ".DS_Store":
+            continue
+        if relative.as_posix() in _EXCLUDED_TOP_LEVEL:
             continue
         files.append((relative.as_posix(), path))
     return sorted(files)

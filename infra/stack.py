@@ -20,8 +20,8 @@ from pathlib import Path
 import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time
-from record_fields import EXPIRE_AT
 
+from exactly_once.ledger.fields import EXPIRE_AT
 from infra.audit_job import with_audit_job
 from infra.build import BuildIdentity, build_identity, function_source
 from infra.config_schema import REPO_ROOT

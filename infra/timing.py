@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from config import TIME_LIMIT_MARGIN_SECONDS, time_limit_for_timeout
-
+from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS, time_limit_for_timeout
 from infra.cron import schedule_min_interval_seconds, unix_cron_error
 
 # Limits documented by Cloud Scheduler and Cloud Run functions.

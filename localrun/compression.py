@@ -32,9 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from config import TIME_LIMIT_MARGIN_SECONDS
-from run_store import ATTEMPT_SHARE, store_deadline_for
-
+from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
+from exactly_once.ledger.store import ATTEMPT_SHARE, store_deadline_for
 from infra import timing
 from infra.settings import JobSettings, StackSettings
 from infra.timing import JobTiming

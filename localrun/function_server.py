@@ -41,6 +41,7 @@ class FunctionServer:
         source: Path = FUNCTION_DIR / "main.py",
         target: str = TARGET,
         launcher: Sequence[str] = (),
+        python: Path | None = None,
     ) -> None:
         self.port = port or free_loopback_port()
         self.url = f"http://127.0.0.1:{self.port}/"
@@ -48,6 +49,9 @@ class FunctionServer:
         self.target = target
         # Prepended to the command, e.g. ("faketime", "+120s") for an instance whose clock is off.
         self.launcher = tuple(launcher)
+        # The interpreter whose Functions Framework serves: this one's, or another virtualenv's
+        # (an app that installed the exactly_once package on its own).
+        self.framework = Path(python or sys.executable).with_name("functions-framework")
         self._env = {**os.environ, **env}
         self._log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
@@ -66,8 +70,7 @@ class FunctionServer:
 
     def spawn(self) -> None:
         """Start the process without waiting for it: for callers that time the start-up."""
-        framework = Path(sys.executable).with_name("functions-framework")
-        command = [*self.launcher, str(framework), f"--source={self.source}", f"--target={self.target}"]
+        command = [*self.launcher, str(self.framework), f"--source={self.source}", f"--target={self.target}"]
         command += ["--host=127.0.0.1", f"--port={self.port}"]
         with self._log_path.open("ab") as log:
             self._process = subprocess.Popen(

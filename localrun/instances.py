@@ -19,11 +19,11 @@ from typing import Any
 import requests
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
-from jobs.demo import EXECUTIONS_COLLECTION
-from scheduler_request import format_rfc3339
 
+from exactly_once.delivery.scheduler_request import format_rfc3339
 from infra.settings import JobSettings, StackSettings
 from infra.timing import RetryConfig
+from jobs.demo import EXECUTIONS_COLLECTION
 from localrun.function_server import START_TIMEOUT_SECONDS
 from localrun.scheduler import WARM_UP_JOB
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import log_fields
-
+from exactly_once import log_fields
 from infra import timing
 from infra.settings import JobSettings, StackSettings
 from localrun.compression import CompressedTiming

@@ -30,11 +30,10 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from audit import following_fire_times
-from jobs.demo import MAX_SLEEP_SECONDS
-from scheduler_request import format_rfc3339
-
+from exactly_once.audit.missed_runs import following_fire_times
+from exactly_once.delivery.scheduler_request import format_rfc3339
 from infra.settings import JobSettings, StackSettings
+from jobs.demo import MAX_SLEEP_SECONDS
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import (
     CrashHook,
@@ -59,7 +58,8 @@ ENDED = "ended"
 
 def fire_times(schedule: str, time_zone: str, after: datetime, count: int) -> list[datetime]:
     """The next `count` fire times (UTC) of a unix-cron `schedule` read in `time_zone`, by the
-    audit's DST-correct walk (function/audit.py), so the demo fires what the audit expects."""
+    audit's DST-correct walk (exactly_once.audit.missed_runs), so the demo fires what the audit
+    expects."""
     if after.tzinfo is None:
         raise ValueError("`after` must be timezone-aware")
     return list(itertools.islice(following_fire_times(schedule, ZoneInfo(time_zone), after), count))

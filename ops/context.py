@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlparse
 
-from audit_config import AuditedJob
 from google.cloud import firestore
-from scheduler_request import parse_rfc3339
 
+from exactly_once.audit.config import AuditedJob
+from exactly_once.delivery.scheduler_request import parse_rfc3339
 from infra.audit_job import audited_jobs, with_audit_job
 from infra.settings import JobSettings, SettingsError, StackSettings, load_stack_settings
 

@@ -18,14 +18,14 @@ from typing import TextIO
 
 import google.auth
 import requests
-from audit import fire_times
 from google.auth import exceptions as auth_exceptions
 from google.auth import impersonated_credentials
 from google.auth.transport.requests import Request
-from request_checks import CACHE_CONTROL_HEADER
-from request_checks import NO_CACHE as NO_CACHE_DIRECTIVE
-from scheduler_request import format_rfc3339
 
+from exactly_once.audit.missed_runs import fire_times
+from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER
+from exactly_once.delivery.request_checks import NO_CACHE as NO_CACHE_DIRECTIVE
+from exactly_once.delivery.scheduler_request import format_rfc3339
 from ops.context import StackContext, UserError, is_loopback
 
 # The function answers within its timeout; the request waits a little longer than that.

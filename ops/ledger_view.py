@@ -10,11 +10,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
-from audit import ExpectedRun, RunState, expected_runs, fire_times, judge_runs
-from audit_config import AuditError
-from ledger_reads import firestore_reader
-from scheduler_request import format_rfc3339
-
+from exactly_once.audit.config import AuditError
+from exactly_once.audit.missed_runs import ExpectedRun, RunState, expected_runs, fire_times, judge_runs
+from exactly_once.audit.reads import firestore_reader
+from exactly_once.delivery.scheduler_request import format_rfc3339
 from ops.context import StackContext, UserError, utc_now
 
 # How many of the latest runs `status` shows per job by default.

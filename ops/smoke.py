@@ -29,8 +29,8 @@ from google.cloud.firestore_admin_v1 import FirestoreAdminClient
 from google.cloud.firestore_admin_v1.types import Field
 from google.cloud.firestore_v1.base_query import FieldFilter
 from google.cloud.scheduler_v1 import CloudSchedulerClient
-from record_fields import CLAIMED_AT, EXPIRE_AT
 
+from exactly_once.ledger.fields import CLAIMED_AT, EXPIRE_AT
 from ops.context import StackContext, is_loopback, utc_now
 
 SCHEDULER_ENDPOINT_ENV = "OPS_SCHEDULER_ENDPOINT"

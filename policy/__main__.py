@@ -1,15 +1,19 @@
 """Entry point Pulumi runs for `pulumi preview --policy-pack policy`.
 
-Pulumi runs this file with policy/ as its directory, so the repository root is put on
-sys.path first: the policies import `infra.timing`, the same module the stack validates with.
+Pulumi runs this file with policy/ as its directory and the pack's own virtualenv, which
+installs neither the Firestore client nor the function's package. So the repository root and
+function/ (the function's source root, as Cloud Run sees it) are put on sys.path first: the
+policies import `infra.timing`, the same module the stack validates with, and the function's
+standard-library definitions it reads (`exactly_once.config`); nothing heavier is imported.
 """
 
 import sys
 from pathlib import Path
 
-_REPO_ROOT = str(Path(__file__).resolve().parent.parent)
-if _REPO_ROOT not in sys.path:
-    sys.path.insert(0, _REPO_ROOT)
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+for _root in (str(_REPO_ROOT), str(_REPO_ROOT / "function")):
+    if _root not in sys.path:
+        sys.path.insert(0, _root)
 
 from pulumi_policy import PolicyPack  # noqa: E402
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-from config import DEFAULT_IDEMPOTENCY_COLLECTION, DEFAULT_RUNS_COLLECTION
 from pulumi_policy import (
     PolicyResource,
     ReportViolation,
     StackValidationArgs,
 )
 
+from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, DEFAULT_RUNS_COLLECTION
 from infra import timing
 from policy.props import (
     DEFAULT_ATTEMPT_DEADLINE_SECONDS,

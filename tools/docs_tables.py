@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from config import TIME_LIMIT_MARGIN_SECONDS, FunctionConfig
-from handler import MAX_BODY_BYTES
-from idempotency import TokenStoreConfig
-from outcomes import STATUS_AND_SEVERITY, Outcome
 from pulumi_policy import StackValidationPolicy
 
+from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS, FunctionConfig
+from exactly_once.delivery.handler import MAX_BODY_BYTES
+from exactly_once.delivery.outcomes import STATUS_AND_SEVERITY, Outcome
+from exactly_once.token_check.tokens import TokenStoreConfig
 from infra.config_schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
 from infra.job_config import (
     _JOB_KEYS,

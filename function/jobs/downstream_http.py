@@ -3,7 +3,7 @@
 Deduplication here ends at the claim; a response lost on the way back from the downstream
 still makes Cloud Scheduler retry. So every call carries `Idempotency-Key: <run_id>`, the
 same on every retry of the run, and `X-Idempotency-Fence: <fence>`, larger for every later
-claim, and the downstream enforces them (function/idempotency.py) before changing state.
+claim, and the downstream enforces them (function/exactly_once/token_check/tokens.py) before changing state.
 
 Body (set by the stack, authenticated by OIDC):
     {"url": "https://service.example/path", "payload": <any JSON>,
@@ -28,13 +28,13 @@ from urllib.parse import urlsplit
 
 import google.auth.transport.requests
 import requests
-from config import ConfigError
-from exactly_once import RunContext, TerminalJobError
 from google.oauth2 import id_token
-from scheduler_request import format_rfc3339
 
-from jobs.errors import downstream_call, error_for_status
-from jobs.loopback import is_loopback_http_url
+from exactly_once import RunContext, TerminalJobError
+from exactly_once.config import ConfigError
+from exactly_once.delivery.scheduler_request import format_rfc3339
+from exactly_once.targets.errors import downstream_call, error_for_status
+from exactly_once.targets.loopback import is_loopback_http_url
 
 ID_TOKEN_DISABLED_ENV = "DOWNSTREAM_ID_TOKEN_DISABLED"
 DEFAULT_TIMEOUT_SECONDS = 30.0

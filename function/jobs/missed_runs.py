@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import TextIO
 
-import log_fields
-import structured_log
-from audit import (
+from exactly_once import RunContext, firestore_client, log_fields, structured_log
+from exactly_once.audit.config import AuditConfig, AuditError
+from exactly_once.audit.missed_runs import (
     ExpectedRun,
     RecordReader,
     RunState,
@@ -31,11 +31,9 @@ from audit import (
     judge_runs,
     runs_whose_window_closed,
 )
-from audit_config import AuditConfig, AuditError
-from config import ConfigError, FunctionConfig
-from exactly_once import RunContext, firestore_client
-from ledger_reads import firestore_reader
-from scheduler_request import format_rfc3339
+from exactly_once.audit.reads import firestore_reader
+from exactly_once.config import ConfigError, FunctionConfig
+from exactly_once.delivery.scheduler_request import format_rfc3339
 
 AUDIT_JOBS_ENV = "AUDIT_JOBS"
 

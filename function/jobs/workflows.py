@@ -32,18 +32,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
-import log_fields
-import structured_log
-from config import ConfigError
-from exactly_once import RunContext, TerminalJobError
 from google.cloud.workflows.executions_v1 import Execution, ExecutionsClient
 from google.cloud.workflows.executions_v1.services.executions.transports import ExecutionsGrpcTransport
-from once import OncePerInstance
-from scheduler_request import format_rfc3339
 
-from jobs.errors import downstream_call
-from jobs.loopback import is_loopback_host
-from jobs.workflow_name import WORKFLOW_RESOURCE_NAME
+from exactly_once import RunContext, TerminalJobError, log_fields, structured_log
+from exactly_once.config import ConfigError
+from exactly_once.delivery.scheduler_request import format_rfc3339
+from exactly_once.once import OncePerInstance
+from exactly_once.targets.errors import downstream_call
+from exactly_once.targets.loopback import is_loopback_host
+from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
 
 ENDPOINT_ENV = "WORKFLOWS_API_ENDPOINT"
 # One call, no client-side retry: a retry is a new delivery with a new fence, visible in logs.
@@ -100,7 +98,7 @@ if ENDPOINT.plaintext:
     message = f"{ENDPOINT_ENV}={ENDPOINT.host}: plaintext loopback endpoint, no credentials"
     structured_log.emit("WARNING", message, {}, sys.stderr)
 
-# Built on first use, then shared by every request of the instance (see once.py).
+# Built on first use, then shared by every request of the instance (see exactly_once/once.py).
 _executions_client = OncePerInstance(lambda: _new_client(ENDPOINT))
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from scheduler_request import JOB_NAME_HEADER, run_key_from_headers
 
 from bench.run import run_bench
 from bench.served import CLIENT_THREADS, many_jobs_batches
+from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, run_key_from_headers
 
 
 @pytest.fixture(scope="module")

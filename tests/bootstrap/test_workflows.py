@@ -129,7 +129,7 @@ def test_every_pulumi_step_downloads_plugins_with_the_jobs_token(name: str) -> N
             assert step["env"] == {"GITHUB_TOKEN": "${{ github.token }}"}
 
 
-def test_the_test_workflow_runs_make_test_with_everything_it_needs() -> None:
+def test_the_test_workflow_runs_make_test_and_make_demo_with_everything_they_need() -> None:
     test = workflow("test.yml")
     assert set(test["on"]) == {"pull_request", "push"}
     [job] = test["jobs"].values()
@@ -139,8 +139,8 @@ def test_the_test_workflow_runs_make_test_with_everything_it_needs() -> None:
     [gcloud] = steps_using(job, "google-github-actions/setup-gcloud")
     assert gcloud["with"]["install_components"] == "cloud-firestore-emulator"
     scripts = runs(job)
-    assert scripts[-1] == "make test"
-    assert any("sudo apt-get install" in s and "faketime" in s for s in scripts[:-1])
+    assert scripts[-2:] == ["make test", "make demo"]  # the README's two commands
+    assert any("sudo apt-get install" in s and "faketime" in s for s in scripts[:-2])
 
 
 def test_the_preview_workflow_previews_every_stack_with_the_policy_pack_on_the_pull_request() -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import time
 
-from exactly_once import RunContext, firestore_client
 from google.cloud import firestore
+
+from exactly_once import RunContext, firestore_client
 
 MARKS = "attempt_marks"
 # How often a running attempt proves it is still executing.

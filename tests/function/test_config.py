@@ -1,9 +1,9 @@
 from __future__ import annotations
 
 import pytest
-from config import ConfigError, FunctionConfig, OverlapPolicy
-from job_api import JobRouter
 
+from exactly_once.config import ConfigError, FunctionConfig, OverlapPolicy
+from exactly_once.router import JobRouter
 from localrun.function_server import FunctionServer, FunctionServerError
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from google.cloud import firestore
-from job_api import JobRouter
-from job_errors import MAX_ERROR_BYTES
 
+from exactly_once.errors import MAX_ERROR_BYTES
+from exactly_once.router import JobRouter
 from tests.function import sample_jobs
 from tests.function.test_handler import HEADERS, Harness
 from tests.function.test_ledger import KEY

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 import requests
-from exactly_once import RunContext, TerminalJobError
 from google.api_core import exceptions as google_exceptions
 from google.auth import exceptions as auth_exceptions
-from job_errors import RetryableJobError
-from jobs import downstream_http
-from jobs.errors import classify, error_for_status
 
+from exactly_once import RunContext, TerminalJobError
+from exactly_once.errors import RetryableJobError
+from exactly_once.targets.errors import classify, error_for_status
+from jobs import downstream_http
 from tests.support.fake_downstream import FakeDownstream
 from tests.support.proxy_runs import JOB_NAME, RUN_ID, deliver, proxy_env, run_record
 

@@ -9,19 +9,19 @@ from datetime import timedelta
 
 import pytest
 from google.api_core import exceptions as google_exceptions
-from handler import MAX_BODY_BYTES, ScheduledRunHandler, unavailable_reply
-from job_api import JobRouter
-from ledger import RunLedger
-from record_fields import RENEWED_AT
-from run_store import FirestoreRunStore
-from scheduler_request import (
+
+from exactly_once.delivery.handler import MAX_BODY_BYTES, ScheduledRunHandler, unavailable_reply
+from exactly_once.delivery.scheduler_request import (
     JOB_NAME_HEADER,
     LOCATION_HEADER,
     PROJECT_HEADER,
     SCHEDULE_TIME_HEADER,
     run_key_from_headers,
 )
-
+from exactly_once.ledger.fields import RENEWED_AT
+from exactly_once.ledger.protocol import RunLedger
+from exactly_once.ledger.store import FirestoreRunStore
+from exactly_once.router import JobRouter
 from tests.function import sample_jobs
 from tests.function.test_ledger import SHORT_LEASE, DelayedCreate
 from tests.support.attempts import EndedAttempts

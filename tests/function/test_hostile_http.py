@@ -8,8 +8,8 @@ import socket
 from typing import Any
 
 import pytest
-from scheduler_request import JOB_NAME_HEADER
 
+from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER
 from tests.function.test_http import HEADERS, deliver, executions, run_record
 
 

@@ -12,14 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 from google.cloud.firestore_v1.base_query import FieldFilter
-from scheduler_request import (
+
+from exactly_once.delivery.scheduler_request import (
     JOB_NAME_HEADER,
     LOCATION_HEADER,
     PROJECT_HEADER,
     SCHEDULE_TIME_HEADER,
     run_key_from_headers,
 )
-
 from localrun.function_server import FunctionServer
 from tests.support.waiting import wait_until
 

@@ -12,8 +12,11 @@ from typing import Any
 
 import pytest
 import requests
-from config import ConfigError
-from idempotency import (
+
+from exactly_once.config import ConfigError
+from exactly_once.ledger.store import FirestoreRunStore
+from exactly_once.token_check.endpoint import TokenCheckEndpoint, handle_token_request
+from exactly_once.token_check.tokens import (
     DOCUMENT_ID_PREFIX,
     IdempotencyTokens,
     NotTokenHolder,
@@ -22,9 +25,6 @@ from idempotency import (
     Verdict,
     token_document_id,
 )
-from run_store import FirestoreRunStore
-from token_endpoint import TokenCheckEndpoint, handle_token_request
-
 from localrun.tcp_proxy import tcp_proxy
 from tests.support.clock import FakeClock
 from tests.support.proxy_runs import RUN_ID, concurrent

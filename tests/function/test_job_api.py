@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+
 from exactly_once import RunContext, TerminalJobError
 
 

@@ -14,8 +14,12 @@ from pathlib import Path
 import pytest
 import requests
 from google.cloud.firestore_v1.base_query import FieldFilter
-from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, run_key_from_headers
 
+from exactly_once.delivery.scheduler_request import (
+    JOB_NAME_HEADER,
+    SCHEDULE_TIME_HEADER,
+    run_key_from_headers,
+)
 from localrun.function_server import FUNCTION_DIR
 from localrun.tcp_proxy import tcp_proxy
 from tests.function.test_http import executions, server_env

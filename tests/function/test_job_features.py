@@ -10,21 +10,21 @@ import threading
 from datetime import timedelta
 
 import pytest
-from config import OverlapPolicy
-from handler import ScheduledRunHandler
-from job_api import MAX_OUTPUT_BYTES
-from ledger import RunLedger
-from overlap import JobLocks
-from run_store import FirestoreRunStore
-from scheduler_request import (
+
+from exactly_once.config import OverlapPolicy
+from exactly_once.context import MAX_OUTPUT_BYTES
+from exactly_once.delivery.handler import ScheduledRunHandler
+from exactly_once.delivery.overlap import JobLocks
+from exactly_once.delivery.scheduler_request import (
     JOB_NAME_HEADER,
     LOCATION_HEADER,
     PROJECT_HEADER,
     SCHEDULE_TIME_HEADER,
     run_key_from_headers,
 )
-from warm_cache import ENTRY_OVERHEAD_BYTES, CompletedRuns
-
+from exactly_once.delivery.warm_cache import ENTRY_OVERHEAD_BYTES, CompletedRuns
+from exactly_once.ledger.protocol import RunLedger
+from exactly_once.ledger.store import FirestoreRunStore
 from localrun.firestore_rpcs import counted_emulator_client
 from tests.function.test_ledger import SHORT_LEASE
 from tests.support.attempts import EndedAttempts

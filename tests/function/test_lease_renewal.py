@@ -8,10 +8,10 @@ import time
 from datetime import timedelta
 
 import pytest
-from heartbeat import RENEWALS_PER_LEASE
-from ledger import RunLedger
-from run_store import FirestoreRunStore
 
+from exactly_once.delivery.heartbeat import RENEWALS_PER_LEASE
+from exactly_once.ledger.protocol import RunLedger
+from exactly_once.ledger.store import FirestoreRunStore
 from localrun.firestore_rpcs import counted_emulator_client
 from tests.function import sample_jobs
 from tests.function.test_handler import HEADERS, Harness
@@ -85,7 +85,7 @@ def test_an_overrunning_job_is_ended_at_its_time_limit(db):
 
 
 def test_a_plain_run_context_has_no_time_limit():
-    from job_api import RunContext
+    from exactly_once.context import RunContext
 
     context = RunContext(KEY.run_id, "nightly", KEY.schedule_time, "acme", "europe-west1", "a", 1, b"")
     assert context.seconds_left() == float("inf")
@@ -140,7 +140,7 @@ def test_a_release_whose_answer_was_lost_is_a_release_not_a_lost_lease(db):
 def test_renewal_refused_after_a_takeover_raises_lease_lost(db):
     """The renewal is a compare-and-swap on the owner's last write: a stalled owner whose run
     was taken over cannot renew it back."""
-    from ledger import LeaseLost
+    from exactly_once.ledger.protocol import LeaseLost
 
     ledger = ledger_on(db, lease=timedelta(seconds=1))
     stale = ledger.claim(KEY, "stalled")
@@ -155,7 +155,7 @@ def test_renewal_refused_after_a_takeover_raises_lease_lost(db):
 
 
 def _claim_or_none(ledger: RunLedger, attempt_id: str):
-    from ledger import RunInProgress
+    from exactly_once.ledger.protocol import RunInProgress
 
     try:
         return ledger.claim(KEY, attempt_id)
@@ -166,8 +166,7 @@ def _claim_or_none(ledger: RunLedger, attempt_id: str):
 def test_the_lock_of_a_long_skip_job_holds_while_its_run_renews(emulator_host, project, db):
     """A `skip` job's lock is live as long as its run's lease: a second run arriving after
     the first run has renewed past its original lease is still skipped."""
-    from config import OverlapPolicy
-
+    from exactly_once.config import OverlapPolicy
     from tests.function.test_job_features import SECOND, Gate, Instance, hold_first_run
 
     gate = Gate()

@@ -11,7 +11,9 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from ledger import (
+
+from exactly_once.delivery.scheduler_request import RunKey
+from exactly_once.ledger.protocol import (
     Claim,
     ClaimKind,
     ClaimTooLate,
@@ -21,9 +23,7 @@ from ledger import (
     RunInProgress,
     RunLedger,
 )
-from run_store import FirestoreRunStore, StaleWrite
-from scheduler_request import RunKey
-
+from exactly_once.ledger.store import FirestoreRunStore, StaleWrite
 from localrun.firestore_rpcs import counted_emulator_client
 from tests.support.clock import FakeClock
 from tests.support.waiting import wait_until

@@ -12,12 +12,15 @@ import json
 
 import pytest
 import requests
-import strict_json
-from exactly_once import TerminalJobError
+
+from exactly_once import TerminalJobError, strict_json
+from exactly_once.delivery.scheduler_request import (
+    JOB_NAME_HEADER,
+    SCHEDULE_TIME_HEADER,
+    run_key_from_headers,
+)
 from jobs.demo import MAX_SLEEP_SECONDS, demo_parameters
 from jobs.downstream_http import DownstreamRequest
-from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, run_key_from_headers
-
 from tests.function.test_http import HEADERS, server_env
 from tests.function.test_job_features import Instance
 

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import threading
 
-from once import OncePerInstance
-
+from exactly_once.once import OncePerInstance
 from tests.support.proxy_runs import concurrent
 
 

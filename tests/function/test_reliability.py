@@ -10,8 +10,8 @@ import time
 
 import pytest
 import requests
-from scheduler_request import SCHEDULE_TIME_HEADER
 
+from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER
 from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator
 from localrun.tcp_proxy import tcp_proxy
 from tests.function.test_http import HEADERS, deliver, executions, run_record, server_env

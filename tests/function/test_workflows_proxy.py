@@ -9,11 +9,11 @@ from typing import Any
 
 import grpc
 import pytest
-from config import ConfigError
-from idempotency import IdempotencyTokens, Verdict
-from jobs.workflows import WorkflowsEndpoint
-from run_store import FirestoreRunStore
 
+from exactly_once.config import ConfigError
+from exactly_once.ledger.store import FirestoreRunStore
+from exactly_once.token_check.tokens import IdempotencyTokens, Verdict
+from jobs.workflows import WorkflowsEndpoint
 from localrun.function_server import FunctionServer, FunctionServerError
 from tests.support.fake_workflows import FakeWorkflows
 from tests.support.proxy_runs import JOB_NAME, RUN_ID, concurrent, deliver, proxy_env, run_record

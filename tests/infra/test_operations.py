@@ -8,12 +8,12 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-import log_fields
 import pulumi
 import pytest
-from audit_config import AuditConfig
-from outcomes import Outcome
 
+from exactly_once import log_fields
+from exactly_once.audit.config import AuditConfig
+from exactly_once.delivery.outcomes import Outcome
 from infra import log_filters
 from infra.audit_job import AUDIT_HANDLER, audit_environment, with_audit_job
 from infra.job_config import AUDIT_JOB_NAME

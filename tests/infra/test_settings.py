@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import yaml
-from config import DEFAULT_IDEMPOTENCY_COLLECTION, DEFAULT_LEASE_SECONDS, DEFAULT_RUNS_COLLECTION
-from scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 
+from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, DEFAULT_LEASE_SECONDS, DEFAULT_RUNS_COLLECTION
+from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 from infra import timing
 from infra.job_config import DEFAULT_RETRY
 from infra.settings import (

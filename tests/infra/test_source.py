@@ -57,6 +57,18 @@ def test_archive_paths_are_relative_sorted_and_exclude_caches(function_copy: Pat
     assert not any(name.startswith("/") for name in names)
 
 
+def test_the_archive_holds_what_runs_and_no_packaging_leftovers(function_copy: Path) -> None:
+    """Installing function/ as a package leaves metadata behind; the packaging files are for
+    pip, not for Cloud Run's build. The deployed archive is the entry module, the requirements,
+    the job modules and the library."""
+    (function_copy / "exactly_once_scheduler_runs.egg-info").mkdir(exist_ok=True)
+    (function_copy / "exactly_once_scheduler_runs.egg-info" / "PKG-INFO").write_text("Name: x\n")
+    (function_copy / "build" / "lib").mkdir(parents=True, exist_ok=True)
+    (function_copy / "build" / "lib" / "x.py").write_text("X = 1\n")
+    top_level = {name.split("/")[0] for name, _ in source_files(function_copy)}
+    assert top_level == {"main.py", "requirements.txt", "jobs", "exactly_once"}
+
+
 def test_missing_source_directory_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         source_hash(tmp_path / "nope")

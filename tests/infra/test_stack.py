@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from record_fields import UNINDEXED_RUN_FIELDS
-from scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 
+from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
+from exactly_once.ledger.fields import UNINDEXED_RUN_FIELDS
 from infra import log_filters
 from infra.audit_job import AUDIT_HANDLER, with_audit_job
 from infra.operations import ALERTS

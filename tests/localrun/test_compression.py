@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from config import FunctionConfig
 
+from exactly_once.config import FunctionConfig
 from infra.settings import load_stack_settings
 from localrun import demo
 from localrun.compression import (

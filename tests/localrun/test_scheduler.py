@@ -9,14 +9,14 @@ import threading
 from datetime import datetime, timedelta
 
 import pytest
-from scheduler_request import (
+
+from exactly_once.delivery.scheduler_request import (
     JOB_NAME_HEADER,
     LOCATION_HEADER,
     PROJECT_HEADER,
     SCHEDULE_TIME_HEADER,
     run_key_from_headers,
 )
-
 from infra import timing
 from infra.settings import load_stack_settings
 from infra.timing import RetryConfig

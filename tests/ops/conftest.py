@@ -15,10 +15,10 @@ import pytest
 import requests
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
-from jobs.demo import EXECUTIONS_COLLECTION
 
 from infra.audit_job import audit_environment, with_audit_job
 from infra.settings import REPO_ROOT, JobSettings, StackSettings, load_stack_settings
+from jobs.demo import EXECUTIONS_COLLECTION
 from localrun.function_server import FunctionServer
 
 STACK = "dev"

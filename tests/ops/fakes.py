@@ -25,7 +25,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-from scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
+
+from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
 
 _RUN = re.compile(r"^/v1/(projects/[^/]+/locations/[^/]+/jobs/[^/:]+):run$")
 _FIELD = re.compile(r"^/v1/(projects/[^/]+/databases/[^/]+/collectionGroups/[^/]+/fields/[^/]+)$")

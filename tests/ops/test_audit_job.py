@@ -7,9 +7,9 @@ import json
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
-import log_fields
 import requests
 
+from exactly_once import log_fields
 from infra import log_filters
 from infra.job_config import AUDIT_JOB_NAME
 from tests.ops.conftest import DevFunction

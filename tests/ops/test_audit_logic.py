@@ -8,11 +8,18 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from audit import RunState, classify, expected_runs, fire_times, judge_runs, runs_whose_window_closed
-from audit_config import AuditConfig, AuditedJob, AuditError
-from config import ConfigError
-from scheduler_request import RunKey
 
+from exactly_once.audit.config import AuditConfig, AuditedJob, AuditError
+from exactly_once.audit.missed_runs import (
+    RunState,
+    classify,
+    expected_runs,
+    fire_times,
+    judge_runs,
+    runs_whose_window_closed,
+)
+from exactly_once.config import ConfigError
+from exactly_once.delivery.scheduler_request import RunKey
 from infra.audit_job import (
     AUDIT_HANDLER,
     audit_environment,

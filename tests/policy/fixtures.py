@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from scheduler_request import LOCATION_HEADER, PROJECT_HEADER
+from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 
 FUNCTION_URL = "https://eos-handler-xyz-uc.a.run.app"
 RUNTIME_SA = "eos-runtime@my-project.iam.gserviceaccount.com"

@@ -9,14 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import requests
-from scheduler_request import (
+
+from exactly_once.delivery.scheduler_request import (
     JOB_NAME_HEADER,
     LOCATION_HEADER,
     PROJECT_HEADER,
     SCHEDULE_TIME_HEADER,
     run_key_from_headers,
 )
-
 from localrun.function_server import FunctionServer
 
 JOB_NAME = "nightly"

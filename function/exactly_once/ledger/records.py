@@ -1,6 +1,6 @@
 """A run record's states, its fields, and what reading one can tell a delivery.
 
-The ledger (ledger.py) writes these records; the job locks (overlap.py) read another run's
+The ledger (protocol.py) writes these records; the job locks (delivery/overlap.py) read another run's
 record to tell whether it still holds its lease. Both judge a lease the same way, here.
 """
 
@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from record_fields import CLAIMED_AT, COMPLETED_AT, EXPIRE_AT, RENEWED_AT, SCHEDULE_TIME
-from run_store import COMMIT_TIME, StoredRecord
-from scheduler_request import RunKey
+from exactly_once.delivery.scheduler_request import RunKey
+from exactly_once.ledger.fields import CLAIMED_AT, COMPLETED_AT, EXPIRE_AT, RENEWED_AT, SCHEDULE_TIME
+from exactly_once.ledger.store import COMMIT_TIME, StoredRecord
 
 
 class RunStatus(StrEnum):

@@ -1,24 +1,22 @@
-"""What job logic receives, and how the job for a run is found.
+"""What job logic receives, and what it may return.
 
 Job logic runs after the claim and before the finish, outside any transaction, so its side
 effects happen at most once per successful claim. Anything it calls downstream should carry
 `run_id` as an idempotency key and `fence` to reject stale writers. Failures are reported
-with the exceptions of job_errors.py; a returned JSON value is stored as the run's output.
+with the exceptions of errors.py; a returned JSON value is stored as the run's output.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import strict_json
-from config import ConfigError
-from job_errors import TerminalJobError
+from exactly_once import strict_json
+from exactly_once.errors import TerminalJobError
 
 
 @dataclass(frozen=True)
@@ -91,37 +89,3 @@ def encode_output(value: Any) -> str | None:
             f"the job's return value is {size} bytes of JSON, more than the {MAX_OUTPUT_BYTES} a run stores"
         )
     return text
-
-
-def resolve_handler(spec: str, variable: str) -> JobHandler:
-    """Import `module:callable` from inside function/ at start-up, so a typo stops the
-    instance from starting, naming the variable, instead of failing every run."""
-    module_name, _, attribute = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ConfigError(variable, f"cannot import module {module_name!r}: {error}") from None
-    handler = getattr(module, attribute, None)
-    if not callable(handler):
-        raise ConfigError(variable, f"{module_name!r} has no callable {attribute!r}")
-    return handler  # type: ignore[no-any-return]
-
-
-class JobRouter:
-    """Picks the job logic for a run: the per-job override, else the default. Each is a
-    callable, or a `module:callable` string resolved at start-up."""
-
-    def __init__(self, default: str | JobHandler, per_job: Mapping[str, str | JobHandler]) -> None:
-        self._default = _handler(default, "JOB_HANDLER")
-        self._per_job = {job: _handler(spec, f"JOB_HANDLERS[{job!r}]") for job, spec in per_job.items()}
-
-    def handler_for(self, job_name: str) -> JobHandler:
-        return self._per_job.get(job_name, self._default)
-
-    def run(self, context: RunContext) -> Any:
-        """The router as one job: what `main.handle_scheduled_job` serves."""
-        return self.handler_for(context.job_name)(context)
-
-
-def _handler(spec: str | JobHandler, variable: str) -> JobHandler:
-    return resolve_handler(spec, variable) if isinstance(spec, str) else spec

@@ -19,7 +19,7 @@ DEFAULT_JOB_HANDLER = "jobs.demo:run_demo_job"
 DEFAULT_RUNS_COLLECTION = "scheduler_runs"
 DEFAULT_IDEMPOTENCY_COLLECTION = "idempotency_tokens"
 # A run's lease. Short, because a crashed instance's run waits this long for a retry to take
-# it over; a job that runs longer keeps it by renewing it (heartbeat.py).
+# it over; a job that runs longer keeps it by renewing it (delivery/heartbeat.py).
 DEFAULT_LEASE_SECONDS = 30.0
 # An attempt is ended this long before the function's timeout, while its request still has
 # CPU: Cloud Run answers a timed-out request but does not stop the code handling it.

@@ -7,7 +7,7 @@ Every step is a single-document conditional write, never a transaction:
 - takeover: an expired lease (or an expired record) is overwritten with a write conditioned
             on the update_time just read: compare-and-swap, so two retries cannot both win.
 - renew:    while the job runs, the owner rewrites the record conditioned on its own last
-            write; the lease starts again at that commit (heartbeat.py decides when).
+            write; the lease starts again at that commit (delivery/heartbeat.py decides when).
 - finish:   conditioned on the owner's last write, so only the current owner can complete
             or release the run; a stale owner gets LeaseLost.
 
@@ -36,8 +36,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from google.api_core import exceptions as google_exceptions
-from record_fields import COMPLETED_AT, EXPIRE_AT, RENEWED_AT
-from run_record import (
+
+from exactly_once.delivery.scheduler_request import RunKey
+from exactly_once.ledger.fields import COMPLETED_AT, EXPIRE_AT, RENEWED_AT
+from exactly_once.ledger.records import (
     ClaimKind,
     ClaimTooLate,
     JobResult,
@@ -51,7 +53,7 @@ from run_record import (
     new_attempt_id,
     utc_now,
 )
-from run_store import (
+from exactly_once.ledger.store import (
     COMMIT_TIME,
     Budget,
     RecordExists,
@@ -60,7 +62,6 @@ from run_store import (
     StoredRecord,
     store_deadline_for,
 )
-from scheduler_request import RunKey
 
 __all__ = [
     "Claim",

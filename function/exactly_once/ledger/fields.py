@@ -1,6 +1,6 @@
 """Names of run-record fields that the stack's Firestore field settings refer to.
 
-Kept apart from ledger.py (which needs the Firestore client library) so the Pulumi program can
+Kept apart from protocol.py (which needs the Firestore client library) so the Pulumi program can
 import them: the TTL policy and the indexing exemptions must name exactly the fields the
 ledger writes.
 """

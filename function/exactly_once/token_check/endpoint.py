@@ -1,6 +1,6 @@
 """The token check over HTTP: what `check_idempotency_token` (main.py) answers.
 
-Kept free of Flask, like handler.py. The verdicts are IdempotencyTokens' (idempotency.py);
+Kept free of Flask, like delivery/handler.py. The verdicts are IdempotencyTokens' (tokens.py);
 this module parses and bounds requests, maps failures to statuses a caller can act on, and
 logs one line per request.
 """
@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import strict_json
-import structured_log
 from google.api_core import exceptions as google_exceptions
-from idempotency import IdempotencyTokens, NotTokenHolder, TokenContention, TokenStatus
-from request_checks import body_problem
+
+from exactly_once import strict_json, structured_log
+from exactly_once.delivery.request_checks import body_problem
+from exactly_once.token_check.tokens import IdempotencyTokens, NotTokenHolder, TokenContention, TokenStatus
 
 MAX_TOKEN_LENGTH = 1500
 MAX_SCOPE_LENGTH = 200

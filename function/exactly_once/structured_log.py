@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from log_fields import MESSAGE, SEVERITY
+from exactly_once.log_fields import MESSAGE, SEVERITY
 
 
 def emit(severity: str, message: str, fields: Mapping[str, Any], stream: TextIO | None = None) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from scheduler_request import format_rfc3339, parse_rfc3339
+from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc3339
 
 
 class AuditError(ValueError):

@@ -13,7 +13,7 @@ from typing import Final
 SEVERITY: Final = "severity"
 MESSAGE: Final = "message"
 
-# One line per delivery of a scheduled run (handler.py).
+# One line per delivery of a scheduled run (delivery/handler.py).
 OUTCOME: Final = "outcome"
 JOB: Final = "job"
 RUN_ID: Final = "run_id"
@@ -25,6 +25,6 @@ LATENCY_MS: Final = "latency_ms"
 EVENT: Final = "event"
 MISSED_RUN: Final = "missed_run"
 AUDIT_SUMMARY: Final = "missed_run_audit"
-# The watchdog ended an attempt's instance (heartbeat.py); CAUSE says why, in a word.
+# The watchdog ended an attempt's instance (delivery/heartbeat.py); CAUSE says why, in a word.
 ATTEMPT_ENDED: Final = "attempt_ended"
 CAUSE: Final = "cause"

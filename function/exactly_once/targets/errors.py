@@ -19,7 +19,8 @@ from contextlib import contextmanager
 import requests
 from google.api_core import exceptions as google_exceptions
 from google.auth import exceptions as auth_exceptions
-from job_errors import RetryableJobError, TerminalJobError
+
+from exactly_once.errors import RetryableJobError, TerminalJobError
 
 # Statuses below 500 that a retry can still fix.
 _RETRYABLE_4XX = frozenset({408, 409, 429})

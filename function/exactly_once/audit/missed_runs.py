@@ -23,9 +23,10 @@ from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from audit_config import AuditedJob, AuditError
 from croniter import croniter
-from scheduler_request import RunKey, format_rfc3339
+
+from exactly_once.audit.config import AuditedJob, AuditError
+from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
 
 # A schedule over an audit window cannot sensibly expect more runs than this (one a minute for
 # a week); a larger window is an operator's typo, not a workload.

@@ -13,15 +13,26 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-import log_fields
-import strict_json
-import structured_log
-from config import OverlapPolicy
 from google.api_core import exceptions as google_exceptions
-from heartbeat import EndAttempt, LeaseKeeper
-from job_api import JobHandler, RunContext, encode_output
-from job_errors import TerminalJobError, error_text
-from ledger import (
+
+from exactly_once import log_fields, strict_json, structured_log
+from exactly_once.config import OverlapPolicy
+from exactly_once.context import JobHandler, RunContext, encode_output
+from exactly_once.delivery.heartbeat import EndAttempt, LeaseKeeper
+from exactly_once.delivery.outcomes import (
+    ANSWERED_FIELDS,
+    STATUS_AND_SEVERITY,
+    WITH_OUTPUT,
+    Answer,
+    Outcome,
+    Reply,
+)
+from exactly_once.delivery.overlap import JobBusy, JobLock, JobLocks
+from exactly_once.delivery.request_checks import body_problem, wants_fresh_answer
+from exactly_once.delivery.scheduler_request import BadSchedulerRequest, RunKey, run_key_from_headers
+from exactly_once.delivery.warm_cache import CompletedRuns
+from exactly_once.errors import TerminalJobError, error_text
+from exactly_once.ledger.protocol import (
     Claim,
     ClaimKind,
     ClaimTooLate,
@@ -32,11 +43,6 @@ from ledger import (
     RunLedger,
     WrongTarget,
 )
-from outcomes import ANSWERED_FIELDS, STATUS_AND_SEVERITY, WITH_OUTPUT, Answer, Outcome, Reply
-from overlap import JobBusy, JobLock, JobLocks
-from request_checks import body_problem, wants_fresh_answer
-from scheduler_request import BadSchedulerRequest, RunKey, run_key_from_headers
-from warm_cache import CompletedRuns
 
 # A Scheduler job's body is a few hundred bytes of parameters; anything near this is not one.
 # Checked before anything is read into memory or written.

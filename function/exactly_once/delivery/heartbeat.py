@@ -30,10 +30,10 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-import log_fields
-import structured_log
 from google.api_core import exceptions as google_exceptions
-from ledger import Claim, LeaseLost, RunLedger
+
+from exactly_once import log_fields, structured_log
+from exactly_once.ledger.protocol import Claim, LeaseLost, RunLedger
 
 # Renewals per lease: a lease survives two renewals lost in a row.
 RENEWALS_PER_LEASE = 3

@@ -1,4 +1,4 @@
-"""The job API: `@exactly_once` turns a function of one run into a Cloud Scheduler target.
+"""`@exactly_once` turns a function of one run into a Cloud Scheduler target.
 
     import functions_framework
     from exactly_once import RunContext, exactly_once
@@ -30,28 +30,20 @@ from datetime import timedelta
 from typing import Any
 
 import flask
-from config import FunctionConfig
 from google.cloud import firestore
-from handler import MAX_BODY_BYTES, ScheduledRunHandler, unavailable_reply
-from heartbeat import end_instance
-from job_api import RunContext
-from job_errors import RetryableJobError, TerminalJobError
-from ledger import RunLedger, new_attempt_id
-from once import OncePerInstance
-from outcomes import Reply
-from overlap import JobLocks
-from run_store import FirestoreRunStore
-from warm_cache import CompletedRuns
 
-__all__ = [
-    "RetryableJobError",
-    "RunContext",
-    "TerminalJobError",
-    "exactly_once",
-    "firestore_client",
-    "json_response",
-    "request_body",
-]
+from exactly_once.config import FunctionConfig
+from exactly_once.context import RunContext
+from exactly_once.delivery.handler import MAX_BODY_BYTES, ScheduledRunHandler, unavailable_reply
+from exactly_once.delivery.heartbeat import end_instance
+from exactly_once.delivery.outcomes import Reply
+from exactly_once.delivery.overlap import JobLocks
+from exactly_once.delivery.warm_cache import CompletedRuns
+from exactly_once.ledger.protocol import RunLedger, new_attempt_id
+from exactly_once.ledger.store import FirestoreRunStore
+from exactly_once.once import OncePerInstance
+
+__all__ = ["CONFIG", "build_handler", "exactly_once", "firestore_client", "json_response", "request_body"]
 
 CONFIG = FunctionConfig.from_env(os.environ)
 

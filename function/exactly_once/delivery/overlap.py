@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from ledger import Claim, RunStatus
-from run_record import lease_seconds_left
-from run_store import COMMIT_TIME, Budget, RecordExists, RunStore, StaleWrite
-from scheduler_request import RunKey
+from exactly_once.delivery.scheduler_request import RunKey
+from exactly_once.ledger.protocol import Claim, RunStatus
+from exactly_once.ledger.records import lease_seconds_left
+from exactly_once.ledger.store import COMMIT_TIME, Budget, RecordExists, RunStore, StaleWrite
 
 
 def lock_id(key: RunKey) -> str:

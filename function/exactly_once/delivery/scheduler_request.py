@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from request_checks import header_value
+from exactly_once.delivery.request_checks import header_value
 
 JOB_NAME_HEADER = "X-CloudScheduler-JobName"
 SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"

@@ -8,7 +8,7 @@ carrying the same token. The last line of defence is at the state-changing step 
     complete(token, holder, result)   after the step (optional: lets duplicates see it done)
     release(token, holder)            after a failed step, so a retry may do it
 
-It is the run ledger's technique (ledger.py) on another collection: create() decides who is
+It is the run ledger's technique (ledger/protocol.py) on another collection: create() decides who is
 first, with no transaction; later writes are conditioned on update_time and on the holder
 id that begin() recorded, so only the caller that recorded the token can finish it.
 
@@ -39,10 +39,17 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-import strict_json
-from config import DEFAULT_IDEMPOTENCY_COLLECTION, ConfigError
-from ledger import utc_now
-from run_store import MAX_STORE_DEADLINE_SECONDS, Budget, RecordExists, RunStore, StaleWrite, StoredRecord
+from exactly_once import strict_json
+from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, ConfigError
+from exactly_once.ledger.protocol import utc_now
+from exactly_once.ledger.store import (
+    MAX_STORE_DEADLINE_SECONDS,
+    Budget,
+    RecordExists,
+    RunStore,
+    StaleWrite,
+    StoredRecord,
+)
 
 DEFAULT_RETENTION_SECONDS = 7 * 86_400.0
 # Names the document id scheme below. Ids of another scheme never equal these: a token begun

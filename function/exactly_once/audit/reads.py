@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from audit import RecordReader
 from google.cloud import firestore
+
+from exactly_once.audit.missed_runs import RecordReader
 
 # A batched get of a few hundred small documents takes well under a second; anything near
 # this is Firestore being unreachable, and the caller should fail rather than hang.

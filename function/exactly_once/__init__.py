@@ -1,0 +1,70 @@
+"""Exactly-once processing of Cloud Scheduler runs on Cloud Run, with a Firestore ledger.
+
+    import functions_framework
+    from exactly_once import RunContext, exactly_once
+
+    @functions_framework.http
+    @exactly_once
+    def nightly_report(run: RunContext) -> dict | None:
+        ...
+
+The package, room by room:
+
+- `decorator`: `@exactly_once`, which serves a job of one run as a Cloud Scheduler target;
+  `context` (what a job receives) and `errors` (how it fails) are all job code needs.
+- `delivery`: one delivery of a run, from its HTTP request to its answer (`handler`), and
+  what keeps a run to one attempt at a time: the lease's heartbeat and watchdog, the per-job
+  overlap lock, the instance's memory of completed runs.
+- `ledger`: the run records in Firestore and the claim / renew / finish protocol over them.
+- `token_check`: idempotency tokens for a downstream step (a workflow, a service) that may
+  be called twice for one run.
+- `audit`: the missed-run audit, which compares the schedule with the ledger.
+- `targets`: what the shipped proxy jobs share (error classification, endpoints, names).
+
+Names are loaded on first use, so `import exactly_once.config` (which the Pulumi program and
+the policy pack do) costs nothing beyond the standard library, and an instance imports the
+Firestore client only when it serves.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.3.0"
+
+# Public name -> the module that defines it.
+_EXPORTS = {
+    "RunContext": "exactly_once.context",
+    "TerminalJobError": "exactly_once.errors",
+    "RetryableJobError": "exactly_once.errors",
+    "exactly_once": "exactly_once.decorator",
+    "firestore_client": "exactly_once.decorator",
+    "json_response": "exactly_once.decorator",
+    "request_body": "exactly_once.decorator",
+}
+
+__all__ = [
+    "RetryableJobError",
+    "RunContext",
+    "TerminalJobError",
+    "__version__",
+    "exactly_once",
+    "firestore_client",
+    "json_response",
+    "request_body",
+]
+
+if TYPE_CHECKING:
+    from exactly_once.context import RunContext
+    from exactly_once.decorator import exactly_once, firestore_client, json_response, request_body
+    from exactly_once.errors import RetryableJobError, TerminalJobError
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'exactly_once' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,8 @@
+"""One delivery of a scheduled run, from its HTTP request to its answer.
+
+`handler` claims the run, runs the job and finishes it; `heartbeat` keeps the run's lease
+while the job runs and ends an attempt that overruns; `overlap` holds a job's lock for the
+`skip` and `wait` policies; `warm_cache` answers duplicates of completed runs from memory;
+`scheduler_request` and `request_checks` read what the request says; `outcomes` is how each
+end is answered and logged.
+"""

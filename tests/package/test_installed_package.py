@@ -1,0 +1,94 @@
+"""`pip install ./function` gives any app `import exactly_once`: installed into a fresh
+virtualenv, the example of docs/jobs.md ("Use it in your own service") deduplicates
+deliveries on the emulator, and it runs the installed copy, not this checkout's."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+
+from localrun.function_server import FUNCTION_DIR, FunctionServer
+from tests.function.test_http import HEADERS
+
+JOBS_DOC = Path(__file__).resolve().parents[2] / "docs" / "jobs.md"
+EXAMPLE = "service_main.py"
+INSTALL_TIMEOUT_SECONDS = 900
+
+
+def example_source() -> str:
+    text = JOBS_DOC.read_text(encoding="utf-8")
+    found = re.search(rf"<!-- example: {re.escape(EXAMPLE)} -->\n```python\n(.*?)```", text, re.DOTALL)
+    assert found, f"docs/jobs.md has no example block for {EXAMPLE}"
+    return found.group(1)
+
+
+@pytest.fixture(scope="module")
+def installed_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with `pip install ./function` and nothing else (a copy of
+    function/, since pip builds in the source tree)."""
+    root = tmp_path_factory.mktemp("installed")
+    source = root / "function"
+    shutil.copytree(FUNCTION_DIR, source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    install = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(source)]
+    subprocess.run(install, check=True, timeout=INSTALL_TIMEOUT_SECONDS)
+    return python
+
+
+def test_the_package_installs_alone_and_owns_one_top_level_name(installed_python: Path) -> None:
+    shown = subprocess.run(
+        [str(installed_python), "-m", "pip", "show", "--files", "exactly-once-scheduler-runs"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    files = [line.strip() for line in shown.split("Files:")[1].splitlines() if line.strip()]
+    top_level = {name.split("/")[0] for name in files if not name.startswith("..")}
+    assert {name for name in top_level if not name.endswith(".dist-info")} == {"exactly_once"}
+    version = subprocess.run(
+        [str(installed_python), "-c", "import exactly_once; print(exactly_once.__version__)"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version) and f"Version: {version}" in shown
+
+
+def test_an_app_of_its_own_deduplicates_with_the_installed_package(
+    installed_python: Path, emulator_host: str, project: str, tmp_path: Path
+) -> None:
+    app = tmp_path / "app"
+    app.mkdir()
+    source = app / "main.py"
+    source.write_text(example_source())
+    env = {"FIRESTORE_EMULATOR_HOST": emulator_host, "GOOGLE_CLOUD_PROJECT": project, "PYTHONPATH": ""}
+    server = FunctionServer(
+        env, tmp_path / "app.log", source=source, target="nightly_export", python=installed_python
+    )
+    server.start()
+    try:
+        first = requests.post(server.url, headers=HEADERS, timeout=60)
+        again = requests.post(server.url, headers=HEADERS, timeout=60)
+    finally:
+        server.stop()
+    assert (first.status_code, first.json()["outcome"]) == (200, "executed")
+    assert first.json()["output"] == {"exported": first.json()["run_id"]}
+    assert (again.status_code, again.json()["outcome"]) == (200, "duplicate_completed")
+    assert again.json()["output"] == first.json()["output"]
+    loaded_from = subprocess.run(
+        [str(installed_python), "-c", "import exactly_once; print(exactly_once.__file__)"],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=app,
+        env={"PATH": "/usr/bin:/bin"},
+    ).stdout.strip()
+    assert loaded_from.startswith(str(installed_python.parent.parent)), loaded_from
