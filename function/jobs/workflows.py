@@ -12,10 +12,9 @@ The execution argument (a JSON object the workflow receives as its params):
     {"idempotency_key": run_id, "fence": <int>, "job_name": ..., "schedule_time": RFC 3339,
      "attempt_id": ..., "payload": <body.argument or {}>}
 
-Environment: WORKFLOWS_API_ENDPOINT (optional) overrides the endpoint. `host[:port]` or
-`https://host[:port]` uses TLS and Application Default Credentials (regional or private
-endpoints). `http://<loopback>:port` uses a plaintext channel with no credentials: for tests
-only, refused for any other host, and announced on stderr at start-up.
+Environment: WORKFLOWS_API_ENDPOINT (optional) overrides the endpoint, read as every proxy
+job reads its own (exactly_once/targets/endpoints.py): `http://<loopback>:port` is a plaintext
+channel with no credentials, for tests only.
 
 The executions_v1 client of google-cloud-workflows 1.23 ships gRPC transports only (no
 REST), so the fake used by the tests is a loopback gRPC server.
@@ -25,52 +24,26 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import grpc
 from google.cloud.workflows.executions_v1 import Execution, ExecutionsClient
 from google.cloud.workflows.executions_v1.services.executions.transports import ExecutionsGrpcTransport
 
 from exactly_once import RunContext, TerminalJobError, log_fields, structured_log
-from exactly_once.config import ConfigError
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from exactly_once.once import OncePerInstance
+from exactly_once.targets.endpoints import WORKFLOWS_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
 from exactly_once.targets.errors import downstream_call
-from exactly_once.targets.loopback import is_loopback_host
 from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
 
-ENDPOINT_ENV = "WORKFLOWS_API_ENDPOINT"
 # One call, no client-side retry: a retry is a new delivery with a new fence, visible in logs.
 CALL_TIMEOUT_SECONDS = 30.0
 # The API rejects larger arguments; fail before the call, terminally.
 MAX_ARGUMENT_BYTES = 32 * 1024
 BODY_FIELDS = frozenset({"workflow", "argument"})
-
-
-@dataclass(frozen=True)
-class WorkflowsEndpoint:
-    host: str | None  # None: the library's default endpoint
-    plaintext: bool
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> WorkflowsEndpoint:
-        raw = env.get(ENDPOINT_ENV, "").strip()
-        if not raw:
-            return cls(None, plaintext=False)
-        parts = urlsplit(raw if "://" in raw else f"https://{raw}")
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/"):
-            raise ConfigError(
-                ENDPOINT_ENV, f"{raw!r} is not host[:port], https://host[:port] or http://loopback:port"
-            )
-        if parts.scheme == "http" and not is_loopback_host(parts.hostname):
-            raise ConfigError(
-                ENDPOINT_ENV, f"{raw!r}: plaintext without credentials is allowed only on loopback"
-            )
-        return cls(parts.netloc, plaintext=parts.scheme == "http")
 
 
 @dataclass(frozen=True)
@@ -92,17 +65,13 @@ class WorkflowRequest:
         return cls(workflow, argument)
 
 
-ENDPOINT = WorkflowsEndpoint.from_env(os.environ)
-if ENDPOINT.plaintext:
-    # Loud on purpose: this mode must never go unnoticed outside tests.
-    message = f"{ENDPOINT_ENV}={ENDPOINT.host}: plaintext loopback endpoint, no credentials"
-    structured_log.emit("WARNING", message, {}, sys.stderr)
+ENDPOINT = endpoint_from_env(os.environ, WORKFLOWS_ENDPOINT_ENV)
 
 # Built on first use, then shared by every request of the instance (see exactly_once/once.py).
 _executions_client = OncePerInstance(lambda: _new_client(ENDPOINT))
 
 
-def _new_client(endpoint: WorkflowsEndpoint) -> ExecutionsClient:
+def _new_client(endpoint: ApiEndpoint) -> ExecutionsClient:
     if endpoint.plaintext:
         assert endpoint.host is not None
         # A channel instance makes the transport skip credentials altogether.

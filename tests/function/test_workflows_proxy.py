@@ -10,10 +10,8 @@ from typing import Any
 import grpc
 import pytest
 
-from exactly_once.config import ConfigError
 from exactly_once.ledger.store import FirestoreRunStore
 from exactly_once.token_check.tokens import IdempotencyTokens, Verdict
-from jobs.workflows import WorkflowsEndpoint
 from localrun.function_server import FunctionServer, FunctionServerError
 from tests.support.fake_workflows import FakeWorkflows
 from tests.support.proxy_runs import JOB_NAME, RUN_ID, concurrent, deliver, proxy_env, run_record
@@ -150,27 +148,3 @@ def test_plaintext_endpoint_off_loopback_stops_the_instance(emulator_host, proje
     server = FunctionServer(env, log_path)
     with pytest.raises(FunctionServerError, match="WORKFLOWS_API_ENDPOINT"):
         server.start()
-
-
-@pytest.mark.parametrize(
-    ("raw", "host", "plaintext"),
-    [
-        ("", None, False),
-        (
-            "europe-west1-workflowexecutions.googleapis.com",
-            "europe-west1-workflowexecutions.googleapis.com",
-            False,
-        ),
-        ("https://private.example:8443", "private.example:8443", False),
-        ("http://127.0.0.1:9000", "127.0.0.1:9000", True),
-        ("http://localhost:9000/", "localhost:9000", True),
-    ],
-)
-def test_endpoint_override(raw, host, plaintext):
-    assert WorkflowsEndpoint.from_env({"WORKFLOWS_API_ENDPOINT": raw}) == WorkflowsEndpoint(host, plaintext)
-
-
-@pytest.mark.parametrize("raw", ["http://10.0.0.1:80", "ftp://127.0.0.1", "https://host/v1/path"])
-def test_bad_endpoint_override_names_the_variable(raw):
-    with pytest.raises(ConfigError, match="WORKFLOWS_API_ENDPOINT"):
-        WorkflowsEndpoint.from_env({"WORKFLOWS_API_ENDPOINT": raw})

@@ -1,0 +1,129 @@
+"""Proxy job: one BigQuery query job per scheduled run, under an id derived from the run.
+
+BigQuery takes a client-chosen job id and refuses a second job with an id it has already seen
+in the project (HTTP 409). The job id here is the scheduled job's name and the run id
+(exactly_once/targets/job_specs.py: bigquery_job_id), the same on every delivery of the run:
+when an answer is lost and the run is retried, the retry's insert is refused and the job reads
+the one that exists instead, reporting its state. One job per run, whatever is lost, and
+nothing is asked of the query.
+
+The query may read the run through named parameters: @run_id (STRING), @schedule_time
+(TIMESTAMP) and @job_name (STRING), each passed only when the query names it.
+
+Settings: BIGQUERY_JOBS (JSON, set by the stack), keyed by the scheduled job's id. The request
+body must be empty. BIGQUERY_API_ENDPOINT (optional) overrides the endpoint
+(exactly_once/targets/endpoints.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from google.api_core import exceptions as google_exceptions
+from google.api_core.retry import Retry
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import bigquery
+
+from exactly_once import RetryableJobError, RunContext, TerminalJobError, log_fields, structured_log
+from exactly_once.once import OncePerInstance
+from exactly_once.targets.endpoints import BIGQUERY_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
+from exactly_once.targets.errors import downstream_call
+from exactly_once.targets.job_specs import BIGQUERY_JOBS_ENV, BigQueryJobSpec, bigquery_job_id, read_table
+
+# Each call once, no client-side retry: a retry is a new delivery, and it finds the job.
+CALL_TIMEOUT_SECONDS = 30.0
+NO_RETRY = Retry(predicate=lambda _: False)
+_PARAMETER = re.compile(r"@(run_id|schedule_time|job_name)\b")
+
+SPECS = read_table(os.environ, BIGQUERY_JOBS_ENV, BigQueryJobSpec.from_json)
+ENDPOINT = endpoint_from_env(os.environ, BIGQUERY_ENDPOINT_ENV)
+
+
+def _new_client(endpoint: ApiEndpoint) -> bigquery.Client:
+    options = {"api_endpoint": endpoint.url} if endpoint.url else None
+    # Plaintext means a loopback fake (endpoints.py refuses anything else): no credentials.
+    anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
+    credentials = anonymous if endpoint.plaintext else None
+    project = os.environ.get("GOOGLE_CLOUD_PROJECT") or None
+    return bigquery.Client(project=project, credentials=credentials, client_options=options)
+
+
+# Built on first use, then shared by every request of the instance (see exactly_once/once.py).
+_client = OncePerInstance(lambda: _new_client(ENDPOINT))
+
+
+def run_bigquery_job(context: RunContext) -> dict[str, object]:
+    """The job handler (`jobs.bigquery_job:run_bigquery_job`): the run's query job, started or
+    found; its name and state are the run's output."""
+    spec = SPECS.get(context.job_name)
+    if spec is None:
+        raise TerminalJobError(f"job {context.job_name!r} has no entry in {BIGQUERY_JOBS_ENV}")
+    context.json_body(allowed_fields=())  # the query comes from the stack, never the body
+    job_id = bigquery_job_id(context.job_name, context.run_id)
+    client = _client()
+    reused = False
+    with downstream_call(f"starting BigQuery job {job_id}"):
+        try:
+            job = client.query(
+                spec.query,
+                job_config=job_config(spec, context),
+                job_id=job_id,
+                location=spec.location,
+                project=spec.project,
+                retry=NO_RETRY,
+                job_retry=None,
+                timeout=CALL_TIMEOUT_SECONDS,
+            )
+        except google_exceptions.Conflict:
+            job, reused = _existing_job(client, spec, job_id), True
+    name = f"{spec.project}:{spec.location}.{job_id}"
+    if job.state == "DONE" and job.error_result:
+        # The id is taken for good: running the run again would find this same failed job.
+        reason = job.error_result.get("reason", "error")
+        raise TerminalJobError(f"BigQuery job {name} failed: {reason}: {job.error_result.get('message', '')}")
+    _log(context, name, job.state, reused)
+    return {"job": name, "state": job.state, "reused": reused}
+
+
+def _existing_job(client: bigquery.Client, spec: BigQueryJobSpec, job_id: str) -> bigquery.QueryJob:
+    """The job an earlier delivery of the run started (its answer was lost)."""
+    try:
+        job = client.get_job(
+            job_id, project=spec.project, location=spec.location, retry=NO_RETRY, timeout=CALL_TIMEOUT_SECONDS
+        )
+    except google_exceptions.NotFound as error:
+        # BigQuery can answer 404 for a moment after refusing the id as taken.
+        raise RetryableJobError(f"BigQuery job {job_id} exists (409) but is not readable yet") from error
+    if not isinstance(job, bigquery.QueryJob):
+        raise TerminalJobError(f"BigQuery job {job_id} exists and is a {type(job).__name__}, not a query")
+    return job
+
+
+def job_config(spec: BigQueryJobSpec, context: RunContext) -> bigquery.QueryJobConfig:
+    config = bigquery.QueryJobConfig(use_legacy_sql=False, labels=dict(spec.labels))
+    named = set(_PARAMETER.findall(spec.query))
+    parameters = {
+        "run_id": bigquery.ScalarQueryParameter("run_id", "STRING", context.run_id),
+        "schedule_time": bigquery.ScalarQueryParameter("schedule_time", "TIMESTAMP", context.schedule_time),
+        "job_name": bigquery.ScalarQueryParameter("job_name", "STRING", context.job_name),
+    }
+    config.query_parameters = [parameter for name, parameter in parameters.items() if name in named]
+    if spec.destination_table is not None:
+        config.destination = spec.destination_table
+    if spec.write_disposition is not None:
+        config.write_disposition = spec.write_disposition
+    return config
+
+
+def _log(context: RunContext, job: str, state: str | None, reused: bool) -> None:
+    fields = {
+        "bigquery_job": job,
+        "state": state,
+        "reused": reused,
+        log_fields.RUN_ID: context.run_id,
+        log_fields.JOB: context.job_name,
+        "attempt_id": context.attempt_id,
+    }
+    message = "found the BigQuery job an earlier attempt started" if reused else "started a BigQuery job"
+    structured_log.emit("INFO", message, fields)

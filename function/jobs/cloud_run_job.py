@@ -1,0 +1,162 @@
+"""Proxy job: one Cloud Run job execution per scheduled run, carrying the run's token.
+
+Cloud Scheduler calling run.googleapis.com `jobs.run` directly starts a new execution on every
+retry. Routed through the deduplicating function instead, the execution is started after the
+claim, with the run's token in its environment (RUN_ID, FENCE, SCHEDULE_TIME, SCHEDULER_JOB),
+so its container can check them (check_idempotency_token) before it changes state.
+
+The Cloud Run Admin API takes no client-chosen execution id, so a lost answer is handled by
+looking first: before starting, the job lists the executions of its Cloud Run job (newest
+first, back to shortly before the schedule time) and reuses the one whose RUN_ID is this run's,
+started by an attempt whose answer was lost. What remains is a `jobs.run` the API accepts but
+has not made visible when the next attempt lists (docs/proxy.md); the container's token check
+covers it.
+
+Settings: CLOUD_RUN_JOBS (JSON, set by the stack; exactly_once/targets/job_specs.py), keyed by
+the scheduled job's id. The request body must be empty. CLOUD_RUN_API_ENDPOINT (optional)
+overrides the endpoint (exactly_once/targets/endpoints.py); the client speaks REST.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import run_v2
+
+from exactly_once import RetryableJobError, RunContext, TerminalJobError, log_fields, structured_log
+from exactly_once.delivery.scheduler_request import format_rfc3339
+from exactly_once.once import OncePerInstance
+from exactly_once.targets.endpoints import CLOUD_RUN_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
+from exactly_once.targets.errors import downstream_call
+from exactly_once.targets.job_specs import (
+    CLOUD_RUN_JOBS_ENV,
+    FENCE_ENV,
+    RUN_ID_ENV,
+    SCHEDULE_TIME_ENV,
+    SCHEDULER_JOB_ENV,
+    CloudRunJobSpec,
+    read_table,
+)
+
+# Each call once, no client-side retry: a retry is a new delivery with a new fence.
+CALL_TIMEOUT_SECONDS = 30.0
+# The search for an execution of this run: Cloud Run keeps a job's newest 1000 executions, so
+# ten pages of 100 reach every one it still has; the search stops at the first execution
+# created this long before the schedule time (Cloud Run's and Cloud Scheduler's clocks are
+# Google's; the margin is for their differences, not for the instance's clock).
+LIST_PAGE_SIZE = 100
+MAX_LIST_PAGES = 10
+CREATED_BEFORE_SCHEDULE_MARGIN = timedelta(minutes=10)
+
+SPECS = read_table(os.environ, CLOUD_RUN_JOBS_ENV, CloudRunJobSpec.from_json)
+ENDPOINT = endpoint_from_env(os.environ, CLOUD_RUN_ENDPOINT_ENV)
+
+
+def _new_clients(endpoint: ApiEndpoint) -> tuple[run_v2.JobsClient, run_v2.ExecutionsClient]:
+    options = {"api_endpoint": endpoint.url} if endpoint.url else None
+    # Plaintext means a loopback fake (endpoints.py refuses anything else): no credentials.
+    anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
+    credentials = anonymous if endpoint.plaintext else None
+    return (
+        run_v2.JobsClient(transport="rest", client_options=options, credentials=credentials),
+        run_v2.ExecutionsClient(transport="rest", client_options=options, credentials=credentials),
+    )
+
+
+# Built on first use, then shared by every request of the instance (see exactly_once/once.py).
+_clients = OncePerInstance(lambda: _new_clients(ENDPOINT))
+
+
+def run_cloud_run_job(context: RunContext) -> dict[str, object]:
+    """The job handler (`jobs.cloud_run_job:run_cloud_run_job`): the run's execution, found or
+    started; its name is the run's output, so a duplicate delivery's answer carries it."""
+    spec = SPECS.get(context.job_name)
+    if spec is None:
+        raise TerminalJobError(f"job {context.job_name!r} has no entry in {CLOUD_RUN_JOBS_ENV}")
+    context.json_body(allowed_fields=())  # the settings come from the stack, never the body
+    jobs, executions = _clients()
+    not_before = context.schedule_time - CREATED_BEFORE_SCHEDULE_MARGIN
+    with downstream_call(f"listing the executions of {spec.job}"):
+        found = execution_of_run(executions, spec.job, context.run_id, not_before)
+    if found is not None:
+        _log(context, spec.job, found, "found the execution an earlier attempt started")
+        return {"execution": found, "reused": True}
+    with downstream_call(f"running {spec.job}"):
+        operation = jobs.run_job(
+            request=run_v2.RunJobRequest(name=spec.job, overrides=overrides(spec, context)),
+            retry=None,
+            timeout=CALL_TIMEOUT_SECONDS,
+        )
+        started = operation.metadata
+    name = getattr(started, "name", "")
+    if not name:
+        # Accepted but unnamed: the next attempt finds the execution by its RUN_ID.
+        raise RetryableJobError(f"running {spec.job}: the answer named no execution")
+    _log(context, spec.job, name, "started a Cloud Run job execution")
+    return {"execution": name, "reused": False}
+
+
+def overrides(spec: CloudRunJobSpec, context: RunContext) -> run_v2.RunJobRequest.Overrides:
+    """The job's configured overrides plus the run's token: what the container reads."""
+    run_env = {
+        RUN_ID_ENV: context.run_id,
+        FENCE_ENV: str(context.fence),
+        SCHEDULE_TIME_ENV: format_rfc3339(context.schedule_time),
+        SCHEDULER_JOB_ENV: context.job_name,
+    }
+    env = [run_v2.EnvVar(name=k, value=v) for k, v in {**spec.env, **run_env}.items()]
+    container = run_v2.RunJobRequest.Overrides.ContainerOverride(
+        env=env,
+        args=list(spec.args or ()),
+        # An empty list means "keep the job's args" unless this is set.
+        clear_args=spec.args is not None and not spec.args,
+    )
+    result = run_v2.RunJobRequest.Overrides(container_overrides=[container])
+    if spec.task_count is not None:
+        result.task_count = spec.task_count
+    if spec.timeout_seconds is not None:
+        result.timeout = timedelta(seconds=spec.timeout_seconds)
+    return result
+
+
+def execution_of_run(
+    client: run_v2.ExecutionsClient, job: str, run_id: str, not_before: datetime
+) -> str | None:
+    """The name of `job`'s execution whose RUN_ID is `run_id`, deleted ones included (it ran),
+    searched newest first down to `not_before`; None when there is none."""
+    request = run_v2.ListExecutionsRequest(parent=job, page_size=LIST_PAGE_SIZE, show_deleted=True)
+    pager = client.list_executions(request=request, retry=None, timeout=CALL_TIMEOUT_SECONDS)
+    for number, page in enumerate(pager.pages, start=1):
+        for execution in page.executions:
+            if run_id in _run_ids(execution):
+                return str(execution.name)
+            created = execution.create_time
+            if created is not None and created.year > 1970 and created < not_before:
+                return None
+        if number >= MAX_LIST_PAGES:
+            break
+    return None
+
+
+def _run_ids(execution: run_v2.Execution) -> Iterable[str]:
+    return (
+        env.value
+        for container in execution.template.containers
+        for env in container.env
+        if env.name == RUN_ID_ENV
+    )
+
+
+def _log(context: RunContext, job: str, execution: str, message: str) -> None:
+    fields = {
+        "cloud_run_job": job,
+        "execution": execution,
+        log_fields.RUN_ID: context.run_id,
+        log_fields.JOB: context.job_name,
+        "attempt_id": context.attempt_id,
+        "fence": context.fence,
+    }
+    structured_log.emit("INFO", message, fields)
