@@ -14,12 +14,13 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.settings import StackSettings
+from infra.stack_access import needs_token_check
 
 
 class Identities(NamedTuple):
     runtime: gcp.serviceaccount.Account
     invoker: gcp.serviceaccount.Account
-    # Only with a sample workflow: the token check's own account.
+    # Only with a sample workflow or Cloud Run job: the token check's own account.
     token_check: gcp.serviceaccount.Account | None
     # Grants a request uses at once (Firestore access of the functions' accounts, ...).
     grants: list[pulumi.Resource]
@@ -46,7 +47,7 @@ def identities(
     )
     grants: list[pulumi.Resource] = [_datastore_user(name, "runtime", settings, runtime, parent)]
     token_check = None
-    if settings.sample_workflow_jobs():
+    if needs_token_check(settings):
         token_check = account(
             "tokens", "token check", "Runs the token check; Firestore access limited to one database."
         )

@@ -6,6 +6,7 @@ from infra/settings.py, which turns the validated jobs into the stack's settings
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -15,6 +16,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
 from infra.config_schema import JOBS_KEY, ConfigProblems
+from infra.job_access import ACCESS_KEYS, JobAccess, parse_access
+from infra.target_config import JobTarget, check_target_job, parse_target
 from infra.timing import RetryConfig
 
 # The stack's own missed-run audit job (infra/audit_job.py): no configured job may take its name.
@@ -48,6 +51,11 @@ _JOB_KEYS = (
     "handler",
     "workflow",
     "overlap",
+    # A Cloud Run job or BigQuery target (infra/target_config.py), and what the job needs
+    # (infra/job_access.py).
+    "cloudRunJob",
+    "bigquery",
+    *ACCESS_KEYS,
 )
 _WORKFLOW_KEYS = ("sample", "name", "argument")
 
@@ -105,6 +113,8 @@ class JobSettings:
     handler: str | None = None
     workflow: WorkflowSettings | None = None
     overlap: OverlapPolicy = DEFAULT_OVERLAP
+    target: JobTarget | None = None
+    access: JobAccess = dataclasses.field(default_factory=JobAccess)
 
     @property
     def sample_workflow(self) -> bool:
@@ -201,6 +211,10 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         handler = WORKFLOWS_HANDLER
         if workflow.name is not None:
             body = workflow.body(workflow.name)
+    target = parse_target(item, prefix, errors)
+    access = parse_access(item, prefix, errors)
+    if target is not None:
+        handler = check_target_job(target, handler, body, prefix, errors)
 
     if len(errors) > before or deadline is None or retry is None:
         return None
@@ -214,6 +228,8 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         handler=handler,
         workflow=workflow,
         overlap=overlap,
+        target=target,
+        access=access,
     )
 
 

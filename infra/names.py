@@ -30,6 +30,8 @@ SCHEDULER_JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,500}$")
 REPOSITORY_ID = re.compile(r"^[a-z][a-z0-9-]{0,61}[a-z0-9]$")
 WORKFLOW_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,62}[A-Za-z0-9]$")
 DATABASE_ID = re.compile(r"^[a-z][a-z0-9-]{2,61}[a-z0-9]$")  # 4-63
+BIGQUERY_DATASET_ID = re.compile(r"^[A-Za-z0-9_]{1,1024}$")
+BIGQUERY_TABLE_ID = re.compile(r"^[A-Za-z0-9_]{1,1024}$")
 
 _SERVICE_ACCOUNT_MAX = 30
 _FUNCTION_MAX = 63
@@ -37,6 +39,8 @@ _SCHEDULER_JOB_MAX = 500
 _REPOSITORY_MAX = 63
 _WORKFLOW_MAX = 64
 _DATABASE_MAX = 63
+_CLOUD_RUN_JOB_MAX = 63
+_DATASET_MAX = 1024
 # Log-based metric ids are at most 100 characters: the prefix leaves room for their suffixes.
 _MONITORING_PREFIX_MAX = 60
 # Service account display names: at most 100 bytes (UTF-8).
@@ -117,6 +121,24 @@ class StackNames:
         """A workflow id (letters, digits, '-', '_'; at most 64; ends in a letter or digit)."""
         readable = job_name.rstrip("-_") or "workflow"
         return self._name(job_name, _WORKFLOW_MAX, separator=_JOB_SEPARATOR, readable_suffix=readable)
+
+    def cloud_run_job_name(self, job_name: str) -> str:
+        """The sample Cloud Run job of the configured job `job_name` (a-z, 0-9, '-'; at most
+        63). Always carries the hash: '-' joins the prefix and the job name, and both may
+        contain it, so only the hash keeps stack `dev` job `a-b` apart from stack `dev-a` job `b`."""
+        return self._name(f"job:{job_name}", _CLOUD_RUN_JOB_MAX, readable_suffix=_slug(job_name) or "job")
+
+    def sample_dataset_id(self) -> str:
+        """The BigQuery dataset of the stack's sample BigQuery jobs (letters, digits, '_')."""
+        return self._name("samples", _DATASET_MAX).replace("-", "_")
+
+    def sample_table_id(self, job_name: str) -> str:
+        """The table a sample BigQuery job appends its runs to; a job name BigQuery cannot
+        spell as is gets the hash of the original, so `a-b` and `a_b` stay apart."""
+        table = f"{job_name}_runs"
+        if BIGQUERY_TABLE_ID.match(table):
+            return table
+        return f"{re.sub(r'[^A-Za-z0-9_]', '_', job_name)}_{_tag(job_name)}_runs"
 
     def monitoring_prefix(self) -> str:
         """Prefix of the log-based metric ids, alert policy and dashboard names."""

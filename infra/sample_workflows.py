@@ -1,4 +1,5 @@
-"""Sample workflows (jobs with `workflow: {sample: true}`) and the token check they call."""
+"""Sample workflows (jobs with `workflow: {sample: true}`) and the token check they (and the
+sample Cloud Run jobs) call."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import NamedTuple
 import pulumi
 import pulumi_gcp as gcp
 
+from exactly_once.ledger.fields import EXPIRE_AT
 from infra.build import BuildIdentity
+from infra.ledger import RunLedger
 from infra.settings import StackSettings
 
 TOKEN_CHECK_ENTRY_POINT = "check_idempotency_token"
@@ -16,6 +19,12 @@ TOKEN_CHECK_ENTRY_POINT = "check_idempotency_token"
 TOKEN_CHECK_TIMEOUT_SECONDS = 30
 # The one copy of the sample workflow; docs/proxy.md shows it verbatim (a test keeps them equal).
 SAMPLE_WORKFLOW_FILE = Path(__file__).resolve().with_name("sample_workflow.yaml")
+
+
+class TokenCheck(NamedTuple):
+    uri: pulumi.Output[str]
+    # Its Cloud Run service, which callers are granted run.invoker on.
+    service: pulumi.Output[str]
 
 
 class SampleWorkflows(NamedTuple):
@@ -26,40 +35,69 @@ class SampleWorkflows(NamedTuple):
     grants: list[pulumi.Resource]
 
 
-def sample_workflows(
+def token_check(
     name: str,
     settings: StackSettings,
     *,
     parent: pulumi.Resource,
+    ledger: RunLedger,
     build: BuildIdentity,
     token_check_account: gcp.serviceaccount.Account,
     function_opts: pulumi.ResourceOptions,
-    iam_api: pulumi.Resource,
-    workflows_api: pulumi.Resource,
-) -> SampleWorkflows:
-    """The token check (running as its own account: Firestore only, no workflows.invoker) and
-    one workflow per sample job, all running as one workflow account that may invoke only the
-    token check."""
-    project, region = settings.project, settings.region
-    token_check = gcp.cloudfunctionsv2.Function(
+    reachable_from_cloud_run: bool,
+) -> TokenCheck:
+    """The token check (running as its own account: Firestore only, no workflows.invoker).
+
+    Workflows count as internal callers; Cloud Run jobs count only through a VPC network, so
+    with a sample Cloud Run job (which has none) the check accepts requests from anywhere, and
+    Cloud Run's IAM still admits only the accounts granted run.invoker on it.
+    """
+    # Token records live in the run ledger's database and expire like run records do.
+    # Firestore runs one field operation per database at a time, so this TTL waits for the
+    # ledger's field settings.
+    gcp.firestore.Field(
+        f"{name}-tokens-ttl",
+        project=settings.project,
+        database=ledger.database_name,
+        collection=settings.idempotency_collection,
+        field=EXPIRE_AT,
+        ttl_config={},
+        index_config={},
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[ledger.last_field]),
+    )
+    function = gcp.cloudfunctionsv2.Function(
         f"{name}-token-check",
-        project=project,
-        location=region,
+        project=settings.project,
+        location=settings.region,
         name=settings.names.function_name("token-check"),
-        description="Idempotency token check: lets a workflow run its state-changing step once.",
+        description="Idempotency token check: lets a workflow or job run its state-changing step once.",
         build_config=build.config(TOKEN_CHECK_ENTRY_POINT),
         service_config={
             "service_account_email": token_check_account.email,
             "timeout_seconds": TOKEN_CHECK_TIMEOUT_SECONDS,
             "max_instance_count": settings.max_instances,
-            # Only workflows of this project call it, and they count as internal.
-            "ingress_settings": "ALLOW_INTERNAL_ONLY",
+            "ingress_settings": "ALLOW_ALL" if reachable_from_cloud_run else "ALLOW_INTERNAL_ONLY",
             "all_traffic_on_latest_revision": True,
             "environment_variables": settings.token_check_environment(),
         },
         opts=function_opts,
     )
-    token_check_uri = token_check.service_config.apply(service_uri)
+    return TokenCheck(function.service_config.apply(service_uri), function.service_config.apply(service_name))
+
+
+def sample_workflows(
+    name: str,
+    settings: StackSettings,
+    *,
+    parent: pulumi.Resource,
+    token_check: TokenCheck,
+    iam_api: pulumi.Resource,
+    workflows_api: pulumi.Resource,
+) -> SampleWorkflows:
+    """One workflow per sample job, all running as one workflow account that may invoke only
+    the token check."""
+    project, region = settings.project, settings.region
+    token_check_uri = token_check.uri
     workflow_account = gcp.serviceaccount.Account(
         f"{name}-workflow",
         project=project,
@@ -72,7 +110,7 @@ def sample_workflows(
         f"{name}-workflow-run-invoker",
         project=project,
         location=region,
-        name=token_check.service_config.apply(service_name),
+        name=token_check.service,
         role="roles/run.invoker",
         member=workflow_account.member,
         opts=pulumi.ResourceOptions(parent=parent),

@@ -60,6 +60,7 @@ from infra.job_config import (
     parse_jobs,
 )
 from infra.names import DATABASE_ID, DEFAULT_COMPONENT, StackNames
+from infra.stack_access import access_errors, jobs_environment
 from infra.timing import JobTiming
 from infra.timing_keys import number_text, violation_text
 
@@ -206,7 +207,11 @@ class StackSettings:
         }
 
     def function_environment(self) -> dict[str, str]:
-        """The function's environment variables, by the names function/exactly_once/config.py reads."""
+        """The function's environment variables, by the names function/exactly_once/config.py
+        reads, plus the jobs' targets and settings (infra/stack_access.py)."""
+        return {**self._stack_environment(), **jobs_environment(self)}
+
+    def _stack_environment(self) -> dict[str, str]:
         env = {
             "GOOGLE_CLOUD_PROJECT": self.project,
             "FIRESTORE_DATABASE": self.database_name,
@@ -358,6 +363,8 @@ class StackSettings:
             alert_notification_channels=channels,
             missed_run_audit=bool(scalars["missedRunAudit"]),
         )
+        if not errors:
+            errors.extend(access_errors(settings, settings._stack_environment()))
         if not errors:
             errors.extend(settings.timing_errors())
         if errors:

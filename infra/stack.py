@@ -21,7 +21,6 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time
 
-from exactly_once.ledger.fields import EXPIRE_AT
 from infra.audit_job import with_audit_job
 from infra.build import BuildIdentity, build_identity, function_source
 from infra.config_schema import REPO_ROOT
@@ -30,13 +29,22 @@ from infra.ledger import RunLedger, run_ledger
 from infra.names import StackNames
 from infra.operations import Operations, audit_function_environment, declare_operations
 from infra.propagation import SERVING_GRANTS_DELAY_SECONDS, pause_after
-from infra.sample_workflows import SampleWorkflows, sample_workflows, service_name, service_uri
+from infra.runtime_access import runtime_access, secret_environment_variables
+from infra.sample_targets import SampleTargets, sample_targets
+from infra.sample_workflows import (
+    SampleWorkflows,
+    TokenCheck,
+    sample_workflows,
+    service_name,
+    service_uri,
+    token_check,
+)
 from infra.scheduler_jobs import scheduler_job
 from infra.settings import StackSettings
+from infra.stack_access import extra_apis, sample_cloud_run_jobs
 
 COMPONENT_TYPE = "exactly-once-scheduler:index:ExactlyOnceScheduler"
 FUNCTION_ENTRY_POINT = "handle_scheduled_job"
-TTL_FIELD = EXPIRE_AT
 # Enabled only when a job starts workflow executions: the workflows themselves, and the
 # Executions API the function starts them through (enabling one does not enable the other).
 WORKFLOWS_API = "workflows.googleapis.com"
@@ -109,14 +117,21 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         identities = self._identities(name, settings, apis)
         build = self._build(name, settings, apis, function_dir)
         audit_from = self._audit_horizons(name, settings)
-        function = self._dedup_function(name, settings, apis, build, identities.runtime, audit_from)
+        checker = self._token_check(name, settings, apis, ledger, identities, build)
+        targets = self._sample_targets(name, settings, apis, checker)
+        access = self._runtime_access(name, settings, apis, identities.runtime, targets)
+        function = self._dedup_function(name, settings, apis, build, identities.runtime, audit_from, access)
         function_uri = function.service_config.apply(service_uri)
         invoker_binding = self._invoker_binding(name, settings, function, identities.invoker)
-        samples = self._sample_workflows(name, settings, apis, ledger, identities, build)
-        serving = self._serving_grants_propagation(name, identities, invoker_binding, samples)
+        samples = self._sample_workflows(name, settings, apis, identities, checker)
+        serving = self._serving_grants_propagation(
+            name, identities, [invoker_binding, *access, *targets.grants], samples
+        )
         jobs = self._scheduler_jobs(name, settings, apis, function_uri, identities.invoker, serving, samples)
         self._operations(settings, apis, function)
-        self._publish_outputs(settings, function_uri, jobs, identities, build.account, ledger, samples)
+        self._publish_outputs(
+            settings, function_uri, jobs, identities, build.account, ledger, checker, samples
+        )
 
     # --- resource options shared by the parts ---------------------------------------------------
 
@@ -144,7 +159,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
                 disable_on_destroy=False,
                 opts=self._child(),
             )
-            for api in REQUIRED_APIS + (WORKFLOW_APIS if uses_workflows else ())
+            for api in REQUIRED_APIS + (WORKFLOW_APIS if uses_workflows else ()) + extra_apis(settings)
         }
 
     def _run_ledger(self, name: str, settings: StackSettings, apis: _Apis) -> RunLedger:
@@ -173,7 +188,21 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         build: BuildIdentity,
         runtime_account: gcp.serviceaccount.Account,
         audit_from: Mapping[str, pulumi.Input[str]],
+        access: list[pulumi.Resource],
     ) -> gcp.cloudfunctionsv2.Function:
+        secrets = secret_environment_variables(settings)
+        opts = self._function_opts(apis, build)
+        if secrets:
+            # Cloud Run checks that the runtime account may read each secret when it deploys
+            # the revision: the grants must be in effect first.
+            ready = pause_after(
+                f"{name}-runtime-grants-propagation",
+                SERVING_GRANTS_DELAY_SECONDS,
+                after=access,
+                triggers={"runtime": runtime_account.member},
+                opts=self._child(),
+            )
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ready]))
         return gcp.cloudfunctionsv2.Function(
             f"{name}-function",
             project=settings.project,
@@ -194,8 +223,9 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
                     **settings.function_environment(),
                     **audit_function_environment(settings, audit_from),
                 },
+                "secret_environment_variables": secrets or None,
             },
-            opts=self._function_opts(apis, build),
+            opts=opts,
         )
 
     def _audit_horizons(self, name: str, settings: StackSettings) -> dict[str, pulumi.Input[str]]:
@@ -233,7 +263,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             opts=self._child(),
         )
 
-    def _sample_workflows(
+    def _token_check(
         self,
         name: str,
         settings: StackSettings,
@@ -241,30 +271,66 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         ledger: RunLedger,
         identities: Identities,
         build: BuildIdentity,
-    ) -> SampleWorkflows | None:
-        """Sample workflows (jobs with `workflow: {sample: true}`) and the token check they call."""
+    ) -> TokenCheck | None:
+        """The token check the sample workflows and sample Cloud Run jobs call."""
         if identities.token_check is None:
             return None
-        # Token records live in the run ledger's database and expire like run records do.
-        # Firestore runs one field operation per database at a time, so this TTL waits for the
-        # ledger's field settings.
-        gcp.firestore.Field(
-            f"{name}-tokens-ttl",
-            project=settings.project,
-            database=ledger.database_name,
-            collection=settings.idempotency_collection,
-            field=TTL_FIELD,
-            ttl_config={},
-            index_config={},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ledger.last_field]),
+        return token_check(
+            name,
+            settings,
+            parent=self,
+            ledger=ledger,
+            build=build,
+            token_check_account=identities.token_check,
+            function_opts=self._function_opts(apis, build),
+            reachable_from_cloud_run=bool(sample_cloud_run_jobs(settings)),
         )
+
+    def _sample_targets(
+        self, name: str, settings: StackSettings, apis: _Apis, checker: TokenCheck | None
+    ) -> SampleTargets:
+        return sample_targets(
+            name,
+            settings,
+            parent=self,
+            token_check_uri=checker.uri if checker else None,
+            token_check_service=checker.service if checker else None,
+            apis=[apis[api] for api in ("iam.googleapis.com", "run.googleapis.com", *extra_apis(settings))],
+        )
+
+    def _runtime_access(
+        self,
+        name: str,
+        settings: StackSettings,
+        apis: _Apis,
+        runtime_account: gcp.serviceaccount.Account,
+        targets: SampleTargets,
+    ) -> list[pulumi.Resource]:
+        return runtime_access(
+            name,
+            settings,
+            runtime_account.member,
+            parent=self,
+            created=targets.created,
+            apis=[apis[api] for api in extra_apis(settings)],
+        )
+
+    def _sample_workflows(
+        self,
+        name: str,
+        settings: StackSettings,
+        apis: _Apis,
+        identities: Identities,
+        checker: TokenCheck | None,
+    ) -> SampleWorkflows | None:
+        """Sample workflows (jobs with `workflow: {sample: true}`), which call the token check."""
+        if checker is None or not settings.sample_workflow_jobs():
+            return None
         return sample_workflows(
             name,
             settings,
             parent=self,
-            build=build,
-            token_check_account=identities.token_check,
-            function_opts=self._function_opts(apis, build),
+            token_check=checker,
             iam_api=apis["iam.googleapis.com"],
             workflows_api=apis[WORKFLOWS_API],
         )
@@ -273,7 +339,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         self,
         name: str,
         identities: Identities,
-        invoker_binding: gcp.cloudrunv2.ServiceIamMember,
+        serving_grants: list[pulumi.Resource],
         samples: SampleWorkflows | None,
     ) -> pulumi.Resource:
         """The first scheduled run uses every serving grant at once: the invoker's run.invoker,
@@ -281,7 +347,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         run.invoker on the token check. The jobs wait until those have propagated, so the first
         run is not spent on 403s (Cloud Scheduler would retry it, but a fresh deploy should
         simply work). Shorter than the build's pause: see infra/propagation.py."""
-        grants = [*identities.grants, invoker_binding, *(samples.grants if samples else [])]
+        grants = [*identities.grants, *serving_grants, *(samples.grants if samples else [])]
         members: dict[str, pulumi.Input[str]] = {
             "runtime": identities.runtime.member,
             "invoker": identities.invoker.member,
@@ -308,7 +374,11 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
     ) -> list[gcp.cloudscheduler.Job]:
         sample_workflows = samples.workflows if samples is not None else {}
         # A job that goes through the Workflows proxy starts executions on its first run.
-        first_run = [api for api in ("cloudscheduler.googleapis.com", *WORKFLOW_APIS) if api in apis]
+        first_run = [
+            api
+            for api in ("cloudscheduler.googleapis.com", *WORKFLOW_APIS, *extra_apis(settings))
+            if api in apis
+        ]
         first_run_apis = [apis[api] for api in first_run]
         opts = pulumi.ResourceOptions(parent=self, depends_on=[*first_run_apis, serving])
         return [
@@ -339,6 +409,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         identities: Identities,
         builder_account: gcp.serviceaccount.Account,
         ledger: RunLedger,
+        checker: TokenCheck | None,
         samples: SampleWorkflows | None,
     ) -> None:
         sample_workflows = samples.workflows if samples is not None else {}
@@ -350,7 +421,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         self.build_service_account_email = builder_account.email
         self.database_name = ledger.database_name
         self.runs_collection = pulumi.Output.from_input(settings.runs_collection)
-        self.token_check_uri = samples.token_check_uri if samples is not None else None
+        self.token_check_uri = checker.uri if checker is not None else None
         self.token_check_service_account_email = (
             identities.token_check.email if identities.token_check is not None else None
         )
@@ -365,9 +436,10 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             "databaseName": self.database_name,
             "runsCollection": self.runs_collection,
         }
-        if samples is not None and self.token_check_service_account_email is not None:
-            outputs["tokenCheckUri"] = samples.token_check_uri
+        if checker is not None and self.token_check_service_account_email is not None:
+            outputs["tokenCheckUri"] = checker.uri
             outputs["tokenCheckServiceAccountEmail"] = self.token_check_service_account_email
+        if samples is not None:
             outputs["workflowServiceAccountEmail"] = samples.workflow_account_email
             outputs["sampleWorkflows"] = self.sample_workflows
         self.register_outputs(outputs)

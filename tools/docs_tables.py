@@ -22,6 +22,7 @@ from exactly_once.delivery.handler import MAX_BODY_BYTES
 from exactly_once.delivery.outcomes import STATUS_AND_SEVERITY, Outcome
 from exactly_once.token_check.tokens import TokenStoreConfig
 from infra.config_schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
+from infra.job_access import GRANT_KINDS
 from infra.job_config import (
     _JOB_KEYS,
     _WORKFLOW_KEYS,
@@ -31,6 +32,7 @@ from infra.job_config import (
     RETRY_KEYS,
 )
 from infra.outputs import STACK_OUTPUTS
+from infra.target_config import BIGQUERY_KEYS, CLOUD_RUN_KEYS
 from policy.policies import POLICIES
 
 DOCS = REPO_ROOT / "docs"
@@ -146,9 +148,22 @@ def _function_environment() -> tuple[EnvVar, ...]:
             "the jobs the missed-run audit checks (JSON, set by the stack)",
         ),
         EnvVar(
-            "WORKFLOWS_API_ENDPOINT",
+            "CLOUD_RUN_JOBS",
+            "none",
+            'JSON `{"job name": {job, args?, env?, taskCount?, timeoutSeconds?}}`: what '
+            "`jobs.cloud_run_job` runs (`jobs[].cloudRunJob`, set by the stack)",
+        ),
+        EnvVar(
+            "BIGQUERY_JOBS",
+            "none",
+            'JSON `{"job name": {project, location, query, destinationTable?, writeDisposition?, '
+            "labels?}}`: what `jobs.bigquery_job` runs (`jobs[].bigquery`, set by the stack)",
+        ),
+        EnvVar(
+            "WORKFLOWS_API_ENDPOINT, CLOUD_RUN_API_ENDPOINT, BIGQUERY_API_ENDPOINT",
             "the library's",
-            "another Workflows endpoint (`host[:port]`, TLS); `http://` on loopback only, for tests",
+            "another endpoint for that proxy's API (`host[:port]`, TLS); `http://` on loopback only, "
+            "for tests",
         ),
         EnvVar(
             "DOWNSTREAM_ID_TOKEN_DISABLED",
@@ -228,7 +243,83 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
         "`allow`, `skip` or `wait`: what a run does while another run of this job holds its lease"
         " (goes into `JOB_OVERLAP`).",
     ),
+    "cloudRunJob.sample": (
+        "boolean",
+        "`true`: deploy the sample Cloud Run job for this job (plus the token check). The handler is "
+        "`jobs.cloud_run_job:run_cloud_run_job` (any other is rejected); `body` must not be set. "
+        "One of `workflow`, `cloudRunJob`, `bigquery` per job.",
+    ),
+    "cloudRunJob.job": (
+        "string",
+        "Instead of `sample`: an existing Cloud Run job, its name (in `gcp:project` and `gcp:region`) "
+        "or `projects/<p>/locations/<l>/jobs/<j>`. The runtime account gets "
+        "`roles/run.jobsExecutorWithOverrides` and `roles/run.viewer` on this job only.",
+    ),
+    "cloudRunJob.args": (
+        "list of strings",
+        "Container args for every execution (`[]` clears the job's own).",
+    ),
+    "cloudRunJob.env": (
+        "object",
+        "Container environment overrides for every execution; `RUN_ID`, `FENCE`, `SCHEDULE_TIME`, "
+        "`SCHEDULER_JOB` are the run's own and cannot be set.",
+    ),
+    "cloudRunJob.taskCount": ("integer", "Tasks per execution (1..10000); default: the job's."),
+    "cloudRunJob.timeoutSeconds": ("integer", "Task timeout (1..86400 s); default: the job's."),
+    "bigquery.sample": (
+        "boolean",
+        "`true`: the stack's sample query, appending one row per run to a table of the stack's sample "
+        "dataset (in `gcp:region`). The handler is `jobs.bigquery_job:run_bigquery_job`.",
+    ),
+    "bigquery.query": (
+        "string",
+        "Instead of `sample`: GoogleSQL, which may read `@run_id`, `@schedule_time`, `@job_name`. "
+        "Keep it short (the function's environment holds it): call a view or procedure.",
+    ),
+    "bigquery.location": ("string", "Required with `query`: where the job runs (`EU`, `US`, a region)."),
+    "bigquery.destinationTable": (
+        "string",
+        "`<project>.<dataset>.<table>` for the results; its dataset gets `roles/bigquery.dataEditor`.",
+    ),
+    "bigquery.writeDisposition": (
+        "string",
+        "`WRITE_APPEND`, `WRITE_TRUNCATE` or `WRITE_EMPTY` (with a table).",
+    ),
+    "bigquery.labels": ("object", "BigQuery job labels (lower-case keys and values)."),
+    "bigquery.readDatasets": (
+        "list of strings",
+        "`<project>.<dataset>` the query reads: `roles/bigquery.dataViewer` on each, nothing more.",
+    ),
+    "bigquery.writeDatasets": (
+        "list of strings",
+        "`<project>.<dataset>` the query writes with DML: `roles/bigquery.dataEditor` on each.",
+    ),
+    "env": (
+        "object",
+        "`NAME: value` settings the function's environment carries (every job sees them: one value per "
+        "name). Names that say secret (`*_PASSWORD`, `*_TOKEN`, `API_KEY`...) are refused: use `secrets`.",
+    ),
+    "secrets": (
+        "object",
+        "`NAME: <secret>` (this project, latest), `projects/<p>/secrets/<s>` or "
+        "`projects/<p>/secrets/<s>/versions/<n>`: Cloud Run sets `NAME` to the secret's value; the "
+        "runtime account gets `roles/secretmanager.secretAccessor` on that secret only.",
+    ),
+    "grants[].role": (
+        "string",
+        "A role for the runtime account on the one resource the grant names (below).",
+    ),
 }
+# One row per kind of resource a grant may name, from infra/job_access.py's GRANT_KINDS.
+JOB_FIELD_MEANINGS.update(
+    {
+        f"grants[].{kind.key}": (
+            "string",
+            f"`{kind.shown}`; roles: {', '.join(f'`{role}`' for role in sorted(kind.roles))}.",
+        )
+        for kind in GRANT_KINDS
+    }
+)
 
 
 def _job_defaults() -> dict[str, str]:
@@ -248,9 +339,13 @@ def _job_defaults() -> dict[str, str]:
 
 def job_fields() -> list[str]:
     """Every field a `jobs` entry may set, as the parser spells them."""
-    fields = [key for key in _JOB_KEYS if key not in ("retry", "workflow")]
+    nested = ("retry", "workflow", "cloudRunJob", "bigquery", "grants")
+    fields = [key for key in _JOB_KEYS if key not in nested]
     fields += [f"retry.{key}" for key in RETRY_KEYS]
     fields += [f"workflow.{key}" for key in _WORKFLOW_KEYS]
+    fields += [f"cloudRunJob.{key}" for key in CLOUD_RUN_KEYS]
+    fields += [f"bigquery.{key}" for key in BIGQUERY_KEYS]
+    fields += ["grants[].role", *(f"grants[].{kind.key}" for kind in GRANT_KINDS)]
     return fields
 
 
