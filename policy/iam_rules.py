@@ -21,6 +21,7 @@ from pulumi_policy import (
 from infra.deployer_roles import DEPLOYER_ROLES, PREVIEWER_ROLES, PROJECT_SCOPE
 from policy.ci_rules import ci_deployer_accounts, ci_previewer_accounts
 from policy.props import (
+    BIGQUERY_PROXY_MODULE,
     CONDITIONAL_ROLES,
     FUNCTION_V2,
     PRIMITIVE_ROLES,
@@ -49,6 +50,8 @@ class Holder(enum.Enum):
     # The same, but only of a function that runs the Workflows proxy (jobs.workflows) through
     # JOB_HANDLER or JOB_HANDLERS.
     WORKFLOWS_PROXY_RUNTIME = "the runtime account of a function whose JOB_HANDLER(S) use jobs.workflows"
+    # The same, for the BigQuery proxy (jobs.bigquery_job).
+    BIGQUERY_PROXY_RUNTIME = "the runtime account of a function whose JOB_HANDLER(S) use jobs.bigquery_job"
     # buildConfig.serviceAccount of any Cloud Functions v2 function of the stack.
     FUNCTION_BUILD = "the build account (buildConfig.serviceAccount) of a function in this stack"
     # serviceAccountId of roles/iam.workloadIdentityUser grants whose every member is one
@@ -112,6 +115,12 @@ PROJECT_ROLE_ALLOWLIST: Final[Mapping[str, AllowedProjectRole]] = MappingProxyTy
             "the runtime account starts executions when a job goes through the Workflows proxy; "
             "Workflows has no per-workflow IAM resource",
             (Holder.WORKFLOWS_PROXY_RUNTIME,),
+        ),
+        "roles/bigquery.jobUser": AllowedProjectRole(
+            "the runtime account creates query jobs when a job goes through the BigQuery proxy; job "
+            "creation (bigquery.jobs.create) has no narrower IAM resource than the project, and the "
+            "data the jobs touch is granted per dataset",
+            (Holder.BIGQUERY_PROXY_RUNTIME,),
         ),
         "roles/logging.logWriter": AllowedProjectRole(
             "the build account writes the functions' build logs; Cloud Logging has no narrower IAM "
@@ -233,11 +242,18 @@ def _handler_specs(function: PolicyResource) -> list[str] | Absent:
     return specs
 
 
-def _uses_workflows_proxy(function: PolicyResource) -> bool | Absent:
+# Holders that are the runtime account of a function running one proxy module.
+_PROXY_MODULES: Final = {
+    Holder.WORKFLOWS_PROXY_RUNTIME: WORKFLOWS_PROXY_MODULE,
+    Holder.BIGQUERY_PROXY_RUNTIME: BIGQUERY_PROXY_MODULE,
+}
+
+
+def _uses_module(function: PolicyResource, module: str) -> bool | Absent:
     specs = _handler_specs(function)
     if isinstance(specs, Absent):
         return specs
-    return any(spec.split(":")[0].strip() == WORKFLOWS_PROXY_MODULE for spec in specs)
+    return any(spec.split(":")[0].strip() == module for spec in specs)
 
 
 def _holder_accounts(holder: Holder, resources: list[PolicyResource]) -> set[str] | Absent:
@@ -256,8 +272,8 @@ def _holder_accounts(holder: Holder, resources: list[PolicyResource]) -> set[str
             if isinstance(build_account, str) and build_account.strip():
                 emails.add(account_email(build_account))
             continue
-        if holder is Holder.WORKFLOWS_PROXY_RUNTIME:
-            uses = _uses_workflows_proxy(function)
+        if holder in _PROXY_MODULES:
+            uses = _uses_module(function, _PROXY_MODULES[holder])
             if uses is UNKNOWN:
                 return UNKNOWN
             if uses is not True:
@@ -268,6 +284,11 @@ def _holder_accounts(holder: Holder, resources: list[PolicyResource]) -> set[str
         if isinstance(account, str) and account.strip():
             emails.add(account.strip().lower())
     return emails
+
+
+def runtime_accounts(resources: list[PolicyResource]) -> set[str] | Absent:
+    """Emails (lower-case) of every function's runtime account in the stack, or UNKNOWN."""
+    return _holder_accounts(Holder.FUNCTION_RUNTIME, resources)
 
 
 def _accounts_of(holders: tuple[Holder, ...], resources: list[PolicyResource]) -> set[str] | Absent:

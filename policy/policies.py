@@ -17,6 +17,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from policy.access_rules import SECRET_ENV_TYPES, check_secrets_by_reference, validate_runtime_grants
 from policy.ci_rules import READ_ONLY_ROLES, validate_ci_read_only
 from policy.iam_rules import (
     GCF_SOURCES_CONDITION,
@@ -134,7 +135,8 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
     ),
     resource_policy(
         "function-no-test-switches",
-        "Deployed functions set neither a plaintext WORKFLOWS_API_ENDPOINT nor DOWNSTREAM_ID_TOKEN_DISABLED.",
+        "Deployed functions set no plaintext *_API_ENDPOINT (Workflows, Cloud Run, BigQuery) and no "
+        "DOWNSTREAM_ID_TOKEN_DISABLED.",
         _MANDATORY,
         [FUNCTION_V2, FUNCTION_V1, CLOUD_RUN_V2_SERVICE],
         check_no_test_switches,
@@ -161,6 +163,13 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
         check_project_iam_allowlist,
     ),
     resource_policy(
+        "secrets-by-reference",
+        "No plain environment variable whose name says secret: Secret Manager references instead.",
+        _MANDATORY,
+        SECRET_ENV_TYPES,
+        check_secrets_by_reference,
+    ),
+    resource_policy(
         "source-bucket-private",
         "Buckets enforce public access prevention and uniform bucket-level access.",
         _MANDATORY,
@@ -183,6 +192,15 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
         name="project-role-holders",
         description="Each allow-listed project role is held only by the account it is listed for.",
         validate=validate_project_role_holders,
+        enforcement_level=_MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="runtime-account-grants",
+        description=(
+            "The runtime account holds no project-wide Cloud Run or broad BigQuery role, and every other "
+            "grant is on one resource of a listed kind, with a role listed for it."
+        ),
+        validate=validate_runtime_grants,
         enforcement_level=_MANDATORY,
     ),
     StackValidationPolicy(

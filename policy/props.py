@@ -32,11 +32,14 @@ from pulumi_policy.proxy import (
     UnknownValueError,
 )
 
+from exactly_once.targets.job_specs import BIGQUERY_HANDLER
+
 # Engine type tokens (as passed to each pulumi_gcp resource's super().__init__).
 SCHEDULER_JOB: Final = "gcp:cloudscheduler/job:Job"
 FUNCTION_V2: Final = "gcp:cloudfunctionsv2/function:Function"
 FUNCTION_V1: Final = "gcp:cloudfunctions/function:Function"
 CLOUD_RUN_V2_SERVICE: Final = "gcp:cloudrunv2/service:Service"
+CLOUD_RUN_V2_JOB: Final = "gcp:cloudrunv2/job:Job"
 BUCKET: Final = "gcp:storage/bucket:Bucket"
 FIRESTORE_FIELD: Final = "gcp:firestore/field:Field"
 PROJECT_IAM_MEMBER: Final = "gcp:projects/iAMMember:IAMMember"
@@ -63,9 +66,10 @@ CONDITIONAL_ROLES: Final = frozenset({"roles/datastore.user"})
 
 PROJECT_MEMBER_PREFIX: Final = "serviceAccount:"
 WORKFLOWS_PROXY_MODULE: Final = "jobs.workflows"
+BIGQUERY_PROXY_MODULE: Final = BIGQUERY_HANDLER.split(":")[0]
 TOKEN_CHECK_ENTRY_POINT: Final = "check_idempotency_token"
-# Environment switches of function/jobs/ meant for tests only (docs/proxy.md).
-WORKFLOWS_ENDPOINT_ENV: Final = "WORKFLOWS_API_ENDPOINT"
+# Environment switches of function/jobs/ meant for tests only (docs/proxy.md), besides the
+# proxies' endpoint overrides (exactly_once/targets/endpoints.py: plaintext only on loopback).
 ID_TOKEN_DISABLED_ENV: Final = "DOWNSTREAM_ID_TOKEN_DISABLED"
 
 DEFAULT_COMPUTE_SA = re.compile(r"^\d+-compute@developer\.gserviceaccount\.com$")

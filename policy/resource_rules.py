@@ -11,6 +11,7 @@ from pulumi_policy import (
     ResourceValidationArgs,
 )
 
+from exactly_once.targets.endpoints import ENDPOINT_VARIABLES
 from infra import cron, timing
 from policy.props import (
     APP_ENGINE_DEFAULT_SA,
@@ -24,7 +25,6 @@ from policy.props import (
     MISSING,
     STORAGE_ACL_TYPES,
     UNKNOWN,
-    WORKFLOWS_ENDPOINT_ENV,
     Absent,
     account_email,
     elements,
@@ -272,13 +272,14 @@ def _env_of(resource_type: str, props: Any, variable: str) -> Any:
 
 
 def check_no_test_switches(args: ResourceValidationArgs) -> Iterable[str]:
-    endpoint = _env_of(args.resource_type, args.props, WORKFLOWS_ENDPOINT_ENV)
-    if isinstance(endpoint, str) and endpoint.strip().lower().startswith("http://"):
-        yield (
-            f"{args.resource_type} '{args.name}': environment variable {WORKFLOWS_ENDPOINT_ENV}="
-            f"'{endpoint}' is the tests' plaintext endpoint without credentials. Remove it (the "
-            "library default is right), or give host[:port] / https://host[:port]."
-        )
+    for variable in ENDPOINT_VARIABLES:
+        endpoint = _env_of(args.resource_type, args.props, variable)
+        if isinstance(endpoint, str) and endpoint.strip().lower().startswith("http://"):
+            yield (
+                f"{args.resource_type} '{args.name}': environment variable {variable}="
+                f"'{endpoint}' is the tests' plaintext endpoint without credentials. Remove it (the "
+                "library default is right), or give host[:port] / https://host[:port]."
+            )
     disabled = _env_of(args.resource_type, args.props, ID_TOKEN_DISABLED_ENV)
     if disabled is not MISSING and disabled is not UNKNOWN:
         yield (

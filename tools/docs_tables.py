@@ -159,11 +159,17 @@ def _function_environment() -> tuple[EnvVar, ...]:
             'JSON `{"job name": {project, location, query, destinationTable?, writeDisposition?, '
             "labels?}}`: what `jobs.bigquery_job` runs (`jobs[].bigquery`, set by the stack)",
         ),
-        EnvVar(
-            "WORKFLOWS_API_ENDPOINT, CLOUD_RUN_API_ENDPOINT, BIGQUERY_API_ENDPOINT",
-            "the library's",
-            "another endpoint for that proxy's API (`host[:port]`, TLS); `http://` on loopback only, "
-            "for tests",
+        *(
+            EnvVar(
+                variable,
+                "the library's",
+                f"another {api} endpoint (`host[:port]`, TLS); `http://` on loopback only, for tests",
+            )
+            for variable, api in (
+                ("WORKFLOWS_API_ENDPOINT", "Workflows"),
+                ("CLOUD_RUN_API_ENDPOINT", "Cloud Run Admin API"),
+                ("BIGQUERY_API_ENDPOINT", "BigQuery"),
+            )
         ),
         EnvVar(
             "DOWNSTREAM_ID_TOKEN_DISABLED",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import job_config
+from infra import job_access, job_config, target_config
 from infra.config_schema import REPO_ROOT
 from policy.policies import POLICIES
 from tools import docs_tables
@@ -72,10 +72,14 @@ def test_the_environment_table_lists_every_variable_the_function_reads() -> None
 def test_the_jobs_table_names_every_field_the_parser_accepts() -> None:
     stack = _page("docs/stack.md")
     table = stack.split("## The jobs", 1)[1].split("\n## ", 1)[0]
-    documented = set(re.findall(r"^\| `([a-zA-Z.]+)` \|", table, flags=re.M))
-    accepted = {key for key in job_config._JOB_KEYS if key not in ("retry", "workflow")}
+    documented = set(re.findall(r"^\| `([a-zA-Z.\[\]]+)` \|", table, flags=re.M))
+    nested = ("retry", "workflow", "cloudRunJob", "bigquery", "grants")
+    accepted = {key for key in job_config._JOB_KEYS if key not in nested}
     accepted |= {f"retry.{key}" for key in job_config.RETRY_KEYS}
     accepted |= {f"workflow.{key}" for key in job_config._WORKFLOW_KEYS}
+    accepted |= {f"cloudRunJob.{key}" for key in target_config.CLOUD_RUN_KEYS}
+    accepted |= {f"bigquery.{key}" for key in target_config.BIGQUERY_KEYS}
+    accepted |= {f"grants[].{key}" for key in job_access.GRANT_FIELDS}
     assert documented == accepted
 
 

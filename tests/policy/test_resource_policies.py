@@ -338,6 +338,7 @@ def test_allowlist_has_a_reason_for_every_role() -> None:
     assert set(PROJECT_ROLE_ALLOWLIST) == {
         "roles/datastore.user",
         "roles/workflows.invoker",
+        "roles/bigquery.jobUser",
         "roles/logging.logWriter",
         "roles/storage.objectViewer",
     } | {deployer_role.role for deployer_role in DEPLOYER_ROLES}

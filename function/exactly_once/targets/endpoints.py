@@ -20,9 +20,9 @@ from exactly_once import structured_log
 from exactly_once.config import ConfigError
 from exactly_once.targets.loopback import is_loopback_host
 
-WORKFLOWS_ENDPOINT_ENV: Final = "WORKFLOWS_API_ENDPOINT"
-CLOUD_RUN_ENDPOINT_ENV: Final = "CLOUD_RUN_API_ENDPOINT"
-BIGQUERY_ENDPOINT_ENV: Final = "BIGQUERY_API_ENDPOINT"
+WORKFLOWS_ENDPOINT_ENV = "WORKFLOWS_API_ENDPOINT"
+CLOUD_RUN_ENDPOINT_ENV = "CLOUD_RUN_API_ENDPOINT"
+BIGQUERY_ENDPOINT_ENV = "BIGQUERY_API_ENDPOINT"
 # Every endpoint switch of the shipped proxy jobs; the policy pack refuses a plaintext one in a
 # deployed function.
 ENDPOINT_VARIABLES: Final = (WORKFLOWS_ENDPOINT_ENV, CLOUD_RUN_ENDPOINT_ENV, BIGQUERY_ENDPOINT_ENV)

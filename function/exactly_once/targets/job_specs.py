@@ -18,8 +18,8 @@ from typing import Any, Final, TypeVar
 from exactly_once.config import ConfigError
 from exactly_once.targets.resource_names import BIGQUERY_TABLE, CLOUD_RUN_JOB_RESOURCE_NAME
 
-CLOUD_RUN_JOBS_ENV: Final = "CLOUD_RUN_JOBS"
-BIGQUERY_JOBS_ENV: Final = "BIGQUERY_JOBS"
+CLOUD_RUN_JOBS_ENV = "CLOUD_RUN_JOBS"
+BIGQUERY_JOBS_ENV = "BIGQUERY_JOBS"
 CLOUD_RUN_HANDLER: Final = "jobs.cloud_run_job:run_cloud_run_job"
 BIGQUERY_HANDLER: Final = "jobs.bigquery_job:run_bigquery_job"
 
