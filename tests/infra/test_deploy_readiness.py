@@ -18,6 +18,7 @@ from infra import timing
 from infra.audit_job import with_audit_job
 from infra.settings import REPO_ROOT, SettingsError, load_stack_settings, project_name
 from infra.stack import REQUIRED_APIS, WORKFLOW_APIS
+from infra.stack_access import BIGQUERY_API
 from tests.infra.conftest import build, valid_job, valid_values
 from tests.support.pulumi_harness import OFFSET, SLEEP, MockedResource, MockedStack, mock_stack
 
@@ -41,6 +42,10 @@ _PHYSICAL_ID: dict[str, tuple[str, ...]] = {
     "gcp:cloudrunv2/serviceIamMember:ServiceIamMember": ("name", "role", "member"),
     "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": ("repository", "role", "member"),
     "gcp:logging/metric:Metric": ("name",),
+    "gcp:bigquery/dataset:Dataset": ("datasetId",),
+    "gcp:bigquery/datasetIamMember:DatasetIamMember": ("datasetId", "role", "member"),
+    "gcp:cloudrunv2/job:Job": ("location", "name"),
+    "gcp:cloudrunv2/jobIamMember:JobIamMember": ("name", "role", "member"),
     # Google numbers alert policies itself; the display name is what an on-call tells them by.
     "gcp:monitoring/alertPolicy:AlertPolicy": ("displayName",),
 }
@@ -185,8 +190,10 @@ def test_first_deploy_apis_are_enabled(dev: MockedStack) -> None:
         # The dev stack has a sample workflow: the workflows, and the API starting executions.
         "workflows.googleapis.com",
         "workflowexecutions.googleapis.com",
+        # ... and a sample BigQuery job.
+        BIGQUERY_API,
     }
-    assert first_deploy <= enabled == set(REQUIRED_APIS) | set(WORKFLOW_APIS)
+    assert first_deploy <= enabled == {*REQUIRED_APIS, *WORKFLOW_APIS, BIGQUERY_API}
 
 
 def test_the_token_check_runs_as_its_own_account_without_workflows_invoker(dev: MockedStack) -> None:
@@ -211,10 +218,17 @@ def test_scheduler_jobs_fire_only_after_the_serving_grants_propagated(dev: Mocke
     grants = [
         r.urn
         for r in dev.resources
-        if r.type in (PROJECT_MEMBER, "gcp:cloudrunv2/serviceIamMember:ServiceIamMember")
+        if r.type
+        in (
+            PROJECT_MEMBER,
+            "gcp:cloudrunv2/serviceIamMember:ServiceIamMember",
+            "gcp:bigquery/datasetIamMember:DatasetIamMember",
+        )
         and "builder" not in r.name
     ]
-    assert len(grants) == 5 and set(grants) <= set(waited)
+    # Firestore (runtime, tokens), workflows.invoker, the two run.invoker bindings, and the
+    # sample BigQuery job's jobUser and dataset grant.
+    assert len(grants) == 7 and set(grants) <= set(waited)
     for job in dev.of_type(JOB):
         assert sleep.urn in dev.dependencies[job.urn]
 

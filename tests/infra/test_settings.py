@@ -209,16 +209,18 @@ def test_advisory_violation_is_not_an_error() -> None:
 
 def test_dev_stack_loads_and_passes_every_timing_check() -> None:
     settings = load_stack_settings("dev")
-    # The local demo fires the first job; the Workflows proxy demo is appended last.
+    # The local demo fires the first job; the proxy demos are appended after it.
     assert [job.name for job in settings.jobs] == [
         "demo-every-15-minutes",
         "nightly-report",
         "workflow-proxy-demo",
+        "bigquery-demo",
     ]
     assert [(j.schedule, j.time_zone) for j in settings.jobs] == [
         ("*/15 * * * *", "Etc/UTC"),
         ("0 3 * * *", "Europe/Berlin"),
         ("30 * * * *", "Etc/UTC"),
+        ("45 * * * *", "Etc/UTC"),
     ]
     assert settings.jobs[0].workflow is None
     assert settings.sample_workflow_jobs() == (settings.jobs[2],)

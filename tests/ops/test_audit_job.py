@@ -46,10 +46,12 @@ def test_each_missed_run_is_reported_once_by_the_first_audit_after_its_window(
     first = dev_function.deliver(audit_job, _day_at(11, 5)).json()
     assert first["outcome"] == "executed"
     # Retry windows (800 s for every dev job) that closed in (10:05, 11:05]: the 10:00-10:45 demo
-    # runs, the hourly workflow job's 10:30 and the audit's own 10:05, which nobody delivered.
+    # runs, the hourly workflow job's 10:30, the hourly BigQuery job's 10:45 and the audit's own
+    # 10:05, which nobody delivered.
     assert _missed(dev_function.log_lines(), first["run_id"]) == {
         (settings.scheduler_job_id(demo), _stamp(_day_at(10, 30))),
         (settings.scheduler_job_id("workflow-proxy-demo"), _stamp(_day_at(10, 30))),
+        (settings.scheduler_job_id("bigquery-demo"), _stamp(_day_at(10, 45))),
         (settings.scheduler_job_id(AUDIT_JOB_NAME), _stamp(_day_at(10, 5))),
     }
 
@@ -66,6 +68,7 @@ def test_each_missed_run_is_reported_once_by_the_first_audit_after_its_window(
     assert _missed(dev_function.log_lines(), second["run_id"]) == {
         *((settings.scheduler_job_id(demo), _stamp(_day_at(11, minute))) for minute in (0, 15, 30, 45)),
         (settings.scheduler_job_id("workflow-proxy-demo"), _stamp(_day_at(11, 30))),
+        (settings.scheduler_job_id("bigquery-demo"), _stamp(_day_at(11, 45))),
     }
 
 
@@ -121,10 +124,16 @@ def test_the_metrics_count_the_real_log_lines(dev_function: DevFunction) -> None
         if log_filters.MISSED_RUNS.matches(entry, SERVICE)
     )
     # (09:05, 10:05]: demo 09:00 completed, 09:15 completed (terminally), 09:30 released and never
-    # retried here, 09:45 never delivered; the workflow job's 09:30; the audit's own 09:05.
+    # retried here, 09:45 never delivered; the workflow job's 09:30; the BigQuery job's 09:45;
+    # the audit's own 09:05.
     deployed = dev_function.settings.scheduler_job_id
     assert missed == Counter(
-        {deployed(demo): 2, deployed("workflow-proxy-demo"): 1, deployed(AUDIT_JOB_NAME): 1}
+        {
+            deployed(demo): 2,
+            deployed("workflow-proxy-demo"): 1,
+            deployed("bigquery-demo"): 1,
+            deployed(AUDIT_JOB_NAME): 1,
+        }
     )
     # Another service's lines are not this stack's.
     assert not any(log_filters.DELIVERIES.matches(entry, "other-service") for entry in entries)
