@@ -27,7 +27,7 @@ DEPLOYER_ROLES: tuple[DeployerRole, ...] = (
     DeployerRole(
         "roles/iam.serviceAccountUser",
         "iam.serviceAccounts.actAs on every account the stack runs something as "
-        "(function runtime, token check, build, invoker, workflow)",
+        "(function runtime, token check, build, invoker, workflow, sample Cloud Run job)",
     ),
     DeployerRole(
         "roles/resourcemanager.projectIamAdmin",
@@ -39,11 +39,20 @@ DEPLOYER_ROLES: tuple[DeployerRole, ...] = (
         "roles/artifactregistry.admin", "create the per-stack image repository and grant the build on it"
     ),
     DeployerRole("roles/cloudfunctions.admin", "create and update the Cloud Run functions"),
-    DeployerRole("roles/run.admin", "grant roles/run.invoker on the functions' Cloud Run services"),
+    DeployerRole(
+        "roles/run.admin",
+        "grant roles/run.invoker on the functions' Cloud Run services, create the sample Cloud Run jobs "
+        "and grant the runtime account on the Cloud Run jobs it runs",
+    ),
     DeployerRole("roles/cloudscheduler.admin", "create the Cloud Scheduler jobs"),
     DeployerRole(
         "roles/workflows.editor",
         "create the sample workflows (when a job has one); Workflows has no per-workflow IAM to manage",
+    ),
+    DeployerRole(
+        "roles/bigquery.dataOwner",
+        "create the sample BigQuery dataset and grant the runtime account on the datasets its BigQuery "
+        "jobs read or write (when a job has one)",
     ),
     DeployerRole("roles/logging.configWriter", "create the log-based metrics"),
     DeployerRole("roles/monitoring.editor", "create the alert policies and the dashboard"),

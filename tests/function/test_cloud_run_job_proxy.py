@@ -53,9 +53,11 @@ def test_one_execution_per_run_carries_the_token_and_the_overrides(start_server,
     assert (first.status_code, first.json()["outcome"]) == (200, "executed"), first.json()
     (execution,) = fake.started(JOB)
     assert first.json()["output"] == {"execution": execution["name"], "reused": False}
+    assert fake.server.calls == [("GET", f"/v2/{JOB}/executions"), ("POST", f"/v2/{JOB}:run")]
     again = deliver(server, {})
     assert again.json()["outcome"] == "duplicate_completed"
     assert again.json()["output"]["execution"] == execution["name"]
+    assert len(fake.server.calls) == 2  # the duplicate is answered from the ledger
 
     assert env_of(execution) == {
         "TARGET": "warehouse",
