@@ -1,4 +1,6 @@
 """What the shipped proxy jobs (function/jobs/) share: how a downstream failure is classified
-(`errors`), which endpoints may be reached without credentials (`loopback`), and the resource
-names the APIs take (`resource_names`, which the stack's config validation checks too).
+(`errors`), where each API client connects and which endpoints may be reached without
+credentials (`endpoints`, `loopback`), what a Cloud Run job or BigQuery proxy starts per
+scheduled job (`job_specs`), and the resource names the APIs take (`resource_names`). The
+stack's config validation checks a job's settings with `job_specs` and `resource_names` too.
 """
