@@ -116,6 +116,11 @@ class FirestoreRunStore:
         return cast(firestore.DocumentReference, self._collection.document(run_id))
 
     def create(self, run_id: str, fields: Mapping[str, Any], *, timeout: float) -> datetime:
+        """One create, sent as a BatchWrite of that single write: a record already there comes
+        back as the write's status in the answer, not as a failed call. A duplicate is the
+        common case of a refused create, and a failed call costs more on both ends (the
+        client's exception path; the emulator logs a stack trace for each). The call's retry
+        covers the whole exchange, so a transient failure is retried as a Commit's would be."""
         options = call_options(timeout)
 
         def send() -> datetime:
