@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from google.api_core import exceptions as google_exceptions
 
@@ -65,7 +65,13 @@ def end_instance(reason: str) -> None:
     os._exit(ENDED_EXIT_STATUS)
 
 
-class _Watchers:
+class Watched(Protocol):
+    """What a watcher runs: LeaseKeeper.watch, until the attempt ends."""
+
+    def watch(self) -> None: ...
+
+
+class Watchers:
     """Threads that watch attempts, each kept for the next attempt once its own has ended.
 
     Starting a thread waits until the new thread first runs, which on a busy instance can
@@ -75,10 +81,16 @@ class _Watchers:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: list[queue.SimpleQueue[LeaseKeeper]] = []
+        self._idle: list[queue.SimpleQueue[Watched]] = []
         self._started = 0
 
-    def watch(self, keeper: LeaseKeeper) -> None:
+    @property
+    def idle(self) -> int:
+        """Watchers waiting for an attempt."""
+        with self._lock:
+            return len(self._idle)
+
+    def watch(self, keeper: Watched) -> None:
         with self._lock:
             inbox = self._idle.pop() if self._idle else None
             if inbox is None:
@@ -92,14 +104,14 @@ class _Watchers:
             thread.start()
         inbox.put(keeper)
 
-    def _serve(self, inbox: queue.SimpleQueue[LeaseKeeper]) -> None:
+    def _serve(self, inbox: queue.SimpleQueue[Watched]) -> None:
         while True:
             inbox.get().watch()
             with self._lock:
                 self._idle.append(inbox)
 
 
-_WATCHERS = _Watchers()
+_WATCHERS = Watchers()
 
 
 class LeaseKeeper:
