@@ -1,14 +1,16 @@
 """Cases 1-3, in one process against one emulator: ours and the baseline side by side.
 
-Both implementations get their own RPC-counting client on the same emulator and take turns
-(ours first on even repeats, the baseline first on odd ones), so drift in the emulator or the
-machine hits both alike. Every delivery uses a run id never seen before, except the duplicates,
-which is the point of those cases.
+Both implementations get their own RPC-counting client on the same emulator, reached through
+the modelled network (bench/network.py), and take turns (ours first on even turns, the
+baseline first on odd ones), so drift in the emulator or the machine hits both alike. Every
+delivery uses a run id never seen before, except the duplicates, which is the point of those
+cases.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import uuid
@@ -35,6 +37,12 @@ from exactly_once.ledger.protocol import RunLedger, new_attempt_id
 from exactly_once.ledger.store import FirestoreRunStore
 from exactly_once.router import JobRouter
 from localrun.firestore_rpcs import RpcCounter, counted_emulator_client
+from localrun.function_server import FUNCTION_DIR
+
+# Jobs are found as the deployed function finds them: from its source root (jobs/ beside
+# main.py), which `python -m bench.run` does not otherwise have on its path.
+if str(FUNCTION_DIR) not in sys.path:
+    sys.path.append(str(FUNCTION_DIR))
 
 COLLECTION = DEFAULT_RUNS_COLLECTION
 NOOP_JOB = "jobs.noop:do_nothing"
@@ -43,6 +51,8 @@ STORM_SIZE = 64
 SCHEDULE_EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 T = TypeVar("T")
+# Where a long run says how far it has got.
+Progress = Callable[[str], None]
 
 
 class ExecutionCounter:
@@ -177,53 +187,47 @@ def warm_up(impls: tuple[Implementation, Implementation], rounds: int = 5) -> No
             impl.deliver(headers)
 
 
-def first_delivery(ours_impl: Implementation, base_impl: Implementation, repeats: int) -> list[Metric]:
-    latency: dict[str, list[float]] = {"ours": [], "baseline": []}
-    rpcs: dict[str, list[float]] = {"ours": [], "baseline": []}
-    for repeat in range(repeats):
-        for impl in turns(repeat, ours_impl, base_impl):
-            delivery, count = impl.rpcs(impl.runs.headers())
-            if delivery.status != 200:
-                raise RuntimeError(f"{impl.label}: first delivery answered {delivery.status}")
-            latency[impl.label].append(delivery.seconds * 1000)
-            rpcs[impl.label].append(count)
-    case = "1. first delivery (in process, no-op job)"
-    return [
-        metric(case, "latency", "ms", "lower", latency["ours"], latency["baseline"]),
-        metric(case, "Firestore RPCs per run", "RPCs", "lower", rpcs["ours"], rpcs["baseline"]),
-    ]
+# What a delivery of a run is, in cases 1 and 2: the first one, the same run again at another
+# instance (which knows nothing of it), then again at the instance that ran it.
+FIRST, ELSEWHERE, SAME = "first", "elsewhere", "same"
+_CASES = {
+    FIRST: ("1. first delivery (in process, no-op job)", "Firestore RPCs per run"),
+    ELSEWHERE: ("2. duplicate of a completed run, another instance", "Firestore RPCs per delivery"),
+    SAME: ("2. duplicate of a completed run, same instance", "Firestore RPCs per delivery"),
+}
 
 
-def duplicate_of_completed(
-    ours_impl: Implementation, base_impl: Implementation, repeats: int
+def first_and_duplicates(
+    ours_impl: Implementation,
+    base_impl: Implementation,
+    rounds: int,
+    per_round: int,
+    *,
+    rtt_ms: float | None = None,
+    progress: Progress = print,
 ) -> list[Metric]:
-    """Two rows: the duplicate reaching another instance (the ledger answers it), and the
-    same instance (ours answers from its cache of completed runs, with no RPC at all)."""
-    return _duplicate_case(ours_impl, base_impl, repeats, same_instance=False) + _duplicate_case(
-        ours_impl, base_impl, repeats, same_instance=True
-    )
-
-
-def _duplicate_case(
-    ours_impl: Implementation, base_impl: Implementation, repeats: int, *, same_instance: bool
-) -> list[Metric]:
-    latency: dict[str, list[float]] = {"ours": [], "baseline": []}
-    rpcs: dict[str, list[float]] = {"ours": [], "baseline": []}
-    for repeat in range(repeats):
-        for impl in turns(repeat, ours_impl, base_impl):
-            headers = impl.runs.headers()
-            impl.deliver(headers)
-            delivery, count = impl.rpcs(headers, elsewhere=not same_instance)
-            if delivery.status != 200:
-                raise RuntimeError(f"{impl.label}: duplicate of a completed run answered {delivery.status}")
-            latency[impl.label].append(delivery.seconds * 1000)
-            rpcs[impl.label].append(count)
-    where = "same instance" if same_instance else "another instance"
-    case = f"2. duplicate of a completed run, {where}"
-    return [
-        metric(case, "latency", "ms", "lower", latency["ours"], latency["baseline"]),
-        metric(case, "Firestore RPCs per delivery", "RPCs", "lower", rpcs["ours"], rpcs["baseline"]),
-    ]
+    """Cases 1 and 2 on the same runs: every fresh run is delivered once, then to another
+    instance (ours: the ledger answers), then to the same one (ours: its cache answers). The
+    baseline has no instance state, so its two duplicates are the same call."""
+    samples: dict[str, dict[str, list[float]]] = {kind: {"ours": [], "baseline": []} for kind in _CASES}
+    counts: dict[str, dict[str, list[float]]] = {kind: {"ours": [], "baseline": []} for kind in _CASES}
+    for round_ in range(rounds):
+        progress(f"cases 1-2: round {round_ + 1}/{rounds} ({per_round} runs each)")
+        for index in range(per_round):
+            for impl in turns(round_ * per_round + index, ours_impl, base_impl):
+                headers = impl.runs.headers()
+                for kind in (FIRST, ELSEWHERE, SAME):
+                    delivery, count = impl.rpcs(headers, elsewhere=kind == ELSEWHERE)
+                    if delivery.status != 200:
+                        raise RuntimeError(f"{impl.label}: {kind} delivery answered {delivery.status}")
+                    samples[kind][impl.label].append(delivery.seconds * 1000)
+                    counts[kind][impl.label].append(count)
+    metrics: list[Metric] = []
+    for kind, (case, rpc_name) in _CASES.items():
+        latency, rpcs = samples[kind], counts[kind]
+        metrics.append(metric(case, "latency", "ms", "lower", latency["ours"], latency["baseline"], rtt_ms))
+        metrics.append(metric(case, rpc_name, "RPCs", "lower", rpcs["ours"], rpcs["baseline"], rtt_ms))
+    return metrics
 
 
 @dataclass(frozen=True)
@@ -254,11 +258,18 @@ def storm(impl: Implementation, pool: ThreadPoolExecutor, size: int) -> StormRes
 
 
 def duplicate_storm(
-    ours_impl: Implementation, base_impl: Implementation, repeats: int, size: int = STORM_SIZE
+    ours_impl: Implementation,
+    base_impl: Implementation,
+    storms: int,
+    *,
+    rtt_ms: float | None = None,
+    progress: Progress = print,
+    size: int = STORM_SIZE,
 ) -> tuple[list[Metric], dict[str, list[StormResult]]]:
     results: dict[str, list[StormResult]] = {"ours": [], "baseline": []}
     with ThreadPoolExecutor(max_workers=size, thread_name_prefix="storm") as pool:
-        for repeat in range(repeats):
+        for repeat in range(storms):
+            progress(f"case 3: storm {repeat + 1}/{storms}")
             for impl in turns(repeat, ours_impl, base_impl):
                 results[impl.label].append(storm(impl, pool, size))
     case = f"3. duplicate storm ({size} concurrent deliveries of one run)"
@@ -283,6 +294,7 @@ def duplicate_storm(
             "lower",
             values("ours", executions),
             values("baseline", executions),
+            rtt_ms,
         ),
         metric(
             case,
@@ -291,10 +303,28 @@ def duplicate_storm(
             "lower",
             values("ours", error_share),
             values("baseline", error_share),
+            rtt_ms,
         ),
-        metric(case, "latency p95 per storm", "ms", "lower", values("ours", p95), values("baseline", p95)),
+        metric(
+            case, "latency p95 per storm", "ms", "lower", values("ours", p95), values("baseline", p95), rtt_ms
+        ),
     ]
     return metrics, results
+
+
+def one_read_ms(host: str, project: str, reads: int) -> list[float]:
+    """What one Firestore RPC costs on this route: a read of one small document, timed alone.
+    The RTT plus whatever the proxy, the emulator and the client add to every RPC."""
+    db, _ = counted_emulator_client(host, project)
+    document = db.collection(COLLECTION).document(f"one-read-{uuid.uuid4().hex}")
+    document.set({"probe": True})
+    document.get()  # the channel's set-up is not an RPC's cost
+    times: list[float] = []
+    for _ in range(reads):
+        started = time.perf_counter()
+        document.get()
+        times.append((time.perf_counter() - started) * 1000)
+    return times
 
 
 def null_log() -> TextIO:

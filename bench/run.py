@@ -1,13 +1,14 @@
-"""`make bench`: ours against the documented sample, side by side, in one run, on the emulator.
+"""`make bench`: ours against the documented flow, side by side, in one run, on the emulator.
 
 Absolute times on a small shared machine are noisy; the ratios between two implementations
-measured in turns on the same emulator are what the report is for. Every number is a summary
-over all repeats (median with min and max), never a chosen run.
+measured in turns on the same emulator are what the report is for. Cases 1-3 run once per
+modelled round-trip time to Firestore (bench/network.py); cases 4-6 on the direct loopback.
+Progress goes to stderr as it runs: which RTT, which case, which round.
 
-    python -m bench.run                 # every case, saved to bench/results/latest.{json,md}
-    python -m bench.run --quick         # smoke run, printed only
-    python -m bench.run --cases 1,3 --repeats 4
-    python -m bench.run --profile       # where ours spends a first delivery (cProfile)
+    python -m bench.run                       # everything; saved to bench/results/ with the chart
+    python -m bench.run --quick               # smoke run, printed only
+    python -m bench.run --cases 1,2 --rtt 0,10 --repeats 4
+    python -m bench.run --profile --rtt 10    # where ours spends a first delivery (cProfile)
 """
 
 from __future__ import annotations
@@ -26,146 +27,36 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from bench import inprocess, served
-from bench.stats import Metric
+from bench import chart, inprocess, served
+from bench.inprocess import Progress
+from bench.network import firestore_route
+from bench.report import CHART_SUFFIX, Report
+from bench.stats import Summary
 from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 ALL_CASES = (1, 2, 3, 4, 5, 6)
+DEFAULT_RTTS_MS = (0.0, 2.0, 10.0, 30.0)
 DEFAULT_REPEATS = 10
 QUICK_REPEATS = 2
-DELIVERIES_PER_REPEAT = 20  # cases 1 and 2: enough deliveries for a meaningful p95
+DELIVERIES_PER_REPEAT = 20  # cases 1 and 2: fresh runs per round, enough for a meaningful p95
+DEFAULT_STORMS = 5  # case 3, per RTT: the baseline's storms take seconds each (its retries back off)
 HTTP_REQUESTS_PER_REPEAT = 200
 QUICK_HTTP_REQUESTS = 48
 # Case 6: distinct jobs per repeat, and fresh runs of each (a run id never seen before).
 MANY_JOBS = 100
 RUNS_PER_JOB = 4
 QUICK_MANY_JOBS = 16
-LATENCY_TARGET_RATIO = 3.0
-
-
-@dataclass
-class Report:
-    command: str
-    repeats: int
-    cases: list[int]
-    machine: dict[str, Any]
-    metrics: list[Metric] = field(default_factory=list)
-    storms: dict[str, list[inprocess.StormResult]] = field(default_factory=dict)
-    seconds: float = 0.0
-
-    def find(self, case_prefix: str, name: str) -> Metric:
-        for row in self.metrics:
-            if row.case.startswith(case_prefix) and row.name == name:
-                return row
-        raise KeyError(f"{case_prefix} {name}")
-
-    def targets(self) -> list[dict[str, Any]]:
-        """The issue's targets, judged on every repeat, not on a summary that could hide one."""
-        checks: list[dict[str, Any]] = []
-        if 1 in self.cases:
-            rpcs = self.find("1.", "Firestore RPCs per run").ours
-            latency = self.find("1.", "latency")
-            ratio = latency.ratio or 0.0
-            p95_ratio = latency.baseline.p95 / latency.ours.p95
-            checks.append(
-                {
-                    "target": "case 1: exactly 2 Firestore RPCs per first delivery (ours)",
-                    "met": rpcs.min == rpcs.max == 2,
-                    "measured": f"{rpcs.min:g}..{rpcs.max:g} RPCs over {rpcs.n} runs",
-                }
-            )
-            checks.append(
-                {
-                    "target": f"case 1: at least {LATENCY_TARGET_RATIO:g}x faster than the baseline",
-                    "met": ratio >= LATENCY_TARGET_RATIO,
-                    "measured": f"{ratio:.2f}x on the median, {p95_ratio:.2f}x on p95",
-                }
-            )
-        if 3 in self.cases:
-            ours = self.storms["ours"]
-            checks.append(
-                {
-                    "target": "case 3: zero errors (ours)",
-                    "met": all(r.errors == 0 for r in ours),
-                    "measured": f"{sum(r.errors for r in ours)} errors in {len(ours)} storms",
-                }
-            )
-            checks.append(
-                {
-                    "target": "case 3: exactly one execution per run (ours)",
-                    "met": all(r.executions == 1 for r in ours),
-                    "measured": f"executions per storm: {sorted({r.executions for r in ours})}",
-                }
-            )
-        return checks
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "command": self.command,
-            "repeats": self.repeats,
-            "cases": self.cases,
-            "seconds": round(self.seconds, 1),
-            "machine": self.machine,
-            "metrics": [row.as_json() for row in self.metrics],
-            "storms": {
-                label: [
-                    {"executions": r.executions, "errors": r.errors, "conflicts_409": r.conflicts}
-                    for r in results
-                ]
-                for label, results in self.storms.items()
-            },
-            "targets": self.targets(),
-        }
-
-    def markdown(self) -> str:
-        lines = [
-            "| Case | Metric | Ours: median [min..max] | Ours p95 | Baseline: median [min..max] "
-            "| Baseline p95 | Ours better by |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
-        ]
-        for row in self.metrics:
-            ratio = "n/a (ours is 0)" if row.ratio is None else f"{row.ratio:.2f}x"
-            lines.append(
-                f"| {row.case} | {row.name} ({row.unit}) | {_spread(row.ours)} | {_num(row.ours.p95)} "
-                f"| {_spread(row.baseline)} | {_num(row.baseline.p95)} | {ratio} |"
-            )
-        lines.append("")
-        for check in self.targets():
-            mark = "met" if check["met"] else "NOT met"
-            lines.append(f"- {check['target']}: **{mark}** ({check['measured']})")
-        if "ours" in self.storms:
-            conflicts = {k: sum(r.conflicts for r in v) for k, v in self.storms.items()}
-            total = {k: len(v) * inprocess.STORM_SIZE for k, v in self.storms.items()}
-            lines.append(
-                f"- case 3, 409 'in progress' answers (a designed retry, not an error): "
-                f"ours {conflicts['ours']}/{total['ours']}, "
-                f"baseline {conflicts['baseline']}/{total['baseline']}"
-            )
-        machine = self.machine
-        lines += [
-            "",
-            f"Command: `{self.command}` ({self.repeats} repeats; took {self.seconds:.0f} s). "
-            f"Machine: {machine['cpus']} CPUs ({machine['cpu_model']}), Python {machine['python']}, "
-            f"{machine['emulator']}, google-cloud-firestore {machine['google-cloud-firestore']}, "
-            f"functions-framework {machine['functions-framework']}; measured {machine['date']}.",
-        ]
-        return "\n".join(lines) + "\n"
-
-
-def _num(value: float) -> str:
-    return f"{value:.0f}" if value >= 100 or value == int(value) else f"{value:.2f}"
-
-
-def _spread(summary: Any) -> str:
-    return f"{_num(summary.median)} [{_num(summary.min)}..{_num(summary.max)}]"
+# Runs of both before anything is timed: the emulator's JVM compiles its hot paths meanwhile.
+EMULATOR_WARM_UP_ROUNDS = 100
+QUICK_WARM_UP_ROUNDS = 10
+ONE_READS = 40  # reads per RTT for the one-RPC row
 
 
 def machine_facts() -> dict[str, Any]:
@@ -184,7 +75,15 @@ def machine_facts() -> dict[str, Any]:
         "google-cloud-firestore": metadata.version("google-cloud-firestore"),
         "functions-framework": metadata.version("functions-framework"),
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "load_before": _load(),
+        "load_after": _load(),
+        "python_dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
     }
+
+
+def _load() -> str:
+    """The 1-minute load average: on 2 shared cores, the context every number needs."""
+    return f"{os.getloadavg()[0]:.2f}"
 
 
 def emulator_version() -> str:
@@ -200,50 +99,91 @@ def emulator_version() -> str:
 
 
 def run_bench(
-    emulator_host: str, cases: Sequence[int], repeats: int, *, quick: bool = False, command: str = ""
+    emulator_host: str,
+    cases: Sequence[int],
+    repeats: int,
+    *,
+    rtts: Sequence[float] = DEFAULT_RTTS_MS,
+    storms: int = DEFAULT_STORMS,
+    quick: bool = False,
+    command: str = "",
+    progress: Progress | None = None,
 ) -> Report:
     """Run the chosen cases against a running emulator; the smoke test calls this directly."""
     started = time.perf_counter()
+    say = progress or _printer(started)
     os.environ[EMULATOR_HOST_ENV] = emulator_host  # the SDK uses anonymous credentials then
     project = f"bench-{uuid.uuid4().hex[:8]}"
-    report = Report(command, repeats, sorted(cases), machine_facts())
-    deliveries = repeats * DELIVERIES_PER_REPEAT
+    report = Report(command, repeats, storms, sorted(cases), sorted(rtts), machine_facts())
     with inprocess.null_log() as log, tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        if {1, 2} & set(cases):
-            ours = inprocess.ours(emulator_host, project, inprocess.NOOP_JOB, log)
-            base = inprocess.baseline(emulator_host, project)
-            inprocess.warm_up((ours, base))
-            if 1 in cases:
-                report.metrics += inprocess.first_delivery(ours, base, deliveries)
-            if 2 in cases:
-                report.metrics += inprocess.duplicate_of_completed(ours, base, deliveries)
-        if 3 in cases:
-            ours = inprocess.ours(emulator_host, project, inprocess.COUNTING_JOB, log)
-            base = inprocess.baseline(emulator_host, project, inprocess.EXECUTIONS.hit)
-            inprocess.warm_up((ours, base))
-            metrics, report.storms = inprocess.duplicate_storm(ours, base, repeats)
-            report.metrics += metrics
+        if {1, 2, 3} & set(cases):
+            say("warming the emulator up (direct)")
+            inprocess.warm_up(
+                (
+                    inprocess.ours(emulator_host, project, inprocess.NOOP_JOB, log),
+                    inprocess.baseline(emulator_host, project),
+                ),
+                rounds=QUICK_WARM_UP_ROUNDS if quick else EMULATOR_WARM_UP_ROUNDS,
+            )
+            for rtt in report.rtts:
+                with firestore_route(emulator_host, rtt) as host:
+                    _modelled(report, host, project, rtt, log, _step(say, f"RTT {rtt:g} ms: "))
         if 4 in cases:
             count = QUICK_HTTP_REQUESTS if quick else HTTP_REQUESTS_PER_REPEAT
-            report.metrics += served.http_throughput(emulator_host, project, Path(tmp), repeats, count)
+            report.metrics += served.http_throughput(emulator_host, project, Path(tmp), repeats, count, say)
         if 5 in cases:
-            report.metrics += served.cold_start(emulator_host, project, Path(tmp), repeats)
+            metrics, report.imports = served.cold_start(emulator_host, project, Path(tmp), repeats, say)
+            report.metrics += metrics
         if 6 in cases:
             jobs = QUICK_MANY_JOBS if quick else MANY_JOBS
             report.metrics += served.many_jobs_throughput(
-                emulator_host, project, Path(tmp), repeats, jobs, RUNS_PER_JOB
+                emulator_host, project, Path(tmp), repeats, jobs, RUNS_PER_JOB, say
             )
     report.seconds = time.perf_counter() - started
+    report.machine["load_after"] = _load()
     return report
 
 
-def profile_ours(emulator_host: str, deliveries: int) -> str:
+def _modelled(report: Report, host: str, project: str, rtt: float, log: TextIO, say: Progress) -> None:
+    """Cases 1-3 with Firestore `rtt` ms away; the rows carry the RTT."""
+    say("one read at a time")
+    report.one_read[rtt] = Summary.of(inprocess.one_read_ms(host, project, ONE_READS))
+    if {1, 2} & set(report.cases):
+        ours = inprocess.ours(host, project, inprocess.NOOP_JOB, log)
+        base = inprocess.baseline(host, project)
+        inprocess.warm_up((ours, base))
+        rows = inprocess.first_and_duplicates(
+            ours, base, report.repeats, DELIVERIES_PER_REPEAT, rtt_ms=rtt, progress=say
+        )
+        report.metrics += [row for row in rows if int(row.case[0]) in report.cases]
+    if 3 in report.cases:
+        ours = inprocess.ours(host, project, inprocess.COUNTING_JOB, log)
+        base = inprocess.baseline(host, project, inprocess.EXECUTIONS.hit)
+        inprocess.warm_up((ours, base))
+        metrics, report.storm_results[rtt] = inprocess.duplicate_storm(
+            ours, base, report.storms, rtt_ms=rtt, progress=say
+        )
+        report.metrics += metrics
+
+
+def _printer(started: float) -> Progress:
+    def say(message: str) -> None:
+        print(f"[bench {time.perf_counter() - started:4.0f}s] {message}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def _step(say: Progress, prefix: str) -> Progress:
+    return lambda message: say(prefix + message)
+
+
+def profile_ours(emulator_host: str, rtt: float, deliveries: int) -> str:
     """cProfile of our first deliveries, to tell our own code's cost from the emulator's."""
     os.environ[EMULATOR_HOST_ENV] = emulator_host
     project = f"profile-{uuid.uuid4().hex[:8]}"
-    with inprocess.null_log() as log:
-        ours = inprocess.ours(emulator_host, project, inprocess.NOOP_JOB, log)
-        base = inprocess.baseline(emulator_host, project)
+    with inprocess.null_log() as log, firestore_route(emulator_host, rtt) as host:
+        ours = inprocess.ours(host, project, inprocess.NOOP_JOB, log)
+        base = inprocess.baseline(host, project)
         inprocess.warm_up((ours, base))
         headers = [ours.runs.headers() for _ in range(deliveries)]
         profiler = cProfile.Profile()
@@ -258,10 +198,16 @@ def profile_ours(emulator_host: str, deliveries: int) -> str:
     return out.getvalue()
 
 
-def save(report: Report, output: Path) -> None:
+def save(report: Report, output: Path) -> Path:
+    """Write the .json and .md, and the chart beside them; returns the chart's path."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.with_suffix(".json").write_text(json.dumps(report.as_json(), indent=2) + "\n")
-    output.with_suffix(".md").write_text(report.markdown())
+    data = report.as_json()
+    chart_path = output.with_name(output.name + CHART_SUFFIX)
+    output.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
+    output.with_suffix(".md").write_text(report.markdown(chart=chart_path.name))
+    if any(row["rtt_ms"] is not None for row in data["metrics"]):
+        chart.draw(data, chart_path)
+    return chart_path
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -270,26 +216,26 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--repeats",
         type=int,
-        help=f"storms, HTTP rounds and cold starts per implementation; cases 1-2 time "
-        f"{DELIVERIES_PER_REPEAT}x as many deliveries (default {DEFAULT_REPEATS})",
+        help=f"rounds per implementation: cases 1-2 deliver {DELIVERIES_PER_REPEAT} fresh runs per round, "
+        f"cases 4-6 one HTTP round or cold start each (default {DEFAULT_REPEATS})",
     )
+    parser.add_argument("--storms", type=int, help=f"case 3 storms per RTT (default {DEFAULT_STORMS})")
     parser.add_argument("--cases", default=",".join(map(str, ALL_CASES)), help="e.g. 1,2,3 (default: all)")
+    parser.add_argument(
+        "--rtt",
+        default=",".join(f"{r:g}" for r in DEFAULT_RTTS_MS),
+        help="round-trip times to Firestore in ms for cases 1-3, e.g. 0,10 (default: %(default)s)",
+    )
     parser.add_argument(
         "--output",
         type=Path,
-        help="path without suffix for .json and .md (default: bench/results/latest for a full run; "
-        "quick or partial runs are printed only)",
+        help="path without suffix for .json, .md and the chart (default: bench/results/latest for a "
+        "full run; quick or partial runs are printed only)",
     )
     parser.add_argument(
-        "--profile", action="store_true", help="profile ours on case 1 instead of benchmarking"
+        "--profile", action="store_true", help="profile ours on case 1 at the first --rtt instead"
     )
     return parser.parse_args(argv)
-
-
-@contextlib.contextmanager
-def emulator() -> Iterator[str]:
-    with firestore_emulator() as host:
-        yield host
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -297,25 +243,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     cases = sorted({int(c) for c in args.cases.split(",") if c.strip()})
     if not set(cases) <= set(ALL_CASES):
         raise SystemExit(f"--cases: choose from {ALL_CASES}")
-    repeats = args.repeats or (QUICK_REPEATS if args.quick else DEFAULT_REPEATS)
-    if repeats < 1:
-        raise SystemExit("--repeats must be at least 1")
+    try:
+        rtts = sorted({float(r) for r in args.rtt.split(",") if r.strip()})
+    except ValueError:
+        raise SystemExit(f"--rtt: numbers of milliseconds separated by commas, got {args.rtt!r}") from None
+    if not rtts or min(rtts) < 0:
+        raise SystemExit(f"--rtt: at least one round-trip time, none negative, got {args.rtt!r}")
+    repeats = args.repeats if args.repeats is not None else QUICK_REPEATS if args.quick else DEFAULT_REPEATS
+    storms = args.storms if args.storms is not None else QUICK_REPEATS if args.quick else DEFAULT_STORMS
+    if repeats < 1 or storms < 1:
+        raise SystemExit("--repeats and --storms must be at least 1")
     command = shlex.join(["make", "bench", *([f"ARGS={shlex.join(sys.argv[1:])}"] if sys.argv[1:] else [])])
-    with emulator() as host:
+    with firestore_emulator() as host:
         if args.profile:
-            print(profile_ours(host, repeats * DELIVERIES_PER_REPEAT))
+            print(profile_ours(host, rtts[0], repeats * DELIVERIES_PER_REPEAT))
             return 0
-        report = run_bench(host, cases, repeats, quick=args.quick, command=command)
+        report = run_bench(host, cases, repeats, rtts=rtts, storms=storms, quick=args.quick, command=command)
     print(report.markdown())
     output = args.output
-    if output is None and not args.quick and args.repeats is None and cases == list(ALL_CASES):
+    full = not args.quick and args.repeats is None and args.storms is None and cases == list(ALL_CASES)
+    if output is None and full and rtts == list(DEFAULT_RTTS_MS):
         output = RESULTS_DIR / "latest"
     if output is not None:
-        save(report, output)
-        print(f"saved {output.with_suffix('.json')} and {output.with_suffix('.md')}")
-    failed = [check["target"] for check in report.targets() if not check["met"]]
-    for target in failed:
-        print(f"target not met: {target}", file=sys.stderr)
+        chart_path = save(report, output)
+        print(f"saved {output.with_suffix('.json')}, {output.with_suffix('.md')} and {chart_path}")
+    for check in report.targets():
+        if not check["met"]:
+            print(f"target not met: {check['target']} ({check['measured']})", file=sys.stderr)
     return 0
 
 

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import requests
 
-from bench.inprocess import NOOP_JOB, RunIds, turns
-from bench.stats import Metric, metric
+from bench.imports import import_profile
+from bench.inprocess import NOOP_JOB, Progress, RunIds, turns
+from bench.stats import Metric, Summary, metric
 from localrun import FUNCTION_DIR
 from localrun.function_server import FunctionServer, FunctionServerError
 
@@ -120,7 +121,12 @@ def fire_batches(
 
 
 def http_throughput(
-    emulator_host: str, project: str, log_dir: Path, repeats: int, requests_per_repeat: int
+    emulator_host: str,
+    project: str,
+    log_dir: Path,
+    repeats: int,
+    requests_per_repeat: int,
+    progress: Progress = print,
 ) -> list[Metric]:
     env = server_env(emulator_host, project)
     ours = SourceServer(env, log_dir / "ours-server.log", OURS_SOURCE, "ours")
@@ -134,6 +140,7 @@ def http_throughput(
             for server in (ours, base):
                 fire(server, server.runs, CLIENT_THREADS * 4)  # warm: client, channel, threads
             for repeat in range(repeats):
+                progress(f"case 4: round {repeat + 1}/{repeats}")
                 for server in turns(repeat, ours, base):
                     rate, failed = fire(server, server.runs, requests_per_repeat)
                     rates[server.label].append(rate)
@@ -151,7 +158,13 @@ def http_throughput(
 
 
 def many_jobs_throughput(
-    emulator_host: str, project: str, log_dir: Path, repeats: int, jobs: int, runs_per_job: int
+    emulator_host: str,
+    project: str,
+    log_dir: Path,
+    repeats: int,
+    jobs: int,
+    runs_per_job: int,
+    progress: Progress = print,
 ) -> list[Metric]:
     """Case 6: runs of many jobs at once, each a new run id; every repeat uses new jobs."""
     env = server_env(emulator_host, project)
@@ -168,6 +181,7 @@ def many_jobs_throughput(
         for server in servers:
             fire(server, server.runs, CLIENT_THREADS * 4)  # warm: client, channel, threads
         for repeat in range(repeats):
+            progress(f"case 6: round {repeat + 1}/{repeats}")
             for server in turns(repeat, *servers):
                 rate, failed = fire_batches(
                     server, many_jobs_batches(f"{server.label}-{repeat}", jobs, runs_per_job)
@@ -195,7 +209,10 @@ def import_seconds(source: Path, env: Mapping[str, str]) -> float:
     return float(completed.stdout.strip().splitlines()[-1])
 
 
-def cold_start(emulator_host: str, project: str, log_dir: Path, repeats: int) -> list[Metric]:
+def cold_start(
+    emulator_host: str, project: str, log_dir: Path, repeats: int, progress: Progress = print
+) -> tuple[list[Metric], dict[str, dict[str, Summary]]]:
+    """Rows for the case, and the import time per dependency (ms) of each implementation."""
     env = server_env(emulator_host, project)
     full_env = {**os.environ, **env}
     servers = {
@@ -204,12 +221,23 @@ def cold_start(emulator_host: str, project: str, log_dir: Path, repeats: int) ->
     }
     first: dict[str, list[float]] = {"ours": [], "baseline": []}
     imports: dict[str, list[float]] = {"ours": [], "baseline": []}
+    by_owner: dict[str, list[dict[str, float]]] = {"ours": [], "baseline": []}
     for repeat in range(repeats):
+        progress(f"case 5: fresh process {repeat + 1}/{repeats}")
         for server in turns(repeat, servers["ours"], servers["baseline"]):
             first[server.label].append(server.cold_start_seconds() * 1000)
             imports[server.label].append(import_seconds(server.source, full_env) * 1000)
+            by_owner[server.label].append(import_profile(server.source, env))
     case = "5. cold start (fresh process)"
-    return [
+    metrics = [
         metric(case, "spawn to first run's response", "ms", "lower", first["ours"], first["baseline"]),
         metric(case, "import of the entry module", "ms", "lower", imports["ours"], imports["baseline"]),
     ]
+    return metrics, {label: _per_owner(profiles) for label, profiles in by_owner.items()}
+
+
+def _per_owner(profiles: list[dict[str, float]]) -> dict[str, Summary]:
+    """One summary per owner over the fresh interpreters; an owner one of them did not load
+    counts 0 ms there."""
+    owners = {owner for profile in profiles for owner in profile}
+    return {owner: Summary.of([profile.get(owner, 0.0) for profile in profiles]) for owner in owners}

@@ -43,11 +43,21 @@ class Metric:
     better: Better
     ours: Summary
     baseline: Summary
+    # The modelled round-trip time to Firestore (bench/network.py); None for cases measured
+    # on the direct loopback connection only.
+    rtt_ms: float | None = None
 
     @property
     def ratio(self) -> float | None:
         """How many times better ours is, on the medians (>1: ours wins); None when undefined."""
-        ours, base = self.ours.median, self.baseline.median
+        return self._ratio(self.ours.median, self.baseline.median)
+
+    @property
+    def p95_ratio(self) -> float | None:
+        """The same on the p95s: whether the tail agrees with the middle."""
+        return self._ratio(self.ours.p95, self.baseline.p95)
+
+    def _ratio(self, ours: float, base: float) -> float | None:
         if self.better == "lower":
             return base / ours if ours > 0 else None
         return ours / base if base > 0 else None
@@ -55,16 +65,24 @@ class Metric:
     def as_json(self) -> dict[str, Any]:
         return {
             "case": self.case,
+            "rtt_ms": self.rtt_ms,
             "metric": self.name,
             "unit": self.unit,
             "better": self.better,
             "ours": asdict(self.ours),
             "baseline": asdict(self.baseline),
             "ratio": self.ratio,
+            "p95_ratio": self.p95_ratio,
         }
 
 
 def metric(
-    case: str, name: str, unit: str, better: Better, ours: Sequence[float], baseline: Sequence[float]
+    case: str,
+    name: str,
+    unit: str,
+    better: Better,
+    ours: Sequence[float],
+    baseline: Sequence[float],
+    rtt_ms: float | None = None,
 ) -> Metric:
-    return Metric(case, name, unit, better, Summary.of(ours), Summary.of(baseline))
+    return Metric(case, name, unit, better, Summary.of(ours), Summary.of(baseline), rtt_ms)

@@ -13,22 +13,19 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import flask
 import functions_framework
 
 from exactly_once import RunContext, exactly_once, firestore_client, json_response, request_body
 from exactly_once.decorator import CONFIG
-from exactly_once.ledger.store import FirestoreRunStore
 from exactly_once.once import OncePerInstance
 from exactly_once.router import JobRouter
-from exactly_once.token_check.endpoint import (
-    MAX_TOKEN_REQUEST_BYTES,
-    TokenCheckEndpoint,
-    handle_token_request,
-)
-from exactly_once.token_check.tokens import IdempotencyTokens, TokenStoreConfig
+from exactly_once.token_check.settings import TokenStoreConfig
+
+if TYPE_CHECKING:
+    from exactly_once.token_check.endpoint import TokenCheckEndpoint
 
 TOKEN_CONFIG = TokenStoreConfig.from_env(os.environ)
 JOBS = JobRouter(CONFIG.job_handler, CONFIG.job_handlers)
@@ -42,6 +39,12 @@ def handle_scheduled_job(run: RunContext) -> Any:
 
 
 def _build_token_endpoint() -> TokenCheckEndpoint:
+    # The token check's code is imported by its first request, not at start-up: an instance
+    # that serves scheduled runs never needs it (docs/performance.md, cold start).
+    from exactly_once.ledger.store import FirestoreRunStore
+    from exactly_once.token_check.endpoint import TokenCheckEndpoint
+    from exactly_once.token_check.tokens import IdempotencyTokens
+
     store = FirestoreRunStore(firestore_client(), TOKEN_CONFIG.collection)
     return TokenCheckEndpoint(
         IdempotencyTokens(store, retention=timedelta(seconds=TOKEN_CONFIG.retention_seconds))
@@ -55,6 +58,8 @@ _token_endpoint = OncePerInstance(_build_token_endpoint)
 def check_idempotency_token(request: flask.Request) -> flask.Response:
     """Lets a workflow or service called twice for one token perform its step once.
     Deployed as its own function from the same source (docs/proxy.md)."""
+    from exactly_once.token_check.endpoint import MAX_TOKEN_REQUEST_BYTES, handle_token_request
+
     body = request_body(request, MAX_TOKEN_REQUEST_BYTES)
     headers = dict(request.headers.items())
     status, reply = handle_token_request(_token_endpoint, request.method, body, headers)

@@ -20,7 +20,7 @@ from pulumi_policy import StackValidationPolicy
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS, FunctionConfig
 from exactly_once.delivery.handler import MAX_BODY_BYTES
 from exactly_once.delivery.outcomes import STATUS_AND_SEVERITY, Outcome
-from exactly_once.token_check.tokens import TokenStoreConfig
+from exactly_once.token_check.settings import TokenStoreConfig
 from infra.config_schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
 from infra.job_access import GRANT_KINDS
 from infra.job_config import (

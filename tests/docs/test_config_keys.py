@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from exactly_once.config import FunctionConfig
-from exactly_once.token_check.tokens import TokenStoreConfig
+from exactly_once.token_check.settings import TokenStoreConfig
 from infra.config_schema import CONFIG_KEYS, KEYS_BY_NAME, REPO_ROOT, SettingsError, declared_config_keys
 
 

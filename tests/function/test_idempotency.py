@@ -16,12 +16,12 @@ import requests
 from exactly_once.config import ConfigError
 from exactly_once.ledger.store import FirestoreRunStore
 from exactly_once.token_check.endpoint import TokenCheckEndpoint, handle_token_request
+from exactly_once.token_check.settings import TokenStoreConfig
 from exactly_once.token_check.tokens import (
     DOCUMENT_ID_PREFIX,
     IdempotencyTokens,
     NotTokenHolder,
     TokenStatus,
-    TokenStoreConfig,
     Verdict,
     token_document_id,
 )

@@ -196,7 +196,7 @@ SECOND = headers(time="2026-10-16T12:15:00Z")
 def test_allow_jobs_keep_the_two_rpc_path(instance):
     job = instance(lambda run: None, overlap={"other": OverlapPolicy.SKIP})
     job.deliver()
-    assert job.rpcs.snapshot() == {"Commit": 2}
+    assert job.rpcs.snapshot() == {"BatchWrite": 1, "Commit": 1}
 
 
 def test_skip_records_the_overlapping_run_as_skipped_and_never_runs_it(instance):
@@ -207,11 +207,12 @@ def test_skip_records_the_overlapping_run_as_skipped_and_never_runs_it(instance)
     skipped = second.deliver(SECOND)
     assert (skipped.status, skipped.body["outcome"]) == (200, "overlap_skipped")
     # claim, lock create, lock read, the holder's run record, the skipped record
-    assert second.rpcs.snapshot() == {"Commit": 3, "BatchGetDocuments": 2}
+    assert second.rpcs.snapshot() == {"BatchWrite": 2, "Commit": 1, "BatchGetDocuments": 2}
 
     gate.finish.set()
     holder.join(timeout=30)
-    assert first.rpcs.snapshot() == {"Commit": 4}  # claim, lock, complete, unlock
+    # claim, lock; complete, unlock
+    assert first.rpcs.snapshot() == {"BatchWrite": 2, "Commit": 2}
     again = instance(gate, overlap={"nightly": OverlapPolicy.SKIP}).deliver(SECOND)
     assert again.body["outcome"] == "overlap_skipped"  # later deliveries: the same answer
     assert second.deliver(SECOND).body["outcome"] == "overlap_skipped"
@@ -228,13 +229,13 @@ def test_wait_answers_409_until_the_earlier_run_ends_then_runs_once(instance):
     assert (waiting.status, waiting.body["outcome"]) == (409, "overlap_wait")
     assert 60 <= int(waiting.headers["Retry-After"]) <= 70
     # claim, lock create, lock read, the holder's run record, release
-    assert second.rpcs.snapshot() == {"Commit": 3, "BatchGetDocuments": 2}
+    assert second.rpcs.snapshot() == {"BatchWrite": 2, "Commit": 1, "BatchGetDocuments": 2}
 
     gate.finish.set()
     holder.join(timeout=30)
     ran = second.deliver(SECOND)
     assert (ran.body["outcome"], ran.body["output"]) == ("executed", {"run": 2})
-    assert second.rpcs.snapshot() == {"Commit": 4}
+    assert second.rpcs.snapshot() == {"BatchWrite": 2, "Commit": 2}
     assert second.deliver(SECOND).body["outcome"] == "duplicate_completed"
     assert len(gate.runs) == 2
 

@@ -186,7 +186,7 @@ def test_terminal_failure_is_recorded_as_completed(ledger, db):
 
 
 def test_a_retried_create_of_our_own_claim_is_still_ours(ledger, db):
-    """The SDK retries a Commit whose response was lost; the second create then finds our own
+    """A create whose response was lost is sent again; the second create then finds our own
     record. That must not turn into a 409 against ourselves."""
     first = ledger.claim(KEY, "attempt-1")
     again = ledger.claim(KEY, "attempt-1")
@@ -285,15 +285,15 @@ def counted(emulator_host, project, clock):
 def test_happy_path_costs_two_rpcs_on_the_wire(counted):
     ledger, rpcs = counted
     ledger.complete(ledger.claim(KEY, "attempt-1"))
-    assert rpcs.snapshot() == {"Commit": 2}
+    assert rpcs.snapshot() == {"BatchWrite": 1, "Commit": 1}  # create, complete
 
     rpcs.reset()
     with pytest.raises(RunAlreadyCompleted):
         ledger.claim(KEY, "attempt-2")
-    assert rpcs.snapshot() == {"Commit": 1, "BatchGetDocuments": 1}  # failed create + one read
+    assert rpcs.snapshot() == {"BatchWrite": 1, "BatchGetDocuments": 1}  # refused create + one read
 
 
 def test_failed_run_costs_two_rpcs_on_the_wire(counted):
     ledger, rpcs = counted
     ledger.release(ledger.claim(KEY, "attempt-1"))
-    assert rpcs.snapshot() == {"Commit": 2}
+    assert rpcs.snapshot() == {"BatchWrite": 1, "Commit": 1}  # create, delete

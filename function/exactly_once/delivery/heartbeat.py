@@ -23,12 +23,13 @@ ends only the overrunning attempt.
 from __future__ import annotations
 
 import os
+import queue
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from google.api_core import exceptions as google_exceptions
 
@@ -64,6 +65,55 @@ def end_instance(reason: str) -> None:
     os._exit(ENDED_EXIT_STATUS)
 
 
+class Watched(Protocol):
+    """What a watcher runs: LeaseKeeper.watch, until the attempt ends."""
+
+    def watch(self) -> None: ...
+
+
+class Watchers:
+    """Threads that watch attempts, each kept for the next attempt once its own has ended.
+
+    Starting a thread waits until the new thread first runs, which on a busy instance can
+    take longer than a Firestore round trip; a delivery pays that only when every watcher is
+    busy (a first request, or more concurrent attempts than ever before). Never bounded: an
+    attempt that waited for a free watcher would run without its lease kept."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Watched]] = []
+        self._started = 0
+
+    @property
+    def idle(self) -> int:
+        """Watchers waiting for an attempt."""
+        with self._lock:
+            return len(self._idle)
+
+    def watch(self, keeper: Watched) -> None:
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+            if inbox is None:
+                self._started += 1
+                number = self._started
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            thread = threading.Thread(
+                target=self._serve, args=(inbox,), name=f"lease-watch-{number}", daemon=True
+            )
+            thread.start()
+        inbox.put(keeper)
+
+    def _serve(self, inbox: queue.SimpleQueue[Watched]) -> None:
+        while True:
+            inbox.get().watch()
+            with self._lock:
+                self._idle.append(inbox)
+
+
+_WATCHERS = Watchers()
+
+
 class LeaseKeeper:
     """The heartbeat and watchdog of one attempt, for the duration of a `with` block."""
 
@@ -86,7 +136,9 @@ class LeaseKeeper:
         self._lease = ledger.lease.total_seconds()
         self._done = threading.Event()
         self._ending = threading.Lock()
-        self._thread = threading.Thread(target=self._watch, name=f"lease-{claim.run_id[:12]}", daemon=True)
+        # Held while the watcher decides to renew and renews: the attempt's end waits for a
+        # renewal in flight (its commit moves update_time) without waiting for the thread.
+        self._renewing = threading.Lock()
         self.renewals = 0
 
     @property
@@ -95,7 +147,7 @@ class LeaseKeeper:
         return self._claim
 
     def __enter__(self) -> LeaseKeeper:
-        self._thread.start()
+        _WATCHERS.watch(self)
         return self
 
     def __exit__(
@@ -103,9 +155,11 @@ class LeaseKeeper:
     ) -> None:
         with self._ending:
             self._done.set()
-        self._thread.join()  # a renewal in flight finishes first: its commit moves update_time
+        with self._renewing:
+            pass  # a renewal in flight has finished; none starts after this
 
-    def _watch(self) -> None:
+    def watch(self) -> None:
+        """Renew every third of a lease until the attempt ends; end it when it must."""
         interval = self._lease / RENEWALS_PER_LEASE
         while True:
             claim = self._claim
@@ -113,23 +167,34 @@ class LeaseKeeper:
             next_at = min(claim.sent_at + interval, give_up_at, self._ends_at)
             if self._done.wait(max(0.0, next_at - time.monotonic())):
                 return
-            now = time.monotonic()
-            if now >= self._ends_at:
-                self._end(TIME_LIMIT, "the attempt reached its time limit before the job returned")
-                return
-            if now >= give_up_at:
-                self._end(RENEWAL_FAILED, f"no lease renewal was confirmed for {now - claim.sent_at:.1f}s")
-                return
-            try:
-                self._claim = self._ledger.renew(claim, timeout=give_up_at - now)
-                self.renewals += 1
-            except LeaseLost:
-                self._end(TAKEN_OVER, "another attempt took the run over")
-                return
-            except google_exceptions.GoogleAPIError as error:
-                self._fields["renewal_error"] = repr(error)
-                if self._done.wait(min(RETRY_PAUSE_SECONDS, interval / 4)):
+            with self._renewing:
+                if self._done.is_set():
                     return
+                pause = self._renew_or_end(claim, give_up_at)
+            if pause is None:
+                return
+            if pause and self._done.wait(pause):
+                return
+
+    def _renew_or_end(self, claim: Claim, give_up_at: float) -> float | None:
+        """Seconds to pause before the next round (0: none); None when the attempt has ended."""
+        now = time.monotonic()
+        if now >= self._ends_at:
+            self._end(TIME_LIMIT, "the attempt reached its time limit before the job returned")
+            return None
+        if now >= give_up_at:
+            self._end(RENEWAL_FAILED, f"no lease renewal was confirmed for {now - claim.sent_at:.1f}s")
+            return None
+        try:
+            self._claim = self._ledger.renew(claim, timeout=give_up_at - now)
+        except LeaseLost:
+            self._end(TAKEN_OVER, "another attempt took the run over")
+            return None
+        except google_exceptions.GoogleAPIError as error:
+            self._fields["renewal_error"] = repr(error)
+            return min(RETRY_PAUSE_SECONDS, self._lease / RENEWALS_PER_LEASE / 4)
+        self.renewals += 1
+        return 0.0
 
     def _end(self, cause: str, reason: str) -> None:
         with self._ending:

@@ -21,7 +21,7 @@ finds the record changed by the very write it repeats. Every step recognises its
 write by `attempt_id` (which only the owner writes) instead of mistaking it for a rival's.
 
 A first delivery costs exactly two writes (create + complete), plus one renewal per third of
-a lease that the job runs. A duplicate costs a failed create and one read.
+a lease that the job runs. A duplicate costs a refused create and one read.
 """
 
 from __future__ import annotations

@@ -30,17 +30,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from exactly_once import strict_json
-from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, ConfigError
 from exactly_once.ledger.protocol import utc_now
 from exactly_once.ledger.store import (
     MAX_STORE_DEADLINE_SECONDS,
@@ -51,11 +48,9 @@ from exactly_once.ledger.store import (
     StoredRecord,
 )
 
-DEFAULT_RETENTION_SECONDS = 7 * 86_400.0
 # Names the document id scheme below. Ids of another scheme never equal these: a token begun
 # under one scheme is a new token under another (see docs/proxy.md).
 DOCUMENT_ID_PREFIX = "v2-"
-_COLLECTION_ID = re.compile(r"^[^/]{1,1500}$")
 
 
 class TokenStatus(StrEnum):
@@ -222,28 +217,3 @@ class IdempotencyTokens:
         if stored is None or stored.fields.get("holder") != holder:
             return None
         return stored
-
-
-# --- configuration ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TokenStoreConfig:
-    collection: str = DEFAULT_IDEMPOTENCY_COLLECTION
-    retention_seconds: float = DEFAULT_RETENTION_SECONDS
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> TokenStoreConfig:
-        collection = env.get("IDEMPOTENCY_COLLECTION", "").strip() or DEFAULT_IDEMPOTENCY_COLLECTION
-        if not _COLLECTION_ID.match(collection) or collection.startswith("__"):
-            raise ConfigError("IDEMPOTENCY_COLLECTION", f"{collection!r} is not a Firestore collection id")
-        raw = env.get("IDEMPOTENCY_RETENTION_SECONDS", "").strip()
-        retention = DEFAULT_RETENTION_SECONDS
-        if raw:
-            try:
-                retention = float(raw)
-            except ValueError:
-                raise ConfigError("IDEMPOTENCY_RETENTION_SECONDS", f"{raw!r} is not a number") from None
-            if not math.isfinite(retention) or retention <= 0:
-                raise ConfigError("IDEMPOTENCY_RETENTION_SECONDS", f"{raw!r} must be positive")
-        return cls(collection, retention)

@@ -1,0 +1,258 @@
+"""One run of `make bench`: its numbers, the targets judged on them, and how they are written.
+
+Every number is a summary over all samples (median with min and max, and the p95), never a
+chosen run; every target is judged on the run that produced the table next to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bench.inprocess import STORM_SIZE, StormResult
+from bench.stats import Metric, Summary
+
+CHART_SUFFIX = "-latency-vs-rtt.svg"
+# The targets, at a modelled round trip (ms) -> ratio on the medians that ours must reach.
+FIRST_DELIVERY_TARGET = (10.0, 2.7)
+DUPLICATE_TARGET = (10.0, 1.35)
+# From this round trip on, no case of ours may be slower than the baseline.
+NOT_SLOWER_FROM_RTT_MS = 2.0
+CASE_1, DUPLICATE_ELSEWHERE, STORM = "1.", "2. duplicate of a completed run, another", "3."
+# Import rows smaller than this (ms, for both) are summed into one row.
+IMPORT_ROW_MS = 1.0
+
+
+@dataclass
+class Report:
+    command: str
+    repeats: int
+    storms: int
+    cases: list[int]
+    rtts: list[float]
+    machine: dict[str, Any]
+    metrics: list[Metric] = field(default_factory=list)
+    storm_results: dict[float, dict[str, list[StormResult]]] = field(default_factory=dict)
+    one_read: dict[float, Summary] = field(default_factory=dict)
+    imports: dict[str, dict[str, Summary]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def find(self, case_prefix: str, name: str, rtt_ms: float | None = None) -> Metric:
+        for row in self.metrics:
+            if row.case.startswith(case_prefix) and row.name == name and row.rtt_ms == rtt_ms:
+                return row
+        raise KeyError(f"{case_prefix} {name} at RTT {rtt_ms}")
+
+    def rows(self, case_prefix: str, name: str) -> list[Metric]:
+        return [r for r in self.metrics if r.case.startswith(case_prefix) and r.name == name]
+
+    def targets(self) -> list[dict[str, Any]]:
+        """Judged on every sample of the run (RPCs, errors, executions) or on its medians."""
+        checks: list[dict[str, Any]] = []
+
+        def check(target: str, met: bool, measured: str) -> None:
+            checks.append({"target": target, "met": met, "measured": measured})
+
+        if 1 in self.cases:
+            rpcs = self.rows(CASE_1, "Firestore RPCs per run")
+            check(
+                "case 1: exactly 2 Firestore RPCs per first delivery (ours), at every RTT",
+                all(r.ours.min == r.ours.max == 2 for r in rpcs),
+                f"{min(r.ours.min for r in rpcs):g}..{max(r.ours.max for r in rpcs):g} RPCs "
+                f"over {sum(r.ours.n for r in rpcs)} runs",
+            )
+        for prefix, case, (rtt, ratio) in (
+            (CASE_1, 1, FIRST_DELIVERY_TARGET),
+            (DUPLICATE_ELSEWHERE, 2, DUPLICATE_TARGET),
+        ):
+            if case in self.cases and rtt in self.rtts:
+                row = self.find(prefix, "latency", rtt)
+                check(
+                    f"RTT {rtt:g} ms, {row.case}: at least {ratio:g}x faster than the baseline (median)",
+                    (row.ratio or 0.0) >= ratio,
+                    _ratios(row),
+                )
+        if 2 in self.cases:
+            for rtt in (r for r in self.rtts if r >= NOT_SLOWER_FROM_RTT_MS):
+                row = self.find(DUPLICATE_ELSEWHERE, "latency", rtt)
+                check(
+                    f"RTT {rtt:g} ms, {row.case}: not slower than the baseline (median)",
+                    (row.ratio or 0.0) >= 1.0,
+                    _ratios(row),
+                )
+        if NOT_SLOWER_FROM_RTT_MS in self.rtts:
+            rtt = NOT_SLOWER_FROM_RTT_MS
+            rows = [r for r in self.metrics if r.rtt_ms == rtt and r.unit in ("ms", "%")]
+            slower = [r for r in rows if r.ratio is not None and r.ratio < 1.0]
+            check(
+                f"RTT {rtt:g} ms: no case slower than the baseline (latency medians, storm errors)",
+                not slower,
+                "slower: " + "; ".join(f"{r.case} {r.name} {r.ratio:.2f}x" for r in slower if r.ratio)
+                if slower
+                else f"all {len(rows)} rows at least 1x",
+            )
+        if 3 in self.cases:
+            ours = [s for by_label in self.storm_results.values() for s in by_label["ours"]]
+            check(
+                "case 3: zero errors (ours), at every RTT",
+                all(s.errors == 0 for s in ours),
+                f"{sum(s.errors for s in ours)} errors in {len(ours)} storms",
+            )
+            check(
+                "case 3: exactly one execution per run (ours), at every RTT",
+                all(s.executions == 1 for s in ours),
+                f"executions per storm: {sorted({s.executions for s in ours})}",
+            )
+        return checks
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "command": self.command,
+            "repeats": self.repeats,
+            "storms_per_rtt": self.storms,
+            "cases": self.cases,
+            "rtts_ms": self.rtts,
+            "seconds": round(self.seconds, 1),
+            "machine": self.machine,
+            "metrics": [row.as_json() for row in self.metrics],
+            "one_read_ms": {f"{rtt:g}": asdict(summary) for rtt, summary in self.one_read.items()},
+            "storms": {
+                f"{rtt:g}": {
+                    label: [
+                        {"executions": r.executions, "errors": r.errors, "conflicts_409": r.conflicts}
+                        for r in results
+                    ]
+                    for label, results in by_label.items()
+                }
+                for rtt, by_label in self.storm_results.items()
+            },
+            "import_ms_by_dependency": {
+                label: {owner: asdict(summary) for owner, summary in owners.items()}
+                for label, owners in self.imports.items()
+            },
+            "targets": self.targets(),
+        }
+
+    def markdown(self, chart: str | None = None) -> str:
+        lines: list[str] = []
+        modelled = [r for r in self.metrics if r.rtt_ms is not None]
+        if modelled:
+            lines += [
+                "### Cases 1-3: a round trip between the function and Firestore (`bench/network.py`)",
+                "",
+                "| RTT | Case | Metric | Ours: median [min..max] | Ours p95 | Baseline: median [min..max] "
+                "| Baseline p95 | Ours better by (median) | (p95) |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            ]
+            for row in sorted(modelled, key=lambda r: (r.case[:1], r.rtt_ms or 0.0)):
+                lines.append(
+                    f"| {row.rtt_ms:g} ms | {row.case} | {row.name} ({row.unit}) | {_spread(row.ours)} "
+                    f"| {_num(row.ours.p95)} | {_spread(row.baseline)} | {_num(row.baseline.p95)} "
+                    f"| {_times(row.ratio)} | {_times(row.p95_ratio)} |"
+                )
+            lines.append("")
+        if self.one_read:
+            lines += [
+                "One Firestore read on the same route, timed alone (what one RPC costs there: the "
+                "RTT plus the proxy's, the emulator's and the client's own time):",
+                "",
+                "| RTT | median (ms) | p95 (ms) |",
+                "| --- | --- | --- |",
+            ]
+            lines += [
+                f"| {rtt:g} ms | {_num(s.median)} | {_num(s.p95)} |" for rtt, s in self.one_read.items()
+            ]
+            lines.append("")
+        direct = [r for r in self.metrics if r.rtt_ms is None]
+        if direct:
+            lines += [
+                "### Cases 4-6: throughput and cold start (direct loopback to the emulator)",
+                "",
+                "| Case | Metric | Ours: median [min..max] | Ours p95 | Baseline: median [min..max] "
+                "| Baseline p95 | Ours better by |",
+                "| --- | --- | --- | --- | --- | --- | --- |",
+            ]
+            for row in direct:
+                lines.append(
+                    f"| {row.case} | {row.name} ({row.unit}) | {_spread(row.ours)} | {_num(row.ours.p95)} "
+                    f"| {_spread(row.baseline)} | {_num(row.baseline.p95)} | {_times(row.ratio)} |"
+                )
+            lines.append("")
+        if self.imports:
+            lines += [*self._imports_table(), ""]
+        lines += ["### Targets", ""]
+        for check in self.targets():
+            mark = "met" if check["met"] else "NOT met"
+            lines.append(f"- {check['target']}: **{mark}** ({check['measured']})")
+        for rtt, by_label in self.storm_results.items():
+            conflicts = {k: sum(r.conflicts for r in v) for k, v in by_label.items()}
+            total = {k: len(v) * STORM_SIZE for k, v in by_label.items()}
+            ours, base = (f"{conflicts[k]}/{total[k]}" for k in ("ours", "baseline"))
+            lines.append(
+                f"- case 3 at RTT {rtt:g} ms, 409 'in progress' answers (a designed retry, not an error): "
+                f"ours {ours}, baseline {base}"
+            )
+        if chart:
+            lines += ["", f"![Latency against the round trip to Firestore, and the storm's errors]({chart})"]
+        machine = self.machine
+        lines += [
+            "",
+            f"Command: `{self.command}` ({self.repeats} repeats, {self.storms} storms per RTT; took "
+            f"{self.seconds:.0f} s; load average {machine['load_before']} before, {machine['load_after']} "
+            f"after). Machine: {machine['cpus']} CPUs ({machine['cpu_model']}), Python {machine['python']}, "
+            f"{machine['emulator']}, google-cloud-firestore {machine['google-cloud-firestore']}, "
+            f"functions-framework {machine['functions-framework']}; measured {machine['date']}.",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def _imports_table(self) -> list[str]:
+        ours, base = self.imports.get("ours", {}), self.imports.get("baseline", {})
+        owners = sorted(
+            set(ours) | set(base),
+            key=lambda o: -max(_median(ours.get(o)), _median(base.get(o))),
+        )
+        shown = [o for o in owners if max(_median(ours.get(o)), _median(base.get(o))) >= IMPORT_ROW_MS]
+        rest = [o for o in owners if o not in shown]
+        lines = [
+            "### Cold start: import time by dependency (median of fresh interpreters, `-X importtime`)",
+            "",
+            "| Imported code | Ours (ms) | Baseline (ms) |",
+            "| --- | --- | --- |",
+        ]
+        for owner in shown:
+            lines.append(f"| {owner} | {_cell(ours.get(owner))} | {_cell(base.get(owner))} |")
+        if rest:
+            lines.append(
+                f"| {len(rest)} others, each under {IMPORT_ROW_MS:g} ms | "
+                f"{_num(sum(_median(ours.get(o)) for o in rest))} | "
+                f"{_num(sum(_median(base.get(o)) for o in rest))} |"
+            )
+        lines.append(
+            f"| **sum of medians** | {_num(sum(_median(s) for s in ours.values()))} "
+            f"| {_num(sum(_median(s) for s in base.values()))} |"
+        )
+        return lines
+
+
+def _median(summary: Summary | None) -> float:
+    return summary.median if summary is not None else 0.0
+
+
+def _cell(summary: Summary | None) -> str:
+    return "-" if summary is None else _num(summary.median)
+
+
+def _ratios(row: Metric) -> str:
+    return f"{_times(row.ratio)} on the median, {_times(row.p95_ratio)} on p95"
+
+
+def _times(ratio: float | None) -> str:
+    return "n/a (ours is 0)" if ratio is None else f"{ratio:.2f}x"
+
+
+def _num(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 or value == int(value) else f"{value:.2f}"
+
+
+def _spread(summary: Summary) -> str:
+    return f"{_num(summary.median)} [{_num(summary.min)}..{_num(summary.max)}]"
