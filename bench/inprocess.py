@@ -36,8 +36,8 @@ from exactly_once.delivery.scheduler_request import (
 from exactly_once.ledger.protocol import RunLedger, new_attempt_id
 from exactly_once.ledger.store import FirestoreRunStore
 from exactly_once.router import JobRouter
+from localrun import FUNCTION_DIR
 from localrun.firestore_rpcs import RpcCounter, counted_emulator_client
-from localrun.function_server import FUNCTION_DIR
 
 # Jobs are found as the deployed function finds them: from its source root (jobs/ beside
 # main.py), which `python -m bench.run` does not otherwise have on its path.
