@@ -16,6 +16,8 @@ from typing import Any, Literal, cast
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The deployed source: main.py, jobs/ and the exactly_once package.
+FUNCTION_DIR = REPO_ROOT / "function"
 PROJECT_FILE = "Pulumi.yaml"
 
 INGRESS_SETTINGS = ("ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB", "ALLOW_ALL")

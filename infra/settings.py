@@ -33,6 +33,7 @@ from infra import timing
 from infra.config_schema import (
     CONFIG_KEYS,
     DEFAULT_DATABASE,
+    FUNCTION_DIR,
     INGRESS_SETTINGS,
     JOBS_KEY,
     KEYS_BY_NAME,
@@ -59,6 +60,7 @@ from infra.job_config import (
     check_workflow_jobs,
     parse_jobs,
 )
+from infra.job_handlers import check_handlers
 from infra.names import DATABASE_ID, DEFAULT_COMPONENT, StackNames
 from infra.timing import JobTiming
 from infra.timing_keys import number_text, violation_text
@@ -259,11 +261,13 @@ class StackSettings:
         region: str,
         stack: str,
         namespace: str,
+        function_dir: Path = FUNCTION_DIR,
     ) -> StackSettings:
         """Settings from un-namespaced config `values` (camelCase keys), defaults applied.
 
         Raises SettingsError listing every problem at once, so one `pulumi up` shows them all.
-        `namespace` (the Pulumi project's name) qualifies the keys in messages.
+        `namespace` (the Pulumi project's name) qualifies the keys in messages; the handlers
+        are checked against the source in `function_dir`.
         """
         errors = ConfigProblems(namespace)
         if not project:
@@ -327,6 +331,7 @@ class StackSettings:
 
         jobs = parse_jobs(values.get(JOBS_KEY), timeout, errors)
         check_workflow_jobs(values.get(JOBS_KEY), jobs, job_handler, errors)
+        check_handlers(job_handler, values.get(JOBS_KEY), function_dir, errors)
         errors.extend(
             f"{errors.key(f'jobs[{index}].name')}: {AUDIT_JOB_NAME!r} is the name of the stack's own "
             "missed-run audit job; choose another"
@@ -402,4 +407,5 @@ def load_stack_settings(stack: str = "dev", root: Path = REPO_ROOT) -> StackSett
         region=str(stack_config.get("gcp:region") or ""),
         stack=stack,
         namespace=namespace,
+        function_dir=root / FUNCTION_DIR.name,
     )
