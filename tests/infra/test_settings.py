@@ -233,6 +233,7 @@ def test_dev_stack_loads_and_passes_every_timing_check() -> None:
 
 def test_load_stack_settings_applies_project_defaults_then_stack_values(tmp_path: Path) -> None:
     (tmp_path / "Pulumi.yaml").write_text((REPO_ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "function").symlink_to(REPO_ROOT / "function")  # the handlers are checked there
     stack = {
         "config": {
             "gcp:project": "p1",
@@ -250,6 +251,7 @@ def test_load_stack_settings_applies_project_defaults_then_stack_values(tmp_path
 
 def test_load_stack_settings_reports_the_stack_file_errors(tmp_path: Path) -> None:
     (tmp_path / "Pulumi.yaml").write_text((REPO_ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "function").symlink_to(REPO_ROOT / "function")
     bad = {
         "config": {
             "gcp:project": "p",
