@@ -72,6 +72,24 @@ def test_overlap_policies_are_read_per_job():
         FunctionConfig.from_env({"JOB_OVERLAP": '{"a": "forbid"}'})
 
 
+def test_per_job_time_limits_are_read_and_bounded_by_the_function_limit():
+    config = FunctionConfig.from_env({"JOB_TIME_LIMIT_SECONDS": "1195", "JOB_TIME_LIMITS": '{"a": 55}'})
+    assert (config.time_limit_for("a"), config.time_limit_for("b")) == (55.0, 1195.0)
+    for raw, problem in (
+        (
+            '{"a": 1200}',
+            r"'a': 1200 must be a number of seconds above 0 and at most JOB_TIME_LIMIT_SECONDS=1195",
+        ),
+        ('{"a": 0}', r"'a': 0 must be"),
+        ('{"a": "55"}', r"'a': '55' must be"),
+        ('{"a": true}', r"'a': True must be"),
+        ("[55]", r"must be a JSON object"),
+        ("{", r"not JSON"),
+    ):
+        with pytest.raises(ConfigError, match=rf"environment variable JOB_TIME_LIMITS: {problem}"):
+            FunctionConfig.from_env({"JOB_TIME_LIMIT_SECONDS": "1195", "JOB_TIME_LIMITS": raw})
+
+
 def test_router_takes_callables_as_well_as_names():
     def nightly(run):
         return "nightly"

@@ -39,7 +39,15 @@ LEASE = timedelta(seconds=70)
 
 class Harness:
     def __init__(
-        self, db, handler_spec: str, store=None, lease=LEASE, name="attempt", time_limit=60.0, target=""
+        self,
+        db,
+        handler_spec: str,
+        store=None,
+        lease=LEASE,
+        name="attempt",
+        time_limit=60.0,
+        target="",
+        time_limits=None,
     ) -> None:
         self.db = db
         self.clock = FakeClock()
@@ -58,6 +66,7 @@ class Harness:
             new_attempt_id=lambda: f"{name}-{next(counter)}",
             time_limit_seconds=time_limit,
             end_attempt=self.ended,
+            time_limits=time_limits,
             target=target,
             log_stream=self.logs,
         )
