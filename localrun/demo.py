@@ -63,11 +63,11 @@ class SimulationOptions:
     # emulator), as if the database were far away; 0: none.
     firestore_rtt_seconds: float = 0.0
 
-    def compressed(self, settings: StackSettings) -> CompressedTiming:
-        """The function's timing for this run: the slowest round trip it must ride out is a
-        busy machine's, plus the delay added on purpose."""
+    def compressed(self, settings: StackSettings, job: JobSettings) -> CompressedTiming:
+        """The function's timing for a run of `job`: the slowest round trip it must ride out
+        is a busy machine's, plus the delay added on purpose."""
         round_trip = BUSY_ROUND_TRIP_SECONDS + self.firestore_rtt_seconds
-        return CompressedTiming.of(settings, self.speedup, round_trip_seconds=round_trip)
+        return CompressedTiming.of(settings, self.speedup, round_trip_seconds=round_trip, job=job)
 
 
 def simulate(
@@ -93,7 +93,7 @@ def simulate(
     faults = list(plan) if plan is not None else plan_faults(options.runs, options.rates, options.seed)
     times = fire_times(job.schedule, job.time_zone, start or datetime.now(UTC), len(faults))
     clock = CompressedClock(options.speedup)
-    compressed = options.compressed(settings)
+    compressed = options.compressed(settings, job)
     with contextlib.ExitStack() as stack:
         stack.enter_context(_environment(EMULATOR_HOST_ENV, emulator_host))
         proxy: TcpProxy | None = None
@@ -295,7 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rates,
             firestore_rtt_seconds=args.firestore_rtt_ms / 1000,
         )
-        problems = options.compressed(settings).problems(settings, job)
+        problems = options.compressed(settings, job).problems(settings, job)
     except (ValueError, SettingsError) as error:
         print(f"demo: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN

@@ -100,7 +100,7 @@ def build_report(
             "simulated": {
                 "attempt_deadline_seconds": job.attempt_deadline_seconds,
                 "function_timeout_seconds": settings.function_timeout_seconds,
-                "time_limit_seconds": settings.time_limit_seconds,
+                "time_limit_seconds": settings.job_time_limit(job),
                 "lease_seconds": settings.lease_seconds,
                 "retention_seconds": settings.retention_seconds,
                 "retry_waits_seconds": retry_waits,

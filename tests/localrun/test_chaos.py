@@ -106,7 +106,7 @@ def test_every_run_executes_exactly_once_with_every_firestore_round_trip_half_a_
     settings = load_stack_settings("dev")
     job = settings.jobs[0]
     options = SimulationOptions(runs=8, firestore_rtt_seconds=0.5)
-    assert options.compressed(settings).problems(settings, job) == []
+    assert options.compressed(settings, job).problems(settings, job) == []
 
     report = simulate_bounded(
         settings=settings,
