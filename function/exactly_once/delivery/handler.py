@@ -263,11 +263,15 @@ class ScheduledRunHandler:
         )
         failure: Exception | None = None
         output_json: str | None = None
+        returned = False
         with keeper:
             try:
-                output_json = encode_output(self._job(context))
+                value = self._job(context)
+                returned = True
+                output_json = encode_output(value)
             except Exception as error:
                 failure = error
+        entry[log_fields.JOB_RETURNED] = returned
         if keeper.renewals:
             entry["renewals"] = keeper.renewals
         return self._finish(keeper.claim, output_json, failure, entry)
