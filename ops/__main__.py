@@ -58,7 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     back.add_argument("--body", help="request body (JSON) instead of the job's configured body")
 
     smoke = command("smoke", "force-run a job, wait for its run to complete, check the TTL policy")
-    smoke.add_argument("--job", help="the job to force-run (default: the stack's first job)")
+    smoke.add_argument(
+        "--job",
+        help="the job to force-run; it really runs (default: the stack's missed-run audit, which only reads)",
+    )
     smoke.add_argument("--wait", type=float, default=DEFAULT_WAIT_SECONDS, help="seconds to wait for the run")
     smoke.add_argument("--scheduler-endpoint", help="Cloud Scheduler API endpoint (default: Google's)")
     smoke.add_argument("--firestore-admin-endpoint", help="Firestore admin API endpoint (default: Google's)")
