@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+import yaml
 
 from exactly_once.config import FunctionConfig
-from infra.config_schema import SettingsError
+from infra import timing
+from infra.config_schema import REPO_ROOT, SettingsError
 from tests.infra.conftest import NAMESPACE, build, valid_job
 from tests.support.pulumi_harness import run_mocked_stack
 
@@ -96,3 +99,18 @@ def test_a_deadline_set_far_from_the_jobs_own_limit_is_an_advisory_naming_it() -
         f"{NAMESPACE}:jobs[1].attemptDeadlineSeconds, {NAMESPACE}:jobs[1].timeLimitSeconds: job 'nightly': "
         "attempt deadline 300s differs from how long an attempt may take, the job's time limit + 5s = 1205s"
     ), advisory
+
+
+def test_the_example_of_docs_timing_md_is_a_valid_stack_without_advisories() -> None:
+    text = (REPO_ROOT / "docs" / "timing.md").read_text(encoding="utf-8")
+    section = text.split("## Short and long jobs in one stack", 1)[1]
+    block = re.search(r"```yaml\n(.*?)```", section, re.DOTALL)
+    assert block is not None
+    values = {
+        key.removeprefix(f"{NAMESPACE}:"): value for key, value in yaml.safe_load(block.group(1)).items()
+    }
+    settings = build(values)
+    short, nightly = settings.jobs
+    assert (settings.job_time_limit(short), settings.job_time_limit(nightly)) == (55, 1200)
+    assert settings.timing_errors() == [] and settings.timing_advisories() == []
+    assert timing.retry_arrivals_if_every_attempt_fails_instantly(short.retry) == [35, 95]
