@@ -1,5 +1,14 @@
-"""The local Cloud Scheduler and the demo: exactly-once on this machine, before any deploy."""
+"""The local Cloud Scheduler and the demo: exactly-once on this machine, before any deploy.
 
-# Importing infra puts function/ on the path (see infra/__init__.py), so localrun imports the
-# function's header names, formatter and collection names from the function itself.
-import infra  # noqa: F401
+The local run serves function/ as Cloud Run does, with function/ as the source root, and
+drives its demo job (`jobs.demo`: its execution records, its longest sleep). So function/ is
+on this process's path too, exactly as it is on the deployed function's; the library itself,
+`exactly_once`, is the installed package either way.
+"""
+
+import sys
+from pathlib import Path
+
+FUNCTION_DIR = Path(__file__).resolve().parent.parent / "function"
+if str(FUNCTION_DIR) not in sys.path:
+    sys.path.append(str(FUNCTION_DIR))

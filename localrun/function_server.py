@@ -17,9 +17,9 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from localrun import FUNCTION_DIR
 from localrun.emulator import free_loopback_port
 
-FUNCTION_DIR = Path(__file__).resolve().parent.parent / "function"
 TARGET = "handle_scheduled_job"
 START_TIMEOUT_SECONDS = 60.0
 
