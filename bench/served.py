@@ -22,7 +22,8 @@ import requests
 
 from bench.inprocess import NOOP_JOB, RunIds, turns
 from bench.stats import Metric, metric
-from localrun.function_server import FUNCTION_DIR, FunctionServer, FunctionServerError
+from localrun import FUNCTION_DIR
+from localrun.function_server import FunctionServer, FunctionServerError
 
 REPO = FUNCTION_DIR.parent
 BASELINE_SOURCE = REPO / "bench" / "baseline_app.py"

@@ -14,7 +14,7 @@ import time
 
 from google.cloud import firestore
 
-from exactly_once import RunContext, firestore_client
+from exactly_once import RunContext, TerminalJobError, firestore_client
 
 MARKS = "attempt_marks"
 # How often a running attempt proves it is still executing.
@@ -33,3 +33,12 @@ def marked_sleep(context: RunContext) -> dict[str, float]:
         time.sleep(ALIVE_EVERY_SECONDS)
     mark.update({"alive_at": firestore.SERVER_TIMESTAMP, "finished": True})
     return {"slept": seconds}
+
+
+def fail_terminally(context: RunContext) -> None:
+    """A terminal failure whose message the body spells: `text` repeated `repeat` times (a
+    JSON string can carry a lone surrogate, which Firestore cannot store as it is)."""
+    body = context.json_body(allowed_fields=("text", "repeat"))
+    mark = firestore_client().collection(MARKS).document(context.attempt_id)
+    mark.set({"run_id": context.run_id, "started_at": firestore.SERVER_TIMESTAMP})
+    raise TerminalJobError(str(body.get("text", "")) * int(body.get("repeat", 1)))

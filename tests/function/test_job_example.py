@@ -24,7 +24,7 @@ from exactly_once.delivery.scheduler_request import (
     SCHEDULE_TIME_HEADER,
     run_key_from_headers,
 )
-from localrun.function_server import FUNCTION_DIR
+from localrun import FUNCTION_DIR
 from localrun.report import executions
 from localrun.tcp_proxy import tcp_proxy
 from tests.function.test_http import executions as demo_executions

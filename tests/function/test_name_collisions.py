@@ -10,7 +10,7 @@ import shutil
 
 import requests
 
-from localrun.function_server import FUNCTION_DIR
+from localrun import FUNCTION_DIR
 from tests.function.test_http import HEADERS, server_env
 
 POISON = 'raise RuntimeError("the function imported {where} {name}.py: a name it must not own")\n'

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from localrun.function_server import FUNCTION_DIR, FunctionServer
+from localrun import FUNCTION_DIR
+from localrun.function_server import FunctionServer
 from tests.function.test_http import HEADERS
 
 JOBS_DOC = Path(__file__).resolve().parents[2] / "docs" / "jobs.md"

@@ -258,7 +258,7 @@ class ScheduledRunHandler:
             claim,
             ends_at=ends_at,
             end_attempt=self._end_attempt,
-            log_fields_=about,
+            about=about,
             log_stream=self._log_stream,
         )
         failure: Exception | None = None

@@ -74,14 +74,14 @@ class LeaseKeeper:
         *,
         ends_at: float,
         end_attempt: EndAttempt = end_instance,
-        log_fields_: Mapping[str, Any] | None = None,
+        about: Mapping[str, Any] | None = None,
         log_stream: Any = None,
     ) -> None:
         self._ledger = ledger
         self._claim = claim
         self._ends_at = ends_at
         self._end_attempt = end_attempt
-        self._fields = dict(log_fields_ or {})
+        self._fields = dict(about or {})  # the run, for the watchdog's log line
         self._log_stream = log_stream
         self._lease = ledger.lease.total_seconds()
         self._done = threading.Event()
