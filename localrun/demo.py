@@ -35,14 +35,13 @@ from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import RunResult
 from localrun.emulator import EMULATOR_HOST_ENV, EmulatorError, firestore_emulator
 from localrun.faults import JOB_FAULTS, Fault, FaultRates, RunFaults, plan_faults
+from localrun.function_log import attempts_ended, executions
 from localrun.function_server import FunctionServer, FunctionServerError
 from localrun.instances import InstancePool, WarmUpError, live_claims, wait_for
 from localrun.report import (
     RunFacts,
-    attempts_ended,
     build_report,
     delivery_token,
-    executions,
     in_order_sent,
     render_table,
     verdict_line,

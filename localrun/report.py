@@ -1,20 +1,16 @@
 """What a local run reports: the JSON report, the table of runs and the verdict line.
 
-Everything counted here comes from the function's own log lines, read after the runs, not
-from the answers the scheduler saw (an answer can be lost, a line cannot: it is written before
-the answer is sent); the answers are shown too, as the story of each run.
+Everything counted here comes from the function's own log lines (localrun/function_log.py),
+read after the runs, not from the answers the scheduler saw; the answers are shown too, as the
+story of each run.
 """
 
 from __future__ import annotations
 
-import json
-from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from exactly_once import log_fields
 from infra import timing
 from infra.settings import JobSettings, StackSettings
 from localrun.compression import CompressedTiming
@@ -38,36 +34,6 @@ class RunFacts:
     attempts_ended: int
     delayed_connections: int  # the function's connections to Firestore through the delaying proxy
     duration_seconds: float
-
-
-def _log_lines(log_path: Path) -> Iterator[dict[str, Any]]:
-    """The function's structured lines (the servers' own output is skipped)."""
-    if not log_path.exists():
-        return
-    for line in log_path.read_text(errors="replace").splitlines():
-        if line.startswith("{"):
-            try:
-                fields = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(fields, dict):
-                yield fields
-
-
-def attempts_ended(log_path: Path) -> int:
-    """Attempts the function's watchdog ended, counted from its log lines."""
-    return sum(fields.get(log_fields.EVENT) == log_fields.ATTEMPT_ENDED for fields in _log_lines(log_path))
-
-
-def executions(log_path: Path, job_id: str) -> Counter[str]:
-    """How often the job of each run (by ScheduleTime) returned: one delivery line with
-    `job_returned: true` per attempt whose job ran to its end, whatever became of its answer.
-    Any job's runs are counted so, the demo job's or a handler of your own."""
-    return Counter(
-        str(fields.get(log_fields.SCHEDULE_TIME))
-        for fields in _log_lines(log_path)
-        if fields.get(log_fields.JOB) == job_id and fields.get(log_fields.JOB_RETURNED) is True
-    )
 
 
 def build_report(

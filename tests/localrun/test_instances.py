@@ -11,9 +11,9 @@ import pytest
 
 from infra.settings import load_stack_settings
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
+from localrun.function_log import executions
 from localrun.function_server import FunctionServer
 from localrun.instances import InstancePool, WarmUpError
-from localrun.report import executions
 from localrun.scheduler import WARM_UP_JOB
 from localrun.tcp_proxy import tcp_proxy
 from tests.support.waiting import wait_until
