@@ -15,7 +15,10 @@ from typing import Any, Literal, cast
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# Re-exported: the settings and their tests name the repository through this module.
+from infra.paths import FUNCTION_DIR as FUNCTION_DIR
+from infra.paths import REPO_ROOT as REPO_ROOT
+
 PROJECT_FILE = "Pulumi.yaml"
 
 INGRESS_SETTINGS = ("ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB", "ALLOW_ALL")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
 from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
 from infra.config_schema import JOBS_KEY, ConfigProblems
 from infra.job_access import ACCESS_KEYS, JobAccess, parse_access
@@ -46,6 +47,7 @@ _JOB_KEYS = (
     "schedule",
     "timeZone",
     "attemptDeadlineSeconds",
+    "timeLimitSeconds",
     "retry",
     "body",
     "handler",
@@ -109,6 +111,8 @@ class JobSettings:
     time_zone: str
     attempt_deadline_seconds: float
     retry: RetryConfig
+    # How long one attempt's job may run (timeLimitSeconds); None: the function's whole limit.
+    time_limit_seconds: float | None = None
     body: Mapping[str, Any] | None = None
     handler: str | None = None
     workflow: WorkflowSettings | None = None
@@ -181,8 +185,11 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
     time_zone = item.get("timeZone", DEFAULT_TIME_ZONE)
     if not isinstance(time_zone, str) or not _known_time_zone(time_zone):
         errors.append(f"{errors.key(f'{prefix}.timeZone')}: {time_zone!r} is not an IANA time zone")
+    time_limit = _time_limit(item, prefix, errors)
+    # Cloud Scheduler waits as long as the job may run: its own limit, else the function's.
+    own_timeout = function_timeout if time_limit is None else time_limit + TIME_LIMIT_MARGIN_SECONDS
     deadline = _number(
-        item.get("attemptDeadlineSeconds", function_timeout), f"{prefix}.attemptDeadlineSeconds", errors
+        item.get("attemptDeadlineSeconds", own_timeout), f"{prefix}.attemptDeadlineSeconds", errors
     )
     retry = _retry(item.get("retry", {}), f"{prefix}.retry", errors)
     body = item.get("body")
@@ -224,6 +231,7 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         time_zone=str(time_zone),
         attempt_deadline_seconds=deadline,
         retry=retry,
+        time_limit_seconds=time_limit,
         body=dict(body) if body is not None else None,
         handler=handler,
         workflow=workflow,
@@ -231,6 +239,13 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         target=target,
         access=access,
     )
+
+
+def _time_limit(item: Mapping[str, Any], prefix: str, errors: ConfigProblems) -> float | None:
+    """A job's own time limit (timeLimitSeconds); the timing rules bound it by the function's."""
+    if "timeLimitSeconds" not in item:
+        return None
+    return _number(item["timeLimitSeconds"], f"{prefix}.timeLimitSeconds", errors)
 
 
 def _workflow(raw: Any, prefix: str, errors: ConfigProblems) -> WorkflowSettings | None:

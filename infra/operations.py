@@ -111,8 +111,9 @@ ALERTS: tuple[AlertSpec, ...] = (
         severity="WARNING",
         meaning="The job raised a terminal error (bad body, a 4xx from downstream). The run is recorded "
         "as completed with the error and will not be retried.",
-        runbook="Read the log line's `error`; fix the job's body or the downstream call. To redo the "
-        "run after the fix, delete its record (run_id in the log line) and `python -m ops backfill` it.",
+        runbook="Read the log line's `error`; fix the job's body or the downstream call. To run it again "
+        "after the fix: `python -m ops redo --stack <stack> --job <job> --at <schedule time>` (deletes the "
+        "run's record, then delivers the run).",
     ),
     AlertSpec(
         key=log_filters.FAILED_RELEASED,

@@ -29,10 +29,10 @@ from exactly_once.delivery.scheduler_request import (
     format_rfc3339,
 )
 from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
-from infra import timing
 from infra.config_schema import (
     CONFIG_KEYS,
     DEFAULT_DATABASE,
+    FUNCTION_DIR,
     INGRESS_SETTINGS,
     JOBS_KEY,
     KEYS_BY_NAME,
@@ -53,16 +53,16 @@ from infra.job_config import (
     WORKFLOWS_CALL_TIMEOUT_SECONDS,
     WORKFLOWS_HANDLER,
     WORKFLOWS_HANDLER_MODULE,
-    WORKFLOWS_TIMEOUT_MARGIN_SECONDS,
     JobSettings,
     WorkflowSettings,
     check_workflow_jobs,
     parse_jobs,
 )
+from infra.job_handlers import check_handlers
 from infra.names import DATABASE_ID, DEFAULT_COMPONENT, StackNames
 from infra.stack_access import access_errors, jobs_environment
 from infra.timing import JobTiming
-from infra.timing_keys import number_text, violation_text
+from infra.timing_keys import number_text, timing_advisories, timing_errors
 
 __all__ = [
     "CONFIG_KEYS",
@@ -145,6 +145,10 @@ class StackSettings:
         """How long one attempt's job may run before the function ends its instance."""
         return time_limit_for_timeout(self.function_timeout_seconds)
 
+    def job_time_limit(self, job: JobSettings) -> float:
+        """How long one attempt of `job` may run: its own limit, else the function's."""
+        return job.time_limit_seconds if job.time_limit_seconds is not None else self.time_limit_seconds
+
     def job_timing(self, job: JobSettings) -> JobTiming:
         """The timing facts of `job` in this stack, for `timing.check_job_timing`."""
         return JobTiming(
@@ -154,6 +158,7 @@ class StackSettings:
             lease_seconds=self.lease_seconds,
             retention_seconds=self.retention_seconds,
             retry=job.retry,
+            time_limit_seconds=self.job_time_limit(job),
         )
 
     def headers_for(self, job: JobSettings) -> dict[str, str]:
@@ -177,6 +182,15 @@ class StackSettings:
     def job_handlers(self) -> dict[str, str]:
         """Per-job handler overrides (JOB_HANDLERS); jobs without one use `job_handler`."""
         return {self.scheduler_job_id(job): job.handler for job in self.jobs if job.handler is not None}
+
+    def job_time_limits(self) -> dict[str, float]:
+        """JOB_TIME_LIMITS: the jobs whose own limit is shorter than the function's, by
+        deployed job id; the others run up to JOB_TIME_LIMIT_SECONDS."""
+        return {
+            self.scheduler_job_id(job): limit
+            for job in self.jobs
+            if (limit := self.job_time_limit(job)) != self.time_limit_seconds
+        }
 
     def job_overlap(self) -> dict[str, str]:
         """JOB_OVERLAP: the jobs that must not overlap themselves, by deployed job id; `allow`
@@ -225,35 +239,13 @@ class StackSettings:
             env["JOB_HANDLERS"] = json.dumps(handlers, sort_keys=True)
         if overlap := self.job_overlap():
             env["JOB_OVERLAP"] = json.dumps(overlap, sort_keys=True)
+        if limits := self.job_time_limits():
+            env["JOB_TIME_LIMITS"] = json.dumps(limits, sort_keys=True)
         return env
 
     def timing_advisories(self) -> list[str]:
         """Advisory timing findings (deploy anyway, but say so), phrased with config keys."""
-        advisories = [
-            violation_text(violation, index, job, self)
-            for index, job in enumerate(self.jobs)
-            for violation in timing.check_job_timing(self.job_timing(job))
-            if violation.advisory
-        ]
-        advisories.extend(
-            violation_text(violation, index, job, self)
-            for index, job in enumerate(self.jobs)
-            if job.overlap == "wait"
-            for violation in timing.check_wait_overlap(self.job_timing(job))
-        )
-        minimum = WORKFLOWS_CALL_TIMEOUT_SECONDS + WORKFLOWS_TIMEOUT_MARGIN_SECONDS
-        if self.uses_workflows() and self.function_timeout_seconds < minimum:
-            # Advisory, not an error: nothing is lost or doubled (the attempt is ended at its
-            # time limit, a retry takes the run over once the lease ends, the workflow's token
-            # check stops a second state change), but a slow CreateExecution is cut off.
-            advisories.append(
-                f"{self.config_key('functionTimeoutSeconds')}: "
-                f"{number_text(self.function_timeout_seconds)}s is shorter than the Workflows call "
-                f"timeout {number_text(WORKFLOWS_CALL_TIMEOUT_SECONDS)}s + "
-                f"{number_text(WORKFLOWS_TIMEOUT_MARGIN_SECONDS)}s: Cloud Run may stop a slow "
-                f"CreateExecution mid-call and leave the run to a retry; set at least {number_text(minimum)}"
-            )
-        return advisories
+        return timing_advisories(self)
 
     @classmethod
     def from_config(
@@ -264,11 +256,13 @@ class StackSettings:
         region: str,
         stack: str,
         namespace: str,
+        function_dir: Path = FUNCTION_DIR,
     ) -> StackSettings:
         """Settings from un-namespaced config `values` (camelCase keys), defaults applied.
 
         Raises SettingsError listing every problem at once, so one `pulumi up` shows them all.
-        `namespace` (the Pulumi project's name) qualifies the keys in messages.
+        `namespace` (the Pulumi project's name) qualifies the keys in messages; the handlers
+        are checked against the source in `function_dir`.
         """
         errors = ConfigProblems(namespace)
         if not project:
@@ -332,6 +326,7 @@ class StackSettings:
 
         jobs = parse_jobs(values.get(JOBS_KEY), timeout, errors)
         check_workflow_jobs(values.get(JOBS_KEY), jobs, job_handler, errors)
+        check_handlers(job_handler, values.get(JOBS_KEY), function_dir, errors)
         errors.extend(
             f"{errors.key(f'jobs[{index}].name')}: {AUDIT_JOB_NAME!r} is the name of the stack's own "
             "missed-run audit job; choose another"
@@ -375,14 +370,7 @@ class StackSettings:
     def timing_errors(self) -> list[str]:
         """Non-advisory timing violations of every job, phrased with config keys. Usable on a
         StackSettings built by hand, which is how values the config cannot spell are tested."""
-        return list(
-            dict.fromkeys(
-                violation_text(violation, index, job, self)
-                for index, job in enumerate(self.jobs)
-                for violation in timing.check_job_timing(self.job_timing(job))
-                if not violation.advisory
-            )
-        )
+        return timing_errors(self)
 
 
 def load_stack_settings(stack: str = "dev", root: Path = REPO_ROOT) -> StackSettings:
@@ -409,4 +397,5 @@ def load_stack_settings(stack: str = "dev", root: Path = REPO_ROOT) -> StackSett
         region=str(stack_config.get("gcp:region") or ""),
         stack=stack,
         namespace=namespace,
+        function_dir=root / FUNCTION_DIR.name,
     )

@@ -23,7 +23,7 @@ import pulumiverse_time
 
 from infra.audit_job import with_audit_job
 from infra.build import BuildIdentity, build_identity, function_source
-from infra.config_schema import REPO_ROOT
+from infra.config_schema import FUNCTION_DIR
 from infra.identities import Identities, identities
 from infra.ledger import RunLedger, run_ledger
 from infra.names import StackNames
@@ -101,7 +101,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         self,
         name: str,
         settings: StackSettings,
-        function_dir: Path = REPO_ROOT / "function",
+        function_dir: Path = FUNCTION_DIR,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         # The component's name is part of every name it chooses (ValueError when invalid).

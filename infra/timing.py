@@ -82,7 +82,8 @@ class JobTiming:
     lease_seconds: float
     retention_seconds: float
     retry: RetryConfig
-    # JOB_TIME_LIMIT_SECONDS as deployed; None: the one the stack derives from the timeout.
+    # The job's time limit as deployed (its JOB_TIME_LIMITS entry, else JOB_TIME_LIMIT_SECONDS);
+    # None: the one the stack derives from the function timeout.
     time_limit_seconds: float | None = None
 
 
@@ -163,15 +164,17 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
             )
         )
     time_limit = _time_limit(job)
-    if not 0 < time_limit <= job.function_timeout_seconds - TIME_LIMIT_MARGIN_SECONDS:
+    ceiling = time_limit_for_timeout(job.function_timeout_seconds)
+    if not 0 < time_limit <= ceiling:
         violations.append(
             Violation(
                 "time-limit-before-timeout",
-                ("function_timeout_seconds",),
-                f"an attempt's time limit {_s(time_limit)} must be positive and end at least "
-                f"{_s(TIME_LIMIT_MARGIN_SECONDS)} before the function timeout "
-                f"{_s(job.function_timeout_seconds)}: Cloud Run does not stop a timed-out request's code, "
-                "so an attempt must be ended while its request still has CPU",
+                ("time_limit_seconds", "function_timeout_seconds"),
+                f"the job's time limit {_s(time_limit)} must be positive and at most the function timeout "
+                f"{_s(job.function_timeout_seconds)} less {_s(TIME_LIMIT_MARGIN_SECONDS)} ({_s(ceiling)}): "
+                "one function runs every job of a stack and Cloud Run does not stop a timed-out request's "
+                "code, so each attempt is ended while its request still has CPU; raise the function timeout "
+                f"(at most {_s(MAX_HTTP_FUNCTION_TIMEOUT_SECONDS)}) or give the job a stack of its own",
             )
         )
 
@@ -225,14 +228,16 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
             )
         )
 
-    if abs(job.attempt_deadline_seconds - job.function_timeout_seconds) > DEADLINE_TIMEOUT_TOLERANCE_SECONDS:
+    own_timeout = time_limit + TIME_LIMIT_MARGIN_SECONDS
+    if abs(job.attempt_deadline_seconds - own_timeout) > DEADLINE_TIMEOUT_TOLERANCE_SECONDS:
         violations.append(
             Violation(
                 "deadline-matches-timeout",
-                ("attempt_deadline_seconds", "function_timeout_seconds"),
-                f"attempt deadline {_s(job.attempt_deadline_seconds)} differs from the function timeout "
-                f"{_s(job.function_timeout_seconds)} by more than {_s(DEADLINE_TIMEOUT_TOLERANCE_SECONDS)}: "
-                "Scheduler gives up early and retries into 409s, or waits on a function already stopped",
+                ("attempt_deadline_seconds", "time_limit_seconds"),
+                f"attempt deadline {_s(job.attempt_deadline_seconds)} differs from how long an attempt may "
+                f"take, the job's time limit + {_s(TIME_LIMIT_MARGIN_SECONDS)} = {_s(own_timeout)}, by more "
+                f"than {_s(DEADLINE_TIMEOUT_TOLERANCE_SECONDS)}: Scheduler gives up early and retries into "
+                "409s, or waits on an attempt already ended",
                 advisory=True,
             )
         )
@@ -299,7 +304,7 @@ def check_wait_overlap(job: JobTiming) -> list[Violation]:
                     "retry.retry_count",
                     "retry.min_backoff_seconds",
                     "retry.max_doublings",
-                    "function_timeout_seconds",
+                    "time_limit_seconds",
                     "lease_seconds",
                 ),
                 f"overlap 'wait' needs retries that outlast how long the earlier run can hold the job "
@@ -308,12 +313,13 @@ def check_wait_overlap(job: JobTiming) -> list[Violation]:
                 advisory=True,
             )
         )
-    if interval is not None and job.function_timeout_seconds >= interval:
+    own_timeout = _time_limit(job) + TIME_LIMIT_MARGIN_SECONDS
+    if interval is not None and own_timeout >= interval:
         violations.append(
             Violation(
                 "overlap-wait-backlog",
-                ("schedule", "function_timeout_seconds"),
-                f"overlap 'wait': a run may take {_s(job.function_timeout_seconds)}, as long as the "
+                ("schedule", "time_limit_seconds"),
+                f"overlap 'wait': a run may take {_s(own_timeout)}, as long as the "
                 f"{_s(interval)} between scheduled runs, so runs can queue behind each other until "
                 "their retries run out; schedule less often or use overlap 'skip'",
                 advisory=True,

@@ -1,14 +1,16 @@
 """The local Cloud Scheduler and the demo: exactly-once on this machine, before any deploy.
 
 The local run serves function/ as Cloud Run does, with function/ as the source root, and
-drives its demo job (`jobs.demo`: its execution records, its longest sleep). So function/ is
+drives its demo job (`jobs.demo`: its longest sleep). So function/ is
 on this process's path too, exactly as it is on the deployed function's; the library itself,
 `exactly_once`, is the installed package either way.
 """
 
 import sys
-from pathlib import Path
 
-FUNCTION_DIR = Path(__file__).resolve().parent.parent / "function"
+from infra.paths import FUNCTION_DIR
+
+__all__ = ["FUNCTION_DIR"]
+
 if str(FUNCTION_DIR) not in sys.path:
     sys.path.append(str(FUNCTION_DIR))

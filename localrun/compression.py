@@ -80,15 +80,27 @@ class CompressedTiming:
     time_limit_floor_seconds: float
     function_timeout_seconds: float
     retention_seconds: float
+    # The uncompressed time limit these durations start from: the job's own, else the function's.
+    simulated_time_limit_seconds: float
 
     @classmethod
-    def of(cls, settings: StackSettings, speedup: float, *, round_trip_seconds: float) -> CompressedTiming:
+    def of(
+        cls,
+        settings: StackSettings,
+        speedup: float,
+        *,
+        round_trip_seconds: float,
+        job: JobSettings | None = None,
+    ) -> CompressedTiming:
+        """The timing of a local run of `job` (of any job, when None). The local function
+        serves the one job under test, so its time limit is that job's own."""
         if not speedup > 0:
             raise ValueError(f"speed-up must be positive, got {speedup}")
         lease_floor = lease_floor_seconds(round_trip_seconds)
         lease = max(settings.lease_seconds / speedup, lease_floor)
         time_limit_floor = claim_budget_seconds(lease) + round_trip_seconds
-        time_limit = max(settings.time_limit_seconds / speedup, time_limit_floor)
+        simulated_limit = settings.time_limit_seconds if job is None else settings.job_time_limit(job)
+        time_limit = max(simulated_limit / speedup, time_limit_floor)
         return cls(
             speedup=speedup,
             round_trip_seconds=round_trip_seconds,
@@ -98,12 +110,14 @@ class CompressedTiming:
             time_limit_floor_seconds=time_limit_floor,
             function_timeout_seconds=time_limit + TIME_LIMIT_MARGIN_SECONDS / speedup,
             retention_seconds=settings.retention_seconds / speedup,
+            simulated_time_limit_seconds=simulated_limit,
         )
 
     def attempt_deadline_seconds(self, settings: StackSettings, job: JobSettings) -> float:
         """`job`'s attempt deadline, lengthened as much as the function timeout was: Scheduler
         waits as long for an answer relative to the timeout as it does in the cloud."""
-        lengthened = self.function_timeout_seconds - settings.function_timeout_seconds / self.speedup
+        simulated_timeout = self.simulated_time_limit_seconds + TIME_LIMIT_MARGIN_SECONDS
+        lengthened = self.function_timeout_seconds - simulated_timeout / self.speedup
         return job.attempt_deadline_seconds / self.speedup + lengthened
 
     def function_env(
@@ -116,6 +130,7 @@ class CompressedTiming:
         still use the stack's project, which the deliveries carry in X-Job-Project.
         """
         env = settings.function_environment()
+        env.pop("JOB_TIME_LIMITS", None)  # one job under test: its limit is JOB_TIME_LIMIT_SECONDS
         env.update(
             GOOGLE_CLOUD_PROJECT=firestore_project,
             FIRESTORE_DATABASE="(default)",

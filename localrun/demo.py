@@ -28,16 +28,18 @@ from typing import Any, TextIO
 from google.cloud import firestore
 
 from infra import timing
+from infra.config_schema import FUNCTION_DIR
 from infra.settings import REPO_ROOT, JobSettings, SettingsError, StackSettings, load_stack_settings
+from jobs.demo import run_demo_job
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import RunResult
 from localrun.emulator import EMULATOR_HOST_ENV, EmulatorError, firestore_emulator
-from localrun.faults import Fault, FaultRates, RunFaults, plan_faults
+from localrun.faults import JOB_FAULTS, Fault, FaultRates, RunFaults, plan_faults
+from localrun.function_log import attempts_ended, executions
 from localrun.function_server import FunctionServer, FunctionServerError
-from localrun.instances import InstancePool, WarmUpError, count_executions, live_claims, wait_for
+from localrun.instances import InstancePool, WarmUpError, live_claims, wait_for
 from localrun.report import (
     RunFacts,
-    attempts_ended,
     build_report,
     delivery_token,
     in_order_sent,
@@ -48,6 +50,8 @@ from localrun.scheduler import CompressedClock, LocalScheduler, fire_times
 from localrun.tcp_proxy import TcpProxy, tcp_proxy
 
 DEFAULT_OUTPUT_DIR = REPO_ROOT / ".demo"
+# The handler whose body the slow, crash and fail faults speak (function/jobs/demo.py).
+DEMO_JOB = f"{run_demo_job.__module__}:{run_demo_job.__name__}"
 EXIT_OK, EXIT_NOT_EXACTLY_ONCE, EXIT_CANNOT_RUN = 0, 1, 2
 
 
@@ -63,11 +67,11 @@ class SimulationOptions:
     # emulator), as if the database were far away; 0: none.
     firestore_rtt_seconds: float = 0.0
 
-    def compressed(self, settings: StackSettings) -> CompressedTiming:
-        """The function's timing for this run: the slowest round trip it must ride out is a
-        busy machine's, plus the delay added on purpose."""
+    def compressed(self, settings: StackSettings, job: JobSettings) -> CompressedTiming:
+        """The function's timing for a run of `job`: the slowest round trip it must ride out
+        is a busy machine's, plus the delay added on purpose."""
         round_trip = BUSY_ROUND_TRIP_SECONDS + self.firestore_rtt_seconds
-        return CompressedTiming.of(settings, self.speedup, round_trip_seconds=round_trip)
+        return CompressedTiming.of(settings, self.speedup, round_trip_seconds=round_trip, job=job)
 
 
 def simulate(
@@ -81,19 +85,29 @@ def simulate(
     plan: Sequence[RunFaults] | None = None,
     progress: TextIO | None = None,
     start: datetime | None = None,
+    function_dir: Path = FUNCTION_DIR,
 ) -> dict[str, Any]:
-    """Serve the function, deliver `options.runs` runs of `job`, count executions; the JSON
-    report. `plan` overrides the seeded fault plan (tests force a crash on a given run)."""
+    """Serve the function (from `function_dir`), deliver `options.runs` runs of `job`, count
+    executions; the JSON report. `plan` overrides the seeded fault plan (tests force a crash
+    on a given run)."""
     began = time.monotonic()
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "function.log"
     log_path.unlink(missing_ok=True)
     say = _printer(progress)
 
-    faults = list(plan) if plan is not None else plan_faults(options.runs, options.rates, options.seed)
+    handler = settings.handler_of(job)
+    rates = options.rates
+    if handler != DEMO_JOB and any(rates.rate(fault) for fault in JOB_FAULTS):
+        rates = rates.without(JOB_FAULTS)
+        say(
+            f"{job.name!r} runs {handler}, not the demo job: injecting duplicates and lost answers only "
+            f"({', '.join(fault.value for fault in JOB_FAULTS)} are carried out by the demo job's body)"
+        )
+    faults = list(plan) if plan is not None else plan_faults(options.runs, rates, options.seed)
     times = fire_times(job.schedule, job.time_zone, start or datetime.now(UTC), len(faults))
     clock = CompressedClock(options.speedup)
-    compressed = options.compressed(settings)
+    compressed = options.compressed(settings, job)
     with contextlib.ExitStack() as stack:
         stack.enter_context(_environment(EMULATOR_HOST_ENV, emulator_host))
         proxy: TcpProxy | None = None
@@ -106,7 +120,9 @@ def simulate(
             settings, firestore_project=firestore_project, emulator_host=function_firestore
         )
         db = firestore.Client(project=firestore_project)
-        servers = [FunctionServer(env, log_path) for _ in range(options.instances)]
+        servers = [
+            FunctionServer(env, log_path, source=function_dir / "main.py") for _ in range(options.instances)
+        ]
         pool = InstancePool(
             servers, db, settings.runs_collection, time_limit_seconds=compressed.time_limit_seconds
         )
@@ -154,9 +170,9 @@ def simulate(
             settle = compressed.lease_seconds * 2 + 10
             job_id = settings.scheduler_job_id(job)
             wait_for(lambda: not live_claims(db, settings.runs_collection, job_id), timeout=settle)
-            counts = count_executions(db, job_id)
         finally:
             pool.stop()
+    counts = executions(log_path, settings.scheduler_job_id(job))
     for result in results:
         result.executions = counts.get(result.schedule_time, 0)
     facts = RunFacts(
@@ -295,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rates,
             firestore_rtt_seconds=args.firestore_rtt_ms / 1000,
         )
-        problems = options.compressed(settings).problems(settings, job)
+        problems = options.compressed(settings, job).problems(settings, job)
     except (ValueError, SettingsError) as error:
         print(f"demo: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN

@@ -1,8 +1,8 @@
-"""The local run's view of the truth and of its function instances.
+"""The local run's view of the ledger and of its function instances.
 
-What actually ran is read from Firestore (the demo job's own execution records, the run
-ledger's live claims), never from the responses the scheduler saw; the instance pool spreads
-deliveries over several Functions Framework servers and kills one mid-run for the crash fault.
+Which runs an attempt may still be executing is read from Firestore (the run ledger's live
+claims), never from the responses the scheduler saw; the instance pool spreads deliveries over
+several Functions Framework servers and kills one mid-run for the crash fault.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,7 +22,6 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from infra.settings import JobSettings, StackSettings
 from infra.timing import RetryConfig
-from jobs.demo import EXECUTIONS_COLLECTION
 from localrun.function_server import START_TIMEOUT_SECONDS
 from localrun.scheduler import WARM_UP_JOB
 
@@ -36,13 +34,6 @@ ENDING_GRACE_SECONDS = 2.0
 
 def _schedule_key(value: Any) -> str:
     return format_rfc3339(value) if isinstance(value, datetime) else str(value)
-
-
-def count_executions(db: firestore.Client, job_name: str) -> Counter[str]:
-    """Executions per ScheduleTime, from the demo job's own records: what actually ran, not
-    what the responses claimed."""
-    query = db.collection(EXECUTIONS_COLLECTION).where(filter=FieldFilter("job_name", "==", job_name))
-    return Counter(_schedule_key(doc.get("schedule_time")) for doc in query.stream())
 
 
 def live_claims(db: firestore.Client, runs_collection: str, job_name: str) -> list[str]:

@@ -1,19 +1,16 @@
 """What a local run reports: the JSON report, the table of runs and the verdict line.
 
-Everything counted here comes from the truth sources the demo reads after the runs (execution
-records in Firestore, the function's own log lines), not from the answers the scheduler saw;
-the answers are shown too, as the story of each run.
+Everything counted here comes from the function's own log lines (localrun/function_log.py),
+read after the runs, not from the answers the scheduler saw; the answers are shown too, as the
+story of each run.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from exactly_once import log_fields
 from infra import timing
 from infra.settings import JobSettings, StackSettings
 from localrun.compression import CompressedTiming
@@ -37,21 +34,6 @@ class RunFacts:
     attempts_ended: int
     delayed_connections: int  # the function's connections to Firestore through the delaying proxy
     duration_seconds: float
-
-
-def attempts_ended(log_path: Path) -> int:
-    """Attempts the function's watchdog ended, counted from its log lines."""
-    if not log_path.exists():
-        return 0
-    count = 0
-    for line in log_path.read_text(errors="replace").splitlines():
-        if line.startswith("{"):
-            try:
-                fields = json.loads(line)
-            except ValueError:
-                continue
-            count += isinstance(fields, dict) and fields.get(log_fields.EVENT) == log_fields.ATTEMPT_ENDED
-    return count
 
 
 def build_report(
@@ -100,7 +82,7 @@ def build_report(
             "simulated": {
                 "attempt_deadline_seconds": job.attempt_deadline_seconds,
                 "function_timeout_seconds": settings.function_timeout_seconds,
-                "time_limit_seconds": settings.time_limit_seconds,
+                "time_limit_seconds": settings.job_time_limit(job),
                 "lease_seconds": settings.lease_seconds,
                 "retention_seconds": settings.retention_seconds,
                 "retry_waits_seconds": retry_waits,

@@ -123,7 +123,7 @@ class LocalScheduler:
         # The function's durations on this clock (floors included), which the attempt deadline
         # and the faults' sleeps follow.
         self.compressed = compressed or CompressedTiming.of(
-            settings, clock.speedup, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS
+            settings, clock.speedup, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS, job=job
         )
         self._transport = transport or RequestsTransport()
         self._crash = crash

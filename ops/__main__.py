@@ -1,4 +1,4 @@
-"""`python -m ops status|audit|backfill|smoke --stack NAME`: day-2 operations of a stack.
+"""`python -m ops status|audit|backfill|redo|smoke --stack NAME`: day-2 operations of a stack.
 
 Exit status: 0 fine; 1 the check found a problem (a missed run, a failed smoke step, a
 delivery that did not succeed); 2 the command itself was wrong (unknown stack or job, a bad
@@ -17,7 +17,7 @@ from google.auth import exceptions as auth_exceptions
 
 from ops import ledger_view
 from ops.context import StackContext, UserError, parse_time
-from ops.delivery import backfill
+from ops.delivery import backfill, redo
 from ops.smoke import DEFAULT_WAIT_SECONDS, Endpoints, Smoke
 
 USAGE_ERROR = 2
@@ -50,15 +50,22 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--since", help="first schedule time (RFC 3339; default now - retention)")
     audit.add_argument("--until", help="last schedule time (RFC 3339; default now)")
 
-    back = command("backfill", "re-deliver one scheduled run with its original ScheduleTime")
-    back.add_argument("--job", required=True, help="the job's name in the stack config")
-    back.add_argument("--at", required=True, help="the run's schedule time (RFC 3339)")
-    back.add_argument("--url", help="the function URL (default: pulumi stack output functionUri)")
-    back.add_argument("--invoker", help="account to mint the ID token as (default: the stack's invoker)")
-    back.add_argument("--body", help="request body (JSON) instead of the job's configured body")
+    for name, help_text in (
+        ("backfill", "re-deliver one scheduled run with its original ScheduleTime"),
+        ("redo", "delete a completed run's record, then re-deliver the run: it executes again"),
+    ):
+        back = command(name, help_text)
+        back.add_argument("--job", required=True, help="the job's name in the stack config")
+        back.add_argument("--at", required=True, help="the run's schedule time (RFC 3339)")
+        back.add_argument("--url", help="the function URL (default: pulumi stack output functionUri)")
+        back.add_argument("--invoker", help="account to mint the ID token as (default: the stack's invoker)")
+        back.add_argument("--body", help="request body (JSON) instead of the job's configured body")
 
     smoke = command("smoke", "force-run a job, wait for its run to complete, check the TTL policy")
-    smoke.add_argument("--job", help="the job to force-run (default: the stack's first job)")
+    smoke.add_argument(
+        "--job",
+        help="the job to force-run; it really runs (default: the stack's missed-run audit, which only reads)",
+    )
     smoke.add_argument("--wait", type=float, default=DEFAULT_WAIT_SECONDS, help="seconds to wait for the run")
     smoke.add_argument("--scheduler-endpoint", help="Cloud Scheduler API endpoint (default: Google's)")
     smoke.add_argument("--firestore-admin-endpoint", help="Firestore admin API endpoint (default: Google's)")
@@ -76,9 +83,10 @@ def run(argv: Sequence[str], out: TextIO | None = None) -> int:
         since = parse_time(args.since, "--since") if args.since else None
         until = parse_time(args.until, "--until") if args.until else None
         return ledger_view.audit(context, stdout, job=args.job, since=since, until=until)
-    if args.command == "backfill":
+    if args.command in ("backfill", "redo"):
+        deliver = backfill if args.command == "backfill" else redo
         at = parse_time(args.at, "--at")
-        return backfill(
+        return deliver(
             context, stdout, job=args.job, at=at, url=args.url, invoker=args.invoker, body=args.body
         )
     endpoints = Endpoints.from_env(args.scheduler_endpoint, args.firestore_admin_endpoint)

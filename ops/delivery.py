@@ -1,11 +1,15 @@
-"""`backfill`: re-deliver one scheduled run to the function, exactly as Cloud Scheduler would.
+"""`backfill` and `redo`: deliver one scheduled run to the function, as Cloud Scheduler would.
 
 The request carries the run's original ScheduleTime and the stack's own headers, so it has
 the same run id as the lost deliveries: a run that completed meanwhile is answered as a
 duplicate and not executed again, and a missed run executes once however often it is sent.
 It also says `Cache-Control: no-cache`: the function then decides from the ledger alone, never
-from a warm instance's memory of completed runs, so an operator who deleted a run's record to
-redo it (docs/operations.md) is not answered from a cache.
+from a warm instance's memory of completed runs.
+
+`redo` runs a completed run again (after fixing what made it fail terminally, say): it deletes
+the run's record, on the condition that nobody wrote it since it was read, then delivers it
+like `backfill`. It refuses a run in progress: deleting a live claim would let the redo run
+the job beside the attempt that holds it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from google.auth.transport.requests import Request
 from exactly_once.audit.missed_runs import fire_times
 from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER
 from exactly_once.delivery.request_checks import NO_CACHE as NO_CACHE_DIRECTIVE
-from exactly_once.delivery.scheduler_request import format_rfc3339
+from exactly_once.delivery.scheduler_request import format_rfc3339, run_key_from_headers
+from exactly_once.ledger.store import FirestoreRunStore, StaleWrite
 from ops.context import StackContext, UserError, is_loopback
 
 # The function answers within its timeout; the request waits a little longer than that.
@@ -33,6 +38,8 @@ TIMEOUT_MARGIN_SECONDS = 15.0
 # A re-delivery is decided by the ledger, never by the function's in-memory cache.
 NO_CACHE = {CACHE_CONTROL_HEADER: NO_CACHE_DIRECTIVE}
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+# How long redo's read and conditional delete of a run record may take, retries included.
+LEDGER_TIMEOUT_SECONDS = 30.0
 
 
 def stack_output(stack: str, key: str, flag: str) -> str:
@@ -109,32 +116,113 @@ def backfill(
 ) -> int:
     """Deliver the run of `job` scheduled at `at`; 0 when the function accepted it (executed
     or already completed), 1 otherwise. A time off the job's schedule is refused unsent."""
+    headers = _run_headers(context, job, at)
+    data = delivery_body(context, job, body)
+    target, headers = _addressed(context, headers, url, invoker)
+    return _send(context, out, f"backfill of {job} at {format_rfc3339(at)}", target, headers, data)
+
+
+def redo(
+    context: StackContext,
+    out: TextIO,
+    *,
+    job: str,
+    at: datetime,
+    url: str | None = None,
+    invoker: str | None = None,
+    body: str | None = None,
+) -> int:
+    """Delete the completed record of `job`'s run at `at`, then deliver the run again; 1 and
+    nothing deleted when the run is in progress or its record changes meanwhile. Everything
+    that can be refused (the time, the body, the URL, the token) is settled before the delete."""
+    headers = _run_headers(context, job, at)
+    data = delivery_body(context, job, body)
+    target, addressed = _addressed(context, headers, url, invoker)
+    run = f"run of {job} at {format_rfc3339(at)}"
+    store = FirestoreRunStore(context.firestore(), context.settings.runs_collection)
+    run_id = run_key_from_headers(headers).run_id
+    record = store.get(run_id, timeout=LEDGER_TIMEOUT_SECONDS)
+    fields = record.fields if record is not None else {}
+    if record is not None and fields.get("status") != "completed":
+        out.write(
+            f"redo of the {run}: not done, the run is {fields.get('status')} (attempt "
+            f"{fields.get('attempt_id')}); redo deletes only a completed run's record: wait for it to "
+            "finish, or, if its attempt died, backfill it once its lease has ended\n"
+        )
+        return 1
+    if record is not None:
+        try:
+            store.delete(run_id, if_updated_at=record.update_time, timeout=LEDGER_TIMEOUT_SECONDS)
+        except StaleWrite:
+            out.write(f"redo of the {run}: not done, its record changed while redo read it; run redo again\n")
+            return 1
+        out.write(
+            f"redo of the {run}: deleted its record (result {fields.get('result')}, attempt "
+            f"{fields.get('attempt_id')})\n"
+        )
+    else:
+        out.write(f"redo of the {run}: it has no record, nothing to delete\n")
+    return _send(context, out, f"redo of {job} at {format_rfc3339(at)}", target, addressed, data)
+
+
+def _run_headers(context: StackContext, job: str, at: datetime) -> dict[str, str]:
+    """What Cloud Scheduler sends for the run, plus no-cache; a time off the schedule is refused."""
     settings = context.job(job)
     if fire_times(settings.schedule, settings.time_zone, at, at) != [at]:
         raise UserError(
             f"--at {format_rfc3339(at)} is not a fire time of job {job!r} "
             f"(schedule {settings.schedule!r} in {settings.time_zone}); nothing was sent"
         )
-    headers = {**context.settings.delivery_headers(context.job(job), at), **NO_CACHE}
-    data = delivery_body(context, job, body)
+    return {**context.settings.delivery_headers(settings, at), **NO_CACHE}
+
+
+def _addressed(
+    context: StackContext, headers: dict[str, str], url: str | None, invoker: str | None
+) -> tuple[str, dict[str, str]]:
+    """The function's URL, and the headers with the invoker's ID token (none on loopback)."""
     target = url or stack_output(context.stack, "functionUri", "--url")
-    if not is_loopback(target):
-        email = invoker or stack_output(context.stack, "invokerServiceAccount", "--invoker")
-        headers["Authorization"] = f"Bearer {id_token_for(email, target)}"
+    if is_loopback(target):
+        return target, headers
+    email = invoker or stack_output(context.stack, "invokerServiceAccount", "--invoker")
+    return target, {**headers, "Authorization": f"Bearer {id_token_for(email, target)}"}
+
+
+def _send(
+    context: StackContext, out: TextIO, about: str, target: str, headers: dict[str, str], data: bytes
+) -> int:
     timeout = context.settings.function_timeout_seconds + TIMEOUT_MARGIN_SECONDS
     try:
         response = requests.post(target, headers=headers, data=data, timeout=timeout)
     except requests.RequestException as error:
-        out.write(f"backfill of {job} at {format_rfc3339(at)}: no answer from {target}: {error}\n")
+        out.write(f"{about}: no answer from {target}: {error}\n")
         return 1
     try:
         answer = response.json()
     except ValueError:
-        answer = {"outcome": None, "message": response.text[:200]}
+        answer = None
+    if not isinstance(answer, dict) or "outcome" not in answer:
+        out.write(f"{about}: {not_the_function(response.status_code, target, context.settings.ingress)}\n")
+        return 1
     outcome = answer.get("outcome")
-    out.write(
-        f"backfill of {job} at {format_rfc3339(at)}: HTTP {response.status_code}, outcome {outcome}: "
-        f"{answer.get('message')}\n"
-    )
+    out.write(f"{about}: HTTP {response.status_code}, outcome {outcome}: {answer.get('message')}\n")
     # A terminal failure is answered 200 (retrying cannot help), but the run did not succeed.
     return 0 if response.ok and outcome != "failed_terminal" else 1
+
+
+def not_the_function(status: int, url: str, ingress: str) -> str:
+    """One line for an answer that is not the function's JSON: the request was stopped before
+    it (an HTML error page of Google's front end, or of whatever else answers at `url`)."""
+    if status == 404 and ingress != "ALLOW_ALL":
+        return (
+            f"HTTP 404 from {url}, not the function's answer: its ingress {ingress} refuses callers "
+            "outside the project's VPC networks, so run this from a machine inside one (a VM in the "
+            "project's network); `gcloud scheduler jobs run` delivers from inside, but as a forced run of "
+            "its own, not as this schedule time's"
+        )
+    if status in (401, 403):
+        return (
+            f"HTTP {status} from {url}, not the function's answer: Cloud Run refused the ID token; the "
+            "invoker account needs roles/run.invoker on the function and the token's audience must be "
+            "the function's URL (--url)"
+        )
+    return f"HTTP {status} from {url}, not the function's answer: is --url the function's URL?"

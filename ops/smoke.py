@@ -1,6 +1,7 @@
 """`smoke`: after `pulumi up`, prove the deployment works end to end, one step at a time.
 
-1. force-run a job through the Cloud Scheduler API (what the schedule will do),
+1. force-run a job through the Cloud Scheduler API (what the schedule will do): by default
+   the stack's own missed-run audit, never one of your jobs unless you name it,
 2. wait for its run record to reach `completed` (Scheduler -> function -> ledger),
 3. check that the ledger's TTL policy is active (records will expire, retries still dedup).
 
@@ -31,7 +32,9 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from google.cloud.scheduler_v1 import CloudSchedulerClient
 
 from exactly_once.ledger.fields import CLAIMED_AT, EXPIRE_AT
-from ops.context import StackContext, is_loopback, utc_now
+from infra.job_config import AUDIT_JOB_NAME
+from infra.settings import JobSettings
+from ops.context import StackContext, UserError, is_loopback, utc_now
 
 SCHEDULER_ENDPOINT_ENV = "OPS_SCHEDULER_ENDPOINT"
 FIRESTORE_ADMIN_ENDPOINT_ENV = "OPS_FIRESTORE_ADMIN_ENDPOINT"
@@ -129,7 +132,7 @@ class Smoke:
         self._clock = clock
 
     def run(self, job_name: str | None) -> int:
-        settings = self._context.job(job_name) if job_name else self._context.settings.jobs[0]
+        settings = self._context.job(job_name) if job_name else self.default_job()
         job_id = self._context.settings.scheduler_job_id(settings)
         # A little slack for the clock difference between this machine and the function.
         started = self._clock() - timedelta(seconds=5)
@@ -137,6 +140,18 @@ class Smoke:
         passed = self._ttl_active() and passed
         self._out.write(f"smoke test of stack {self._context.stack}: {'PASS' if passed else 'FAIL'}\n")
         return 0 if passed else 1
+
+    def default_job(self) -> JobSettings:
+        """The job smoke force-runs unasked: the stack's missed-run audit, which every stack
+        deploys (unless missedRunAudit is false) and whose run only reads the ledger and logs
+        what it finds. One of your jobs would really run: in prod, the real nightly report."""
+        for job in self._context.settings.jobs:
+            if job.name == AUDIT_JOB_NAME:
+                return job
+        raise UserError(
+            f"stack {self._context.stack!r} deploys no missed-run audit (missedRunAudit: false), the job "
+            "smoke force-runs by default; name one of your jobs with --job, knowing it will really run"
+        )
 
     def _step(self, ok: bool, step: str, detail: str) -> bool:
         self._out.write(f"{'PASS' if ok else 'FAIL'}  {step}: {detail}\n")

@@ -217,7 +217,9 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
     ),
     StackValidationPolicy(
         name="scheduler-timing-advisories",
-        description="Attempt deadline matches the function timeout; every job's function is identifiable.",
+        description=(
+            "Attempt deadline matches the job's time limit + 5 s; every job's function is identifiable."
+        ),
         validate=timing_validator(advisory=True),
         enforcement_level=_ADVISORY,
     ),

@@ -30,6 +30,7 @@ from policy.props import (
     as_number,
     elements,
     function_env,
+    function_env_entry,
     lookup,
     parse_duration_seconds,
     resources_of,
@@ -157,6 +158,9 @@ _FIELD_PROPERTIES: Final[Mapping[str, str]] = MappingProxyType(
         "schedule": "Job.schedule",
         "attempt_deadline_seconds": "Job.attemptDeadline",
         "function_timeout_seconds": "Function.serviceConfig.timeoutSeconds",
+        "time_limit_seconds": (
+            "Function.serviceConfig.environmentVariables.JOB_TIME_LIMITS[<job>] (else JOB_TIME_LIMIT_SECONDS)"
+        ),
         "lease_seconds": "Function.serviceConfig.environmentVariables.LEASE_SECONDS",
         "retention_seconds": "Function.serviceConfig.environmentVariables.RETENTION_SECONDS",
         "retry.retry_count": "Job.retryConfig.retryCount",
@@ -175,7 +179,8 @@ _RULE_FIXES: Final[Mapping[str, str]] = MappingProxyType(
         "retry-non-negative": "make retryConfig.maxDoublings and maxRetryDuration zero or positive",
         "lease-renewable": "raise LEASE_SECONDS to at least 10 (the stack's default is 30)",
         "time-limit-before-timeout": (
-            "set JOB_TIME_LIMIT_SECONDS to at most serviceConfig.timeoutSeconds - 5 (the stack derives it so)"
+            "keep JOB_TIME_LIMIT_SECONDS and each JOB_TIME_LIMITS entry at most "
+            "serviceConfig.timeoutSeconds - 5"
         ),
         "retry-outlives-lease": (
             "raise retryConfig.retryCount, minBackoffDuration or maxDoublings so the last retry arrives "
@@ -184,7 +189,7 @@ _RULE_FIXES: Final[Mapping[str, str]] = MappingProxyType(
         "retention-outlives-retries": (
             "raise RETENTION_SECONDS past the latest retry, or shorten the retry window"
         ),
-        "deadline-matches-timeout": "set attemptDeadline to serviceConfig.timeoutSeconds",
+        "deadline-matches-timeout": "set attemptDeadline to the job's time limit + 5 s",
         "retries-fit-schedule": (
             "schedule the job less often, or lower retryConfig.retryCount, the backoffs or attemptDeadline"
         ),
@@ -314,6 +319,14 @@ def _plan(job: PolicyResource, functions: list[PolicyResource]) -> _JobPlan | No
             )
         else:
             values[key] = number
+
+    own_limit = function_env_entry(function, "JOB_TIME_LIMITS", lookup(props, "name"))
+    if own_limit is UNKNOWN:
+        return None
+    if isinstance(own_limit, str):
+        problems.append(own_limit)
+    elif isinstance(own_limit, float):
+        values["time_limit_seconds"] = own_limit
 
     if problems or timeout_seconds is None:
         return _JobPlan(job, function, None, tuple(problems))

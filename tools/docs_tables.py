@@ -106,7 +106,8 @@ def _function_environment() -> tuple[EnvVar, ...]:
             "JOB_TIME_LIMIT_SECONDS",
             f"`{runs.time_limit_seconds:g}`",
             "how long an attempt's job may run before its instance is ended (the stack sets "
-            f"`functionTimeoutSeconds` - {TIME_LIMIT_MARGIN_SECONDS:g})",
+            f"`functionTimeoutSeconds` - {TIME_LIMIT_MARGIN_SECONDS:g}); every job's limit, and the "
+            "ceiling of `JOB_TIME_LIMITS`",
         ),
         EnvVar(
             "RETENTION_SECONDS",
@@ -125,12 +126,20 @@ def _function_environment() -> tuple[EnvVar, ...]:
         EnvVar(
             "JOB_HANDLERS",
             "none",
-            'JSON `{"job name": "module:callable"}` overriding `JOB_HANDLER` per job (`jobs[].handler`)',
+            'JSON `{"<job id>": "module:callable"}` overriding `JOB_HANDLER` per job (`jobs[].handler`); '
+            "keys are `X-CloudScheduler-JobName`, in a stack the deployed id (`eos-dev_nightly-report`)",
+        ),
+        EnvVar(
+            "JOB_TIME_LIMITS",
+            "none",
+            'JSON `{"<job id>": <seconds>}`: jobs whose own limit (`jobs[].timeLimitSeconds`) is shorter '
+            "than `JOB_TIME_LIMIT_SECONDS`, keyed like `JOB_HANDLERS`",
         ),
         EnvVar(
             "JOB_OVERLAP",
             "none",
-            'JSON `{"job name": "skip" | "wait"}` (`jobs[].overlap`); absent jobs allow',
+            'JSON `{"<job id>": "skip" | "wait"}` (`jobs[].overlap`), keyed like `JOB_HANDLERS`; '
+            "absent jobs allow",
         ),
         EnvVar(
             "IDEMPOTENCY_COLLECTION",
@@ -216,7 +225,16 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
         "`X-CloudScheduler-ScheduleTime`.",
     ),
     "timeZone": ("string", "IANA time zone of the schedule."),
-    "attemptDeadlineSeconds": ("number", "HTTP attempt deadline, 15..1800 s."),
+    "attemptDeadlineSeconds": (
+        "number",
+        "HTTP attempt deadline, 15..1800 s: how long Cloud Scheduler waits for an attempt's answer.",
+    ),
+    "timeLimitSeconds": (
+        "number",
+        "How long one attempt of this job may run before the function ends it (goes into "
+        "`JOB_TIME_LIMITS`). At most `functionTimeoutSeconds` - 5: one function runs every job of "
+        "the stack, so its timeout is the ceiling; give short jobs a limit of their own beside a long one.",
+    ),
     "retry.retryCount": ("integer", "Retries after a failed attempt, 0..5."),
     "retry.minBackoffSeconds": ("number", "First backoff."),
     "retry.maxBackoffSeconds": ("number", "Backoff cap."),
@@ -336,7 +354,8 @@ def _job_defaults() -> dict[str, str]:
         "name": "— (required)",
         "schedule": "— (required)",
         "timeZone": f"`{DEFAULT_TIME_ZONE}`",
-        "attemptDeadlineSeconds": "`functionTimeoutSeconds`",
+        "attemptDeadlineSeconds": "`timeLimitSeconds` + 5, else `functionTimeoutSeconds`",
+        "timeLimitSeconds": "`functionTimeoutSeconds` - 5",
         **retry,
         "handler": "`jobHandler`",
         "overlap": f"`{DEFAULT_OVERLAP}`",

@@ -60,8 +60,11 @@ class FunctionConfig:
     runs_collection: str = DEFAULT_RUNS_COLLECTION
     lease_seconds: float = DEFAULT_LEASE_SECONDS
     # How long one attempt's job may run before its instance is ended (the stack sets the
-    # function timeout less TIME_LIMIT_MARGIN_SECONDS).
+    # function timeout less TIME_LIMIT_MARGIN_SECONDS): every job's limit, and the ceiling of
+    # the per-job limits below.
     time_limit_seconds: float = DEFAULT_TIME_LIMIT_SECONDS
+    # Shorter limits of single jobs, keyed by X-CloudScheduler-JobName (jobs[].timeLimitSeconds).
+    job_time_limits: Mapping[str, float] = field(default_factory=dict)
     # Past the job's whole retry window; the TTL policy deletes records after it.
     retention_seconds: float = 86_400.0
     job_handler: str = DEFAULT_JOB_HANDLER
@@ -76,6 +79,9 @@ class FunctionConfig:
     def overlap_for(self, job_name: str) -> OverlapPolicy:
         return self.overlap.get(job_name, OverlapPolicy.ALLOW)
 
+    def time_limit_for(self, job_name: str) -> float:
+        return self.job_time_limits.get(job_name, self.time_limit_seconds)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FunctionConfig:
         defaults = cls()
@@ -86,12 +92,14 @@ class FunctionConfig:
                 "RETENTION_SECONDS",
                 f"{retention:g} is shorter than LEASE_SECONDS={lease:g}: records would expire while leased",
             )
+        time_limit = _positive_seconds(env, "JOB_TIME_LIMIT_SECONDS", defaults.time_limit_seconds)
         return cls(
             project=env.get("GOOGLE_CLOUD_PROJECT") or None,
             database=_non_empty(env, "FIRESTORE_DATABASE", defaults.database),
             runs_collection=_collection_id(env, "RUNS_COLLECTION", defaults.runs_collection),
             lease_seconds=lease,
-            time_limit_seconds=_positive_seconds(env, "JOB_TIME_LIMIT_SECONDS", defaults.time_limit_seconds),
+            time_limit_seconds=time_limit,
+            job_time_limits=_time_limit_map(env, time_limit),
             retention_seconds=retention,
             job_handler=_handler_spec("JOB_HANDLER", env.get("JOB_HANDLER") or defaults.job_handler),
             job_handlers=_handler_map(env),
@@ -162,3 +170,27 @@ def _overlap_map(env: Mapping[str, str]) -> dict[str, OverlapPolicy]:
         if not job or policy not in policies:
             raise ConfigError("JOB_OVERLAP", f"{job!r}: {policy!r} is not one of {sorted(policies)}")
     return {job: OverlapPolicy(policy) for job, policy in parsed.items()}
+
+
+def _time_limit_map(env: Mapping[str, str], ceiling: float) -> dict[str, float]:
+    """JOB_TIME_LIMITS: per-job limits, each positive and at most JOB_TIME_LIMIT_SECONDS (the
+    function timeout bounds every job: one instance serves them all)."""
+    raw = env.get("JOB_TIME_LIMITS", "").strip()
+    if not raw:
+        return {}
+    expected = 'a JSON object {"job name": <seconds>}'
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ConfigError("JOB_TIME_LIMITS", f"not JSON ({error.msg}); expected {expected}") from None
+    if not isinstance(parsed, dict):
+        raise ConfigError("JOB_TIME_LIMITS", f"must be {expected}")
+    for job, seconds in parsed.items():
+        number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+        if not job or not number or not 0 < seconds <= ceiling:
+            raise ConfigError(
+                "JOB_TIME_LIMITS",
+                f"{job!r}: {seconds!r} must be a number of seconds above 0 and at most "
+                f"JOB_TIME_LIMIT_SECONDS={ceiling:g}",
+            )
+    return {job: float(seconds) for job, seconds in parsed.items()}

@@ -68,6 +68,7 @@ def build_handler(config: FunctionConfig, job: Callable[[RunContext], Any]) -> S
         new_attempt_id=new_attempt_id,
         time_limit_seconds=config.time_limit_seconds,
         end_attempt=end_instance,
+        time_limits=config.job_time_limits,
         target=target_of(config, job),
         overlap=config.overlap,
         locks=locks,

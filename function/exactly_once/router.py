@@ -8,10 +8,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from exactly_once.config import ConfigError
 from exactly_once.context import JobHandler, RunContext
+
+# Where @exactly_once builds the HTTP view it returns in place of the job (decorator.py). Found
+# by file, not imported: the view wraps the job (functools.wraps), so the file its code was
+# compiled from is what tells a served function from the job it serves.
+_DECORATOR_SOURCE = Path(__file__).with_name("decorator.py").resolve()
 
 
 def resolve_handler(spec: str, variable: str) -> JobHandler:
@@ -25,7 +31,30 @@ def resolve_handler(spec: str, variable: str) -> JobHandler:
     handler = getattr(module, attribute, None)
     if not callable(handler):
         raise ConfigError(variable, f"{module_name!r} has no callable {attribute!r}")
-    return handler  # type: ignore[no-any-return]
+    return checked_handler(handler, variable)
+
+
+def checked_handler(handler: JobHandler, variable: str) -> JobHandler:
+    """Refuse a function decorated with @exactly_once: it is an HTTP function of its own, and
+    the router would hand it a RunContext where it reads a request, failing every run."""
+    layer: Any = handler
+    for _ in range(32):  # a chain of functools.wraps layers, bounded
+        code = getattr(layer, "__code__", None)
+        if (
+            code is not None
+            and hasattr(layer, "__wrapped__")
+            and Path(code.co_filename).resolve() == _DECORATOR_SOURCE
+        ):
+            name = getattr(handler, "__name__", repr(handler))
+            raise ConfigError(
+                variable,
+                f"{name} is decorated with @exactly_once, which serves it as an HTTP function of its own; "
+                "the router already runs every handler exactly once: name the undecorated function",
+            )
+        layer = getattr(layer, "__wrapped__", None)
+        if layer is None:
+            break
+    return handler
 
 
 class JobRouter:
@@ -45,4 +74,4 @@ class JobRouter:
 
 
 def _handler(spec: str | JobHandler, variable: str) -> JobHandler:
-    return resolve_handler(spec, variable) if isinstance(spec, str) else spec
+    return resolve_handler(spec, variable) if isinstance(spec, str) else checked_handler(spec, variable)

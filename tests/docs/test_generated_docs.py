@@ -114,3 +114,22 @@ def test_every_relative_link_in_the_docs_resolves() -> None:
             if not linked.exists() or (anchor and linked.suffix == ".md" and anchor not in _anchors(linked)):
                 broken.append(f"{page.name}: {target}#{anchor}")
     assert broken == []
+
+
+def test_every_table_is_one_block_with_its_header() -> None:
+    """A blank line inside a table ends it: the rows after it render as plain text. So every
+    run of table lines outside code blocks starts with a header row and its separator."""
+    split = []
+    for page in [*PAGES, REPO_ROOT / "README.md", REPO_ROOT / "function" / "README.md"]:
+        in_code, previous = False, ""
+        lines = page.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            if line.startswith("```"):
+                in_code = not in_code
+            starts_table = line.startswith("|") and not previous.startswith("|")
+            if not in_code and starts_table:
+                following = lines[number + 1] if number + 1 < len(lines) else ""
+                if not re.fullmatch(r"\|(\s*:?-{3,}:?\s*\|)+", following):
+                    split.append(f"{page.name}:{number + 1}: {line[:60]}")
+            previous = line
+    assert split == []

@@ -5,7 +5,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from exactly_once import RunContext, TerminalJobError
+import functions_framework
+
+from exactly_once import RunContext, TerminalJobError, exactly_once
 
 CALLS: list[RunContext] = []
 DURING_JOB: Callable[[RunContext], None] | None = None
@@ -38,3 +40,9 @@ def fail_terminal_with(message: str):
         raise TerminalJobError(message)
 
     return job
+
+
+@functions_framework.http
+@exactly_once
+def served_on_its_own(run: RunContext) -> None:
+    """A job served as an HTTP function of its own: not something the router can call."""

@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import functools
+
 import pytest
 
+from exactly_once import RunContext, exactly_once
 from exactly_once.config import ConfigError, FunctionConfig, OverlapPolicy
 from exactly_once.router import JobRouter
 from localrun.function_server import FunctionServer, FunctionServerError
+from tests.function import sample_jobs
 
 
 def test_defaults_are_usable():
@@ -68,6 +72,24 @@ def test_overlap_policies_are_read_per_job():
         FunctionConfig.from_env({"JOB_OVERLAP": '{"a": "forbid"}'})
 
 
+def test_per_job_time_limits_are_read_and_bounded_by_the_function_limit():
+    config = FunctionConfig.from_env({"JOB_TIME_LIMIT_SECONDS": "1195", "JOB_TIME_LIMITS": '{"a": 55}'})
+    assert (config.time_limit_for("a"), config.time_limit_for("b")) == (55.0, 1195.0)
+    for raw, problem in (
+        (
+            '{"a": 1200}',
+            r"'a': 1200 must be a number of seconds above 0 and at most JOB_TIME_LIMIT_SECONDS=1195",
+        ),
+        ('{"a": 0}', r"'a': 0 must be"),
+        ('{"a": "55"}', r"'a': '55' must be"),
+        ('{"a": true}', r"'a': True must be"),
+        ("[55]", r"must be a JSON object"),
+        ("{", r"not JSON"),
+    ):
+        with pytest.raises(ConfigError, match=rf"environment variable JOB_TIME_LIMITS: {problem}"):
+            FunctionConfig.from_env({"JOB_TIME_LIMIT_SECONDS": "1195", "JOB_TIME_LIMITS": raw})
+
+
 def test_router_takes_callables_as_well_as_names():
     def nightly(run):
         return "nightly"
@@ -81,6 +103,24 @@ def test_unimportable_handler_names_the_variable():
         JobRouter("jobs.nope:run", {})
     with pytest.raises(ConfigError, match=r"JOB_HANDLERS\['nightly'\]: 'jobs\.demo' has no callable 'nope'"):
         JobRouter("jobs.noop:do_nothing", {"nightly": "jobs.demo:nope"})
+
+
+def test_a_function_served_with_exactly_once_is_refused_by_name_and_as_a_callable():
+    expected = (
+        r"JOB_HANDLERS\['nightly'\]: served_on_its_own is decorated with @exactly_once, which serves it "
+        r"as an HTTP function of its own; the router already runs every handler exactly once"
+    )
+    with pytest.raises(ConfigError, match=expected):
+        JobRouter("jobs.noop:do_nothing", {"nightly": "tests.function.sample_jobs:served_on_its_own"})
+    with pytest.raises(ConfigError, match=r"JOB_HANDLER: nightly is decorated with @exactly_once"):
+
+        @exactly_once
+        def nightly(run: RunContext) -> None: ...
+
+        JobRouter(nightly, {})  # type: ignore[arg-type]  # mypy refuses it too; a fork may skip mypy
+    # Another decorator that wraps the job (functools.wraps) is not mistaken for it.
+    timed = functools.wraps(sample_jobs.record_call)(lambda run: sample_jobs.record_call(run))
+    assert JobRouter(timed, {}).handler_for("any") is timed
 
 
 def test_router_picks_per_job_override():

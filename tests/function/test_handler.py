@@ -39,7 +39,15 @@ LEASE = timedelta(seconds=70)
 
 class Harness:
     def __init__(
-        self, db, handler_spec: str, store=None, lease=LEASE, name="attempt", time_limit=60.0, target=""
+        self,
+        db,
+        handler_spec: str,
+        store=None,
+        lease=LEASE,
+        name="attempt",
+        time_limit=60.0,
+        target="",
+        time_limits=None,
     ) -> None:
         self.db = db
         self.clock = FakeClock()
@@ -58,6 +66,7 @@ class Harness:
             new_attempt_id=lambda: f"{name}-{next(counter)}",
             time_limit_seconds=time_limit,
             end_attempt=self.ended,
+            time_limits=time_limits,
             target=target,
             log_stream=self.logs,
         )
@@ -179,6 +188,8 @@ def test_one_structured_log_line_per_request(harness):
         assert field in executed, field
     assert executed["schedule_time"] == "2026-10-16T12:00:00Z"
     assert executed["severity"] == "INFO"
+    # Whether this delivery ran the job: only the one that did says so.
+    assert [line.get("job_returned") for line in lines] == [True, None, None]
 
 
 class RenewalsFail(FirestoreRunStore):
@@ -228,7 +239,16 @@ def test_store_failure_answers_500_not_503(db):
     harness = Harness(db, "tests.function.sample_jobs:record_call", store=CompleteFails(db, "scheduler_runs"))
     reply = harness.deliver()
     assert (reply.status, reply.body["outcome"]) == (500, "store_error")
-    assert "injected" in harness.log_lines()[-1]["error"]
+    line = harness.log_lines()[-1]
+    assert "injected" in line["error"]
+    # The job ran, its completion was not recorded: a retry will run it again, and the line says so.
+    assert line["job_returned"] is True and len(sample_jobs.CALLS) == 1
+
+
+def test_a_job_that_raised_is_logged_as_not_returned(db):
+    harness = Harness(db, "tests.function.sample_jobs:fail_retryable")
+    assert harness.deliver().body["outcome"] == "failed_released"
+    assert harness.log_lines()[-1]["job_returned"] is False
 
 
 class Broken(FirestoreRunStore):

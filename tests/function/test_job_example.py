@@ -1,11 +1,16 @@
-"""The example of docs/jobs.md, run as written: a user module in a copy of function/, served
-by the Functions Framework; and the overlap policies through the deployed entry point."""
+"""The job of docs/jobs.md and its tests, run as written: the module in a copy of function/jobs/,
+served by the deployed entry point; the documented unit and end-to-end tests run by pytest,
+ruff and mypy as `make test` runs them on a fork's own files; and the overlap policies through
+the deployed entry point."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -13,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import requests
-from google.cloud.firestore_v1.base_query import FieldFilter
 
 from exactly_once.delivery.scheduler_request import (
     JOB_NAME_HEADER,
@@ -21,78 +25,176 @@ from exactly_once.delivery.scheduler_request import (
     run_key_from_headers,
 )
 from localrun import FUNCTION_DIR
+from localrun.function_log import executions
 from localrun.tcp_proxy import tcp_proxy
-from tests.function.test_http import executions, server_env
+from tests.function.test_http import executions as demo_executions
+from tests.function.test_http import server_env
 from tests.support.waiting import wait_until
 
-JOBS_DOC = Path(__file__).resolve().parents[2] / "docs" / "jobs.md"
-EXAMPLE = "nightly_report.py"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+JOBS_DOC = REPO_ROOT / "docs" / "jobs.md"
+JOB_MODULE = "jobs/my_job.py"
+UNIT_TEST = "tests/function/test_my_job.py"
+SERVED_TEST = "tests/function/test_my_job_served.py"
+# The job as the dev stack would deploy it: config name nightly-report, handler jobs.my_job:run.
+JOB_ID = "eos-dev_nightly-report"
+BIN = Path(sys.executable).parent
+TOOL_TIMEOUT_SECONDS = 600
 
 
-def example_source() -> str:
-    text = JOBS_DOC.read_text()
-    found = re.search(rf"<!-- example: {re.escape(EXAMPLE)} -->\n```python\n(.*?)```", text, re.DOTALL)
-    assert found, f"docs/jobs.md has no example block for {EXAMPLE}"
+# The fork's tests/conftest.py: the repository's fixtures, serving the fork's function/.
+FORK_CONFTEST = """\
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from localrun.function_server import FunctionServer
+
+_spec = importlib.util.spec_from_file_location("repo_conftest", REPO_CONFTEST)
+_repo = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_repo)
+emulator_host, project, db, log_path = _repo.emulator_host, _repo.project, _repo.db, _repo.log_path
+SOURCE = Path(__file__).resolve().parents[1] / "function" / "main.py"
+
+
+@pytest.fixture
+def function_servers(log_path):
+    started = []
+
+    def start(env, **options):
+        server = FunctionServer(env, log_path, source=SOURCE, **options)
+        server.start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+"""
+
+
+def example_source(name: str) -> str:
+    text = JOBS_DOC.read_text(encoding="utf-8")
+    found = re.search(rf"<!-- example: {re.escape(name)} -->\n```python\n(.*?)```", text, re.DOTALL)
+    assert found, f"docs/jobs.md has no example block for {name}"
     return found.group(1)
 
 
-def headers(job: str, time: str) -> dict[str, str]:
+@pytest.fixture
+def fork(tmp_path: Path) -> Path:
+    """A fork as its owner would have it after following docs/jobs.md: the repository's
+    settings, function/ with jobs/my_job.py, and the two documented tests in tests/function/.
+    Its conftest takes the repository's fixtures and serves this copy of function/."""
+    shutil.copy(REPO_ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    ignored = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    shutil.copytree(FUNCTION_DIR, tmp_path / "function", ignore=ignored)
+    (tmp_path / "function" / JOB_MODULE).write_text(example_source(JOB_MODULE))
+    (tmp_path / "tests" / "function").mkdir(parents=True)
+    for name in (UNIT_TEST, SERVED_TEST):
+        (tmp_path / name).write_text(example_source(name))
+    (tmp_path / "tests" / "conftest.py").write_text(
+        FORK_CONFTEST.replace("REPO_CONFTEST", repr(str(REPO_ROOT / "tests" / "conftest.py")))
+    )
+    return tmp_path
+
+
+def headers(time: str, job: str = JOB_ID) -> dict[str, str]:
     return {JOB_NAME_HEADER: job, SCHEDULE_TIME_HEADER: time}
 
 
-def post(server, job: str, time: str, body: dict[str, object] | None = None) -> requests.Response:
+def post(server, time: str, body: dict[str, object] | None = None, job: str = JOB_ID) -> requests.Response:
     data = json.dumps(body).encode() if body is not None else b""
-    return requests.post(server.url, headers=headers(job, time), data=data, timeout=60)
+    return requests.post(server.url, headers=headers(time, job), data=data, timeout=60)
 
 
-def reports(db, job: str, time: str) -> int:
-    run_id = run_key_from_headers(headers(job, time)).run_id
-    query = db.collection("reports").where(filter=FieldFilter("run_id", "==", run_id))
-    return len(list(query.stream()))
+def report(db, time: str):
+    return db.collection("reports").document(run_key_from_headers(headers(time)).run_id).get().to_dict()
 
 
-def test_the_documented_example_runs_once_and_answers_its_output(
-    function_servers, emulator_host, project, db, tmp_path
+def test_the_documented_job_runs_once_and_answers_its_output(
+    fork, function_servers, emulator_host, project, db, log_path
 ):
-    source = tmp_path / "function"
-    shutil.copytree(FUNCTION_DIR, source, ignore=shutil.ignore_patterns("__pycache__"))
-    (source / EXAMPLE).write_text(example_source())
-
     with tcp_proxy(emulator_host) as proxy:
-        env = {**server_env(emulator_host, project), "FIRESTORE_EMULATOR_HOST": proxy.host}
-        server = function_servers(env, source=source / EXAMPLE, target="nightly_report")
+        env = {
+            **server_env(emulator_host, project),
+            "FIRESTORE_EMULATOR_HOST": proxy.host,
+            "JOB_HANDLERS": json.dumps({JOB_ID: "jobs.my_job:run"}),
+        }
+        server = function_servers(env, source=fork / "function" / "main.py")
 
-        first = post(server, "nightly-report", "2026-10-16T03:00:00Z", {"region": "emea"})
+        first = post(server, "2026-10-16T03:00:00Z", {"region": "emea"})
         assert (first.status_code, first.json()["outcome"]) == (200, "executed")
         output = first.json()["output"]
-        assert output["region"] == "emea" and output["report"] == first.json()["attempt_id"]
-        duplicate = post(server, "nightly-report", "2026-10-16T03:00:00Z", {"region": "emea"})
+        run_id = run_key_from_headers(headers("2026-10-16T03:00:00Z")).run_id
+        assert output == {"region": "emea", "report": run_id}
+        duplicate = post(server, "2026-10-16T03:00:00Z", {"region": "emea"})
         assert (duplicate.status_code, duplicate.json()["outcome"]) == (200, "duplicate_completed")
         assert duplicate.json()["output"] == output
 
-        typo = post(server, "nightly-report", "2026-10-17T03:00:00Z", {"regoin": "emea"})
+        typo = post(server, "2026-10-17T03:00:00Z", {"regoin": "emea"})
         assert (typo.status_code, typo.json()["outcome"]) == (200, "failed_terminal")
+        assert (
+            post(server, "2026-10-17T03:00:00Z", {"regoin": "emea"}).json()["outcome"]
+            == "duplicate_completed"
+        )
 
         barrier = threading.Barrier(8)
 
         def concurrent_delivery(_: int) -> str:
             barrier.wait(timeout=30)
-            return str(post(server, "nightly-report", "2026-10-18T03:00:00Z").json()["outcome"])
+            return str(post(server, "2026-10-18T03:00:00Z").json()["outcome"])
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             outcomes = Counter(pool.map(concurrent_delivery, range(8)))
         assert outcomes["executed"] == 1, outcomes
         assert set(outcomes) <= {"executed", "in_progress", "duplicate_completed"}, outcomes
-        assert reports(db, "nightly-report", "2026-10-18T03:00:00Z") == 1
+        # The job ran once, by the function's own account, and left its one report.
+        assert executions(log_path, JOB_ID)["2026-10-18T03:00:00Z"] == 1
+        written = report(db, "2026-10-18T03:00:00Z")
+        assert written is not None and written["region"] == "emea"
 
         proxy.cut()  # Firestore unreachable from the function
-        remembered = post(server, "nightly-report", "2026-10-16T03:00:00Z", {"region": "emea"})
+        remembered = post(server, "2026-10-16T03:00:00Z", {"region": "emea"})
         assert (remembered.status_code, remembered.json()["outcome"]) == (200, "duplicate_completed")
         assert remembered.json()["output"] == output
-        new_run = post(server, "nightly-report", "2026-10-19T03:00:00Z")
+        new_run = post(server, "2026-10-19T03:00:00Z")
         assert (new_run.status_code, new_run.json()["outcome"]) == (500, "store_error")
 
-    assert reports(db, "nightly-report", "2026-10-16T03:00:00Z") == 1
+    assert executions(log_path, JOB_ID) == Counter({"2026-10-16T03:00:00Z": 1, "2026-10-18T03:00:00Z": 1})
+
+
+def test_the_documented_tests_pass_in_a_fork(fork, emulator_host):
+    """pytest runs the two documented tests in the fork, as `make test` would run a fork's own."""
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "FIRESTORE_EMULATOR_HOST": emulator_host}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=fork,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TOOL_TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "5 passed" in result.stdout, result.stdout[-3000:]
+
+
+def test_the_documented_job_and_tests_pass_lint_and_typecheck(fork):
+    """The rules docs/jobs.md says `make lint typecheck` applies, with the repository's settings.
+    Run where `make lint` runs (venv/); the runtime's virtualenv has the function's tests only."""
+    if not (BIN / "ruff").exists() or not (BIN / "mypy").exists():
+        pytest.skip("ruff and mypy are installed in venv/, not in the runtime's virtualenv")
+    files = [f"function/{JOB_MODULE}", UNIT_TEST, SERVED_TEST]
+    for command in (
+        [str(BIN / "ruff"), "check", *files],
+        [str(BIN / "ruff"), "format", "--check", *files],
+        [str(BIN / "mypy"), "--cache-dir", str(fork / ".mypy_cache"), f"function/{JOB_MODULE}"],
+    ):
+        result = subprocess.run(
+            command, cwd=fork, capture_output=True, text=True, timeout=TOOL_TIMEOUT_SECONDS, check=False
+        )
+        assert result.returncode == 0, f"{command[0]}: {result.stdout}{result.stderr}"
 
 
 # --- overlap policies through handle_scheduled_job and the demo job ----------------------------
@@ -106,13 +208,13 @@ def overlap_server(function_servers, emulator_host, project):
 
 
 def executed_runs(db, job: str, time: str) -> int:
-    return len(executions(db, run_key_from_headers(headers(job, time)).run_id))
+    return len(demo_executions(db, run_key_from_headers(headers(time, job)).run_id))
 
 
 def start_long_first_run(server, db, job: str) -> threading.Thread:
-    thread = threading.Thread(target=post, args=(server, job, FIRST, {"sleep_seconds": 3}))
+    thread = threading.Thread(target=post, args=(server, FIRST, {"sleep_seconds": 3}, job))
     thread.start()
-    run_id = run_key_from_headers(headers(job, FIRST)).run_id
+    run_id = run_key_from_headers(headers(FIRST, job)).run_id
     wait_until(
         lambda: db.collection("scheduler_runs").document(run_id).get().exists,
         timeout=20,
@@ -123,29 +225,29 @@ def start_long_first_run(server, db, job: str) -> threading.Thread:
 
 def test_skip_never_runs_an_overlapping_run(overlap_server, db):
     first = start_long_first_run(overlap_server, db, "a")
-    skipped = post(overlap_server, "a", SECOND)
+    skipped = post(overlap_server, SECOND, job="a")
     assert (skipped.status_code, skipped.json()["outcome"]) == (200, "overlap_skipped")
     first.join(timeout=60)
-    again = post(overlap_server, "a", SECOND)
+    again = post(overlap_server, SECOND, job="a")
     assert (again.status_code, again.json()["outcome"]) == (200, "overlap_skipped")
     assert (executed_runs(db, "a", FIRST), executed_runs(db, "a", SECOND)) == (1, 0)
 
 
 def test_wait_retries_until_the_earlier_run_ends_then_runs_once(overlap_server, db):
     first = start_long_first_run(overlap_server, db, "b")
-    waiting = post(overlap_server, "b", SECOND)
+    waiting = post(overlap_server, SECOND, job="b")
     assert (waiting.status_code, waiting.json()["outcome"]) == (409, "overlap_wait")
     assert int(waiting.headers["Retry-After"]) >= 1
     first.join(timeout=60)
-    ran = post(overlap_server, "b", SECOND)
+    ran = post(overlap_server, SECOND, job="b")
     assert (ran.status_code, ran.json()["outcome"]) == (200, "executed")
-    assert post(overlap_server, "b", SECOND).json()["outcome"] == "duplicate_completed"
+    assert post(overlap_server, SECOND, job="b").json()["outcome"] == "duplicate_completed"
     assert (executed_runs(db, "b", FIRST), executed_runs(db, "b", SECOND)) == (1, 1)
 
 
 def test_jobs_without_a_policy_still_overlap(overlap_server, db):
     first = start_long_first_run(overlap_server, db, "c")
-    overlapping = post(overlap_server, "c", SECOND)
+    overlapping = post(overlap_server, SECOND, job="c")
     assert (overlapping.status_code, overlapping.json()["outcome"]) == (200, "executed")
     first.join(timeout=60)
     assert (executed_runs(db, "c", FIRST), executed_runs(db, "c", SECOND)) == (1, 1)

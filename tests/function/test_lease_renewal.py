@@ -84,6 +84,28 @@ def test_an_overrunning_job_is_ended_at_its_time_limit(db):
     assert (line["severity"], line["run_id"]) == ("CRITICAL", KEY.run_id)
 
 
+def test_a_job_with_a_limit_of_its_own_is_ended_at_it_and_the_others_keep_the_ceiling(db):
+    """One function, two jobs: `nightly` may run 1.5 s (JOB_TIME_LIMITS), any other job the
+    function's whole time limit."""
+    harness = Harness(
+        db, "tests.function.sample_jobs:run_hook", lease=LEASE, time_limit=60.0, time_limits={"nightly": 1.5}
+    )
+    seen: dict[str, float] = {}
+
+    def watch(context):
+        seen[context.job_name] = context.seconds_left()
+        if context.job_name == "nightly":
+            harness.ended.ended.wait(timeout=30)
+
+    sample_jobs.DURING_JOB = watch
+    other = {**HEADERS, "x-cloudscheduler-jobname": "hourly"}
+    assert harness.deliver(headers=other).body["outcome"] == "executed"
+    assert harness.ended.reasons == [] and 1.5 < seen["hourly"] <= 60
+    harness.deliver()
+    assert harness.ended.reasons == ["the attempt reached its time limit before the job returned"]
+    assert 0 < seen["nightly"] <= 1.5
+
+
 def test_a_plain_run_context_has_no_time_limit():
     from exactly_once.context import RunContext
 

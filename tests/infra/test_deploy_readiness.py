@@ -73,7 +73,8 @@ def physical_ids(stack: MockedStack) -> set[tuple[str, str]]:
 
 
 def repo_copy(tmp_path: Path, stacks: dict[str, str], project: str | None = None) -> Path:
-    """Pulumi.yaml and a copy of Pulumi.dev.yaml per stack name, keys under `project`."""
+    """Pulumi.yaml, function/ (linked) and a copy of Pulumi.dev.yaml per stack name, keys under
+    `project`."""
     text = (REPO_ROOT / "Pulumi.yaml").read_text(encoding="utf-8")
     dev = (REPO_ROOT / "Pulumi.dev.yaml").read_text(encoding="utf-8")
     if project is not None:
@@ -81,6 +82,7 @@ def repo_copy(tmp_path: Path, stacks: dict[str, str], project: str | None = None
         text = text.replace(f"name: {namespace}\n", f"name: {project}\n", 1)
         dev = dev.replace(f"{namespace}:", f"{project}:")
     (tmp_path / "Pulumi.yaml").write_text(text, encoding="utf-8")
+    (tmp_path / "function").symlink_to(REPO_ROOT / "function")
     for stack, source in stacks.items():
         content = (
             dev if source == "dev" else (REPO_ROOT / f"Pulumi.{source}.yaml").read_text(encoding="utf-8")

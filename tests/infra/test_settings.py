@@ -69,6 +69,7 @@ def test_job_timing_carries_stack_and_job_values(two_job_settings: StackSettings
         lease_seconds=30,
         retention_seconds=86400.0,
         retry=timing.RetryConfig(5, 0.0, 10.0, 300.0, 3),
+        time_limit_seconds=55.0,  # the function's: the job sets none of its own
     )
 
 
@@ -201,7 +202,10 @@ def test_advisory_violation_is_not_an_error() -> None:
     advisories = settings.timing_advisories()
     assert len(advisories) == 1
     assert f"{NAMESPACE}:jobs[0].attemptDeadlineSeconds" in advisories[0]
-    assert "attempt deadline 30s differs from the function timeout 60s" in advisories[0]
+    assert (
+        "attempt deadline 30s differs from how long an attempt may take, the job's time limit + 5s = 60s"
+        in advisories[0]
+    )
 
 
 # --- the files on disk ------------------------------------------------------------------------
@@ -235,6 +239,7 @@ def test_dev_stack_loads_and_passes_every_timing_check() -> None:
 
 def test_load_stack_settings_applies_project_defaults_then_stack_values(tmp_path: Path) -> None:
     (tmp_path / "Pulumi.yaml").write_text((REPO_ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "function").symlink_to(REPO_ROOT / "function")  # the handlers are checked there
     stack = {
         "config": {
             "gcp:project": "p1",
@@ -252,6 +257,7 @@ def test_load_stack_settings_applies_project_defaults_then_stack_values(tmp_path
 
 def test_load_stack_settings_reports_the_stack_file_errors(tmp_path: Path) -> None:
     (tmp_path / "Pulumi.yaml").write_text((REPO_ROOT / "Pulumi.yaml").read_text())
+    (tmp_path / "function").symlink_to(REPO_ROOT / "function")
     bad = {
         "config": {
             "gcp:project": "p",
@@ -397,7 +403,9 @@ def test_short_function_timeout_with_the_workflows_proxy_is_advisory() -> None:
     settings = build(valid_values(functionTimeoutSeconds=20, jobs=[job]))
     advisories = settings.timing_advisories()
     assert any(
-        a.startswith(f"{NAMESPACE}:functionTimeoutSeconds: 20s is shorter than the Workflows call")
+        a.startswith(
+            f"{NAMESPACE}:functionTimeoutSeconds: job 'every-5': 20s is shorter than the Workflows call"
+        )
         and "at least 35" in a
         for a in advisories
     )

@@ -286,7 +286,8 @@ def test_advisory_timing_is_logged_as_a_warning_not_an_error() -> None:
     settings = build(valid_values(jobs=[valid_job(attemptDeadlineSeconds=30)]))
     warnings = mock_stack(settings).warnings
     assert any(
-        "jobs[0].attemptDeadlineSeconds" in w and "differs from the function timeout" in w for w in warnings
+        "jobs[0].attemptDeadlineSeconds" in w and "differs from how long an attempt may take" in w
+        for w in warnings
     )
     assert mock_stack(build(valid_values())).warnings == []
 

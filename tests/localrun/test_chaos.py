@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import threading
 from typing import Any
 
 import pytest
+import yaml
+from google.cloud import firestore
 
 from infra import timing
+from infra.config_schema import FUNCTION_DIR, REPO_ROOT, project_name
 from infra.settings import load_stack_settings
 from infra.timing import RetryConfig
 from localrun.demo import SimulationOptions, simulate
 from localrun.faults import Fault, FaultRates, RunFaults
+from tests.function.test_job_example import example_source
 
 # A hard bound on a whole simulation, not a performance assertion: a hang fails, it never waits forever.
 HARD_TIMEOUT_SECONDS = 180.0
@@ -106,7 +111,7 @@ def test_every_run_executes_exactly_once_with_every_firestore_round_trip_half_a_
     settings = load_stack_settings("dev")
     job = settings.jobs[0]
     options = SimulationOptions(runs=8, firestore_rtt_seconds=0.5)
-    assert options.compressed(settings).problems(settings, job) == []
+    assert options.compressed(settings, job).problems(settings, job) == []
 
     report = simulate_bounded(
         settings=settings,
@@ -127,3 +132,42 @@ def test_every_run_executes_exactly_once_with_every_firestore_round_trip_half_a_
     assert bad == []
     assert (report["exactly_once"], report["duplicate"], report["lost"]) == (8, 0, 0)
     assert report["ok"]
+
+
+@pytest.mark.chaos
+def test_a_job_of_your_own_written_as_the_docs_show_passes_the_demo(emulator_host, project, tmp_path):
+    """`make demo ARGS="--job my-report"` for a fork's job: docs/jobs.md's module in function/jobs/
+    and a job naming it in Pulumi.dev.yaml. Its executions are counted from the function's log
+    lines, and only the delivery faults are injected (its body speaks no sleep or fail)."""
+    root = tmp_path / "fork"
+    (root / "function").mkdir(parents=True)
+    shutil.copytree(
+        FUNCTION_DIR, root / "function", dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    (root / "function" / "jobs" / "my_job.py").write_text(example_source("jobs/my_job.py"))
+    shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    dev = yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())
+    jobs = dev["config"][f"{project_name()}:jobs"]
+    jobs.append({**jobs[0], "name": "my-report", "handler": "jobs.my_job:run", "body": {"region": "apac"}})
+    (root / "Pulumi.dev.yaml").write_text(yaml.safe_dump(dev))
+    settings = load_stack_settings("dev", root=root)
+    job = settings.job_named("my-report")
+
+    report = simulate_bounded(
+        settings=settings,
+        job=job,
+        options=SimulationOptions(runs=8, rates=FaultRates(duplicate=0.4, lost_ack=0.3)),
+        emulator_host=emulator_host,
+        firestore_project=project,
+        log_dir=tmp_path / "demo",
+        function_dir=root / "function",
+    )
+
+    injected = report["faults_injected"]
+    assert injected["duplicate"] >= 1 and injected["lost_ack"] >= 1
+    assert (injected["slow"], injected["crash"], injected["fail"]) == (0, 0, 0)
+    assert report["deliveries"] > report["runs"]
+    assert (report["exactly_once"], report["duplicate"], report["lost"], report["ok"]) == (8, 0, 0, True)
+    # The job's own side effect agrees: one report per run, written by the region it was given.
+    reports = list(firestore.Client(project=project).collection("reports").stream())
+    assert len(reports) == 8 and {doc.get("region") for doc in reports} == {"apac"}

@@ -97,3 +97,15 @@ def test_a_negative_round_trip_time_is_a_usage_error(capsys):
         demo.main(["--firestore-rtt-ms", "-5"])
     assert exit_info.value.code == 2
     assert "--firestore-rtt-ms" in capsys.readouterr().err
+
+
+def test_a_job_with_a_limit_of_its_own_is_compressed_from_it():
+    """The local function serves the one job under test: its time limit is that job's own, and
+    Scheduler waits as long for it, relative to that limit, as in the cloud."""
+    settings = load_stack_settings("prod")  # a 295 s function time limit
+    job = dataclasses.replace(settings.jobs[0], time_limit_seconds=55.0, attempt_deadline_seconds=60.0)
+    compressed = CompressedTiming.of(settings, 1.0, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS, job=job)
+    assert compressed.time_limit_seconds == 55.0
+    assert compressed.attempt_deadline_seconds(settings, job) == 60.0
+    env = compressed.function_env(settings, firestore_project="p", emulator_host="127.0.0.1:1")
+    assert env["JOB_TIME_LIMIT_SECONDS"] == "55.0" and "JOB_TIME_LIMITS" not in env

@@ -11,8 +11,9 @@ import pytest
 
 from infra.settings import load_stack_settings
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
+from localrun.function_log import executions
 from localrun.function_server import FunctionServer
-from localrun.instances import InstancePool, WarmUpError, count_executions
+from localrun.instances import InstancePool, WarmUpError
 from localrun.scheduler import WARM_UP_JOB
 from localrun.tcp_proxy import tcp_proxy
 from tests.support.waiting import wait_until
@@ -153,8 +154,7 @@ def test_warm_up_retries_a_5xx_until_the_instance_answers_2xx(emulator_host, pro
             pool.stop()
     answered = outcomes(log_path)
     assert "store_error" in answered and answered[-1] in {"executed", "lease_taken_over"}, answered
-    executions = count_executions(db, settings.scheduler_job_id(WARM_UP_JOB))
-    assert list(executions.values()) == [1]
+    assert list(executions(log_path, settings.scheduler_job_id(WARM_UP_JOB)).values()) == [1]
 
 
 def test_warm_up_gives_up_with_a_clear_error_at_its_deadline(emulator_host, project, db, tmp_path):

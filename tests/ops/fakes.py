@@ -165,9 +165,12 @@ def _google_error(handler: BaseHTTPRequestHandler, error: FakeError) -> None:
 @dataclass
 class RecordingFunction:
     """A loopback stand-in for the function: records each delivery's headers and body, and
-    answers as the function does for a run it executed."""
+    answers as the function does for a run it executed; or, given a `page`, with that HTML page
+    and `status`, as Google's front end does for a request it stops before the function."""
 
     deliveries: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+    status: int = 200
+    page: bytes | None = None
     _server: ThreadingHTTPServer | None = None
 
     @property
@@ -183,7 +186,14 @@ class RecordingFunction:
                 length = int(self.headers.get("Content-Length") or 0)
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 fake.deliveries.append((headers, self.rfile.read(length)))
-                _json(self, 200, {"outcome": "executed", "message": "the run executed"})
+                if fake.page is None:
+                    _json(self, fake.status, {"outcome": "executed", "message": "the run executed"})
+                    return
+                self.send_response(fake.status)
+                self.send_header("Content-Type", "text/html; charset=UTF-8")
+                self.send_header("Content-Length", str(len(fake.page)))
+                self.end_headers()
+                self.wfile.write(fake.page)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

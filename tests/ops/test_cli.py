@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
+from exactly_once.delivery.scheduler_request import run_key_from_headers
+from exactly_once.ledger.protocol import RunLedger
+from exactly_once.ledger.store import FirestoreRunStore
 from infra.audit_job import with_audit_job
 from infra.settings import load_stack_settings
 from tests.ops.conftest import Cli, DevFunction
@@ -85,6 +90,78 @@ def test_backfill_asks_the_function_to_decide_from_the_ledger(cli: Cli) -> None:
     expected = {name.lower(): value for name, value in settings.delivery_headers(job, at).items()}
     assert {name: headers.get(name) for name in expected} == expected
     assert body == (job.body_bytes() or b"")
+
+
+# What Google's front end answers for a request its ingress settings stop before the function.
+NOT_FOUND_PAGE = b"""<html><head><title>404 Page not found</title></head><body><h1>Error: Page not found</h1>
+<h2>The requested URL was not found on this server.</h2></body></html>"""
+
+
+@pytest.mark.parametrize(
+    ("status", "explained"),
+    [
+        (404, "its ingress ALLOW_INTERNAL_ONLY refuses callers outside the project's VPC networks"),
+        (403, "Cloud Run refused the ID token; the invoker account needs roles/run.invoker"),
+    ],
+)
+def test_an_answer_that_is_not_the_functions_is_explained_in_one_line(
+    cli: Cli, status: int, explained: str
+) -> None:
+    front_end = RecordingFunction(status=status, page=NOT_FOUND_PAGE).start()
+    try:
+        args = ("--job", "demo-every-15-minutes", "--at", _stamp(10, 30), "--url", front_end.url)
+        result = cli("backfill", *args)
+    finally:
+        front_end.stop()
+    assert result.returncode == 1
+    (line,) = result.stdout.splitlines()
+    assert line.startswith(f"backfill of demo-every-15-minutes at {_stamp(10, 30)}: HTTP {status} from ")
+    assert explained in line and "<" not in line, line
+
+
+def test_redo_deletes_a_completed_runs_record_and_runs_it_again(dev_function: DevFunction, cli: Cli) -> None:
+    job = dev_function.first_job
+    at = _past_day_at(10, 30)
+    first = dev_function.deliver(job, at).json()
+    assert first["outcome"] == "executed"
+    # The instance remembers the completed run; a plain re-delivery is a duplicate.
+    assert dev_function.deliver(job, at).json()["outcome"] == "duplicate_completed"
+
+    redo = cli("redo", "--job", job.name, "--at", _stamp(10, 30), "--url", dev_function.server.url)
+
+    assert redo.returncode == 0, redo.stdout + redo.stderr
+    assert redo.stdout.splitlines() == [
+        f"redo of the run of {job.name} at {_stamp(10, 30)}: deleted its record (result succeeded, "
+        f"attempt {first['attempt_id']})",
+        f"redo of {job.name} at {_stamp(10, 30)}: HTTP 200, outcome executed: job ran",
+    ]
+    assert len([e for e in dev_function.executions(job) if e["schedule_time"] == at]) == 2
+    fresh = cli("redo", "--job", job.name, "--at", _stamp(10, 45), "--url", dev_function.server.url)
+    assert fresh.returncode == 0 and "it has no record, nothing to delete" in fresh.stdout
+
+
+def test_redo_leaves_a_run_in_progress_alone(dev_function: DevFunction, cli: Cli) -> None:
+    job = dev_function.first_job
+    at = _past_day_at(11, 0)
+    headers = dev_function.settings.delivery_headers(job, at)
+    ledger = RunLedger(
+        FirestoreRunStore(dev_function.db, "scheduler_runs"),
+        lease=timedelta(minutes=10),
+        retention=timedelta(days=1),
+    )
+    ledger.claim(run_key_from_headers(headers), "live-attempt", fingerprint="", target="")
+    function = RecordingFunction().start()
+    try:
+        redo = cli("redo", "--job", job.name, "--at", _stamp(11, 0), "--url", function.url)
+    finally:
+        function.stop()
+    assert redo.returncode == 1
+    assert "not done, the run is in_progress (attempt live-attempt)" in redo.stdout
+    assert function.deliveries == []
+    record = FirestoreRunStore(dev_function.db, "scheduler_runs").get(
+        run_key_from_headers(headers).run_id, timeout=30
+    )
+    assert record is not None and record.fields["attempt_id"] == "live-attempt"
 
 
 def test_status_lists_every_job(dev_function: DevFunction, cli: Cli) -> None:

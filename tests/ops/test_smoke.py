@@ -3,12 +3,18 @@ real function on the Functions Framework, the ledger on the emulator."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
 from collections.abc import Iterator
 from importlib.metadata import version
 
 import pytest
 
+from infra.job_config import AUDIT_JOB_NAME
+from infra.settings import StackSettings
 from localrun.emulator import free_loopback_port
+from ops.context import StackContext, UserError
+from ops.smoke import Endpoints, Smoke
 from tests.ops.conftest import Cli, DevFunction
 from tests.ops.fakes import FakeError, FakeGoogleApis, FakeJob
 
@@ -29,17 +35,21 @@ def apis() -> Iterator[FakeGoogleApis]:
 
 
 def _deploy(apis: FakeGoogleApis, dev_function: DevFunction, uri: str | None = None) -> str:
-    """Register the first job with the fake Scheduler as `pulumi up` would create it."""
-    settings, job = dev_function.settings, dev_function.first_job
-    name = f"projects/{settings.project}/locations/{settings.region}/jobs/{settings.scheduler_job_id(job)}"
-    apis.jobs[name] = FakeJob(
-        uri or dev_function.server.url, settings.headers_for(job), job.body_bytes() or b""
-    )
-    return name
+    """Register every job with the fake Scheduler as `pulumi up` would create them; the name
+    of the one smoke runs unasked, the stack's missed-run audit."""
+    settings = dev_function.settings
+    for job in settings.jobs:
+        name = (
+            f"projects/{settings.project}/locations/{settings.region}/jobs/{settings.scheduler_job_id(job)}"
+        )
+        apis.jobs[name] = FakeJob(
+            uri or dev_function.server.url, settings.headers_for(job), job.body_bytes() or b""
+        )
+    return f"projects/{settings.project}/locations/{settings.region}/jobs/{deployed_id(dev_function)}"
 
 
-def deployed_id(dev_function: DevFunction) -> str:
-    return dev_function.settings.scheduler_job_id(dev_function.first_job)
+def deployed_id(dev_function: DevFunction, job: str = AUDIT_JOB_NAME) -> str:
+    return dev_function.settings.scheduler_job_id(job)
 
 
 def _endpoints(apis: FakeGoogleApis) -> list[str]:
@@ -64,9 +74,42 @@ def test_smoke_passes_on_a_working_deployment(
         "PASS  run record reaches completed",
         "PASS  TTL policy on scheduler_runs.expire_at",
     ]
-    assert ("POST", f"/v1/{job_name}:run") in [(method, path) for method, path, _ in apis.requests]
+    # The audit was force-run, and it alone: none of the stack's own jobs ran unasked.
+    assert [(method, path) for method, path, _ in apis.requests if path.endswith(":run")] == [
+        ("POST", f"/v1/{job_name}:run")
+    ]
     assert apis.deliveries == [200]
-    assert len(dev_function.executions(dev_function.first_job)) == 1
+    assert all(not dev_function.executions(job) for job in dev_function.settings.jobs)
+
+
+def test_smoke_runs_one_of_your_jobs_only_when_named(
+    apis: FakeGoogleApis, dev_function: DevFunction, cli: Cli
+) -> None:
+    _deploy(apis, dev_function)
+    apis.ttl_states[ttl_field_name(dev_function)] = "ACTIVE"
+    first = dev_function.first_job
+
+    result = cli("smoke", *_endpoints(apis), "--wait", "60", "--job", first.name)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        _step_lines(result.stdout)[0]
+        == f"PASS  force-run Cloud Scheduler job {deployed_id(dev_function, first.name)}"
+    )
+    assert len(dev_function.executions(first)) == 1
+
+
+def test_without_an_audit_job_smoke_asks_which_job_to_run(dev_settings: StackSettings) -> None:
+    settings = dataclasses.replace(dev_settings, jobs=dev_settings.jobs[:-1], missed_run_audit=False)
+    context = StackContext(stack="prod", settings=settings, firestore_project="p", database="d")
+    out = io.StringIO()
+    with pytest.raises(UserError) as raised:
+        Smoke(context, out, Endpoints()).run(None)
+    assert str(raised.value) == (
+        "stack 'prod' deploys no missed-run audit (missedRunAudit: false), the job smoke force-runs by "
+        "default; name one of your jobs with --job, knowing it will really run"
+    )
+    assert out.getvalue() == ""  # nothing was called
 
 
 def test_smoke_names_the_failing_steps_and_their_fixes(

@@ -13,7 +13,10 @@ import pytest
 from pulumi.output import Unknown
 from pulumi_policy import EnforcementLevel
 
+from infra.audit_job import AUDIT_HANDLER
+from infra.config_schema import FUNCTION_DIR
 from infra.github_oidc import Reach, reach
+from infra.job_handlers import handler_problem
 from infra.settings import load_stack_settings
 from policy.policies import PACK_NAME, POLICIES
 from tests.policy.runner import UNKNOWN_STRING, violations
@@ -82,10 +85,13 @@ STACK_FILES = sorted(REPO_ROOT.glob("Pulumi.*.yaml"))
 
 @pytest.mark.parametrize("stack_file", STACK_FILES, ids=[path.name for path in STACK_FILES])
 def test_every_shipped_stack_passes_every_policy_and_timing_rule(stack_file: Path) -> None:
-    """A forker copies these files: each must deploy cleanly, advisories included."""
+    """A forker copies these files: each must deploy cleanly, advisories included, and every
+    handler it names (the default, each job's, the audit's) must be one the function can run."""
     stack_name = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
     settings = load_stack_settings(stack_name)
     assert settings.timing_advisories() == []
+    handlers = {settings.job_handler, AUDIT_HANDLER, *(settings.handler_of(job) for job in settings.jobs)}
+    assert {spec: handler_problem(spec, FUNCTION_DIR) for spec in handlers} == dict.fromkeys(handlers)
     resources = harness.run_mocked_stack(settings)
     assert _violations(resources, preview=False) == []
     assert _violations(resources, preview=True) == []

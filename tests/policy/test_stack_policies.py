@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -122,7 +123,26 @@ def test_a_time_limit_reaching_the_timeout_is_reported_on_the_job() -> None:
     [message] = [m for m, _ in violations]
     assert "[time-limit-before-timeout]" in message
     assert "serviceConfig.timeoutSeconds" in message
-    assert "Fix: set JOB_TIME_LIMIT_SECONDS" in message
+    assert "Fix: keep JOB_TIME_LIMIT_SECONDS and each JOB_TIME_LIMITS entry" in message
+
+
+def test_a_jobs_own_time_limit_is_read_from_job_time_limits_by_its_name() -> None:
+    """One function, a job with a limit of its own: that limit is the one judged."""
+    function, job = fixtures.function(), fixtures.job()
+    variables = function["serviceConfig"]["environmentVariables"]
+    variables["JOB_TIME_LIMITS"] = json.dumps({job["name"]: 20})
+    # Its attempt deadline still waits for the whole function: an advisory about the job's own limit.
+    [message] = advisories(stack(function=function, job=job)).messages
+    assert "[deadline-matches-timeout]" in message and "time limit + 5s = 25s" in message
+    assert "JOB_TIME_LIMITS[<job>]" in message
+    job["attemptDeadline"] = "25s"
+    assert advisories(stack(function=function, job=job)).violations == []
+    variables["JOB_TIME_LIMITS"] = json.dumps({job["name"]: 58})  # beyond the 60 s timeout less 5 s
+    [message] = invariants(stack(function=function, job=job)).messages
+    assert "[time-limit-before-timeout]" in message and "the job's time limit 58s" in message
+    variables["JOB_TIME_LIMITS"] = "{not json"
+    [message] = invariants(stack(function=function, job=job)).messages
+    assert "JOB_TIME_LIMITS '{not json' is not a JSON object of numbers by job" in message
 
 
 def test_a_lease_too_short_to_renew_is_reported() -> None:

@@ -63,6 +63,7 @@ class ScheduledRunHandler:
         new_attempt_id: Callable[[], str],
         time_limit_seconds: float,
         end_attempt: EndAttempt,
+        time_limits: Mapping[str, float] | None = None,
         target: str = "",
         overlap: Mapping[str, OverlapPolicy] | None = None,
         locks: JobLocks | None = None,
@@ -70,11 +71,13 @@ class ScheduledRunHandler:
         log_stream: TextIO | None = None,
     ) -> None:
         """`end_attempt` is what the watchdog calls to stop an attempt that overran its time
-        limit or could not keep its lease: heartbeat.end_instance in a deployed function."""
+        limit or could not keep its lease: heartbeat.end_instance in a deployed function.
+        `time_limits` holds the jobs whose limit is shorter than `time_limit_seconds`, by job name."""
         self._ledger = ledger
         self._job = job
         self._new_attempt_id = new_attempt_id
         self._time_limit = time_limit_seconds
+        self._time_limits = dict(time_limits or {})
         self._target = target
         self._overlap = dict(overlap or {})
         if self._overlap and locks is None:
@@ -90,7 +93,7 @@ class ScheduledRunHandler:
         started = time.monotonic()
         entry: dict[str, Any] = {}
         try:
-            answer = self._deliver(method, headers, body, entry, ends_at=started + self._time_limit)
+            answer = self._deliver(method, headers, body, entry, started=started)
         except Exception as error:  # a bug must still answer JSON and leave its log line
             entry.update(error=error_text(repr(error)), traceback=error_text(traceback.format_exc()))
             answer = Answer(Outcome.INTERNAL_ERROR, "unexpected error")
@@ -116,7 +119,7 @@ class ScheduledRunHandler:
         body: bytes | None,
         entry: dict[str, Any],
         *,
-        ends_at: float,
+        started: float,
     ) -> Answer:
         if method != "POST":
             # Cloud Scheduler sends what the job says; the stack's jobs POST. Anything else
@@ -176,6 +179,7 @@ class ScheduledRunHandler:
             entry["error"] = error_text(repr(error))
             return Answer(Outcome.STORE_ERROR, "could not claim the run: Firestore failed")
         entry.update(fence=claim.fence, claim=claim.kind.value)
+        ends_at = started + self._time_limits.get(key.job_name, self._time_limit)
 
         policy = self._overlap.get(key.job_name, OverlapPolicy.ALLOW)
         if policy is OverlapPolicy.ALLOW:
@@ -259,11 +263,15 @@ class ScheduledRunHandler:
         )
         failure: Exception | None = None
         output_json: str | None = None
+        returned = False
         with keeper:
             try:
-                output_json = encode_output(self._job(context))
+                value = self._job(context)
+                returned = True
+                output_json = encode_output(value)
             except Exception as error:
                 failure = error
+        entry[log_fields.JOB_RETURNED] = returned
         if keeper.renewals:
             entry["renewals"] = keeper.renewals
         return self._finish(keeper.claim, output_json, failure, entry)
