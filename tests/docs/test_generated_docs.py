@@ -11,7 +11,7 @@ import pytest
 from infra import job_access, job_config, target_config
 from infra.config_schema import REPO_ROOT
 from policy.policies import POLICIES
-from tools import docs_tables
+from tools import doc_texts, docs_tables
 
 PAGES = docs_tables.pages()
 
@@ -66,7 +66,7 @@ def test_the_environment_table_lists_every_variable_the_function_reads() -> None
         read |= set(re.findall(r'\(env, "([A-Z][A-Z0-9_]+)"', text))
         read |= set(re.findall(r'env(?:iron)?\.get\(\s*"([A-Z][A-Z0-9_]+)"', text))
         read |= set(re.findall(r'(?m)^[A-Z_]*_ENV = "([A-Z][A-Z0-9_]+)"', text))
-    assert {variable.name for variable in docs_tables.FUNCTION_ENVIRONMENT} == read
+    assert {variable.name for variable in doc_texts.FUNCTION_ENVIRONMENT} == read
 
 
 def test_the_jobs_table_names_every_field_the_parser_accepts() -> None:
