@@ -4,8 +4,8 @@ Read top to bottom, `ExactlyOnceScheduler.__init__` is the architecture: APIs, t
 ledger, the identities, the source and its build, the function, the invoker binding, the jobs
 (the configured ones and the missed-run audit), and the monitoring that watches them.
 One private method per part; the larger parts live in their own modules (infra/build.py,
-infra/sample_workflows.py, infra/scheduler_jobs.py). Each resource keeps all of its arguments
-in one call so a fork can change one thing in one place.
+infra/dedup_function.py, infra/sample_workflows.py, infra/scheduler_jobs.py, ...). Each
+resource keeps all of its arguments in one call so a fork can change one thing in one place.
 
 Every name the stack chooses comes from infra/names.py: unique per stack and component, so
 several stacks (and several components in one stack) share a project without colliding.
@@ -19,17 +19,17 @@ from pathlib import Path
 
 import pulumi
 import pulumi_gcp as gcp
-import pulumiverse_time
 
 from infra.audit_job import with_audit_job
 from infra.build import BuildIdentity, build_identity, function_source
 from infra.config_schema import FUNCTION_DIR
+from infra.dedup_function import audit_horizons, dedup_function
 from infra.identities import Identities, identities
 from infra.ledger import RunLedger, run_ledger
 from infra.names import StackNames
-from infra.operations import Operations, audit_function_environment, declare_operations
+from infra.operations import Operations, declare_operations
 from infra.propagation import SERVING_GRANTS_DELAY_SECONDS, pause_after
-from infra.runtime_access import runtime_access, secret_environment_variables
+from infra.runtime_access import runtime_access
 from infra.sample_targets import SampleTargets, sample_targets
 from infra.sample_workflows import (
     SampleWorkflows,
@@ -44,7 +44,6 @@ from infra.settings import StackSettings
 from infra.stack_access import extra_apis, sample_cloud_run_jobs
 
 COMPONENT_TYPE = "exactly-once-scheduler:index:ExactlyOnceScheduler"
-FUNCTION_ENTRY_POINT = "handle_scheduled_job"
 # Enabled only when a job starts workflow executions: the workflows themselves, and the
 # Executions API the function starts them through (enabling one does not enable the other).
 WORKFLOWS_API = "workflows.googleapis.com"
@@ -73,10 +72,6 @@ REQUIRED_APIS = (
     "run.googleapis.com",
     "storage.googleapis.com",
 )
-
-# How long after a job enters the stack its first run is expected: room for the function's
-# build and the IAM propagation pauses before its Cloud Scheduler job exists.
-AUDIT_DEPLOY_MARGIN_MINUTES = 30
 
 _Apis = Mapping[str, gcp.projects.Service]
 
@@ -190,60 +185,20 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         audit_from: Mapping[str, pulumi.Input[str]],
         access: list[pulumi.Resource],
     ) -> gcp.cloudfunctionsv2.Function:
-        secrets = secret_environment_variables(settings)
-        opts = self._function_opts(apis, build)
-        if secrets:
-            # Cloud Run checks that the runtime account may read each secret when it deploys
-            # the revision: the grants must be in effect first.
-            ready = pause_after(
-                f"{name}-runtime-grants-propagation",
-                SERVING_GRANTS_DELAY_SECONDS,
-                after=access,
-                triggers={"runtime": runtime_account.member},
-                opts=self._child(),
-            )
-            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ready]))
-        return gcp.cloudfunctionsv2.Function(
-            f"{name}-function",
-            project=settings.project,
-            location=settings.region,
-            name=settings.names.function_name("handler"),
-            description="Deduplicates Cloud Scheduler deliveries: each scheduled run executes once.",
-            build_config=build.config(FUNCTION_ENTRY_POINT),
-            service_config={
-                "service_account_email": runtime_account.email,
-                "timeout_seconds": int(settings.function_timeout_seconds),
-                "max_instance_count": settings.max_instances,
-                # One request per instance: the watchdog that ends an overrunning attempt
-                # ends its instance's process, and must take no other run with it.
-                "max_instance_request_concurrency": 1,
-                "ingress_settings": settings.ingress,
-                "all_traffic_on_latest_revision": True,
-                "environment_variables": {
-                    **settings.function_environment(),
-                    **audit_function_environment(settings, audit_from),
-                },
-                "secret_environment_variables": secrets or None,
-            },
-            opts=opts,
+        """The function every scheduled job calls (infra/dedup_function.py)."""
+        return dedup_function(
+            name,
+            settings,
+            parent=self,
+            opts=self._function_opts(apis, build),
+            build=build,
+            runtime_account=runtime_account,
+            audit_from=audit_from,
+            access=access,
         )
 
     def _audit_horizons(self, name: str, settings: StackSettings) -> dict[str, pulumi.Input[str]]:
-        """Per job, the moment from which the missed-run audit expects its runs: when the job
-        first entered the stack, plus a margin for the deploy itself (the build, the IAM
-        propagation pauses) before its Cloud Scheduler job exists. Recorded once in the state,
-        so later deploys keep it; without it every new job's first audit would report the runs
-        scheduled before the job existed."""
-        if not settings.missed_run_audit:
-            return {}
-        return {
-            job.name: pulumiverse_time.Offset(
-                f"{name}-audit-from-{job.name}",
-                offset_minutes=AUDIT_DEPLOY_MARGIN_MINUTES,
-                opts=self._child(),
-            ).rfc3339
-            for job in settings.jobs
-        }
+        return audit_horizons(name, settings, parent=self)
 
     def _invoker_binding(
         self,
