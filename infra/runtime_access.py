@@ -83,18 +83,12 @@ def _member(
     """The IAM member resource of `grant.kind` (its Pulumi type is GRANT_KINDS' resource_type)."""
     parts = grant.resource.split("/")
     role = grant.role
-    if grant.kind == "cloudRunJob":
-        return gcp.cloudrunv2.JobIamMember(
-            resource_name,
-            project=parts[1],
-            location=parts[3],
-            name=parts[5],
-            role=role,
-            member=member,
-            opts=opts,
+    if grant.kind in ("cloudRunJob", "cloudRunService"):
+        # projects/P/locations/L/jobs|services/N: the same arguments for both resources.
+        cloud_run_member = (
+            gcp.cloudrunv2.JobIamMember if grant.kind == "cloudRunJob" else gcp.cloudrunv2.ServiceIamMember
         )
-    if grant.kind == "cloudRunService":
-        return gcp.cloudrunv2.ServiceIamMember(
+        return cloud_run_member(
             resource_name,
             project=parts[1],
             location=parts[3],

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 DEFAULT_JOB_HANDLER = "jobs.demo:run_demo_job"
 # Default collections of the run records and of the workflows' idempotency tokens. The stack's
@@ -141,30 +142,30 @@ def _handler_spec(name: str, value: str) -> str:
     return value
 
 
-def _handler_map(env: Mapping[str, str]) -> dict[str, str]:
-    raw = env.get("JOB_HANDLERS", "").strip()
+def _json_object(env: Mapping[str, str], name: str, expected: str) -> dict[str, Any]:
+    """The per-job maps (JOB_HANDLERS, JOB_OVERLAP, JOB_TIME_LIMITS): unset or blank is {}."""
+    raw = env.get(name, "").strip()
     if not raw:
         return {}
     try:
         parsed = json.loads(raw)
     except json.JSONDecodeError as error:
-        raise ConfigError("JOB_HANDLERS", f"not JSON ({error.msg})") from None
-    if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):
-        raise ConfigError("JOB_HANDLERS", 'must be a JSON object {"job name": "module:callable"}')
+        raise ConfigError(name, f"not JSON ({error.msg}); expected {expected}") from None
+    if not isinstance(parsed, dict):
+        raise ConfigError(name, f"must be {expected}")
+    return parsed
+
+
+def _handler_map(env: Mapping[str, str]) -> dict[str, str]:
+    expected = 'a JSON object {"job name": "module:callable"}'
+    parsed = _json_object(env, "JOB_HANDLERS", expected)
+    if not all(isinstance(spec, str) for spec in parsed.values()):
+        raise ConfigError("JOB_HANDLERS", f"must be {expected}")
     return {job: _handler_spec(f"JOB_HANDLERS[{job!r}]", spec) for job, spec in parsed.items()}
 
 
 def _overlap_map(env: Mapping[str, str]) -> dict[str, OverlapPolicy]:
-    raw = env.get("JOB_OVERLAP", "").strip()
-    if not raw:
-        return {}
-    expected = 'a JSON object {"job name": "skip" | "wait"}'
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError as error:
-        raise ConfigError("JOB_OVERLAP", f"not JSON ({error.msg}); expected {expected}") from None
-    if not isinstance(parsed, dict):
-        raise ConfigError("JOB_OVERLAP", f"must be {expected}")
+    parsed = _json_object(env, "JOB_OVERLAP", 'a JSON object {"job name": "skip" | "wait"}')
     policies = {policy.value for policy in OverlapPolicy}
     for job, policy in parsed.items():
         if not job or policy not in policies:
@@ -175,16 +176,7 @@ def _overlap_map(env: Mapping[str, str]) -> dict[str, OverlapPolicy]:
 def _time_limit_map(env: Mapping[str, str], ceiling: float) -> dict[str, float]:
     """JOB_TIME_LIMITS: per-job limits, each positive and at most JOB_TIME_LIMIT_SECONDS (the
     function timeout bounds every job: one instance serves them all)."""
-    raw = env.get("JOB_TIME_LIMITS", "").strip()
-    if not raw:
-        return {}
-    expected = 'a JSON object {"job name": <seconds>}'
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError as error:
-        raise ConfigError("JOB_TIME_LIMITS", f"not JSON ({error.msg}); expected {expected}") from None
-    if not isinstance(parsed, dict):
-        raise ConfigError("JOB_TIME_LIMITS", f"must be {expected}")
+    parsed = _json_object(env, "JOB_TIME_LIMITS", 'a JSON object {"job name": <seconds>}')
     for job, seconds in parsed.items():
         number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
         if not job or not number or not 0 < seconds <= ceiling:
