@@ -13,33 +13,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.google_rest_fake import ApiError, GoogleRestFake
+from tests.support.google_rest_fake import ApiError, GoogleApiFake
 
 PREFIX = "/bigquery/v2/projects/"
 
 
 @dataclass
-class FakeBigQuery:
+class FakeBigQuery(GoogleApiFake):
     jobs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     inserts: list[dict[str, Any]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.server = GoogleRestFake(self._route)
-
-    @property
-    def endpoint(self) -> str:
-        return self.server.endpoint
-
-    @property
-    def failures(self) -> list[Any]:
-        return self.server.failures
-
-    def start(self) -> FakeBigQuery:
-        self.server.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.stop()
 
     def created(self) -> list[dict[str, Any]]:
         with self.server.lock:

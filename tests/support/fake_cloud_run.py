@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.support.google_rest_fake import ApiError, GoogleRestFake
+from tests.support.google_rest_fake import ApiError, GoogleApiFake
 
 EXECUTION_TYPE = "type.googleapis.com/google.cloud.run.v2.Execution"
 
@@ -23,29 +23,11 @@ def rfc3339(moment: datetime) -> str:
 
 
 @dataclass
-class FakeCloudRun:
+class FakeCloudRun(GoogleApiFake):
     jobs: set[str] = field(default_factory=set)
     executions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     run_requests: list[dict[str, Any]] = field(default_factory=list)
     list_pages: int = 0
-
-    def __post_init__(self) -> None:
-        self.server = GoogleRestFake(self._route)
-
-    @property
-    def endpoint(self) -> str:
-        return self.server.endpoint
-
-    @property
-    def failures(self) -> list[Any]:
-        return self.server.failures
-
-    def start(self) -> FakeCloudRun:
-        self.server.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.stop()
 
     def started(self, job: str) -> list[dict[str, Any]]:
         with self.server.lock:

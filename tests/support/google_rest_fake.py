@@ -13,7 +13,7 @@ import json
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
 Failure = int | tuple[str, int] | None
@@ -111,3 +111,31 @@ class GoogleRestFake:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class GoogleApiFake:
+    """What each API fake shares: its server, lifecycle and failure script. A subclass (a
+    dataclass) holds the API's state and answers `_route` under `server.lock`."""
+
+    server: GoogleRestFake
+
+    def __post_init__(self) -> None:
+        self.server = GoogleRestFake(self._route)
+
+    def _route(self, method: str, path: str, query: dict[str, str], body: Any) -> Any:
+        raise NotImplementedError
+
+    @property
+    def endpoint(self) -> str:
+        return self.server.endpoint
+
+    @property
+    def failures(self) -> list[Failure]:
+        return self.server.failures
+
+    def start(self) -> Self:
+        self.server.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.stop()
