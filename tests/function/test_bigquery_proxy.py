@@ -14,7 +14,7 @@ from tests.support.fake_bigquery import FakeBigQuery
 from tests.support.proxy_runs import JOB_NAME, RUN_ID, concurrent, deliver, proxy_env, run_record
 
 QUERY = "SELECT @run_id AS run_id, @schedule_time AS scheduled, COUNT(*) AS n FROM `acme-data.sales.orders`"
-SPEC = {
+QUERY_JOB = {
     "project": "acme-data",
     "location": "EU",
     "query": QUERY,
@@ -34,7 +34,7 @@ def fake():
 
 @pytest.fixture
 def start_server(function_servers, emulator_host, project, fake):
-    def start(spec: dict[str, Any] = SPEC):
+    def start(spec: dict[str, Any] = QUERY_JOB):
         table = json.dumps({JOB_NAME: spec})
         env = proxy_env(
             emulator_host,
@@ -112,7 +112,7 @@ def test_unavailable_releases_the_run_for_a_retry(start_server, fake, db):
 
 
 def test_a_bad_query_is_terminal(start_server, fake, db):
-    server = start_server({**SPEC, "query": "SELEC 1"})
+    server = start_server({**QUERY_JOB, "query": "SELEC 1"})
     reply = deliver(server, {})
     assert (reply.status_code, reply.json()["outcome"]) == (200, "failed_terminal")
     assert "invalidQuery" in run_record(db).to_dict()["error"]
