@@ -13,16 +13,20 @@ function and its database, made slow or cut on purpose.
 - Lost answers: `lose_answers()` forwards every request but drops what the server answers,
   as a network that fails on the way back does: the server acts, the client never learns.
   `deliver_answers()` reconnects (every open connection is closed) and answers flow again.
+- One slow request: `hold_next_request(seconds)` holds the next bytes a client sends for
+  `seconds`, then forwards them; what follows on that connection waits behind them (TCP
+  keeps order), other connections do not. A first call that hangs, a retry that need not.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import queue
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 from localrun.emulator import free_loopback_port
@@ -48,9 +52,15 @@ class TcpProxy:
         self.mode: Literal["forward"] | CutMode = "forward"
         # Connections accepted and forwarded: proof that a client really goes through here.
         self.forwarded = 0
+        # Chunks held by hold_next_request(): proof that the hold was spent, and on what.
+        self.held = 0
+        # What the round trip did to each direction's chunks: proof that each was delayed.
+        self.request_delays = ChunkDelays()
+        self.answer_delays = ChunkDelays()
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._losing_answers = threading.Event()
+        self._hold_seconds = 0.0
         self._listener = socket.create_server(("127.0.0.1", self.port))
         self._stopped = threading.Event()
         threading.Thread(target=self._accept, name=f"proxy-{self.port}", daemon=True).start()
@@ -75,6 +85,20 @@ class TcpProxy:
         self._losing_answers.clear()
         self.cut()
         self.restore()
+
+    def hold_next_request(self, seconds: float) -> None:
+        if not seconds > 0:
+            raise ValueError(f"seconds must be positive, got {seconds}")
+        with self._lock:
+            self._hold_seconds = seconds
+
+    def _take_hold(self) -> float:
+        """The hold for the chunk about to be forwarded (0: none), given to one chunk only."""
+        with self._lock:
+            seconds, self._hold_seconds = self._hold_seconds, 0.0
+            if seconds:
+                self.held += 1
+        return seconds
 
     def close(self) -> None:
         self._stopped.set()
@@ -103,11 +127,11 @@ class TcpProxy:
             self.forwarded += 1
             one_way = self.round_trip_seconds / 2
             pipe = _pipe if one_way == 0 else _delayed_pipe
-            for source, sink, dropping in (
-                (client, upstream, None),
-                (upstream, client, self._losing_answers),
+            for source, sink, dropping, holding, delays in (
+                (client, upstream, None, self._take_hold, self.request_delays),
+                (upstream, client, self._losing_answers, None, self.answer_delays),
             ):
-                args = (source, sink, one_way, dropping)
+                args = (source, sink, one_way, dropping, holding, delays)
                 threading.Thread(target=pipe, args=args, daemon=True).start()
 
     def _track(self, sock: socket.socket) -> None:
@@ -116,41 +140,80 @@ class TcpProxy:
             self._sockets.add(sock)
 
 
+# What a request direction asks before forwarding each chunk: seconds to hold it first.
+Holding = Callable[[], float] | None
+
+
+class ChunkDelays:
+    """The chunks one direction's round-trip delay held, counted, and the shortest time one
+    of them spent here, from the read that received it to the send that passed it on: the
+    proxy's own account of its delay, which no client's clock or speed enters."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.chunks = 0
+        self.shortest_seconds = math.inf
+
+    def record(self, received_at: float, sent_at: float) -> None:
+        with self._lock:
+            self.chunks += 1
+            self.shortest_seconds = min(self.shortest_seconds, sent_at - received_at)
+
+
 def _pipe(
-    source: socket.socket, sink: socket.socket, _one_way: float, dropping: threading.Event | None
+    source: socket.socket,
+    sink: socket.socket,
+    _one_way: float,
+    dropping: threading.Event | None,
+    holding: Holding,
+    _delays: ChunkDelays,
 ) -> None:
     with contextlib.suppress(OSError):
         while data := source.recv(_CHUNK_BYTES):
+            if holding is not None and (held := holding()):
+                time.sleep(held)  # this thread alone forwards the connection: all of it waits
             if dropping is None or not dropping.is_set():
                 sink.sendall(data)
     _shut(source, sink)
 
 
 def _delayed_pipe(
-    source: socket.socket, sink: socket.socket, one_way: float, dropping: threading.Event | None
+    source: socket.socket,
+    sink: socket.socket,
+    one_way: float,
+    dropping: threading.Event | None,
+    holding: Holding,
+    delays: ChunkDelays,
 ) -> None:
     """Read on this thread, send on another: a chunk waits out its own delay without holding
     up the reads of the chunks behind it."""
-    pending: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
-    sender = threading.Thread(target=_send_when_due, args=(pending, source, sink), daemon=True)
+    pending: queue.SimpleQueue[tuple[float, bytes, float]] = queue.SimpleQueue()
+    args = (pending, source, sink, delays)
+    sender = threading.Thread(target=_send_when_due, args=args, daemon=True)
     sender.start()
     with contextlib.suppress(OSError):
         while data := source.recv(_CHUNK_BYTES):
+            received = time.monotonic()
+            held = holding() if holding is not None else 0.0  # the sender keeps order
             if dropping is None or not dropping.is_set():
-                pending.put((time.monotonic() + one_way, data))
-    pending.put((time.monotonic() + one_way, _END))
+                pending.put((received + one_way + held, data, received))
+    pending.put((time.monotonic() + one_way, _END, 0.0))
 
 
 def _send_when_due(
-    pending: queue.SimpleQueue[tuple[float, bytes]], source: socket.socket, sink: socket.socket
+    pending: queue.SimpleQueue[tuple[float, bytes, float]],
+    source: socket.socket,
+    sink: socket.socket,
+    delays: ChunkDelays,
 ) -> None:
     with contextlib.suppress(OSError):
         while True:
-            due, data = pending.get()
+            due, data, received = pending.get()
             time.sleep(max(0.0, due - time.monotonic()))
             if not data:
                 break
             sink.sendall(data)
+            delays.record(received, time.monotonic())
     _shut(source, sink)  # after the last chunk: an end travels no faster than the data
 
 

@@ -22,6 +22,9 @@ DEFAULT_IDEMPOTENCY_COLLECTION = "idempotency_tokens"
 # A run's lease. Short, because a crashed instance's run waits this long for a retry to take
 # it over; a job that runs longer keeps it by renewing it (delivery/heartbeat.py).
 DEFAULT_LEASE_SECONDS = 30.0
+# A running job's lease is renewed this many times per lease, so it survives two renewals
+# lost in a row. Here, not in delivery/heartbeat.py, so the stack's timing rules read it too.
+RENEWALS_PER_LEASE = 3
 # An attempt is ended this long before the function's timeout, while its request still has
 # CPU: Cloud Run answers a timed-out request but does not stop the code handling it.
 TIME_LIMIT_MARGIN_SECONDS = 5.0
@@ -86,18 +89,19 @@ class FunctionConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FunctionConfig:
         defaults = cls()
-        lease = _positive_seconds(env, "LEASE_SECONDS", defaults.lease_seconds)
-        retention = _positive_seconds(env, "RETENTION_SECONDS", defaults.retention_seconds)
+        lease = positive_seconds(env, "LEASE_SECONDS", defaults.lease_seconds)
+        retention = positive_seconds(env, "RETENTION_SECONDS", defaults.retention_seconds)
         if retention < lease:
             raise ConfigError(
                 "RETENTION_SECONDS",
                 f"{retention:g} is shorter than LEASE_SECONDS={lease:g}: records would expire while leased",
             )
-        time_limit = _positive_seconds(env, "JOB_TIME_LIMIT_SECONDS", defaults.time_limit_seconds)
+        time_limit = positive_seconds(env, "JOB_TIME_LIMIT_SECONDS", defaults.time_limit_seconds)
+        runs_collection = _non_empty(env, "RUNS_COLLECTION", defaults.runs_collection)
         return cls(
             project=env.get("GOOGLE_CLOUD_PROJECT") or None,
             database=_non_empty(env, "FIRESTORE_DATABASE", defaults.database),
-            runs_collection=_collection_id(env, "RUNS_COLLECTION", defaults.runs_collection),
+            runs_collection=collection_id("RUNS_COLLECTION", runs_collection),
             lease_seconds=lease,
             time_limit_seconds=time_limit,
             job_time_limits=_time_limit_map(env, time_limit),
@@ -116,14 +120,22 @@ def _non_empty(env: Mapping[str, str], name: str, default: str) -> str:
     return value
 
 
-def _collection_id(env: Mapping[str, str], name: str, default: str) -> str:
-    value = _non_empty(env, name, default)
-    if not _COLLECTION_ID.match(value) or value.startswith("__"):
-        raise ConfigError(name, f"{value!r} is not a Firestore collection id (no '/', no leading '__')")
+def is_collection_id(value: str) -> bool:
+    """Whether Firestore takes `value` as a top-level collection id: the one judgement of the
+    run ledger's collection and the token check's, here and in the stack's config checks."""
+    return bool(_COLLECTION_ID.match(value)) and not value.startswith("__")
+
+
+def collection_id(variable: str, value: str) -> str:
+    """`value`, or a ConfigError naming `variable` when it is not a collection id."""
+    if not is_collection_id(value):
+        raise ConfigError(variable, f"{value!r} is not a Firestore collection id (no '/', no leading '__')")
     return value
 
 
-def _positive_seconds(env: Mapping[str, str], name: str, default: float) -> float:
+def positive_seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """A duration from the environment: unset or blank is `default`; anything but a finite
+    positive number is a ConfigError naming the variable."""
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default

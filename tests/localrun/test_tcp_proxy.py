@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from localrun.tcp_proxy import tcp_proxy
+from tests.support.waiting import wait_until
 
 
 @contextlib.contextmanager
@@ -97,8 +98,36 @@ def test_a_blackholed_proxy_accepts_and_never_answers():
                 sock.recv(1)
 
 
+def test_a_held_request_waits_alone_and_only_once():
+    """The next chunk is held with what follows it on its connection; another connection's
+    round trip passes meanwhile, and the chunk after the held one is not held again."""
+    with (
+        echo_server() as target,
+        tcp_proxy(target) as proxy,
+        connect(proxy.host) as slow,
+        connect(proxy.host) as fast,
+    ):
+        proxy.hold_next_request(2.0)
+        started = time.monotonic()
+        slow.sendall(b"slow")
+        wait_until(lambda: proxy.held == 1, timeout=10, what="the proxy to hold the first chunk")
+        fast.sendall(b"fast")
+        assert receive(fast, 4) == b"fast"
+        slow.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            slow.recv(1)  # still held
+        slow.setblocking(True)
+        assert receive(slow, 4) == b"slow"
+        assert time.monotonic() - started >= 2.0
+        slow.sendall(b"again")
+        assert receive(slow, 5) == b"again"
+    assert proxy.held == 1
+
+
 def test_bad_arguments_are_refused_by_name():
     with pytest.raises(ValueError, match="round_trip_seconds"):
         tcp_proxy("127.0.0.1:1", round_trip_seconds=-1).__enter__()
+    with echo_server() as target, tcp_proxy(target) as proxy, pytest.raises(ValueError, match="seconds"):
+        proxy.hold_next_request(0)
     with echo_server() as target, tcp_proxy(target) as proxy, pytest.raises(ValueError, match="cut mode"):
         proxy.cut("sideways")  # type: ignore[arg-type]

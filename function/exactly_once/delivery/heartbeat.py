@@ -11,17 +11,27 @@ ends the instance's process (Python cannot stop a thread that does not cooperate
   while the request still has its CPU;
 - no renewal has been confirmed for most of a lease. Firestore may be unreachable from here
   but not from a retry on another instance, which takes the run over once the lease ends;
-- a renewal finds the run taken over (only possible if this process was frozen for longer
-  than a lease).
+- a renewal finds the run taken over. Only a lease broken from outside gets that far (the
+  in-progress record deleted by hand, or by its TTL): a process frozen for longer than a
+  lease finds its give-up point passed, and its backstop's timer run out, as it thaws.
+
+The watchdog is a Python thread, so a job stuck in a C call that never releases the GIL (a
+catastrophic regular expression, say) would stop it too. A backstop that needs no GIL covers
+that: faulthandler's timer, a C thread that dumps every thread's traceback to stderr and
+exits the process (status 1). It is armed for the latest moment the attempt may still run,
+halfway past the watchdog's own deadline (the earlier of the time limit and its give-up
+point) towards what must not be passed (the function timeout, the earliest end of the lease),
+re-armed after each confirmed renewal and cancelled when the job returns.
 
 So the lease always outlives the attempt that holds it, and no two attempts of one run execute
 at the same time. A job that watches RunContext.seconds_left() stops before its time limit and
 is never ended this way. One request per instance (the stack's concurrency) means the process
-ends only the overrunning attempt.
+ends only the overrunning attempt, and that the process's one backstop timer is that attempt's.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import queue
 import sys
@@ -34,10 +44,9 @@ from typing import Any, Protocol
 from google.api_core import exceptions as google_exceptions
 
 from exactly_once import log_fields, structured_log
+from exactly_once.config import RENEWALS_PER_LEASE, TIME_LIMIT_MARGIN_SECONDS
 from exactly_once.ledger.protocol import Claim, LeaseLost, RunLedger
 
-# Renewals per lease: a lease survives two renewals lost in a row.
-RENEWALS_PER_LEASE = 3
 # The watchdog gives up this share of a lease before an unrenewed lease could end, so the
 # process is gone well before a retry can take the run over.
 SAFETY_SHARE = 1 / 6
@@ -63,6 +72,38 @@ def end_instance(reason: str) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(ENDED_EXIT_STATUS)
+
+
+class Backstop:
+    """The process's faulthandler timer, armed for the earliest deadline among the attempts
+    running in it: faulthandler keeps one timer per process, and an attempt that overstays
+    ends the process whichever attempt armed it. The stack runs one request per instance,
+    so that deadline is the running attempt's own."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._deadlines: dict[object, float] = {}
+
+    def arm(self, attempt: object, at: float) -> None:
+        """End the process at time.monotonic() == `at` unless cancelled or armed again."""
+        with self._lock:
+            self._deadlines[attempt] = at
+            self._set_timer()
+
+    def cancel(self, attempt: object) -> None:
+        with self._lock:
+            self._deadlines.pop(attempt, None)
+            self._set_timer()
+
+    def _set_timer(self) -> None:
+        if not self._deadlines:
+            faulthandler.cancel_dump_traceback_later()
+            return
+        seconds = max(min(self._deadlines.values()) - time.monotonic(), 0.001)
+        faulthandler.dump_traceback_later(seconds, exit=True)
+
+
+_BACKSTOP = Backstop()
 
 
 class Watched(Protocol):
@@ -134,6 +175,9 @@ class LeaseKeeper:
         self._fields = dict(about or {})  # the run, for the watchdog's log line
         self._log_stream = log_stream
         self._lease = ledger.lease.total_seconds()
+        # Only an attempt that is ended with its process may arm a timer that ends the
+        # process: tests that end attempts their own way keep theirs.
+        self._backstop = _BACKSTOP if end_attempt is end_instance else None
         self._done = threading.Event()
         self._ending = threading.Lock()
         # Held while the watcher decides to renew and renews: the attempt's end waits for a
@@ -147,6 +191,7 @@ class LeaseKeeper:
         return self._claim
 
     def __enter__(self) -> LeaseKeeper:
+        self._arm_backstop()
         _WATCHERS.watch(self)
         return self
 
@@ -157,13 +202,30 @@ class LeaseKeeper:
             self._done.set()
         with self._renewing:
             pass  # a renewal in flight has finished; none starts after this
+        if self._backstop is not None:
+            self._backstop.cancel(self)
+
+    def _give_up_at(self, claim: Claim) -> float:
+        return claim.sent_at + self._lease * (1 - SAFETY_SHARE)
+
+    def _arm_backstop(self) -> None:
+        """For halfway between the watchdog's deadline and the moment that must not be passed:
+        the function timeout after the time limit, the lease's earliest end after the give-up
+        point (sent_at + lease: the claim or renewal committed after it was sent)."""
+        if self._backstop is None:
+            return
+        at = min(
+            self._ends_at + TIME_LIMIT_MARGIN_SECONDS / 2,
+            self._give_up_at(self._claim) + self._lease * SAFETY_SHARE / 2,
+        )
+        self._backstop.arm(self, at)
 
     def watch(self) -> None:
         """Renew every third of a lease until the attempt ends; end it when it must."""
         interval = self._lease / RENEWALS_PER_LEASE
         while True:
             claim = self._claim
-            give_up_at = claim.sent_at + self._lease * (1 - SAFETY_SHARE)
+            give_up_at = self._give_up_at(claim)
             next_at = min(claim.sent_at + interval, give_up_at, self._ends_at)
             if self._done.wait(max(0.0, next_at - time.monotonic())):
                 return
@@ -192,8 +254,11 @@ class LeaseKeeper:
             return None
         except google_exceptions.GoogleAPIError as error:
             self._fields["renewal_error"] = repr(error)
-            return min(RETRY_PAUSE_SECONDS, self._lease / RENEWALS_PER_LEASE / 4)
+            # Never past the give-up point: the attempt is ended there, not a pause later.
+            left = max(0.0, give_up_at - time.monotonic())
+            return min(RETRY_PAUSE_SECONDS, self._lease / RENEWALS_PER_LEASE / 4, left)
         self.renewals += 1
+        self._arm_backstop()
         return 0.0
 
     def _end(self, cause: str, reason: str) -> None:

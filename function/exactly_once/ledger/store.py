@@ -2,20 +2,21 @@
 
 Every call takes an explicit deadline, retries included: the client library's defaults (up
 to 60 s of retries) would outlive a lease and keep a delivery waiting long past any attempt
-deadline while Firestore is unreachable.
+deadline while Firestore is unreachable. The retries are this module's own loop
+(`with_retries`): each RPC is sent with the library's retry switched off and a timeout of its
+own, so what a hung first call leaves for its retry is decided here, in plain sight.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import grpc
 from google.api_core import exceptions as google_exceptions
-from google.api_core import retry as api_retry
 from google.cloud import firestore
 from google.cloud.firestore_v1.bulk_batch import BulkWriteBatch
 
@@ -27,20 +28,26 @@ COMMIT_TIME: Any = firestore.SERVER_TIMESTAMP
 # included, and at most half the lease: a claim confirmed later than that is given back
 # unrun (ledger.ClaimTooLate), since too little of its lease may be left to renew it in time.
 MAX_STORE_DEADLINE_SECONDS = 10.0
-# One RPC may take this share of an operation's deadline. A third leaves room for at least
-# one retry after a hung or slow first attempt (a half would end the retry window exactly
-# when the first attempt gives up, so a slow first call would never be retried).
+# One RPC may take this share of a call's deadline, and a retry is sent only while a whole
+# share is left. A third leaves room for one retry after a first attempt that hangs until its
+# timeout (a half would leave less than a share once the first attempt gives up, so a slow
+# first call would never be retried).
 ATTEMPT_SHARE = 1 / 3
+# The pause before the first retry, doubled after each failure up to the maximum.
+FIRST_RETRY_PAUSE_SECONDS = 0.05
+MAX_RETRY_PAUSE_SECONDS = 1.0
 # A BatchWrite answers each write's outcome as a google.rpc.Status code (an int).
 _OK = grpc.StatusCode.OK.value[0]
 _ALREADY_EXISTS = grpc.StatusCode.ALREADY_EXISTS.value[0]
 # Retried: the failures that mean "Firestore did not answer", never a refused write.
-_TRANSIENT = api_retry.if_exception_type(
+TRANSIENT_ERRORS: tuple[type[google_exceptions.GoogleAPIError], ...] = (
     google_exceptions.ServiceUnavailable,
     google_exceptions.DeadlineExceeded,
     google_exceptions.InternalServerError,
     google_exceptions.TooManyRequests,
 )
+
+T = TypeVar("T")
 
 
 def store_deadline_for(lease: timedelta) -> timedelta:
@@ -91,17 +98,22 @@ class RunStore(Protocol):
     def delete(self, run_id: str, *, if_updated_at: datetime, timeout: float) -> None: ...
 
 
-def call_options(timeout: float) -> dict[str, Any]:
-    """Explicit retry and timeout for one Firestore call, instead of the client library's
-    defaults (up to 60 s of retries), which would outlive a lease.
-
-    The last attempt may start just before the retry deadline and take its own timeout, so
-    the retry deadline leaves room for it: the whole call ends within `timeout`."""
+def with_retries(timeout: float, send: Callable[[float], T]) -> T:
+    """`send(seconds)` sends one RPC that may take `seconds`; it is sent again after each
+    transient failure (a timeout included) as long as a whole attempt still fits, so the call
+    ends within `timeout`, and a first attempt that hangs until its own timeout still leaves
+    its retry a full attempt. The last failure is raised as it is."""
     attempt = max(timeout * ATTEMPT_SHARE, 0.001)
-    retry = api_retry.Retry(
-        predicate=_TRANSIENT, initial=0.05, maximum=1.0, multiplier=2.0, timeout=max(timeout - attempt, 0.0)
-    )
-    return {"retry": retry, "timeout": attempt}
+    ends = time.monotonic() + timeout
+    pause = FIRST_RETRY_PAUSE_SECONDS
+    while True:
+        try:
+            return send(attempt)
+        except TRANSIENT_ERRORS:
+            if time.monotonic() + pause + attempt > ends:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, MAX_RETRY_PAUSE_SECONDS)
 
 
 class FirestoreRunStore:
@@ -119,14 +131,13 @@ class FirestoreRunStore:
         """One create, sent as a BatchWrite of that single write: a record already there comes
         back as the write's status in the answer, not as a failed call. A duplicate is the
         common case of a refused create, and a failed call costs more on both ends (the
-        client's exception path; the emulator logs a stack trace for each). The call's retry
-        covers the whole exchange, so a transient failure is retried as a Commit's would be."""
-        options = call_options(timeout)
+        client's exception path; the emulator logs a stack trace for each). A write status
+        that means "no answer" is retried like a failed call."""
 
-        def send() -> datetime:
+        def send(seconds: float) -> datetime:
             batch = BulkWriteBatch(self._client)
             batch.create(self._document(run_id), dict(fields))
-            response = batch.commit(retry=None, timeout=options["timeout"])
+            response = batch.commit(retry=None, timeout=seconds)
             status = response.status[0]
             if status.code == _ALREADY_EXISTS:
                 raise RecordExists(run_id)
@@ -134,10 +145,11 @@ class FirestoreRunStore:
                 raise google_exceptions.from_grpc_status(status.code, status.message)  # type: ignore[no-untyped-call]
             return response.write_results[0].update_time  # type: ignore[no-any-return]
 
-        return options["retry"](send)()  # type: ignore[no-any-return]
+        return with_retries(timeout, send)
 
     def get(self, run_id: str, *, timeout: float) -> StoredRecord | None:
-        snapshot = self._document(run_id).get(**call_options(timeout))
+        document = self._document(run_id)
+        snapshot = with_retries(timeout, lambda seconds: document.get(retry=None, timeout=seconds))
         if not snapshot.exists:
             return None
         return StoredRecord(
@@ -148,15 +160,20 @@ class FirestoreRunStore:
         self, run_id: str, fields: Mapping[str, Any], *, if_updated_at: datetime, timeout: float
     ) -> datetime:
         option = self._client.write_option(last_update_time=if_updated_at)
+        document = self._document(run_id)
         try:
-            result = self._document(run_id).update(dict(fields), option=option, **call_options(timeout))
+            result = with_retries(
+                timeout,
+                lambda seconds: document.update(dict(fields), option=option, retry=None, timeout=seconds),
+            )
         except (google_exceptions.FailedPrecondition, google_exceptions.NotFound):
             raise StaleWrite(run_id) from None
         return result.update_time  # type: ignore[no-any-return]
 
     def delete(self, run_id: str, *, if_updated_at: datetime, timeout: float) -> None:
         option = self._client.write_option(last_update_time=if_updated_at)
+        document = self._document(run_id)
         try:
-            self._document(run_id).delete(option=option, **call_options(timeout))
+            with_retries(timeout, lambda seconds: document.delete(option=option, retry=None, timeout=seconds))
         except (google_exceptions.FailedPrecondition, google_exceptions.NotFound):
             raise StaleWrite(run_id) from None
