@@ -24,12 +24,13 @@ from infra.timing import RetryConfig
 # The stack's own missed-run audit job (infra/audit_job.py): no configured job may take its name.
 AUDIT_JOB_NAME = "missed-run-audit"
 
-# A retry policy that survives a crashed attempt with the default 70 s lease:
-# instant failures retry at 10, 30, 70, 150, 310 s.
+# A retry policy that survives a crashed attempt with the default 30 s lease: instant failures
+# retry at 15, 45, 105, 225, 465 s, the 45 s one and every later one after the lease has ended,
+# so a crashed run is taken over within 45 s.
 DEFAULT_RETRY = RetryConfig(
     retry_count=5,
     max_retry_duration_seconds=0.0,
-    min_backoff_seconds=10.0,
+    min_backoff_seconds=15.0,
     max_backoff_seconds=300.0,
     max_doublings=3,
 )
@@ -61,13 +62,10 @@ _JOB_KEYS = (
 )
 _WORKFLOW_KEYS = ("sample", "name", "argument")
 
-# The Workflows proxy job (function/jobs/workflows.py) and its client-side call timeout
-# (CALL_TIMEOUT_SECONDS there; a test keeps the two equal). A function timeout shorter than
-# the call plus some margin lets Cloud Run cut a slow call off, leaving the run to a retry.
+# The Workflows proxy job (function/jobs/workflows.py). Its call timeout is every proxy's
+# (exactly_once/targets/call_timeout.py), which the timing advisory reads (infra/timing_keys.py).
 WORKFLOWS_HANDLER = "jobs.workflows:start_workflow_execution"
 WORKFLOWS_HANDLER_MODULE = WORKFLOWS_HANDLER.split(":")[0]
-WORKFLOWS_CALL_TIMEOUT_SECONDS = 30.0
-WORKFLOWS_TIMEOUT_MARGIN_SECONDS = 5.0
 RETRY_KEYS = {
     "retryCount": "retry_count",
     "maxRetryDurationSeconds": "max_retry_duration_seconds",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS, time_limit_for_timeout
+from exactly_once.config import RENEWALS_PER_LEASE, TIME_LIMIT_MARGIN_SECONDS, time_limit_for_timeout
 from infra.cron import schedule_min_interval_seconds, unix_cron_error
 
 # Limits documented by Cloud Scheduler and Cloud Run functions.
@@ -21,8 +21,9 @@ MIN_ATTEMPT_DEADLINE_SECONDS = 15.0
 MAX_ATTEMPT_DEADLINE_SECONDS = 1800.0
 MAX_RETRY_COUNT = 5
 MAX_HTTP_FUNCTION_TIMEOUT_SECONDS = 3600.0
-# A lease is renewed every third of it, and an attempt that cannot renew for most of a lease
-# is ended: below this, a few slow Firestore calls in a row would end healthy attempts.
+# A lease is renewed RENEWALS_PER_LEASE times per lease, and an attempt that cannot renew for
+# most of a lease is ended: below this, a few slow Firestore calls in a row would end healthy
+# attempts.
 MIN_LEASE_SECONDS = 10.0
 # How far the attempt deadline may stray from the function timeout before we say so.
 DEADLINE_TIMEOUT_TOLERANCE_SECONDS = 5.0
@@ -160,7 +161,8 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
                 "lease-renewable",
                 ("lease_seconds",),
                 f"lease {_s(job.lease_seconds)} is shorter than {_s(MIN_LEASE_SECONDS)}: renewed every "
-                f"{_s(job.lease_seconds / 3)}, a few slow Firestore calls would end healthy attempts",
+                f"{_s(job.lease_seconds / RENEWALS_PER_LEASE)}, a few slow Firestore calls would end "
+                "healthy attempts",
             )
         )
     time_limit = _time_limit(job)
@@ -201,7 +203,7 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
                 ),
                 f"if an attempt crashes, its lease of {_s(job.lease_seconds)} blocks the run, but the last "
                 f"retry arrives {_s(last_arrival)} after the first attempt "
-                f"({len(arrivals)} retries at {', '.join(_s(a) for a in arrivals) or 'none'}{before_next}): "
+                f"({_retries(arrivals)}{before_next}): "
                 "the run would be lost; allow more or later retries, or a shorter lease",
             )
         )
@@ -337,3 +339,11 @@ def _time_limit(job: JobTiming) -> float:
 
 def _s(seconds: float) -> str:
     return f"{seconds:g}s"
+
+
+def _retries(arrivals: list[float]) -> str:
+    """'2 retries at 15s, 45s', '1 retry at 15s' or 'no retries'."""
+    if not arrivals:
+        return "no retries"
+    noun = "retry" if len(arrivals) == 1 else "retries"
+    return f"{len(arrivals)} {noun} at {', '.join(_s(a) for a in arrivals)}"

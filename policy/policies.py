@@ -3,8 +3,8 @@
 Forkers change schedules, timeouts and IAM. Each policy here stops one way a fork could
 silently lose or double runs, or open the function to the world. They are plain
 `pulumi_policy` objects in `POLICIES`, so tests call them directly without the Pulumi CLI.
-The rules live in policy/resource_rules.py, policy/iam_rules.py and policy/stack_rules.py;
-property reading and the shared constants in policy/props.py.
+The rules live in policy/resource_rules.py, policy/iam_rules.py, policy/instance_rules.py and
+policy/stack_rules.py; property reading and the shared constants in policy/props.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pulumi_policy import (
 )
 
 from policy.access_rules import SECRET_ENV_TYPES, check_secrets_by_reference, validate_runtime_grants
-from policy.ci_rules import READ_ONLY_ROLES, validate_ci_read_only
+from policy.ci_rules import READ_ONLY_ROLES, validate_ci_read_only, validate_grants_to_own_accounts
 from policy.iam_rules import (
     GCF_SOURCES_CONDITION,
     PROJECT_ROLE_ALLOWLIST,
@@ -29,6 +29,7 @@ from policy.iam_rules import (
     check_project_iam_allowlist,
     validate_project_role_holders,
 )
+from policy.instance_rules import check_one_request_per_instance
 from policy.props import (
     BUCKET,
     BUCKET_OBJECT,
@@ -134,6 +135,13 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
         check_ingress,
     ),
     resource_policy(
+        "one-request-per-instance",
+        "The deduplicating function serves one request per instance: ending an attempt ends its process.",
+        _MANDATORY,
+        [FUNCTION_V2],
+        check_one_request_per_instance,
+    ),
+    resource_policy(
         "function-no-test-switches",
         "Deployed functions set no plaintext *_API_ENDPOINT (Workflows, Cloud Run, BigQuery) and no "
         "DOWNSTREAM_ID_TOKEN_DISABLED.",
@@ -207,6 +215,15 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
         name="ci-read-only-outside-deploys",
         description="An account pull request or branch jobs may impersonate holds only read roles.",
         validate=validate_ci_read_only,
+        enforcement_level=_MANDATORY,
+    ),
+    StackValidationPolicy(
+        name="grants-to-own-accounts-only",
+        description=(
+            "Roles go only to service accounts the stack creates, or to outside accounts listed for "
+            "them, so no stack can arm the CI previewer."
+        ),
+        validate=validate_grants_to_own_accounts,
         enforcement_level=_MANDATORY,
     ),
     StackValidationPolicy(

@@ -139,7 +139,8 @@ def test_retries_that_cannot_outlive_the_lease_are_rejected() -> None:
 def test_retention_shorter_than_the_latest_retry_is_rejected() -> None:
     message = error_of(valid_values(retentionSeconds=300))
     assert f"{NAMESPACE}:retentionSeconds" in message
-    latest = timing.latest_retry_arrival_seconds(DEFAULT_RETRY, 60)
+    (job,) = build(valid_values()).jobs
+    latest = timing.latest_retry_arrival_seconds(job.retry, job.attempt_deadline_seconds)
     assert f"retention 300s ends before the latest retry can arrive ({latest:g}s" in message
 
 
@@ -231,10 +232,10 @@ def test_dev_stack_loads_and_passes_every_timing_check() -> None:
     assert settings.deletion_protection is False
     assert settings.lease_seconds == 30
     for job in settings.jobs:
-        assert job.retry == timing.RetryConfig(5, 0.0, 10.0, 300.0, 3)
+        assert job.retry == timing.RetryConfig(5, 0.0, 15.0, 300.0, 3)
         assert timing.check_job_timing(settings.job_timing(job)) == []
         # The crash-recovery numbers the dev config comments on.
-        assert timing.retry_arrivals_if_every_attempt_fails_instantly(job.retry) == [10, 30, 70, 150, 310]
+        assert timing.retry_arrivals_if_every_attempt_fails_instantly(job.retry) == [15, 45, 105, 225, 465]
 
 
 def test_load_stack_settings_applies_project_defaults_then_stack_values(tmp_path: Path) -> None:
@@ -406,7 +407,7 @@ def test_short_function_timeout_with_the_workflows_proxy_is_advisory() -> None:
         a.startswith(
             f"{NAMESPACE}:functionTimeoutSeconds: job 'every-5': 20s is shorter than the Workflows call"
         )
-        and "at least 35" in a
+        and "at least 36" in a
         for a in advisories
     )
     plain = build(valid_values(functionTimeoutSeconds=20, jobs=[valid_job(attemptDeadlineSeconds=20)]))

@@ -17,6 +17,7 @@ from exactly_once.audit.missed_runs import (
     fire_times,
     judge_runs,
     runs_whose_window_closed,
+    stack_target,
 )
 from exactly_once.config import ConfigError
 from exactly_once.delivery.scheduler_request import RunKey
@@ -88,6 +89,73 @@ def test_classify(record, now_after_close: bool, state: RunState) -> None:
     assert classify(record, closes, now) is state
 
 
+OURS = "eos-dev-handler/main.handle_scheduled_job"
+THEIRS = "crm-handler/main.handle_scheduled_job"
+
+
+@pytest.mark.parametrize("now_after_close", [False, True])
+@pytest.mark.parametrize(
+    ("record", "state"),
+    [
+        ({"status": "completed", "result": "succeeded", "target": THEIRS}, RunState.MISSED),
+        ({"status": "completed", "result": "terminal_failure", "target": THEIRS}, RunState.MISSED),
+        ({"status": "in_progress", "target": THEIRS}, RunState.MISSED),
+        ({"status": "completed", "result": "succeeded", "target": OURS}, RunState.COMPLETED),
+        # A record without a target is nobody else's, as for the function's claim.
+        ({"status": "completed", "result": "succeeded", "target": None}, RunState.COMPLETED),
+    ],
+)
+def test_a_run_recorded_by_another_target_is_missed_at_once(
+    record, state: RunState, now_after_close: bool
+) -> None:
+    closes = utc(2026, 1, 1, 12)
+    now = closes + timedelta(seconds=1) if now_after_close else closes - timedelta(seconds=1)
+    assert classify(record, closes, now, OURS) is state
+    # Without this stack's target, the record is judged by its status and window alone.
+    assert classify(record, closes, now) is classify({**record, "target": None}, closes, now, OURS)
+
+
+def test_the_stack_target_is_read_from_the_newest_own_run_recorded() -> None:
+    newest, older, oldest = ("audit-3", "audit-2", "audit-1")
+    asked: list[list[str]] = []
+
+    def read(ids):
+        asked.append(list(ids))
+        return {
+            older: {"status": "completed", "target": OURS},
+            oldest: {"status": "completed", "target": "old"},
+        }
+
+    assert stack_target(read, [newest, older, oldest]) == OURS
+    assert asked == [[newest, older, oldest]]  # one batched read
+    assert stack_target(lambda ids: {newest: {"target": None}}, [newest]) is None
+    assert stack_target(read, []) is None and len(asked) == 1
+
+
+def test_a_run_of_another_target_says_which_target_recorded_it() -> None:
+    job = AuditedJob("every-15", "*/15 * * * *", "Etc/UTC", 600)
+    expected = expected_runs([job], since=utc(2026, 1, 1, 10), until=utc(2026, 1, 1, 10, 15))
+    ours, theirs = (RunKey("p", "l", "every-15", utc(2026, 1, 1, 10, m)).run_id for m in (0, 15))
+    records = {
+        ours: {"status": "completed", "result": "succeeded", "target": OURS},
+        theirs: {"status": "completed", "result": "succeeded", "target": THEIRS},
+    }
+    runs = judge_runs(
+        expected,
+        project="p",
+        location="l",
+        now=utc(2026, 1, 1, 10, 16),  # the 10:15 run's window is still open
+        read_records=lambda ids: {i: records[i] for i in ids if i in records},
+        target=OURS,
+    )
+    assert [(run.state, run.other_target) for run in runs] == [
+        (RunState.COMPLETED, None),
+        (RunState.MISSED, THEIRS),
+    ]
+    assert runs[1].detail.startswith(f"recorded by target {THEIRS}, not this stack's {OURS}")
+    assert "wrong_target" in runs[1].detail
+
+
 def test_judge_reads_records_by_run_id() -> None:
     job = AuditedJob("every-15", "*/15 * * * *", "Etc/UTC", 600)
     expected = expected_runs([job], since=utc(2026, 1, 1, 10), until=utc(2026, 1, 1, 10, 30))
@@ -156,7 +224,9 @@ def test_runs_before_a_job_was_deployed_are_never_missed() -> None:
     config = AuditConfig.from_json(audit_environment(settings, {demo.name: deployed})["AUDIT_JOBS"])
     (audited,) = [job for job in config.jobs if job.name == settings.scheduler_job_id(demo)]
     assert audited.not_before == deployed
-    due = runs_whose_window_closed([audited], after=utc(2026, 3, 1, 10), up_to=utc(2026, 3, 1, 11))
+    # Up to just after the 10:45 run's retry window has closed.
+    up_to = utc(2026, 3, 1, 10, 46) + timedelta(seconds=audited.retry_window_seconds)
+    due = runs_whose_window_closed([audited], after=utc(2026, 3, 1, 10), up_to=up_to)
     assert [t.minute for _, t in due] == [30, 45]  # 10:00 and 10:15 were before the job existed
     expected = expected_runs([audited], since=utc(2026, 3, 1, 10), until=utc(2026, 3, 1, 11))
     assert [t.minute for _, t in expected] == [30, 45, 0]
