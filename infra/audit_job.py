@@ -12,14 +12,13 @@ import math
 from collections.abc import Mapping
 from datetime import datetime
 
-from exactly_once.audit.config import AuditConfig, AuditedJob
+from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob
 from infra import timing
 from infra.job_config import AUDIT_JOB_NAME, DEFAULT_RETRY
 from infra.settings import JobSettings, StackSettings
 from infra.timing import MAX_ATTEMPT_DEADLINE_SECONDS, MIN_ATTEMPT_DEADLINE_SECONDS, RetryConfig
 
 AUDIT_HANDLER = "jobs.missed_runs:audit_missed_runs"
-AUDIT_JOBS_ENV = "AUDIT_JOBS"
 # Hourly: a missed run is reported at most an hour after its last retry could have ended.
 # (Every two hours when the lease is so long that the audit's own retries need longer.)
 AUDIT_MINUTE = 5

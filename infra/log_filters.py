@@ -25,6 +25,7 @@ STORE_ERROR = "store_error"
 INTERNAL_ERROR = "internal_error"
 FAILED_TERMINAL = "failed_terminal"
 FAILED_RELEASED = "failed_released"
+WRONG_TARGET = "wrong_target"
 
 
 @dataclass(frozen=True)

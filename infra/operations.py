@@ -26,9 +26,10 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time as time
 
+from exactly_once.audit.config import AUDIT_JOBS_ENV
 from exactly_once.delivery.scheduler_request import parse_rfc3339
 from infra import log_filters
-from infra.audit_job import AUDIT_JOBS_ENV, audit_environment
+from infra.audit_job import audit_environment
 from infra.log_filters import LogMetric
 from infra.propagation import METRIC_TYPES_DELAY_SECONDS, pause_after
 from infra.settings import StackSettings
@@ -82,8 +83,10 @@ ALERTS: tuple[AlertSpec, ...] = (
         severity="ERROR",
         meaning="Firestore failed or timed out; deliveries are answered 500 and Cloud Scheduler retries "
         "them. A claim that failed ran nothing, and its retries run the job once Firestore answers; a "
-        "completing write that failed after the job ran leaves the run to a retry, which runs the job "
-        "again. Runs are missed once the retries run out.",
+        "completing write that failed after the job ran leaves the run leased, and the first retry after "
+        "the lease ends runs the job again. A running job's lease renewals (one write every third of a "
+        "lease: every 10 s by default) fail too, and its instance is ended after five sixths of a lease "
+        "without one (attempt ended, renewal_failed). Runs are missed once the retries run out.",
         runbook="Check the Firestore status page and the database's quotas; check that the runtime "
         "service account still holds roles/datastore.user on the ledger database. Once it recovers, "
         "run `python -m ops audit` and backfill what it reports missed.",
@@ -97,9 +100,14 @@ ALERTS: tuple[AlertSpec, ...] = (
         window_seconds=300,
         severity="ERROR",
         meaning="An unexpected error in the function itself (a bug, not the job and not Firestore): the deli"
-        "very was answered 500 with a JSON body and Cloud Scheduler retries it.",
-        runbook="Read the log line's `error`; find the failing code in the function's logs around it and fi"
-        "x it. Runs are safe while retries last: afterwards `python -m ops audit` lists what was missed.",
+        "very was answered 500 with a JSON body and Cloud Scheduler retries it. An error between the claim "
+        "and the completing write leaves the run's lease in place, so the first retry after the lease "
+        "ends takes the run over and runs the job, also when it had already returned "
+        "(`job_returned: true`): then the job runs twice.",
+        runbook="Read the log line's `error` and `traceback` and fix the code. With `job_returned: true`, "
+        "check the job's downstream effects for the run id: unless its completing write went through, the "
+        "retry that took the run over ran the job again. Once the retries are over, `python -m ops audit` "
+        "lists the runs they did not complete.",
     ),
     AlertSpec(
         key=log_filters.FAILED_TERMINAL,
@@ -113,7 +121,10 @@ ALERTS: tuple[AlertSpec, ...] = (
         "as completed with the error and will not be retried.",
         runbook="Read the log line's `error`; fix the job's body or the downstream call. To run it again "
         "after the fix: `python -m ops redo --stack <stack> --job <job> --at <schedule time>` (deletes the "
-        "run's record, then delivers the run).",
+        "run's record, then delivers the run). Not for a BigQuery job BigQuery ran and failed "
+        "(invalidQuery): its job id comes from the run id, so the redo finds the same failed job; fix the "
+        "query in the stack config for the next runs and run this run's query by hand. Nor for a "
+        "cloudRunJob run whose execution started: the redo finds it by RUN_ID and starts nothing.",
     ),
     AlertSpec(
         key=log_filters.FAILED_RELEASED,
@@ -130,6 +141,24 @@ ALERTS: tuple[AlertSpec, ...] = (
         "`python -m ops backfill` re-delivers it.",
     ),
     AlertSpec(
+        key=log_filters.WRONG_TARGET,
+        title="wrong_target: a run is recorded by another function",
+        metric=log_filters.DELIVERIES,
+        label_filter={"outcome": log_filters.WRONG_TARGET},
+        threshold=0,
+        window_seconds=300,
+        severity="ERROR",
+        meaning="The run's record was written by another function (the line's `recorded_target`; this "
+        "one's is `target`): two deployments share a runs collection and a job name. The delivery was "
+        "refused (409) and the job did not run here; every retry is refused the same way, and once they "
+        "run out the missed-run audit reports the run missed, recorded by the other target.",
+        runbook="Find the deployment `recorded_target` names, give one of the two functions a "
+        "runsCollection of its own, and `pulumi up`. If this stack moved, `python -m ops audit` lists the "
+        "refused runs as missed and `python -m ops backfill` runs them; if the other one moved, its records "
+        "stay in this collection, and `python -m ops redo` (deletes the record, then delivers) runs each "
+        "refused run this stack's job must still run.",
+    ),
+    AlertSpec(
         key=log_filters.MISSED_RUNS.suffix,
         title="missed run: a scheduled run never completed",
         metric=log_filters.MISSED_RUNS,
@@ -138,9 +167,11 @@ ALERTS: tuple[AlertSpec, ...] = (
         window_seconds=3600,
         severity="CRITICAL",
         meaning="The hourly missed-run audit found a run whose retry window has closed without a "
-        "completed record: it never ran (or never finished). Cloud Scheduler will not try again.",
+        "completed record, or one recorded by another target (the line's `recorded_target`): this "
+        "stack's job never ran it (or never finished). Cloud Scheduler will not try again.",
         runbook="Run `python -m ops audit --stack <stack> --job <job>` to list the runs, find why in the "
-        "function's logs for that schedule time (auth, ingress, store_error, failures), fix it, then "
+        "function's logs for that schedule time (auth, ingress, store_error, failures; a run recorded by "
+        "another target: see wrong_target), fix it, then "
         "`python -m ops backfill --stack <stack> --job <job> --at <schedule time>` each missed run.",
     ),
     AlertSpec(
@@ -153,7 +184,11 @@ ALERTS: tuple[AlertSpec, ...] = (
         severity="ERROR",
         meaning="The function ended an instance so that no retry would run a job alongside it: the job "
         "ran past its time limit (cause time_limit), or the instance could not renew the run's lease "
-        "(renewal_failed) or found it taken over (taken_over). The run is retried once its lease ends.",
+        "(renewal_failed) or found it taken over (taken_over). Unless taken over already, the run stays "
+        "blocked until one lease (leaseSeconds, 30 s by default) after the attempt's last renewal or its "
+        "claim; a running job renews every third of a lease, so with the defaults that is 20 to 30 s after "
+        "an instance ended at its time limit and about 5 s after one ended for renewal_failed. The next "
+        "Cloud Scheduler retry after that takes the run over.",
         runbook="time_limit: make the job stop in time (check run.seconds_left() between steps) or raise "
         "functionTimeoutSeconds and the job's attemptDeadlineSeconds; renewal_failed: look for Firestore "
         "errors and latency around the run id; in every case check the job's downstream effects for the "
@@ -245,10 +280,10 @@ def dashboard_json(name_prefix: str) -> str:
     Monitoring API stores it.
 
     The API drops every scalar or list field that holds its type's default (a tile's
-    `xPos: 0`, `yPos: 0`, an empty list) and answers without it; the provider then sees a
-    change on every preview (terraform-provider-google #16173). Leaving such fields out here,
-    whoever edits the file, makes a `pulumi preview` right after `pulumi up` show no change
-    for the dashboard."""
+    `xPos: 0`, `yPos: 0`, an empty list) and answers without it. The provider compares the
+    JSON it sent with the JSON it reads back, so a field the API dropped reads as a change on
+    every preview. Leaving such fields out here, whoever edits the file, makes a `pulumi
+    preview` right after `pulumi up` show no change for the dashboard."""
     template = Template(DASHBOARD_FILE.read_text(encoding="utf-8"))
     text = template.substitute(
         title=f"Exactly-once scheduler ({name_prefix})",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
+from exactly_once.audit.config import AUDIT_JOBS_ENV
 from exactly_once.targets.endpoints import ENDPOINT_VARIABLES
 from exactly_once.targets.job_specs import (
     BIGQUERY_HANDLER,
@@ -39,7 +40,7 @@ SECRET_MANAGER_API: Final = "secretmanager.googleapis.com"
 # Cloud Run functions: all runtime environment variable names and values together.
 MAX_ENVIRONMENT_BYTES: Final = 32 * 1024
 # Set by the function's test harnesses and switches: a job's `env` may not take them either.
-_FUNCTION_SWITCHES: Final = frozenset({*ENDPOINT_VARIABLES, "DOWNSTREAM_ID_TOKEN_DISABLED", "AUDIT_JOBS"})
+_FUNCTION_SWITCHES: Final = frozenset({*ENDPOINT_VARIABLES, "DOWNSTREAM_ID_TOKEN_DISABLED", AUDIT_JOBS_ENV})
 
 
 def cloud_run_job_resource(settings: StackSettings, job: JobSettings) -> str:

@@ -205,6 +205,10 @@ def _send(
         return 1
     outcome = answer.get("outcome")
     out.write(f"{about}: HTTP {response.status_code}, outcome {outcome}: {answer.get('message')}\n")
+    if answer.get("output") is not None:
+        # What the job returned (a proxy job: the execution or job it started, and whether an
+        # earlier attempt's was reused), so an operator sees what a redo led to.
+        out.write(f"{about}: output {json.dumps(answer['output'], sort_keys=True)}\n")
     # A terminal failure is answered 200 (retrying cannot help), but the run did not succeed.
     return 0 if response.ok and outcome != "failed_terminal" else 1
 

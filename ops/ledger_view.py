@@ -2,6 +2,8 @@
 
 Both compute the runs the schedule expects and read those records by id: no query and no
 index, so they work on any database the stack deployed, exactly as the scheduled audit does.
+Like the scheduled audit, they learn the target this stack's function records from the
+audit's own runs, and count a run recorded by another target as missed.
 """
 
 from __future__ import annotations
@@ -11,25 +13,62 @@ from datetime import datetime, timedelta
 from typing import Any, TextIO
 
 from exactly_once.audit.config import AuditError
-from exactly_once.audit.missed_runs import ExpectedRun, RunState, expected_runs, fire_times, judge_runs
+from exactly_once.audit.missed_runs import (
+    ExpectedRun,
+    RecordReader,
+    RunState,
+    expected_runs,
+    fire_times,
+    judge_runs,
+    stack_target,
+)
 from exactly_once.audit.reads import firestore_reader
-from exactly_once.delivery.scheduler_request import format_rfc3339
+from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
+from infra.job_config import AUDIT_JOB_NAME
 from ops.context import StackContext, UserError, utc_now
 
 # How many of the latest runs `status` shows per job by default.
 STATUS_RUNS = 5
 
 
+def _reader(context: StackContext) -> RecordReader:
+    return firestore_reader(context.firestore(), context.settings.runs_collection)
+
+
 def _judge(
-    context: StackContext, expected: Sequence[tuple[Any, datetime]], now: datetime
+    context: StackContext, expected: Sequence[tuple[Any, datetime]], now: datetime, target: str | None
 ) -> list[ExpectedRun]:
     return judge_runs(
         expected,
         project=context.project,
         location=context.location,
         now=now,
-        read_records=firestore_reader(context.firestore(), context.settings.runs_collection),
+        read_records=_reader(context),
+        target=target,
     )
+
+
+def _stack_target(context: StackContext, until: datetime) -> str | None:
+    """The target recorded on the stack's latest audit runs up to `until` (within the
+    retention): the function that ran them runs every job of the stack. None without the
+    audit job, or when none of its runs has a record."""
+    audit = next((job for job in context.settings.jobs if job.name == AUDIT_JOB_NAME), None)
+    if audit is None:
+        return None
+    audited = context.audited(audit)
+    since = until - timedelta(seconds=context.settings.retention_seconds)
+    times = fire_times(audited.schedule, audited.time_zone, since, until)
+    ids = [RunKey(context.project, context.location, audited.name, t).run_id for t in reversed(times)]
+    return stack_target(_reader(context), ids)
+
+
+def _target_note(target: str | None) -> str:
+    if target is None:
+        return (
+            "note: no run of the stack's missed-run audit is recorded, so runs recorded by another "
+            "function sharing the runs collection are not told apart"
+        )
+    return f"this stack's function records target {target}: runs recorded by another target are missed"
 
 
 def _retention_note(context: StackContext, since: datetime, now: datetime) -> str:
@@ -69,7 +108,9 @@ def audit(
         f"from {format_rfc3339(since)} to {format_rfc3339(until)}\n"
     )
     out.write(_retention_note(context, since, now) + "\n")
-    runs = _judge(context, expected, now)
+    target = _stack_target(context, until)
+    out.write(_target_note(target) + "\n")
+    runs = _judge(context, expected, now, target)
     for run in runs:
         detail = f"  ({run.detail})" if run.detail else ""
         out.write(f"{format_rfc3339(run.schedule_time)}  {run.job}  {run.state.value}{detail}\n")
@@ -93,11 +134,12 @@ def status(
     now = now or utc_now()
     until = until or now
     since = until - timedelta(seconds=context.settings.retention_seconds)
+    target = _stack_target(context, until)
     for settings in context.jobs(job):
         audited = context.audited(settings)
         out.write(f"job {settings.name}  (schedule {settings.schedule!r} in {settings.time_zone})\n")
         latest = fire_times(audited.schedule, audited.time_zone, since, until)[-limit:]
-        runs = _judge(context, [(audited, instant) for instant in latest], now)
+        runs = _judge(context, [(audited, instant) for instant in latest], now, target)
         if not runs:
             out.write("  no scheduled runs in the retention window\n")
         for run in reversed(runs):
@@ -112,6 +154,8 @@ def _status_line(run: ExpectedRun) -> str:
         parts.append(f"result={record['result']}")
     if record.get("attempt_id"):
         parts.append(f"attempt={record['attempt_id']}")
+    if run.other_target is not None:
+        parts.append(f"target={run.other_target}")
     claimed, completed = record.get("claimed_at"), record.get("completed_at")
     if isinstance(claimed, datetime):
         parts.append(f"claimed={format_rfc3339(claimed)}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from exactly_once.audit.config import AUDIT_JOBS_ENV
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS, FunctionConfig
 from exactly_once.delivery.handler import MAX_BODY_BYTES
 from exactly_once.delivery.outcomes import Outcome
@@ -128,7 +129,7 @@ def _function_environment() -> tuple[EnvVar, ...]:
             "a token record's lifetime (`idempotencyRetentionSeconds`)",
         ),
         EnvVar(
-            "AUDIT_JOBS",
+            AUDIT_JOBS_ENV,
             "required by the audit job",
             "the jobs the missed-run audit checks (JSON, set by the stack)",
         ),

@@ -20,8 +20,8 @@ RUN_ID: Final = "run_id"
 SCHEDULE_TIME: Final = "schedule_time"
 LATENCY_MS: Final = "latency_ms"
 # Present when the delivery ran the job: true when the job returned, false when it raised.
-# `job_returned: true` beside a store_error or lease_lost outcome marks a job that ran but
-# whose run was not recorded completed by it: another attempt runs the job again.
+# `job_returned: true` beside a store_error, lease_lost or internal_error outcome marks a job
+# that ran but whose run was not recorded completed by it: another attempt runs the job again.
 JOB_RETURNED: Final = "job_returned"
 
 # Lines that are about runs rather than deliveries (the missed-run audit) carry an event name

@@ -9,8 +9,8 @@ audit reaches the same verdict, because nothing in it depends on the instance's 
 The stack's missed-run alert counts the lines; the ledger is only read.
 
 AUDIT_JOBS (JSON, set by the stack): {"interval_seconds": 3600, "jobs": [{"name", "schedule",
-"time_zone", "retry_window_seconds"}, ...]}. RUNS_COLLECTION and FIRESTORE_DATABASE are the
-function's own.
+"time_zone", "retry_window_seconds", "not_before"?}, ...]}. RUNS_COLLECTION and
+FIRESTORE_DATABASE are the function's own.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import TextIO
 
 from exactly_once import RunContext, firestore_client, log_fields, structured_log
-from exactly_once.audit.config import AuditConfig, AuditError
+from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditError
 from exactly_once.audit.missed_runs import (
     ExpectedRun,
     RecordReader,
@@ -30,12 +30,11 @@ from exactly_once.audit.missed_runs import (
     checked_schedule,
     judge_runs,
     runs_whose_window_closed,
+    stack_target,
 )
 from exactly_once.audit.reads import firestore_reader
 from exactly_once.config import ConfigError, FunctionConfig
 from exactly_once.delivery.scheduler_request import format_rfc3339
-
-AUDIT_JOBS_ENV = "AUDIT_JOBS"
 
 
 def config_from_env(env: Mapping[str, str]) -> AuditConfig:
@@ -70,28 +69,39 @@ def report_missed_runs(
     context: RunContext, config: AuditConfig, read_records: RecordReader, stream: TextIO
 ) -> list[ExpectedRun]:
     """Judge the runs whose window closed in (schedule_time - interval, schedule_time] and log
-    each missed one; returns what was judged."""
+    each missed one; returns what was judged.
+
+    The target on this audit run's own record is the stack's: the function that claimed it
+    runs every job of the stack, so a run recorded by any other target is missed."""
     up_to = context.schedule_time
     after = up_to - timedelta(seconds=config.interval_seconds)
     due = runs_whose_window_closed(config.jobs, after=after, up_to=up_to)
     judged = judge_runs(
-        due, project=context.project, location=context.location, now=up_to, read_records=read_records
+        due,
+        project=context.project,
+        location=context.location,
+        now=up_to,
+        read_records=read_records,
+        target=stack_target(read_records, [context.run_id]),
     )
     missed = [run for run in judged if run.state is RunState.MISSED]
     for run in missed:
+        fields: dict[str, object] = {
+            log_fields.EVENT: log_fields.MISSED_RUN,
+            log_fields.JOB: run.job,
+            log_fields.SCHEDULE_TIME: format_rfc3339(run.schedule_time),
+            log_fields.RUN_ID: run.run_id,
+            "retry_window_closed": format_rfc3339(run.window_closes),
+            "claimed": run.record is not None,
+            "audit_run_id": context.run_id,
+        }
+        if run.other_target is not None:
+            fields["recorded_target"] = run.other_target
         structured_log.emit(
             "ERROR",
             f"{log_fields.MISSED_RUN}: job {run.job} scheduled at {format_rfc3339(run.schedule_time)} "
             f"never completed: {run.detail}",
-            {
-                log_fields.EVENT: log_fields.MISSED_RUN,
-                log_fields.JOB: run.job,
-                log_fields.SCHEDULE_TIME: format_rfc3339(run.schedule_time),
-                log_fields.RUN_ID: run.run_id,
-                "retry_window_closed": format_rfc3339(run.window_closes),
-                "claimed": run.record is not None,
-                "audit_run_id": context.run_id,
-            },
+            fields,
             stream,
         )
     structured_log.emit(

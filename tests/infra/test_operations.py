@@ -105,18 +105,14 @@ def test_the_metrics_use_the_field_names_the_function_writes() -> None:
     for metric in log_filters.METRICS:
         for name in (*metric.present, *metric.equals, *metric.labels):
             assert name in vars(log_fields).values()
-    for outcome in (
-        log_filters.LEASE_LOST,
-        log_filters.STORE_ERROR,
-        log_filters.FAILED_TERMINAL,
-        log_filters.FAILED_RELEASED,
-    ):
-        assert outcome in {o.value for o in Outcome}
+    watched = [alert.label_filter["outcome"] for alert in ALERTS if alert.metric is log_filters.DELIVERIES]
+    assert len(watched) == 6
+    assert set(watched) <= {o.value for o in Outcome}
 
 
 def test_alert_policies_name_the_outcomes_and_carry_a_runbook() -> None:
     policies = of_type(declared(), ALERT)
-    assert len(policies) == len(ALERTS) == 7
+    assert len(policies) == len(ALERTS) == 8
     names = " | ".join(p["displayName"] for p in policies)
     for needle in (
         "lease_lost",
@@ -124,6 +120,7 @@ def test_alert_policies_name_the_outcomes_and_carry_a_runbook() -> None:
         "internal_error",
         "failed_terminal",
         "failed_released",
+        "wrong_target",
         "missed run",
         "attempt ended",
     ):
@@ -137,6 +134,9 @@ def test_alert_policies_name_the_outcomes_and_carry_a_runbook() -> None:
         'metric.type="logging.googleapis.com/user/eos-dev-deliveries" AND '
         'resource.type="cloud_run_revision" AND metric.label.outcome="lease_lost"'
     )
+    refused = by_key["wrong_target"]["conditions"][0]["conditionThreshold"]
+    assert refused["filter"].endswith('metric.label.outcome="wrong_target"')
+    assert (refused["thresholdValue"], by_key["wrong_target"]["severity"]) == (0, "ERROR")
     missed = by_key["missed-runs"]["conditions"][0]["conditionThreshold"]
     assert 'metric.type="logging.googleapis.com/user/eos-dev-missed-runs"' in missed["filter"]
     assert by_key["failed_released"]["conditions"][0]["conditionThreshold"]["thresholdValue"] == 2
@@ -213,7 +213,11 @@ def test_the_dashboard_charts_the_handlers_outcomes() -> None:
         for value in re.findall(r"[a-z_]+", "".join(clause))
     }
     assert charted <= {o.value for o in Outcome}
-    assert {"executed", "duplicate_completed", "lease_taken_over", *(a.key for a in ALERTS[:4])} <= charted
+    alerted = {a.label_filter["outcome"] for a in ALERTS if a.metric is log_filters.DELIVERIES}
+    assert {"executed", "duplicate_completed", "lease_taken_over", *alerted} <= charted
+    # The failures chart holds every outcome an alert watches: the chart is where the on-call looks next.
+    (failures,) = [text for text in filters if "lease_lost" in text]
+    assert all(f'"{outcome}"' in failures for outcome in alerted)
 
 
 def test_names_are_unique_per_stack() -> None:

@@ -87,17 +87,32 @@ def dev_settings() -> StackSettings:
     return with_audit_job(load_stack_settings(STACK))
 
 
+def serve_dev_function(
+    function_servers,
+    settings: StackSettings,
+    emulator_host: str,
+    project: str,
+    db,
+    log_path,
+    service: str | None = None,
+) -> DevFunction:
+    """The dev stack's function with the audit job; `service` is the K_SERVICE Cloud Run would
+    set, which names the target recorded with each run (none: a function outside Cloud Run)."""
+    env = {
+        **settings.function_environment(),
+        **audit_environment(settings),
+        "GOOGLE_CLOUD_PROJECT": project,
+        "FIRESTORE_DATABASE": "(default)",
+        "FIRESTORE_EMULATOR_HOST": emulator_host,
+    }
+    if service is not None:
+        env["K_SERVICE"] = service
+    return DevFunction(settings, function_servers(env), db, log_path)
+
+
 @pytest.fixture
 def dev_function(function_servers, emulator_host, project, db, log_path, dev_settings) -> DevFunction:
-    env = dev_settings.function_environment()
-    env.update(audit_environment(dev_settings))
-    env.update(
-        GOOGLE_CLOUD_PROJECT=project,
-        FIRESTORE_DATABASE="(default)",
-        FIRESTORE_EMULATOR_HOST=emulator_host,
-    )
-    server = function_servers(env)
-    return DevFunction(dev_settings, server, db, log_path)
+    return serve_dev_function(function_servers, dev_settings, emulator_host, project, db, log_path)
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ import requests
 from exactly_once import log_fields
 from infra import log_filters
 from infra.job_config import AUDIT_JOB_NAME
-from tests.ops.conftest import DevFunction
+from infra.operations import ALERTS
+from tests.ops.conftest import DevFunction, serve_dev_function
 
 SERVICE = "eos-handler"
 
@@ -137,3 +138,54 @@ def test_the_metrics_count_the_real_log_lines(dev_function: DevFunction) -> None
     )
     # Another service's lines are not this stack's.
     assert not any(log_filters.DELIVERIES.matches(entry, "other-service") for entry in entries)
+
+
+def test_a_run_another_function_recorded_is_refused_alerted_and_reported_missed(
+    function_servers, emulator_host, project, db, log_path, dev_settings
+) -> None:
+    """Two functions share the runs collection and the job names: the other one ran the demo's
+    10:30 run. The stack refuses it on every delivery, and its audit reports the run missed,
+    naming the other target, although the record says completed."""
+    stack = serve_dev_function(function_servers, dev_settings, emulator_host, project, db, log_path, SERVICE)
+    other = serve_dev_function(
+        function_servers, dev_settings, emulator_host, project, db, log_path, "crm-handler"
+    )
+    demo = stack.first_job
+    audit_job = next(job for job in dev_settings.jobs if job.name == AUDIT_JOB_NAME)
+    taken = _day_at(10, 30)
+    assert other.deliver(demo, taken).json()["outcome"] == "executed"
+    earlier = len(stack.log_lines())
+    for _ in range(2):  # a delivery and its retry
+        refused = stack.deliver(demo, taken)
+        assert (refused.status_code, refused.json()["outcome"]) == (409, "wrong_target")
+    for minute in (0, 15, 45):
+        assert stack.deliver(demo, _day_at(10, minute)).json()["outcome"] == "executed"
+    assert len(stack.executions(demo)) == 4  # 10:30 once, by the other function
+
+    audit = stack.deliver(audit_job, _day_at(11, 5)).json()
+    assert audit["outcome"] == "executed"
+    lines = [line for line in stack.log_lines() if line.get("audit_run_id") == audit["run_id"]]
+    deployed = dev_settings.scheduler_job_id
+    assert _missed(lines, audit["run_id"]) == {
+        (deployed(demo), _stamp(taken)),
+        (deployed("workflow-proxy-demo"), _stamp(_day_at(10, 30))),
+        (deployed("bigquery-demo"), _stamp(_day_at(10, 45))),
+        (deployed(AUDIT_JOB_NAME), _stamp(_day_at(10, 5))),
+    }
+    other_target = "crm-handler/main.handle_scheduled_job"
+    (line,) = [line for line in lines if line.get("recorded_target")]
+    assert (line[log_fields.JOB], line["recorded_target"]) == (deployed(demo), other_target)
+    assert f"recorded by target {other_target}, not this stack's {SERVICE}/main.handle_scheduled_job" in str(
+        line["message"]
+    )
+
+    # The refusals are what the wrong_target alert counts: one series, two deliveries.
+    (alert,) = [alert for alert in ALERTS if alert.key == log_filters.WRONG_TARGET]
+    entries = [log_filters.log_entry(line, SERVICE) for line in stack.log_lines()[earlier:]]
+    watched = Counter(
+        alert.metric.labels_of(entry)["job"]
+        for entry in entries
+        if alert.metric.matches(entry, SERVICE)
+        and all(alert.metric.labels_of(entry)[k] == v for k, v in alert.label_filter.items())
+    )
+    assert watched == Counter({deployed(demo): 2})

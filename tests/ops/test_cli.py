@@ -3,6 +3,7 @@ backfill runs it exactly once, audit then finds nothing; status shows the job.""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,8 +12,9 @@ from exactly_once.delivery.scheduler_request import run_key_from_headers
 from exactly_once.ledger.protocol import RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
 from infra.audit_job import with_audit_job
+from infra.job_config import AUDIT_JOB_NAME
 from infra.settings import load_stack_settings
-from tests.ops.conftest import Cli, DevFunction
+from tests.ops.conftest import Cli, DevFunction, serve_dev_function
 from tests.ops.fakes import RecordingFunction
 
 
@@ -70,6 +72,44 @@ def test_audit_backfill_audit(dev_function: DevFunction, cli: Cli) -> None:
     assert len(run_lines) == 4
     assert all("status=completed" in line and "result=succeeded" in line for line in run_lines)
     assert all("duration=" in line for line in run_lines)
+
+
+def test_audit_counts_a_run_another_function_recorded_as_missed(
+    dev_function: DevFunction, cli: Cli, function_servers, emulator_host, project, db, log_path
+) -> None:
+    """The other function shares the runs collection and ran the 10:30 run; its record says
+    completed, but the stack's function refuses that run on every delivery."""
+    other = serve_dev_function(
+        function_servers, dev_function.settings, emulator_host, project, db, log_path, "crm-handler"
+    )
+    job = dev_function.first_job
+    deployed_id = dev_function.settings.scheduler_job_id(job)
+    assert other.deliver(job, _past_day_at(10, 30)).json()["outcome"] == "executed"
+    for minute in (0, 15, 45):
+        assert dev_function.deliver(job, _past_day_at(10, minute)).json()["outcome"] == "executed"
+    window = ["--job", job.name, "--since", _stamp(10, 0), "--until", _stamp(10, 50)]
+
+    # Before any audit run is recorded, the CLI cannot know this stack's target, and says so.
+    blind = cli("audit", *window)
+    assert blind.returncode == 0, blind.stdout + blind.stderr
+    assert "note: no run of the stack's missed-run audit is recorded" in blind.stdout
+
+    audit_job = next(j for j in dev_function.settings.jobs if j.name == AUDIT_JOB_NAME)
+    assert dev_function.deliver(audit_job, _past_day_at(10, 5)).json()["outcome"] == "executed"
+    audit = cli("audit", *window)
+    assert audit.returncode == 1, audit.stdout + audit.stderr
+    # No K_SERVICE on loopback: the target is the served function alone.
+    ours, theirs = "main.handle_scheduled_job", "crm-handler/main.handle_scheduled_job"
+    assert f"this stack's function records target {ours}" in audit.stdout
+    (missed,) = _missed_lines(audit.stdout)
+    assert missed.startswith(
+        f"{_stamp(10, 30)}  {deployed_id}  missed  (recorded by target {theirs}, not this stack's {ours}: "
+    )
+    assert "4 expected runs, 1 missed" in audit.stdout
+
+    status = cli("status", "--job", job.name, "--until", _stamp(10, 50), "--limit", "4")
+    (line,) = [line for line in status.stdout.splitlines() if line.startswith(f"  {_stamp(10, 30)}")]
+    assert f"target={theirs}" in line and line.endswith("-> missed"), line
 
 
 def test_backfill_asks_the_function_to_decide_from_the_ledger(cli: Cli) -> None:
@@ -134,6 +174,7 @@ def test_redo_deletes_a_completed_runs_record_and_runs_it_again(dev_function: De
         f"redo of the run of {job.name} at {_stamp(10, 30)}: deleted its record (result succeeded, "
         f"attempt {first['attempt_id']})",
         f"redo of {job.name} at {_stamp(10, 30)}: HTTP 200, outcome executed: job ran",
+        f"redo of {job.name} at {_stamp(10, 30)}: output {json.dumps(first['output'], sort_keys=True)}",
     ]
     assert len([e for e in dev_function.executions(job) if e["schedule_time"] == at]) == 2
     fresh = cli("redo", "--job", job.name, "--at", _stamp(10, 45), "--url", dev_function.server.url)

@@ -14,6 +14,10 @@ from typing import Any
 
 from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc3339
 
+# The function's environment variable that carries AuditConfig.to_json(): written by the stack,
+# read by the audit job at start-up.
+AUDIT_JOBS_ENV = "AUDIT_JOBS"
+
 
 class AuditError(ValueError):
     """An audit that cannot be computed as asked (bad schedule, zone, window or config)."""

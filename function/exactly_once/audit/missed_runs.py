@@ -10,6 +10,10 @@ ledger holds no completed record for it. The window is computed by the caller fr
 retry policy (infra/timing.py), because this module ships with the function, which imports
 nothing outside function/.
 
+A run recorded by another target (another function that shares the runs collection and the
+job name) is missed as soon as it is seen, completed or not: the function refuses this
+stack's every delivery of it (`wrong_target`), so this stack's job never runs it.
+
 Shared by the scheduled audit job (jobs/missed_runs.py) and the `python -m ops audit` CLI.
 """
 
@@ -27,6 +31,7 @@ from croniter import croniter
 
 from exactly_once.audit.config import AuditedJob, AuditError
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
+from exactly_once.ledger.fields import TARGET, recorded_by_another_target
 
 # A schedule over an audit window cannot sensibly expect more runs than this (one a minute for
 # a week); a larger window is an operator's typo, not a workload.
@@ -49,12 +54,27 @@ class ExpectedRun:
     state: RunState
     window_closes: datetime
     record: Mapping[str, Any] | None
+    # The target this stack's function records, as judged against (None: not known).
+    target: str | None = None
+
+    @property
+    def other_target(self) -> str | None:
+        """The target that recorded the run when it is not this stack's, else None."""
+        if self.record is not None and recorded_by_another_target(self.record, self.target):
+            return str(self.record[TARGET])
+        return None
 
     @property
     def detail(self) -> str:
         """Why the run is in its state, for the operator reading one line."""
         record = self.record or {}
         if self.state is RunState.MISSED:
+            if (other := self.other_target) is not None:
+                return (
+                    f"recorded by target {other}, not this stack's {self.target}: another function shares "
+                    "the runs collection and the job name, and this stack's deliveries of the run are "
+                    "refused (wrong_target)"
+                )
             if record:
                 return f"an attempt claimed it (attempt {record.get('attempt_id')}) but none completed it"
             return "no delivery reached the ledger"
@@ -123,8 +143,13 @@ def fire_times(schedule: str, time_zone: str, since: datetime, until: datetime) 
     return times
 
 
-def classify(record: Mapping[str, Any] | None, window_closes: datetime, now: datetime) -> RunState:
-    """One run's state from its ledger record (or its absence) and its retry window."""
+def classify(
+    record: Mapping[str, Any] | None, window_closes: datetime, now: datetime, target: str | None = None
+) -> RunState:
+    """One run's state from its ledger record (or its absence) and its retry window; `target`
+    is the one this stack's function records (None: every record counts as this stack's)."""
+    if record is not None and recorded_by_another_target(record, target):
+        return RunState.MISSED  # refused here on every delivery: this stack never runs it
     if record is not None and record.get("status") == "completed":
         if record.get("result") == "terminal_failure":
             return RunState.TERMINAL_FAILURE
@@ -136,6 +161,19 @@ def classify(record: Mapping[str, Any] | None, window_closes: datetime, now: dat
 
 # Reads the ledger records of the given run ids; absent ids are left out of the result.
 RecordReader = Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]]
+
+
+def stack_target(read_records: RecordReader, own_run_ids: Sequence[str]) -> str | None:
+    """The target this stack's function records, read from runs it claimed itself (the
+    audit's own, newest first): the function writes its target with every claim, so no
+    configuration has to repeat the name of the service or of the function it serves. None
+    when none of them has a record with a target."""
+    records = read_records(own_run_ids) if own_run_ids else {}
+    for run_id in own_run_ids:
+        target = records.get(run_id, {}).get(TARGET)
+        if target:
+            return str(target)
+    return None
 
 
 def expected_runs(
@@ -179,14 +217,18 @@ def judge_runs(
     location: str,
     now: datetime,
     read_records: RecordReader,
+    target: str | None = None,
 ) -> list[ExpectedRun]:
     """The state of each expected run, in time order. `project` and `location` are the values
-    the stack sends in X-Job-Project / X-Job-Location: they are part of every run id."""
+    the stack sends in X-Job-Project / X-Job-Location: they are part of every run id.
+    `target` is the one this stack's function records (stack_target): a run recorded by any
+    other is missed."""
     ids = [RunKey(project, location, job.name, instant).run_id for job, instant in expected]
     records = read_records(ids) if ids else {}
     runs = []
     for (job, instant), run_id in zip(expected, ids, strict=True):
         closes = instant + timedelta(seconds=job.retry_window_seconds)
         record = records.get(run_id)
-        runs.append(ExpectedRun(job.name, instant, run_id, classify(record, closes, now), closes, record))
+        state = classify(record, closes, now, target)
+        runs.append(ExpectedRun(job.name, instant, run_id, state, closes, record, target))
     return sorted(runs, key=lambda run: (run.schedule_time, run.job))

@@ -7,7 +7,8 @@ ledger writes.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 # The TTL field of run records, token records and job locks: Firestore deletes a document
 # some time after this moment.
@@ -17,8 +18,19 @@ COMPLETED_AT: Final = "completed_at"
 # The commit time of the owner's last lease renewal (null until the job outlives a renewal).
 RENEWED_AT: Final = "renewed_at"
 SCHEDULE_TIME: Final = "schedule_time"
+# The function that claimed the run (its Cloud Run service and entry point), so that two
+# functions sharing a runs collection and a job name cannot decide each other's runs.
+TARGET: Final = "target"
 
 # Fields whose values only ever grow and that no query filters on. Left indexed, every new
 # record's entry would land at the end of the same index range, which caps the collection at
 # about 500 writes a second; exempt, the writes spread like the document ids do.
 UNINDEXED_RUN_FIELDS: Final = (CLAIMED_AT, RENEWED_AT, COMPLETED_AT, SCHEDULE_TIME)
+
+
+def recorded_by_another_target(record: Mapping[str, Any], target: str | None) -> bool:
+    """Whether the function of `target` must refuse the run `record` holds: the one rule of the
+    ledger's claim and of the missed-run audit. A record or a function without a target (one
+    outside Cloud Run, or a record from before targets were recorded) is nobody else's."""
+    recorded = record.get(TARGET)
+    return bool(target) and bool(recorded) and recorded != target

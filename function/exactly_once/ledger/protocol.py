@@ -38,7 +38,7 @@ from typing import Any
 from google.api_core import exceptions as google_exceptions
 
 from exactly_once.delivery.scheduler_request import RunKey
-from exactly_once.ledger.fields import COMPLETED_AT, EXPIRE_AT, RENEWED_AT
+from exactly_once.ledger.fields import COMPLETED_AT, EXPIRE_AT, RENEWED_AT, TARGET, recorded_by_another_target
 from exactly_once.ledger.records import (
     ClaimKind,
     ClaimTooLate,
@@ -191,9 +191,8 @@ class RunLedger:
     def _takeover_kind(self, run_id: str, stored: StoredRecord, target: str) -> ClaimKind:
         """Decide on Firestore's clock whether the record may be overwritten, or raise."""
         fields, now = stored.fields, stored.read_time
-        recorded_target = fields.get("target") or ""
-        if target and recorded_target and recorded_target != target:
-            raise WrongTarget(run_id, recorded_target, target)
+        if recorded_by_another_target(fields, target):
+            raise WrongTarget(run_id, fields[TARGET], target)
         if fields["status"] == RunStatus.COMPLETED:
             if fields[EXPIRE_AT] <= now:
                 return ClaimKind.RECLAIMED_EXPIRED  # TTL deletion runs up to days late

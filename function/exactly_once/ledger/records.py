@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from exactly_once.delivery.scheduler_request import RunKey
-from exactly_once.ledger.fields import CLAIMED_AT, COMPLETED_AT, EXPIRE_AT, RENEWED_AT, SCHEDULE_TIME
+from exactly_once.ledger.fields import CLAIMED_AT, COMPLETED_AT, EXPIRE_AT, RENEWED_AT, SCHEDULE_TIME, TARGET
 from exactly_once.ledger.store import COMMIT_TIME, StoredRecord
 
 
@@ -116,7 +116,7 @@ def in_progress_record(
         SCHEDULE_TIME: key.schedule_time,
         "project": key.project,
         "location": key.location,
-        "target": target or None,
+        TARGET: target or None,
         "body_sha256": fingerprint or None,
         CLAIMED_AT: COMMIT_TIME,
         RENEWED_AT: None,
