@@ -99,10 +99,12 @@ class GithubDeployer(pulumi.ComponentResource):
         return pulumi.ResourceOptions(parent=self)
 
     def _kept(self, *after: pulumi.Resource) -> pulumi.ResourceOptions:
-        """A deleted pool or provider keeps its id for 30 days (a re-create gets 409, pulumi-gcp
-        #1149): `pulumi destroy` stops at them (protect), and once they are unprotected it
-        leaves them in place (retain), so the next `pulumi up` imports them as they are
-        (docs/ci.md) instead of waiting a month for the id."""
+        """For what a `pulumi destroy` must not delete, or cannot: a deleted pool or provider
+        keeps its id reserved for 30 days, a key ring and its keys are never deleted, the
+        state bucket holds every stack's state. Each would make the next `pulumi up` fail
+        with 409 (already exists) or lose data. `pulumi destroy` stops at them (protect); once
+        unprotected, it leaves them in place (retain), for the next `pulumi up` to import as
+        they are (docs/ci.md)."""
         return pulumi.ResourceOptions(
             parent=self, depends_on=list(after), protect=True, retain_on_delete=True
         )
@@ -250,7 +252,7 @@ class GithubDeployer(pulumi.ComponentResource):
             # Every state checkpoint stays recoverable after a bad update.
             versioning=gcp.storage.BucketVersioningArgs(enabled=True),
             force_destroy=False,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[apis[STATE_BUCKET_API]], protect=True),
+            opts=self._kept(apis[STATE_BUCKET_API]),
         )
         for previewer_role in PREVIEWER_ROLES:
             if previewer_role.scope == STATE_BUCKET_SCOPE:
@@ -278,7 +280,9 @@ class GithubDeployer(pulumi.ComponentResource):
             project=s.project,
             name=s.secrets_key_ring,
             location=s.secrets_key_location,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[apis[SECRETS_KEY_API]]),
+            # Cloud KMS never deletes a key ring: a destroy that went ahead would leave it in
+            # Google Cloud anyway, and the next `pulumi up` would fail to create it again.
+            opts=self._kept(apis[SECRETS_KEY_API]),
         )
         key = gcp.kms.CryptoKey(
             f"{name}-secrets-key",
@@ -287,8 +291,8 @@ class GithubDeployer(pulumi.ComponentResource):
             purpose="ENCRYPT_DECRYPT",
             # New key versions every 90 days; old ones still decrypt what they encrypted.
             rotation_period=KEY_ROTATION_PERIOD,
-            # Destroying the key would make every stack's secrets unreadable.
-            opts=pulumi.ResourceOptions(parent=self, protect=True),
+            # Nor a key: the provider's delete destroys its versions, and every stack's secrets.
+            opts=self._kept(),
         )
         grants = {"deployer": (deployer, KEY_ENCRYPTER_DECRYPTER)}
         for previewer_role in PREVIEWER_ROLES:

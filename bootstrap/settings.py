@@ -62,7 +62,8 @@ class BootstrapSettings:
     state_bucket: str | None = None
     state_bucket_location: str = "US"
     # A KMS key ring for the stacks' secrets provider (gcpkms://...), created only when named.
-    # Key rings cannot be deleted: choose a name you will not need again.
+    # Cloud KMS never deletes a key ring or its keys: a `pulumi destroy` leaves both in place,
+    # and bringing the bootstrap up again imports them (docs/ci.md).
     secrets_key_ring: str | None = None
     secrets_key_location: str = "global"
 

@@ -15,7 +15,7 @@ import pulumiverse_time
 
 from infra.build import BuildIdentity
 from infra.operations import audit_function_environment
-from infra.propagation import SERVING_GRANTS_DELAY_SECONDS, pause_after
+from infra.propagation import SECRET_GRANTS_DELAY_SECONDS, pause_after
 from infra.runtime_access import secret_environment_variables
 from infra.settings import StackSettings
 
@@ -62,12 +62,14 @@ def dedup_function(
     secrets = secret_environment_variables(settings)
     if secrets:
         # Cloud Run checks that the runtime account may read each secret when it deploys
-        # the revision: the grants must be in effect first.
+        # the revision: the grants must be in effect first (infra/propagation.py). A secret
+        # added later is a new grant, so the secrets are triggers too.
+        referenced = sorted({f"{secret['project_id']}/{secret['secret']}" for secret in secrets})
         ready = pause_after(
             f"{name}-runtime-grants-propagation",
-            SERVING_GRANTS_DELAY_SECONDS,
+            SECRET_GRANTS_DELAY_SECONDS,
             after=access,
-            triggers={"runtime": runtime_account.member},
+            triggers={"runtime": runtime_account.member, "secrets": " ".join(referenced)},
             opts=pulumi.ResourceOptions(parent=parent),
         )
         opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ready]))

@@ -5,13 +5,12 @@ change are in effect only later, and whatever uses them at once fails:
 
 * **IAM grants.** Google's IAM documentation: a change "typically propagates in 2 minutes, but
   could potentially take 7 minutes or longer". A build that starts first fails with
-  "Access to bucket gcf-v2-sources-... denied"; Google's own builder sample that waited 60 s
-  failed about half of the time (terraform-provider-google #20571), and its later samples
-  wait 120 s.
+  "Access to bucket gcf-v2-sources-... denied". Google's own builder sample waited 60 s and
+  failed about half of the time; its later samples wait 120 s.
 * **Log-based metrics.** Cloud Logging has the metric at once, but Cloud Monitoring refuses an
   alert policy on its type with 404 "Cannot find metric(s) that match type ... it could take
-  up to 10 minutes to become available" (terraform-provider-google #11102; the provider
-  retries only on 409).
+  up to 10 minutes to become available". The provider retries only on 409, so the 404 fails
+  the update.
 
 Each pause is a `pulumiverse_time.Sleep` whose `triggers` name what it waits for: it sleeps
 when it is created (a first deploy, a new stack, a stack brought up again after `pulumi
@@ -34,6 +33,11 @@ BUILD_GRANTS_DELAY_SECONDS = 180
 # because a run that meets a 403 is not lost at once: Cloud Scheduler retries it with the
 # job's backoff, and a later retry normally finds the grant in effect.
 SERVING_GRANTS_DELAY_SECONDS = 60
+# Before a function with secrets is deployed: the runtime account's secretAccessor grants.
+# Cloud Run checks, when it deploys the revision, that the account may read each secret, and
+# a check that fails fails the whole update, as a build does: no retry covers it. So the
+# same length as the build's pause, not the serving one's.
+SECRET_GRANTS_DELAY_SECONDS = 180
 # Before the alert policies: the log-based metrics they reference. Google gives no typical
 # time, only "up to 10 minutes": this bets on the usual case, not the worst. A policy that
 # still meets the 404 fails the update; the next `pulumi up` creates it (no new pause then).

@@ -7,8 +7,8 @@ It must not import pulumi: the local tools run without the Pulumi engine.
 Validation happens here, before any resource is declared, and every error names the Pulumi
 config key a user has to edit (`<project>:jobs[0].attemptDeadlineSeconds`), not the Python
 attribute it ended up in. The keys are declared in `Pulumi.yaml` (read by
-infra/config_schema.py), the jobs' fields in infra/job_config.py, the names the stack gives
-its resources in infra/names.py.
+infra/config_schema.py), the jobs' fields in infra/job_config.py, the run ledger's keys in
+infra/ledger_config.py, the names the stack gives its resources in infra/names.py.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ from infra.config_schema import (
 from infra.job_config import (
     AUDIT_JOB_NAME,
     HANDLER,
-    WORKFLOWS_CALL_TIMEOUT_SECONDS,
     WORKFLOWS_HANDLER,
     WORKFLOWS_HANDLER_MODULE,
     JobSettings,
@@ -59,7 +58,8 @@ from infra.job_config import (
     parse_jobs,
 )
 from infra.job_handlers import check_handlers
-from infra.names import DATABASE_ID, DEFAULT_COMPONENT, StackNames
+from infra.ledger_config import ledger_keys
+from infra.names import DEFAULT_COMPONENT, StackNames
 from infra.stack_access import access_errors, jobs_environment
 from infra.timing import JobTiming
 from infra.timing_keys import number_text, timing_advisories, timing_errors
@@ -69,7 +69,6 @@ __all__ = [
     "DEFAULT_DATABASE",
     "JOBS_KEY",
     "REPO_ROOT",
-    "WORKFLOWS_CALL_TIMEOUT_SECONDS",
     "WORKFLOWS_HANDLER",
     "WORKFLOW_RESOURCE_NAME",
     "ConfigKey",
@@ -281,47 +280,10 @@ class StackSettings:
         max_instances = integer_value(scalars["maxInstances"])
         if max_instances < 1:
             errors.append(f"{errors.key('maxInstances')}: {max_instances} must be at least 1")
-        database = str(scalars["databaseName"])
-        if database not in ("", DEFAULT_DATABASE) and not DATABASE_ID.match(database):
-            errors.append(
-                f"{errors.key('databaseName')}: {database!r} is not a Firestore database id "
-                f"(4-63 of a-z, 0-9, '-', starting with a letter), {DEFAULT_DATABASE!r}, or empty "
-                "(the stack's own database)"
-            )
-        create = scalars["createDatabase"]
-        create_database = database != DEFAULT_DATABASE if create is None else bool(create)
-        if create_database and database == DEFAULT_DATABASE:
-            errors.append(
-                f"{errors.key('createDatabase')}: the {DEFAULT_DATABASE} database is never created by a "
-                "stack (it usually exists, and a create would fail with 409); leave createDatabase unset"
-            )
-        collection = str(scalars["runsCollection"])
-        if not collection or "/" in collection or collection.startswith("__"):
-            errors.append(f"{errors.key('runsCollection')}: {collection!r} is not a top-level collection id")
         job_handler = str(scalars["jobHandler"])
         if not HANDLER.match(job_handler):
             errors.append(f"{errors.key('jobHandler')}: {job_handler!r} is not module:callable")
-        token_collection = str(scalars["idempotencyCollection"])
-        if not token_collection or "/" in token_collection or token_collection.startswith("__"):
-            errors.append(
-                f"{errors.key('idempotencyCollection')}: {token_collection!r} "
-                "is not a top-level collection id"
-            )
-        elif token_collection == collection:
-            errors.append(
-                f"{errors.key('idempotencyCollection')}: {token_collection!r} is also the runsCollection; "
-                "token records and run records need collections of their own"
-            )
-        token_retention = integer_value(scalars["idempotencyRetentionSeconds"])
-        retention = integer_value(scalars["retentionSeconds"])
-        if token_retention < retention:
-            # A duplicate execution can start as late as the last retry of the run, which the
-            # run record outlives by design; the token has to outlive it as well.
-            errors.append(
-                f"{errors.key('idempotencyRetentionSeconds')}, {errors.key('retentionSeconds')}: "
-                f"token retention {token_retention}s is shorter than the run retention {retention}s: "
-                "a late duplicate execution would find no token and change state again"
-            )
+        ledger = ledger_keys(scalars, errors)
         channels = notification_channels(scalars["alertNotificationChannels"], errors)
 
         jobs = parse_jobs(values.get(JOBS_KEY), timeout, errors)
@@ -342,19 +304,19 @@ class StackSettings:
             region=region,
             stack=stack or "stack",
             config_namespace=namespace,
-            configured_database=database,
-            create_database=create_database,
-            runs_collection=collection,
+            configured_database=ledger.database,
+            create_database=ledger.create_database,
+            runs_collection=ledger.runs_collection,
             function_timeout_seconds=float(timeout),
             lease_seconds=lease,
-            retention_seconds=float(retention),
+            retention_seconds=float(ledger.retention_seconds),
             max_instances=max_instances,
             ingress=ingress,
             deletion_protection=bool(scalars["deletionProtection"]),
             job_handler=job_handler,
             jobs=jobs,
-            idempotency_collection=token_collection,
-            idempotency_retention_seconds=float(token_retention),
+            idempotency_collection=ledger.idempotency_collection,
+            idempotency_retention_seconds=float(ledger.idempotency_retention_seconds),
             alert_notification_channels=channels,
             missed_run_audit=bool(scalars["missedRunAudit"]),
         )

@@ -181,22 +181,50 @@ def test_the_deployer_holds_exactly_the_listed_roles_and_the_previewer_only_read
     assert not [r for r in resources if r.type.endswith(("iAMBinding:IAMBinding", "iAMPolicy:IAMPolicy"))]
 
 
+KEPT = {"WorkloadIdentityPool", "WorkloadIdentityPoolProvider", "KeyRing", "CryptoKey", "Bucket"}
+
+
 @pytest.mark.parametrize("preview", [False, True], ids=["applied", "preview"])
-def test_the_pool_and_provider_are_protected_and_retained(preview: bool) -> None:
-    """A deleted pool or provider id stays reserved for 30 days: `pulumi destroy` must not
-    delete them, and a destroy that goes ahead anyway leaves them for `pulumi import`."""
+def test_what_a_destroy_cannot_delete_is_protected_and_retained(preview: bool) -> None:
+    """A deleted pool or provider id stays reserved for 30 days; Cloud KMS never deletes a key
+    ring or a key (the provider's delete destroys the key's versions); the bucket holds the
+    state. `pulumi destroy` must stop at each, and a destroy that goes ahead anyway leaves
+    them for `pulumi import`. Nothing else is kept: accounts and grants are created anew."""
     stack, _ = bootstrap_stack(settings(stateBucket="acme-pulumi-state", secretsKeyRing="pulumi"), preview)
-    kept = {
-        r.type.rsplit(":", 1)[-1]: (r.protect, r.retain_on_delete)
-        for r in stack.resources
-        if r.retain_on_delete
-    }
-    assert kept == {"WorkloadIdentityPool": (True, True), "WorkloadIdentityPoolProvider": (True, True)}
-    protected = {r.type.rsplit(":", 1)[-1] for r in stack.resources if r.protect}
-    assert protected == {"WorkloadIdentityPool", "WorkloadIdentityPoolProvider", "Bucket", "CryptoKey"}
+    options = {r.type.rsplit(":", 1)[-1]: (r.protect, r.retain_on_delete) for r in stack.resources}
+    assert {kind: options[kind] for kind in KEPT} == dict.fromkeys(KEPT, (True, True))
+    assert {kind for kind, kept in options.items() if any(kept)} == KEPT
     pool = stack.one("gcp:iam/workloadIdentityPool:WorkloadIdentityPool")
     provider = stack.one("gcp:iam/workloadIdentityPoolProvider:WorkloadIdentityPoolProvider")
     assert pool.urn in stack.waits_for(provider.urn)
+    key_ring, key = stack.one("gcp:kms/keyRing:KeyRing"), stack.one("gcp:kms/cryptoKey:CryptoKey")
+    kms_api = stack.named("gcp:projects/service:Service", "ci-cloudkms")
+    assert kms_api.urn in stack.waits_for(key_ring.urn) and key_ring.urn in stack.waits_for(key.urn)
+
+
+def test_the_import_commands_name_the_kept_resources_as_the_program_does() -> None:
+    """docs/ci.md's re-import path: one `pulumi import` per kept resource, with its type, its
+    logical name and the id the program's settings give it."""
+    page = (BOOTSTRAP_DIR.parent / "docs" / "ci.md").read_text(encoding="utf-8")
+    resources, outputs = run_bootstrap(
+        settings(stateBucket="my-gcp-project-pulumi-state", secretsKeyRing="pulumi")
+    )
+    kept = [r for r in resources if r.type.rsplit(":", 1)[-1] in KEPT]
+    assert len(kept) == len(KEPT)
+    pool = "projects/<gcp-project>/locations/global/workloadIdentityPools/github-actions"
+    key_ring = "projects/<gcp-project>/locations/global/keyRings/pulumi"
+    ids = {
+        "WorkloadIdentityPool": pool,
+        "WorkloadIdentityPoolProvider": f"{pool}/providers/github",
+        "KeyRing": key_ring,
+        "CryptoKey": f"{key_ring}/cryptoKeys/pulumi-secrets",
+        "Bucket": "my-gcp-project-pulumi-state",
+    }
+    commands = " ".join(page.replace("\\\n", " ").split())
+    for resource in kept:
+        kind = resource.type.rsplit(":", 1)[-1]
+        assert f"pulumi import {resource.type} {resource.name} {ids[kind]} --parent" in commands, kind
+    assert outputs["secretsProvider"] == "gcpkms://" + ids["CryptoKey"].replace("<gcp-project>", "acme-prod")
 
 
 def test_the_three_repository_variables_are_exported() -> None:

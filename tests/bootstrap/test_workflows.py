@@ -123,7 +123,7 @@ def test_pull_requests_preview_as_the_previewer_and_only_deployment_jobs_on_main
 @pytest.mark.parametrize("name", ALL)
 def test_every_pulumi_step_downloads_plugins_with_the_jobs_token(name: str) -> None:
     """The time and gcp provider plugins come from GitHub releases: unauthenticated, the
-    download meets GitHub's rate limit (pulumi/actions #815)."""
+    download shares the runner address's rate limit with every other job, and fails with 403."""
     for job in jobs(name).values():
         for step in steps_using(job, PULUMI):
             assert step["env"] == {"GITHUB_TOKEN": "${{ github.token }}"}

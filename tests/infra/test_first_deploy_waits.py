@@ -11,7 +11,12 @@ import pytest
 
 from infra import log_filters
 from infra.operations import ALERTS, metric_id
-from infra.propagation import METRIC_TYPES_DELAY_SECONDS
+from infra.propagation import (
+    BUILD_GRANTS_DELAY_SECONDS,
+    METRIC_TYPES_DELAY_SECONDS,
+    SECRET_GRANTS_DELAY_SECONDS,
+    SERVING_GRANTS_DELAY_SECONDS,
+)
 from tests.infra.conftest import build, valid_job, valid_values
 from tests.support.pulumi_harness import SLEEP, MockedResource, MockedStack, mock_stack, pause_seconds
 
@@ -19,7 +24,9 @@ METRIC = "gcp:logging/metric:Metric"
 ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 BUILDER_GRANT_NAMES = ("eos-builder-log-writer", "eos-builder-images-writer", "eos-builder-sources-viewer")
+SECRET_MEMBER = "gcp:secretmanager/secretIamMember:SecretIamMember"
 JOBS = [valid_job(), valid_job(name="wf", workflow={"sample": True})]
+SECRETS_PAUSE = "eos-runtime-grants-propagation"
 
 
 def metric_types_pause(stack: MockedStack, stack_name: str) -> MockedResource:
@@ -96,3 +103,41 @@ def test_a_stack_brought_up_again_after_destroy_pauses_again(prod: MockedStack) 
     assert not [p.name for p in pauses if p.protect or p.retain_on_delete]
     # Nothing else of the stack is retained either: destroy leaves no metric behind to clash.
     assert not [r.name for r in prod.resources if r.retain_on_delete]
+
+
+def with_secrets(secrets: dict[str, str], preview: bool = False) -> MockedStack:
+    return mock_stack(
+        build(valid_values(jobs=[*JOBS, valid_job(name="report", secrets=secrets)])), preview=preview
+    )
+
+
+@pytest.mark.parametrize("preview", [False, True], ids=["applied", "preview"])
+def test_a_function_with_secrets_deploys_after_a_build_length_pause_that_follows_the_secret_grants(
+    preview: bool,
+) -> None:
+    """Cloud Run checks the runtime account's access to each secret when it deploys the
+    revision, and a failed check fails the update: no Scheduler retry covers it, so the pause
+    is as long as the build's, not the serving grants' shorter one."""
+    stack = with_secrets({"DB_PASSWORD": "db-password", "API_KEY": "api-key"}, preview)
+    pause = stack.named(SLEEP, SECRETS_PAUSE)
+    assert pause_seconds(pause) == SECRET_GRANTS_DELAY_SECONDS >= BUILD_GRANTS_DELAY_SECONDS
+    assert SECRET_GRANTS_DELAY_SECONDS > SERVING_GRANTS_DELAY_SECONDS
+    grants = stack.of_type(SECRET_MEMBER)
+    assert len(grants) == 2 and {g.urn for g in grants} <= set(stack.dependencies[pause.urn])
+    (function,) = [f for f in stack.of_type(FUNCTION) if f.inputs["name"].endswith("-handler")]
+    assert pause.urn in stack.dependencies[function.urn]
+    assert {g.urn for g in grants} <= stack.waits_for(function.urn)
+
+
+def test_a_secret_added_later_sleeps_again() -> None:
+    """The pause's triggers name the secrets: a new secret is a new grant, and a changed
+    trigger replaces the pause, which sleeps before the function is updated."""
+    one = with_secrets({"DB_PASSWORD": "db-password"}).named(SLEEP, SECRETS_PAUSE)
+    two = with_secrets({"DB_PASSWORD": "db-password", "API_KEY": "api-key"}).named(SLEEP, SECRETS_PAUSE)
+    assert one.inputs["triggers"]["runtime"] == two.inputs["triggers"]["runtime"]
+    assert one.inputs["triggers"]["secrets"] != two.inputs["triggers"]["secrets"]
+    assert "api-key" in two.inputs["triggers"]["secrets"]
+
+
+def test_no_secrets_no_secrets_pause(prod: MockedStack) -> None:
+    assert SECRETS_PAUSE not in {p.name for p in prod.of_type(SLEEP)}

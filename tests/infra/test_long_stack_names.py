@@ -1,6 +1,8 @@
 """Any stack name Pulumi accepts (up to 100 of letters, digits, '-', '_', '.') gives a valid name
 to every resource the stack declares, under mocks: the ids Google checks, and the free-text
-fields that carry the stack name and have their own length limits."""
+fields that carry the stack name and have their own length limits. The stacks have every kind
+of job the program deploys something for: a sample workflow, a sample Cloud Run job, a sample
+BigQuery job."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from infra.names import (
+    BIGQUERY_DATASET_ID,
     DATABASE_ID,
     DISPLAY_NAME_MAX_BYTES,
     FUNCTION_NAME,
@@ -21,13 +24,16 @@ from infra.names import (
 from tests.infra.conftest import build, valid_job, valid_values
 from tests.support.pulumi_harness import MockedResource, MockedStack, mock_stack
 
-# 90 characters: capitals, dots, underscores and hyphens, as `pulumi stack init` allows.
-LONG = ("Team.Platform_EU-West." * 5)[:90]
+# Capitals, dots, underscores and hyphens, as `pulumi stack init` allows: 90 characters, and
+# Pulumi's longest, 100.
+LONG_NAMES = {length: ("Team.Platform_EU-West." * 5)[:length] for length in (90, 100)}
 PULUMI_STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 # Log-based metric ids: at most 100 of these characters.
 METRIC_NAME = re.compile(r"^[A-Za-z0-9_\-.,+!*'()%/]{1,100}$")
 # Bucket names: 3-63 of lower-case letters, digits, '-', '_', '.'.
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{1,61}[a-z0-9]$")
+# Cloud Run job names: at most 63 of lower-case letters, digits and '-', starting with a letter.
+CLOUD_RUN_JOB_NAME = re.compile(r"^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 # Pulumi's auto-name: the logical name, '-', 7 random characters.
 AUTO_NAME_SUFFIX = 8
 
@@ -58,6 +64,10 @@ RULES: dict[str, dict[str, Callable[[object], bool]]] = {
     "gcp:workflows/workflow:Workflow": {"name": matches(WORKFLOW_NAME), "description": at_most(1000)},
     "gcp:logging/metric:Metric": {"name": matches(METRIC_NAME)},
     "gcp:monitoring/alertPolicy:AlertPolicy": {"displayName": at_most(512)},
+    "gcp:cloudrunv2/job:Job": {"name": matches(CLOUD_RUN_JOB_NAME)},
+    "gcp:cloudrunv2/jobIamMember:JobIamMember": {"name": matches(CLOUD_RUN_JOB_NAME)},
+    "gcp:bigquery/dataset:Dataset": {"datasetId": matches(BIGQUERY_DATASET_ID)},
+    "gcp:bigquery/datasetIamMember:DatasetIamMember": {"datasetId": matches(BIGQUERY_DATASET_ID)},
     "gcp:projects/iAMMember:IAMMember": {},
     "gcp:cloudrunv2/serviceIamMember:ServiceIamMember": {},
     "gcp:artifactregistry/repositoryIamMember:RepositoryIamMember": {},
@@ -71,12 +81,26 @@ RULES: dict[str, dict[str, Callable[[object], bool]]] = {
 }
 
 
+JOBS = [
+    valid_job(),
+    valid_job(name="wf", workflow={"sample": True}),
+    valid_job(name="j" * 100),
+    valid_job(name="sample-job", cloudRunJob={"sample": True}),
+    valid_job(name="sample-query", schedule="0 * * * *", bigquery={"sample": True}),
+]
+
+
+@pytest.fixture(scope="module", params=sorted(LONG_NAMES), ids=lambda length: f"{length}-characters")
+def long_name(request: pytest.FixtureRequest) -> str:
+    name = LONG_NAMES[request.param]
+    assert len(name) == request.param and PULUMI_STACK_NAME.match(name)
+    assert {".", "_"} <= set(name) and name.lower() != name
+    return name
+
+
 @pytest.fixture(scope="module")
-def long_stack() -> MockedStack:
-    assert len(LONG) == 90 and PULUMI_STACK_NAME.match(LONG)
-    assert {".", "_"} <= set(LONG) and LONG.lower() != LONG
-    jobs = [valid_job(), valid_job(name="wf", workflow={"sample": True}), valid_job(name="j" * 100)]
-    return mock_stack(build(valid_values(jobs=jobs), stack=LONG))
+def long_stack(long_name: str) -> MockedStack:
+    return mock_stack(build(valid_values(jobs=JOBS), stack=long_name))
 
 
 def invalid_inputs(resource: MockedResource) -> list[str]:
@@ -93,18 +117,49 @@ def test_every_resource_of_a_90_character_stack_has_valid_names(long_stack: Mock
     assert {r.name: bad for r in custom if (bad := invalid_inputs(r))} == {}
 
 
-def test_display_names_carry_the_stack_name_as_far_as_it_fits(long_stack: MockedStack) -> None:
+def test_display_names_carry_the_stack_name_as_far_as_it_fits(
+    long_stack: MockedStack, long_name: str
+) -> None:
     accounts = long_stack.of_type("gcp:serviceaccount/account:Account")
-    assert len(accounts) == 5
+    # runtime, invoker, builder, tokens, workflow, and the sample Cloud Run job's crjob.
+    assert {a.inputs["accountId"].rsplit("-", 1)[-1] for a in accounts} == {
+        "runtime",
+        "invoker",
+        "builder",
+        "tokens",
+        "workflow",
+        "crjob",
+    }
     for account in accounts:
         shown = account.inputs["displayName"]
-        assert len(shown.encode()) == DISPLAY_NAME_MAX_BYTES and LONG[:20] in shown
+        assert len(shown.encode()) == DISPLAY_NAME_MAX_BYTES and long_name[:20] in shown
 
 
-def test_buckets_are_auto_named_from_a_name_the_stack_does_not_lengthen(long_stack: MockedStack) -> None:
+def test_the_sample_targets_are_named_within_their_limits(long_stack: MockedStack) -> None:
+    """The Cloud Run job and the dataset, whose ids allow other characters and lengths than the
+    rest: each grant names the shortened id of its resource, and the job runs as its account."""
+    (job,) = long_stack.of_type("gcp:cloudrunv2/job:Job")
+    assert len(job.inputs["name"]) <= 63 and job.inputs["name"].endswith("-sample-job")
+    job_grants = long_stack.of_type("gcp:cloudrunv2/jobIamMember:JobIamMember")
+    assert len(job_grants) == 2 and {g.inputs["name"] for g in job_grants} == {job.inputs["name"]}
+    (dataset,) = long_stack.of_type("gcp:bigquery/dataset:Dataset")
+    assert dataset.inputs["datasetId"].endswith("_samples")
+    (dataset_grant,) = long_stack.of_type("gcp:bigquery/datasetIamMember:DatasetIamMember")
+    assert dataset_grant.inputs["datasetId"] == dataset.inputs["datasetId"]
+    (crjob,) = [
+        a
+        for a in long_stack.of_type("gcp:serviceaccount/account:Account")
+        if a.inputs["accountId"].endswith("-crjob")
+    ]
+    assert job.inputs["template"]["template"]["serviceAccount"] == crjob.outputs["email"]
+
+
+def test_buckets_are_auto_named_from_a_name_the_stack_does_not_lengthen(
+    long_stack: MockedStack, long_name: str
+) -> None:
     """Pulumi names the source bucket `<logical name>-<7 random>`; the logical name is the
     component's, so the stack name cannot push it past 63."""
     (bucket,) = long_stack.of_type("gcp:storage/bucket:Bucket")
     assert "name" not in bucket.inputs
-    assert LONG not in bucket.name and len(bucket.name) + AUTO_NAME_SUFFIX <= 63
+    assert long_name not in bucket.name and len(bucket.name) + AUTO_NAME_SUFFIX <= 63
     assert BUCKET_NAME.match(bucket.outputs["name"])
