@@ -9,6 +9,7 @@ Validated key by key (errors name the config key) with the rules the function it
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -132,7 +133,13 @@ def check_target_job(target: JobTarget, handler: Any, body: Any, prefix: str, er
 
 
 def _unknown(raw: Mapping[str, Any], key: str, known: tuple[str, ...], errors: ConfigProblems) -> None:
-    errors.extend(f"{errors.key(f'{key}.{k}')}: unknown key" for k in raw if k not in known)
+    """Each unknown key, with the known one it most resembles (`timeout`: `timeoutSeconds`)."""
+    for name in raw:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(str(name), known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else f"; expected one of {', '.join(known)}"
+        errors.append(f"{errors.key(f'{key}.{name}')}: unknown key{hint}")
 
 
 def _sample_or_named(raw: Mapping[str, Any], key: str, named: str, errors: ConfigProblems) -> bool | None:
@@ -157,8 +164,9 @@ def _cloud_run_job(raw: Any, key: str, errors: ConfigProblems) -> CloudRunJobTar
     _unknown(raw, key, CLOUD_RUN_KEYS, errors)
     sample = _sample_or_named(raw, key, "job", errors)
     job = raw.get("job")
-    # The function's own rules for the rest; a short name stands in for the resource name here.
-    checked = {k: v for k, v in raw.items() if k not in ("sample", "job")}
+    # The function's own rules for the rest (an unknown key is reported once, above); a short
+    # name stands in for the resource name here.
+    checked = {k: v for k, v in raw.items() if k in set(CLOUD_RUN_KEYS) - {"sample", "job"}}
     checked["job"] = "projects/p/locations/l/jobs/x"
     if job is not None and (not isinstance(job, str) or not (CLOUD_RUN_JOB_ID.match(job) or _full_job(job))):
         errors.append(
@@ -198,7 +206,9 @@ def _bigquery(raw: Any, key: str, errors: ConfigProblems) -> BigQueryTarget | No
             f"{errors.key(f'{key}.location')}: required: the BigQuery location the job runs in "
             "(EU, US or a region)"
         )
-    checked = {k: v for k, v in raw.items() if k not in ("sample", "readDatasets", "writeDatasets")}
+    # The function's own rules for the query's fields (an unknown key is reported once, above).
+    spec_keys = set(BIGQUERY_KEYS) - {"sample", "readDatasets", "writeDatasets"}
+    checked = {k: v for k, v in raw.items() if k in spec_keys}
     checked.setdefault("query", SAMPLE_QUERY)
     checked.setdefault("location", "region")
     checked["project"] = "project-id"

@@ -10,18 +10,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
+from exactly_once.targets.call_timeout import CALL_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
+from exactly_once.targets.job_specs import BIGQUERY_HANDLER, CLOUD_RUN_HANDLER
 from infra import timing
-from infra.job_config import (
-    RETRY_KEYS,
-    WORKFLOWS_CALL_TIMEOUT_SECONDS,
-    WORKFLOWS_HANDLER_MODULE,
-    WORKFLOWS_TIMEOUT_MARGIN_SECONDS,
-    JobSettings,
-)
+from infra.job_config import RETRY_KEYS, WORKFLOWS_HANDLER_MODULE, JobSettings
 from infra.timing import Violation
 
 if TYPE_CHECKING:
     from infra.settings import StackSettings
+
+# The proxy jobs, by handler module, and the API each one calls, as the advisory names it.
+PROXY_APIS = {
+    WORKFLOWS_HANDLER_MODULE: "Workflows",
+    CLOUD_RUN_HANDLER.split(":")[0]: "Cloud Run Admin API",
+    BIGQUERY_HANDLER.split(":")[0]: "BigQuery",
+}
 
 
 def timing_keys(field: str, index: int, own_limit: bool = False) -> tuple[str, ...]:
@@ -65,7 +68,7 @@ def timing_errors(settings: StackSettings) -> list[str]:
 
 
 def timing_advisories(settings: StackSettings) -> list[str]:
-    """Every job's advisory findings: its own timing, its overlap policy, its Workflows calls."""
+    """Every job's advisory findings: its own timing, its overlap policy, its proxy's calls."""
     advisories = [
         violation_text(violation, index, job, settings)
         for index, job in enumerate(settings.jobs)
@@ -78,21 +81,35 @@ def timing_advisories(settings: StackSettings) -> list[str]:
         if job.overlap == "wait"
         for violation in timing.check_wait_overlap(settings.job_timing(job))
     )
-    minimum = WORKFLOWS_CALL_TIMEOUT_SECONDS + WORKFLOWS_TIMEOUT_MARGIN_SECONDS
+    advisories.extend(call_timeout_advisories(settings))
+    return advisories
+
+
+def call_timeout_advisories(settings: StackSettings) -> list[str]:
+    """A proxy job whose attempt is shorter than a whole call: each call's timeout is cut to
+    what the attempt has left (exactly_once/targets/call_timeout.py). Advisory, not an error:
+    nothing is lost or doubled (a call cut short fails retryably, the run is released and
+    retried), but a slow API can fail every attempt where a longer one would have waited."""
+    advisories: list[str] = []
     for index, job in enumerate(settings.jobs):
-        own_timeout = settings.job_time_limit(job) + TIME_LIMIT_MARGIN_SECONDS
-        if settings.handler_of(job).split(":")[0] != WORKFLOWS_HANDLER_MODULE or own_timeout >= minimum:
+        api = PROXY_APIS.get(settings.handler_of(job).split(":")[0])
+        limit = settings.job_time_limit(job)
+        if api is None or limit >= CALL_TIMEOUT_SECONDS + CALL_MARGIN_SECONDS:
             continue
-        # Advisory, not an error: nothing is lost or doubled (the attempt is ended at its time
-        # limit, a retry takes the run over once the lease ends, the workflow's token check
-        # stops a second state change), but a slow CreateExecution is cut off.
-        keys = timing_keys("time_limit_seconds", index, job.time_limit_seconds is not None)
+        own_limit = job.time_limit_seconds is not None
+        # In the terms of the key named: the job's own limit, or the function timeout that the
+        # attempt's limit is derived from (TIME_LIMIT_MARGIN_SECONDS shorter).
+        shown, margin = (
+            (limit, CALL_MARGIN_SECONDS)
+            if own_limit
+            else (settings.function_timeout_seconds, CALL_MARGIN_SECONDS + TIME_LIMIT_MARGIN_SECONDS)
+        )
+        keys = timing_keys("time_limit_seconds", index, own_limit)
+        call, minimum = number_text(CALL_TIMEOUT_SECONDS), number_text(CALL_TIMEOUT_SECONDS + margin)
         advisories.append(
             f"{', '.join(settings.config_key(key) for key in keys)}: job {job.name!r}: "
-            f"{number_text(own_timeout)}s is shorter than the Workflows call timeout "
-            f"{number_text(WORKFLOWS_CALL_TIMEOUT_SECONDS)}s + "
-            f"{number_text(WORKFLOWS_TIMEOUT_MARGIN_SECONDS)}s: "
-            "Cloud Run may stop a slow CreateExecution mid-call and leave the run to a retry; "
-            f"set at least {number_text(minimum)}"
+            f"{number_text(shown)}s is shorter than the {api} call timeout {call}s + {number_text(margin)}s "
+            "kept back by the attempt: a slower call is cut short to end with the attempt, and the run "
+            f"is retried; set at least {minimum}"
         )
     return advisories

@@ -12,27 +12,33 @@ The query may read the run through named parameters: @run_id (STRING), @schedule
 
 Settings: BIGQUERY_JOBS (JSON, set by the stack), keyed by the scheduled job's id. The request
 body must be empty. BIGQUERY_API_ENDPOINT (optional) overrides the endpoint
-(exactly_once/targets/endpoints.py).
+(exactly_once/targets/endpoints.py). Every call is made once, its timeout cut to what the
+attempt has left (exactly_once/targets/call_timeout.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 from google.api_core import exceptions as google_exceptions
 from google.api_core.retry import Retry
 from google.auth.credentials import AnonymousCredentials
-from google.cloud import bigquery
 
 from exactly_once import RetryableJobError, RunContext, TerminalJobError, log_fields, structured_log
 from exactly_once.once import OncePerInstance
+from exactly_once.targets.call_timeout import call_timeout
 from exactly_once.targets.endpoints import BIGQUERY_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
 from exactly_once.targets.errors import downstream_call
 from exactly_once.targets.job_specs import BIGQUERY_JOBS_ENV, BigQueryJobSpec, bigquery_job_id, read_table
 
+if TYPE_CHECKING:
+    # Imported by the first run, not at start-up: the router imports every configured job's
+    # module when the instance starts, and most of its requests are not runs of this job.
+    from google.cloud import bigquery
+
 # Each call once, no client-side retry: a retry is a new delivery, and it finds the job.
-CALL_TIMEOUT_SECONDS = 30.0
 NO_RETRY = Retry(predicate=lambda _: False)
 _PARAMETER = re.compile(r"@(run_id|schedule_time|job_name)\b")
 
@@ -41,6 +47,8 @@ ENDPOINT = endpoint_from_env(os.environ, BIGQUERY_ENDPOINT_ENV)
 
 
 def _new_client(endpoint: ApiEndpoint) -> bigquery.Client:
+    from google.cloud import bigquery
+
     options = {"api_endpoint": endpoint.url} if endpoint.url else None
     # Plaintext means a loopback fake (endpoints.py refuses anything else): no credentials.
     anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
@@ -63,7 +71,8 @@ def run_bigquery_job(context: RunContext) -> dict[str, object]:
     job_id = bigquery_job_id(context.job_name, context.run_id)
     client = _client()
     reused = False
-    with downstream_call(f"starting BigQuery job {job_id}"):
+    starting = f"starting BigQuery job {job_id}"
+    with downstream_call(starting):
         try:
             job = client.query(
                 spec.query,
@@ -73,10 +82,10 @@ def run_bigquery_job(context: RunContext) -> dict[str, object]:
                 project=spec.project,
                 retry=NO_RETRY,
                 job_retry=None,
-                timeout=CALL_TIMEOUT_SECONDS,
+                timeout=call_timeout(context, starting),
             )
         except google_exceptions.Conflict:
-            job, reused = _existing_job(client, spec, job_id), True
+            job, reused = _existing_job(client, spec, job_id, context), True
     name = f"{spec.project}:{spec.location}.{job_id}"
     if job.state == "DONE" and job.error_result:
         # The id is taken for good: running the run again would find this same failed job.
@@ -86,11 +95,20 @@ def run_bigquery_job(context: RunContext) -> dict[str, object]:
     return {"job": name, "state": job.state, "reused": reused}
 
 
-def _existing_job(client: bigquery.Client, spec: BigQueryJobSpec, job_id: str) -> bigquery.QueryJob:
+def _existing_job(
+    client: bigquery.Client, spec: BigQueryJobSpec, job_id: str, context: RunContext
+) -> bigquery.QueryJob:
     """The job an earlier delivery of the run started (its answer was lost)."""
+    from google.cloud import bigquery
+
+    reading = f"reading BigQuery job {job_id}"
     try:
         job = client.get_job(
-            job_id, project=spec.project, location=spec.location, retry=NO_RETRY, timeout=CALL_TIMEOUT_SECONDS
+            job_id,
+            project=spec.project,
+            location=spec.location,
+            retry=NO_RETRY,
+            timeout=call_timeout(context, reading),
         )
     except google_exceptions.NotFound as error:
         # BigQuery can answer 404 for a moment after refusing the id as taken.
@@ -101,6 +119,8 @@ def _existing_job(client: bigquery.Client, spec: BigQueryJobSpec, job_id: str) -
 
 
 def job_config(spec: BigQueryJobSpec, context: RunContext) -> bigquery.QueryJobConfig:
+    from google.cloud import bigquery
+
     config = bigquery.QueryJobConfig(use_legacy_sql=False, labels=dict(spec.labels))
     named = set(_PARAMETER.findall(spec.query))
     parameters = {

@@ -10,7 +10,8 @@ looking first: before starting, the job lists the executions of its Cloud Run jo
 first, back to shortly before the schedule time) and reuses the one whose RUN_ID is this run's,
 started by an attempt whose answer was lost. What remains is a `jobs.run` the API accepts but
 has not made visible when the next attempt lists (docs/proxy.md); the container's token check
-covers it.
+covers it. Every call is made once, its timeout cut to what the attempt has left
+(exactly_once/targets/call_timeout.py).
 
 Settings: CLOUD_RUN_JOBS (JSON, set by the stack; exactly_once/targets/job_specs.py), keyed by
 the scheduled job's id. The request body must be empty. CLOUD_RUN_API_ENDPOINT (optional)
@@ -20,15 +21,17 @@ overrides the endpoint (exactly_once/targets/endpoints.py); the client speaks RE
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from google.auth.credentials import AnonymousCredentials
-from google.cloud import run_v2
 
 from exactly_once import RetryableJobError, RunContext, TerminalJobError, log_fields, structured_log
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from exactly_once.once import OncePerInstance
+from exactly_once.targets.call_timeout import CALL_TIMEOUT_SECONDS, call_timeout
 from exactly_once.targets.endpoints import CLOUD_RUN_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
 from exactly_once.targets.errors import downstream_call
 from exactly_once.targets.job_specs import (
@@ -41,21 +44,32 @@ from exactly_once.targets.job_specs import (
     read_table,
 )
 
-# Each call once, no client-side retry: a retry is a new delivery with a new fence.
-CALL_TIMEOUT_SECONDS = 30.0
+if TYPE_CHECKING:
+    # Imported by the first run, not at start-up: the router imports every configured job's
+    # module when the instance starts, and most of its requests are not runs of this job.
+    from google.cloud import run_v2
+
 # The search for an execution of this run: Cloud Run keeps a job's newest 1000 executions, so
 # ten pages of 100 reach every one it still has; the search stops at the first execution
 # created this long before the schedule time (Cloud Run's and Cloud Scheduler's clocks are
-# Google's; the margin is for their differences, not for the instance's clock).
+# Google's; the margin is for their differences, not for the instance's clock). All its pages
+# together get one call's time: a search that cannot finish in it releases the run rather
+# than start an execution without having looked.
 LIST_PAGE_SIZE = 100
 MAX_LIST_PAGES = 10
 CREATED_BEFORE_SCHEDULE_MARGIN = timedelta(minutes=10)
+SEARCH_SECONDS = CALL_TIMEOUT_SECONDS
 
 SPECS = read_table(os.environ, CLOUD_RUN_JOBS_ENV, CloudRunJobSpec.from_json)
 ENDPOINT = endpoint_from_env(os.environ, CLOUD_RUN_ENDPOINT_ENV)
 
+# The timeout of a call, asked for just before it is made (exactly_once/targets/call_timeout.py).
+Timeout = Callable[[], float]
+
 
 def _new_clients(endpoint: ApiEndpoint) -> tuple[run_v2.JobsClient, run_v2.ExecutionsClient]:
+    from google.cloud import run_v2
+
     options = {"api_endpoint": endpoint.url} if endpoint.url else None
     # Plaintext means a loopback fake (endpoints.py refuses anything else): no credentials.
     anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
@@ -73,34 +87,47 @@ _clients = OncePerInstance(lambda: _new_clients(ENDPOINT))
 def run_cloud_run_job(context: RunContext) -> dict[str, object]:
     """The job handler (`jobs.cloud_run_job:run_cloud_run_job`): the run's execution, found or
     started; its name is the run's output, so a duplicate delivery's answer carries it."""
+    from google.cloud import run_v2
+
     spec = SPECS.get(context.job_name)
     if spec is None:
         raise TerminalJobError(f"job {context.job_name!r} has no entry in {CLOUD_RUN_JOBS_ENV}")
     context.json_body(allowed_fields=())  # the settings come from the stack, never the body
     jobs, executions = _clients()
     not_before = context.schedule_time - CREATED_BEFORE_SCHEDULE_MARGIN
-    with downstream_call(f"listing the executions of {spec.job}"):
-        found = execution_of_run(executions, spec.job, context.run_id, not_before)
+    searching = f"listing the executions of {spec.job}"
+    search_ends_at = time.monotonic() + SEARCH_SECONDS
+    with downstream_call(searching):
+        found = execution_of_run(
+            executions,
+            spec.job,
+            context.run_id,
+            not_before,
+            lambda: call_timeout(context, searching, step_ends_at=search_ends_at),
+        )
     if found is not None:
         _log(context, spec.job, found, "found the execution an earlier attempt started")
         return {"execution": found, "reused": True}
-    with downstream_call(f"running {spec.job}"):
+    running = f"running {spec.job}"
+    with downstream_call(running):
         operation = jobs.run_job(
             request=run_v2.RunJobRequest(name=spec.job, overrides=overrides(spec, context)),
             retry=None,
-            timeout=CALL_TIMEOUT_SECONDS,
+            timeout=call_timeout(context, running),
         )
         started = operation.metadata
     name = getattr(started, "name", "")
     if not name:
         # Accepted but unnamed: the next attempt finds the execution by its RUN_ID.
-        raise RetryableJobError(f"running {spec.job}: the answer named no execution")
+        raise RetryableJobError(f"{running}: the answer named no execution")
     _log(context, spec.job, name, "started a Cloud Run job execution")
     return {"execution": name, "reused": False}
 
 
 def overrides(spec: CloudRunJobSpec, context: RunContext) -> run_v2.RunJobRequest.Overrides:
     """The job's configured overrides plus the run's token: what the container reads."""
+    from google.cloud import run_v2
+
     run_env = {
         RUN_ID_ENV: context.run_id,
         FENCE_ENV: str(context.fence),
@@ -123,21 +150,26 @@ def overrides(spec: CloudRunJobSpec, context: RunContext) -> run_v2.RunJobReques
 
 
 def execution_of_run(
-    client: run_v2.ExecutionsClient, job: str, run_id: str, not_before: datetime
+    client: run_v2.ExecutionsClient, job: str, run_id: str, not_before: datetime, timeout: Timeout
 ) -> str | None:
     """The name of `job`'s execution whose RUN_ID is `run_id`, deleted ones included (it ran),
-    searched newest first down to `not_before`; None when there is none."""
+    searched newest first down to `not_before`; None when there is none. Page by page, each
+    call with its own `timeout()` (the library's pager would give every page the first's)."""
+    from google.cloud import run_v2
+
     request = run_v2.ListExecutionsRequest(parent=job, page_size=LIST_PAGE_SIZE, show_deleted=True)
-    pager = client.list_executions(request=request, retry=None, timeout=CALL_TIMEOUT_SECONDS)
-    for number, page in enumerate(pager.pages, start=1):
+    for _ in range(MAX_LIST_PAGES):
+        pager = client.list_executions(request=request, retry=None, timeout=timeout())
+        page = next(iter(pager.pages))  # the answer just received: no further call
         for execution in page.executions:
             if run_id in _run_ids(execution):
                 return str(execution.name)
             created = execution.create_time
             if created is not None and created.year > 1970 and created < not_before:
                 return None
-        if number >= MAX_LIST_PAGES:
-            break
+        if not page.next_page_token:
+            return None
+        request.page_token = page.next_page_token
     return None
 
 

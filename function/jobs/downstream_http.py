@@ -9,7 +9,8 @@ Body (set by the stack, authenticated by OIDC):
     {"url": "https://service.example/path", "payload": <any JSON>,
      "audience": "https://service.example", "timeout_seconds": 30}
 Only url is required. audience defaults to the URL's scheme://host (what Cloud Run expects);
-timeout_seconds defaults to 30, at most 300. The downstream receives a POST with JSON
+timeout_seconds defaults to 30, at most 300, and is cut to what the attempt has left. The
+downstream receives a POST with JSON
     {"idempotency_key": run_id, "fence": <int>, "job_name": ..., "schedule_time": RFC 3339,
      "payload": <body.payload or null>}
 and `Authorization: Bearer <Google-signed ID token for audience>`. Redirects are not followed.
@@ -33,11 +34,12 @@ from google.oauth2 import id_token
 from exactly_once import RunContext, TerminalJobError
 from exactly_once.config import ConfigError
 from exactly_once.delivery.scheduler_request import format_rfc3339
+from exactly_once.targets.call_timeout import CALL_TIMEOUT_SECONDS, call_timeout
 from exactly_once.targets.errors import downstream_call, error_for_status
 from exactly_once.targets.loopback import is_loopback_http_url
 
 ID_TOKEN_DISABLED_ENV = "DOWNSTREAM_ID_TOKEN_DISABLED"
-DEFAULT_TIMEOUT_SECONDS = 30.0
+DEFAULT_TIMEOUT_SECONDS = CALL_TIMEOUT_SECONDS
 MAX_TIMEOUT_SECONDS = 300.0
 BODY_FIELDS = frozenset({"url", "payload", "audience", "timeout_seconds"})
 
@@ -118,9 +120,11 @@ def call_downstream(context: RunContext) -> dict[str, int]:
         "payload": request.payload,
     }
     what = f"POST {request.url}"
+    # The body's timeout, cut to what the attempt has left (exactly_once/targets/call_timeout.py).
+    timeout = call_timeout(context, what, longest=request.timeout_seconds)
     with downstream_call(what):
         response = requests.post(
-            request.url, json=body, headers=headers, timeout=request.timeout_seconds, allow_redirects=False
+            request.url, json=body, headers=headers, timeout=timeout, allow_redirects=False
         )
     if not 200 <= response.status_code < 300:
         raise error_for_status(response.status_code, what, response.text[:500])

@@ -26,21 +26,21 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import grpc
-from google.cloud.workflows.executions_v1 import Execution, ExecutionsClient
-from google.cloud.workflows.executions_v1.services.executions.transports import ExecutionsGrpcTransport
+from typing import TYPE_CHECKING, Any
 
 from exactly_once import RunContext, TerminalJobError, log_fields, structured_log
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from exactly_once.once import OncePerInstance
+from exactly_once.targets.call_timeout import call_timeout
 from exactly_once.targets.endpoints import WORKFLOWS_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
 from exactly_once.targets.errors import downstream_call
 from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
 
-# One call, no client-side retry: a retry is a new delivery with a new fence, visible in logs.
-CALL_TIMEOUT_SECONDS = 30.0
+if TYPE_CHECKING:
+    # Imported by the first run, not at start-up: the router imports every configured job's
+    # module when the instance starts, and most of its requests are not runs of this job.
+    from google.cloud.workflows.executions_v1 import Execution, ExecutionsClient
+
 # The API rejects larger arguments; fail before the call, terminally.
 MAX_ARGUMENT_BYTES = 32 * 1024
 BODY_FIELDS = frozenset({"workflow", "argument"})
@@ -72,6 +72,10 @@ _executions_client = OncePerInstance(lambda: _new_client(ENDPOINT))
 
 
 def _new_client(endpoint: ApiEndpoint) -> ExecutionsClient:
+    import grpc
+    from google.cloud.workflows.executions_v1 import ExecutionsClient
+    from google.cloud.workflows.executions_v1.services.executions.transports import ExecutionsGrpcTransport
+
     if endpoint.plaintext:
         assert endpoint.host is not None
         # A channel instance makes the transport skip credentials altogether.
@@ -98,16 +102,22 @@ def execution_argument(context: RunContext, payload: Mapping[str, Any]) -> str:
 
 
 def start_workflow_execution(context: RunContext) -> dict[str, str]:
+    """The job handler: one CreateExecution, once (no client-side retry: a retry is a new
+    delivery with a new fence, visible in logs), its timeout cut to what the attempt has left
+    (exactly_once/targets/call_timeout.py)."""
+    from google.cloud.workflows.executions_v1 import Execution
+
     request = WorkflowRequest.from_body(context.json_body(BODY_FIELDS))
     argument = execution_argument(context, request.argument)
     if len(argument.encode()) > MAX_ARGUMENT_BYTES:
         raise TerminalJobError(f"execution argument exceeds {MAX_ARGUMENT_BYTES} bytes")
-    with downstream_call(f"starting an execution of {request.workflow}"):
+    starting = f"starting an execution of {request.workflow}"
+    with downstream_call(starting):
         execution = _executions_client().create_execution(
             parent=request.workflow,
             execution=Execution(argument=argument),
             retry=None,
-            timeout=CALL_TIMEOUT_SECONDS,
+            timeout=call_timeout(context, starting),
         )
     _log_started(context, request.workflow, execution)
     return {"execution": execution.name}

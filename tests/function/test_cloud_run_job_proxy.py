@@ -9,11 +9,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import requests
 
+from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER, NO_CACHE
 from exactly_once.targets.job_specs import CLOUD_RUN_HANDLER, CLOUD_RUN_JOBS_ENV
 from localrun.function_server import FunctionServer, FunctionServerError
 from tests.support.fake_cloud_run import FakeCloudRun
+from tests.support.google_rest_fake import HELD
 from tests.support.proxy_runs import HEADERS, JOB_NAME, RUN_ID, concurrent, deliver, proxy_env, run_record
+from tests.support.proxy_time_limits import (
+    SHORT_TIME_LIMIT,
+    TOO_SHORT_FOR_A_CALL,
+    ended_attempts,
+    released_errors,
+)
 
 JOB = "projects/acme/locations/europe-west1/jobs/nightly-export"
 SPEC = {"job": JOB, "args": ["--export", "daily"], "env": {"TARGET": "warehouse"}, "taskCount": 2}
@@ -27,19 +36,28 @@ def fake():
     cloud_run.stop()
 
 
-def env_for(emulator_host: str, project: str, fake: FakeCloudRun, spec: dict[str, Any]) -> dict[str, str]:
+def env_for(
+    emulator_host: str, project: str, fake: FakeCloudRun, spec: dict[str, Any], **extra: str
+) -> dict[str, str]:
     return proxy_env(
         emulator_host,
         project,
         CLOUD_RUN_HANDLER,
         CLOUD_RUN_API_ENDPOINT=fake.endpoint,
         **{CLOUD_RUN_JOBS_ENV: json.dumps({JOB_NAME: spec})},
+        **extra,
     )
 
 
 @pytest.fixture
 def start_server(function_servers, emulator_host, project, fake):
-    return lambda spec=SPEC: function_servers(env_for(emulator_host, project, fake, spec))
+    return lambda spec=SPEC, **extra: function_servers(env_for(emulator_host, project, fake, spec, **extra))
+
+
+def redo(server: FunctionServer) -> requests.Response:
+    """The delivery `ops redo` sends once it has deleted the run's record."""
+    headers = {**HEADERS, CACHE_CONTROL_HEADER: NO_CACHE}
+    return requests.post(server.url, headers=headers, data=b"{}", timeout=60)
 
 
 def env_of(execution: dict[str, Any]) -> dict[str, str]:
@@ -86,6 +104,53 @@ def test_a_lost_answer_leads_to_one_execution_not_two(start_server, fake, db):
     assert retried.json()["output"] == {"execution": execution["name"], "reused": True}
     assert len(fake.started(JOB)) == 1
     assert len(fake.run_requests) == 1
+
+
+def test_a_redo_finds_the_earlier_execution_by_its_run_id_and_starts_nothing(start_server, fake, db):
+    """`ops redo` deletes the run's record and delivers the run again, as no-cache: same run,
+    same RUN_ID."""
+    server = start_server()
+    first = deliver(server, {}).json()
+    run_record(db).reference.delete()
+    redone = redo(server).json()
+    assert redone["outcome"] == "executed"
+    assert redone["output"] == {"execution": first["output"]["execution"], "reused": True}
+    assert len(fake.started(JOB)) == len(fake.run_requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("script", "held_call"),
+    [([HELD], "listing the executions of"), ([None, HELD], "running")],
+    ids=["search", "run"],
+)
+def test_a_call_held_past_the_time_limit_is_cut_short_and_the_run_released(
+    start_server, fake, db, log_path, script, held_call
+):
+    """A 5 s time limit and an answer that never comes: the call's timeout is what the attempt
+    has left, not the call timeout, so the attempt answers (released) rather than its instance
+    being ended mid-call, and the retry finds or starts the run's one execution."""
+    fake.failures.extend(script)
+    server = start_server(**SHORT_TIME_LIMIT)
+    held = deliver(server, {})
+    assert (held.status_code, held.json()["outcome"]) == (500, "failed_released")
+    (error,) = released_errors(log_path)
+    assert f"{held_call} {JOB}" in error and "Timeout" in error, error
+    assert ended_attempts(log_path) == []
+    assert not run_record(db).exists
+
+    retried = deliver(server, {})
+    assert retried.json()["outcome"] == "executed"
+    (execution,) = fake.started(JOB)
+    assert retried.json()["output"] == {"execution": execution["name"], "reused": len(script) == 2}
+    assert len(fake.run_requests) == 1
+
+
+def test_too_little_time_for_a_call_releases_the_run_and_calls_nothing(start_server, fake, db, log_path):
+    server = start_server(**TOO_SHORT_FOR_A_CALL)
+    reply = deliver(server, {})
+    assert (reply.status_code, reply.json()["outcome"]) == (500, "failed_released")
+    assert "not called" in released_errors(log_path)[0]
+    assert fake.server.calls == [] and not run_record(db).exists
 
 
 def test_eight_concurrent_deliveries_start_one_execution(start_server, fake):

@@ -17,7 +17,9 @@ from exactly_once.errors import RetryableJobError
 from exactly_once.targets.errors import classify, error_for_status
 from jobs import downstream_http
 from tests.support.fake_downstream import FakeDownstream
+from tests.support.google_rest_fake import HELD
 from tests.support.proxy_runs import JOB_NAME, RUN_ID, deliver, proxy_env, run_record
+from tests.support.proxy_time_limits import SHORT_TIME_LIMIT, ended_attempts, released_errors
 
 HANDLER = "jobs.downstream_http:call_downstream"
 
@@ -83,6 +85,23 @@ def test_retryable_failures_release_the_run(start_server, downstream, db, step):
     assert (reply.status_code, reply.json()["outcome"]) == (500, "failed_released")
     assert not run_record(db).exists
     assert deliver(server, body_for(downstream)).json()["outcome"] == "executed"
+
+
+def test_a_call_held_past_the_time_limit_is_cut_short_and_the_run_released(
+    start_server, downstream, db, log_path
+):
+    """A 5 s time limit, a body allowing 300 s and an answer that never comes: the call's
+    timeout is what the attempt has left, so the attempt answers (released) rather than its
+    instance being ended mid-call."""
+    downstream.script = [HELD]
+    server = start_server(**SHORT_TIME_LIMIT)
+    held = deliver(server, body_for(downstream, timeout_seconds=300))
+    assert (held.status_code, held.json()["outcome"]) == (500, "failed_released")
+    (error,) = released_errors(log_path)
+    assert f"POST {downstream.url}" in error and "Timeout" in error, error
+    assert ended_attempts(log_path) == []
+    assert not run_record(db).exists
+    assert len(downstream.calls) == 1
 
 
 def test_connection_refused_is_retryable(start_server, db):

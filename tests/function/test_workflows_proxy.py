@@ -14,7 +14,14 @@ from exactly_once.ledger.store import FirestoreRunStore
 from exactly_once.token_check.tokens import IdempotencyTokens, Verdict
 from localrun.function_server import FunctionServer, FunctionServerError
 from tests.support.fake_workflows import FakeWorkflows
+from tests.support.google_rest_fake import HELD
 from tests.support.proxy_runs import JOB_NAME, RUN_ID, concurrent, deliver, proxy_env, run_record
+from tests.support.proxy_time_limits import (
+    SHORT_TIME_LIMIT,
+    TOO_SHORT_FOR_A_CALL,
+    ended_attempts,
+    released_errors,
+)
 
 HANDLER = "jobs.workflows:start_workflow_execution"
 WORKFLOW = "projects/acme/locations/europe-west1/workflows/nightly-report"
@@ -141,6 +148,32 @@ def test_lost_response_starts_a_second_execution_that_the_token_check_stops(star
     # Each execution's first step, in either order: the token check.
     verdicts = [tokens.begin(p["idempotency_key"], p["fence"]).verdict for p in reversed(params)]
     assert verdicts == [Verdict.FIRST, Verdict.STALE_FENCE]
+
+
+def test_a_call_held_past_the_time_limit_is_cut_short_and_the_run_released(start_server, fake, db, log_path):
+    """A 5 s time limit and a CreateExecution whose answer never comes: its deadline is what the
+    attempt has left, so the attempt answers (released) rather than its instance being ended
+    mid-call. The execution had started: the retry starts a second one with the same token, as
+    after any lost answer (the workflow's token check lets one act)."""
+    fake.failures.append(HELD)
+    server = start_server(**SHORT_TIME_LIMIT)
+    held = deliver(server, BODY)
+    assert (held.status_code, held.json()["outcome"]) == (500, "failed_released")
+    (error,) = released_errors(log_path)
+    assert f"starting an execution of {WORKFLOW}" in error and "DeadlineExceeded" in error, error
+    assert ended_attempts(log_path) == []
+    assert not run_record(db).exists
+    assert deliver(server, BODY).json()["outcome"] == "executed"
+    first_try, second_try = arguments(fake)
+    assert first_try["idempotency_key"] == second_try["idempotency_key"] == RUN_ID
+
+
+def test_too_little_time_for_a_call_releases_the_run_and_calls_nothing(start_server, fake, db, log_path):
+    server = start_server(**TOO_SHORT_FOR_A_CALL)
+    reply = deliver(server, BODY)
+    assert (reply.status_code, reply.json()["outcome"]) == (500, "failed_released")
+    assert "not called" in released_errors(log_path)[0]
+    assert fake.requests == [] and not run_record(db).exists
 
 
 def test_plaintext_endpoint_off_loopback_stops_the_instance(emulator_host, project, log_path):

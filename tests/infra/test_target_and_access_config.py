@@ -4,10 +4,13 @@ resource, each error naming the config key to edit."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
 
+from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
+from exactly_once.targets.call_timeout import CALL_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 from infra.settings import SettingsError
 from infra.stack_access import runtime_grants
 from tests.infra.conftest import NAMESPACE, PROJECT, REGION, build, valid_job, valid_values
@@ -43,6 +46,8 @@ def test_a_short_cloud_run_job_name_is_the_stack_project_and_region() -> None:
         ),
         ({"job": "x", "args": "--day"}, "cloudRunJob.args", "list of strings"),
         ({"job": "x", "jobs": 1}, "cloudRunJob.jobs", "unknown key"),
+        ({"job": "x", "timeout": 600}, "cloudRunJob.timeout", "unknown key; did you mean timeoutSeconds?"),
+        ({"job": "x", "zone": "b"}, "cloudRunJob.zone", "expected one of sample, job, args, env, taskCount"),
         ({"sample": True, "job": "x"}, "cloudRunJob", "not both"),
         ({}, "cloudRunJob", "set sample: true"),
     ],
@@ -83,6 +88,46 @@ def test_cloud_run_job_errors_name_the_key(target: dict[str, Any], path: str, wo
 def test_bigquery_errors_name_the_key(target: dict[str, Any], path: str, words: str) -> None:
     message = error_of(valid_job(bigquery=target))
     assert f"{key(path)}:" in message and words in message, message
+
+
+def test_an_unknown_target_key_is_one_error() -> None:
+    message = error_of(valid_job(cloudRunJob={"job": "x", "timeout": 600}))
+    assert message.count("cloudRunJob.timeout") == 1, message
+    message = error_of(valid_job(bigquery={"query": "SELECT 1", "location": "EU", "labls": {}}))
+    assert message.count("bigquery.labls") == 1 and "did you mean labels?" in message, message
+
+
+@pytest.mark.parametrize(
+    ("target", "api"),
+    [
+        ({"cloudRunJob": {"job": "x"}}, "Cloud Run Admin API"),
+        ({"bigquery": {"query": "SELECT 1", "location": "EU"}}, "BigQuery"),
+    ],
+)
+def test_an_attempt_shorter_than_a_call_is_an_advisory_naming_the_limit(
+    target: dict[str, Any], api: str
+) -> None:
+    """Each call's timeout is cut to what the attempt has left: an attempt shorter than a whole
+    call (and the margin it keeps) may cut a slow call short. Named by the key that sets it."""
+    margin = CALL_MARGIN_SECONDS + TIME_LIMIT_MARGIN_SECONDS
+    short = build(
+        valid_values(functionTimeoutSeconds=20, jobs=[valid_job(attemptDeadlineSeconds=20, **target)])
+    )
+    assert short.timing_errors() == []
+    (advisory,) = short.timing_advisories()
+    assert advisory.startswith(
+        f"{NAMESPACE}:functionTimeoutSeconds: job 'every-5': 20s is shorter than the {api}"
+    )
+    assert f"set at least {CALL_TIMEOUT_SECONDS + margin:g}" in advisory
+    own = build(valid_values(jobs=[valid_job(timeLimitSeconds=20, attemptDeadlineSeconds=25, **target)]))
+    (advisory,) = own.timing_advisories()
+    assert advisory.startswith(f"{key('timeLimitSeconds')}: job 'every-5': 20s is shorter than the {api}")
+    assert f"set at least {CALL_TIMEOUT_SECONDS + CALL_MARGIN_SECONDS:g}" in advisory
+    enough = math.ceil(CALL_TIMEOUT_SECONDS + margin)
+    fits = build(
+        valid_values(functionTimeoutSeconds=enough, jobs=[valid_job(attemptDeadlineSeconds=enough, **target)])
+    )
+    assert fits.timing_advisories() == []
 
 
 def test_a_job_has_one_target_no_body_and_the_target_s_handler() -> None:

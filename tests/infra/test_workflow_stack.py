@@ -13,7 +13,7 @@ import yaml
 
 from infra.audit_job import AUDIT_HANDLER
 from infra.sample_workflows import SAMPLE_WORKFLOW_FILE
-from infra.settings import REPO_ROOT, WORKFLOWS_CALL_TIMEOUT_SECONDS, WORKFLOWS_HANDLER
+from infra.settings import REPO_ROOT, WORKFLOWS_HANDLER
 from infra.stack import REQUIRED_APIS, WORKFLOW_APIS
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.pulumi_harness import MockedStack, dev_stack_resources, mock_stack
@@ -348,9 +348,3 @@ def test_the_proxy_page_shows_the_sample_workflow_verbatim() -> None:
     proxy = page.split("<!-- section:proxy -->", 1)[1].split("<!-- /section:proxy -->", 1)[0]
     blocks = re.findall(r"```yaml\n(.*?)```", proxy, flags=re.S)
     assert SAMPLE_WORKFLOW_FILE.read_text(encoding="utf-8") in blocks
-
-
-def test_workflows_call_timeout_matches_the_function_side() -> None:
-    source = (REPO_ROOT / "function" / "jobs" / "workflows.py").read_text(encoding="utf-8")
-    match = re.search(r"^CALL_TIMEOUT_SECONDS = ([\d.]+)$", source, flags=re.M)
-    assert match is not None and float(match[1]) == WORKFLOWS_CALL_TIMEOUT_SECONDS

@@ -7,7 +7,9 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
+
+from tests.support.google_rest_fake import HELD
 
 
 @dataclass(frozen=True)
@@ -18,13 +20,15 @@ class Call:
 
 
 class FakeDownstream:
-    """`script` answers the next calls in order: an int status, or ("sleep", seconds) to
-    outlast the caller's timeout. Once it runs out, every call gets 200."""
+    """`script` answers the next calls in order: an int status, ("sleep", seconds) to outlast
+    the caller's timeout, or HELD to answer only once the fake stops. Once it runs out, every
+    call gets 200."""
 
-    def __init__(self, script: list[int | tuple[str, float]] | None = None) -> None:
+    def __init__(self, script: list[int | tuple[str, float] | Literal["held"]] | None = None) -> None:
         self.script = list(script or [])
         self.calls: list[Call] = []
         self._lock = threading.Lock()
+        self._stopping = threading.Event()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,6 +40,9 @@ class FakeDownstream:
                     step = fake.script.pop(0) if fake.script else 200
                 if isinstance(step, tuple):
                     time.sleep(step[1])
+                    step = 200
+                elif step == HELD:
+                    fake._stopping.wait()
                     step = 200
                 payload = json.dumps({"status": step}).encode()
                 try:
@@ -63,5 +70,6 @@ class FakeDownstream:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()

@@ -11,9 +11,12 @@ import threading
 import uuid
 from concurrent import futures
 from dataclasses import dataclass, field
+from typing import Literal
 
 import grpc
 from google.cloud.workflows.executions_v1 import CreateExecutionRequest, Execution
+
+from tests.support.google_rest_fake import HELD
 
 SERVICE = "google.cloud.workflows.executions.v1.Executions"
 
@@ -21,12 +24,16 @@ SERVICE = "google.cloud.workflows.executions.v1.Executions"
 @dataclass
 class FakeWorkflows:
     """`failures` scripts the next calls: a status code fails the call before anything is
-    started; ("lost", code) starts the execution and then fails, like a lost response."""
+    started; ("lost", code) starts the execution and then fails, like a lost response; HELD
+    starts it and answers only once the client has given up (its deadline) or the fake stops."""
 
-    failures: list[grpc.StatusCode | tuple[str, grpc.StatusCode]] = field(default_factory=list)
+    failures: list[grpc.StatusCode | tuple[str, grpc.StatusCode] | Literal["held"]] = field(
+        default_factory=list
+    )
     requests: list[CreateExecutionRequest] = field(default_factory=list)
     started: list[Execution] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _held: list[threading.Event] = field(default_factory=list)
     _server: grpc.Server | None = None
     port: int = 0
 
@@ -50,6 +57,9 @@ class FakeWorkflows:
         return self
 
     def stop(self) -> None:
+        with self._lock:
+            for call in self._held:
+                call.set()
         if self._server is not None:
             self._server.stop(grace=None)
 
@@ -57,8 +67,7 @@ class FakeWorkflows:
         with self._lock:
             self.requests.append(request)
             failure = self.failures.pop(0) if self.failures else None
-            lost = isinstance(failure, tuple)
-            if failure is None or lost:
+            if failure is None or failure == HELD or isinstance(failure, tuple):
                 execution = Execution(
                     name=f"{request.parent}/executions/{uuid.uuid4()}",
                     argument=request.execution.argument,
@@ -66,6 +75,14 @@ class FakeWorkflows:
                 )
                 self.started.append(execution)
         if failure is None:
+            return execution
+        if failure == HELD:
+            ended = threading.Event()
+            if not context.add_callback(ended.set):  # the client's deadline ends the call
+                ended.set()  # it has ended already
+            with self._lock:
+                self._held.append(ended)
+            ended.wait()
             return execution
         code = failure[1] if isinstance(failure, tuple) else failure
         context.abort(code, f"fake failure {code.name}")

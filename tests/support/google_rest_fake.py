@@ -3,20 +3,23 @@
 which google-api-core turns into its exceptions), and a script of failures for the next calls.
 
 A script entry is None (answer normally), an HTTP status (the call fails before anything is
-created) or ("lost", status): the call takes effect, then its answer is replaced by that
-status, as when an answer is lost on the way back.
+created), ("lost", status): the call takes effect, then its answer is replaced by that
+status, as when an answer is lost on the way back, or HELD: the call takes effect and its
+answer is held until the fake stops, as from a server too slow for any client's timeout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any, Final, Literal, Self
 from urllib.parse import parse_qs, urlsplit
 
-Failure = int | tuple[str, int] | None
+HELD: Final = "held"
+Failure = int | tuple[str, int] | Literal["held"] | None
 _STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
     403: "PERMISSION_DENIED",
@@ -59,6 +62,8 @@ class GoogleRestFake:
         self.failures: list[Failure] = []
         self.calls: list[tuple[str, str]] = []
         self.lock = threading.RLock()
+        # Set when the fake stops: the held answers go out (to clients long gone).
+        self._stopping = threading.Event()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -78,14 +83,17 @@ class GoogleRestFake:
                             answer = route(method, parts.path, query, body)
                         except ApiError as error:
                             status, answer = error.status, error_body(error.status, str(error), error.reason)
-                        if failure is not None:  # ("lost", status): it happened, the answer is lost
+                        if isinstance(failure, tuple):  # ("lost", status): it happened, the answer is lost
                             status, answer = failure[1], error_body(failure[1], "fake lost answer")
+                if failure == HELD:
+                    fake._stopping.wait()  # outside the lock: other calls are answered meanwhile
                 payload = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                with contextlib.suppress(OSError):  # a held answer's client has gone
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
 
             def do_GET(self) -> None:
                 self._serve("GET")
@@ -109,6 +117,7 @@ class GoogleRestFake:
         return self
 
     def stop(self) -> None:
+        self._stopping.set()
         self._server.shutdown()
         self._server.server_close()
 

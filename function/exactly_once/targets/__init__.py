@@ -1,6 +1,7 @@
 """What the shipped proxy jobs (function/jobs/) share: how a downstream failure is classified
-(`errors`), where each API client connects and which endpoints may be reached without
-credentials (`endpoints`, `loopback`), what a Cloud Run job or BigQuery proxy starts per
-scheduled job (`job_specs`), and the resource names the APIs take (`resource_names`). The
-stack's config validation checks a job's settings with `job_specs` and `resource_names` too.
+(`errors`), how long a call may take (`call_timeout`), where each API client connects and
+which endpoints may be reached without credentials (`endpoints`, `loopback`), what a Cloud Run
+job or BigQuery proxy starts per scheduled job (`job_specs`), and the resource names the APIs
+take (`resource_names`). The stack's config validation checks a job's settings with
+`job_specs` and `resource_names`, and its timing advisory reads `call_timeout`.
 """
