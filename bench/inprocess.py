@@ -10,7 +10,6 @@ cases.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 import uuid
@@ -36,15 +35,11 @@ from exactly_once.delivery.scheduler_request import (
 from exactly_once.ledger.protocol import RunLedger, new_attempt_id
 from exactly_once.ledger.store import FirestoreRunStore
 from exactly_once.router import JobRouter
-from localrun import FUNCTION_DIR
 from localrun.firestore_rpcs import RpcCounter, counted_emulator_client
 
-# Jobs are found as the deployed function finds them: from its source root (jobs/ beside
-# main.py), which `python -m bench.run` does not otherwise have on its path.
-if str(FUNCTION_DIR) not in sys.path:
-    sys.path.append(str(FUNCTION_DIR))
-
 COLLECTION = DEFAULT_RUNS_COLLECTION
+# Found as the deployed function finds it: in function/, the source root, which importing
+# localrun puts on the path (localrun/__init__.py).
 NOOP_JOB = "jobs.noop:do_nothing"
 COUNTING_JOB = "bench.inprocess:count_execution"
 STORM_SIZE = 64

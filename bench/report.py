@@ -1,4 +1,5 @@
-"""One run of `make bench`: its numbers, the targets judged on them, and how they are written.
+"""One run of `make bench`: its numbers, the targets judged on them (bench/targets.py), and
+how they are written.
 
 Every number is a summary over all samples (median with min and max, and the p95), never a
 chosen run; every target is judged on the run that produced the table next to it.
@@ -10,15 +11,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.inprocess import STORM_SIZE, StormResult
-from bench.stats import Metric, Summary
+from bench.stats import Metric, Summary, ratio_text
+from bench.targets import Verdict, judge
 
 CHART_SUFFIX = "-latency-vs-rtt.svg"
-# The targets, at a modelled round trip (ms) -> ratio on the medians that ours must reach.
-FIRST_DELIVERY_TARGET = (10.0, 2.7)
-DUPLICATE_TARGET = (10.0, 1.35)
-# From this round trip on, no case of ours may be slower than the baseline.
-NOT_SLOWER_FROM_RTT_MS = 2.0
-CASE_1, DUPLICATE_ELSEWHERE, STORM = "1.", "2. duplicate of a completed run, another", "3."
 # Import rows smaller than this (ms, for both) are summed into one row.
 IMPORT_ROW_MS = 1.0
 
@@ -46,64 +42,9 @@ class Report:
     def rows(self, case_prefix: str, name: str) -> list[Metric]:
         return [r for r in self.metrics if r.case.startswith(case_prefix) and r.name == name]
 
-    def targets(self) -> list[dict[str, Any]]:
-        """Judged on every sample of the run (RPCs, errors, executions) or on its medians."""
-        checks: list[dict[str, Any]] = []
-
-        def check(target: str, met: bool, measured: str) -> None:
-            checks.append({"target": target, "met": met, "measured": measured})
-
-        if 1 in self.cases:
-            rpcs = self.rows(CASE_1, "Firestore RPCs per run")
-            check(
-                "case 1: exactly 2 Firestore RPCs per first delivery (ours), at every RTT",
-                all(r.ours.min == r.ours.max == 2 for r in rpcs),
-                f"{min(r.ours.min for r in rpcs):g}..{max(r.ours.max for r in rpcs):g} RPCs "
-                f"over {sum(r.ours.n for r in rpcs)} runs",
-            )
-        for prefix, case, (rtt, ratio) in (
-            (CASE_1, 1, FIRST_DELIVERY_TARGET),
-            (DUPLICATE_ELSEWHERE, 2, DUPLICATE_TARGET),
-        ):
-            if case in self.cases and rtt in self.rtts:
-                row = self.find(prefix, "latency", rtt)
-                check(
-                    f"RTT {rtt:g} ms, {row.case}: at least {ratio:g}x faster than the baseline (median)",
-                    (row.ratio or 0.0) >= ratio,
-                    _ratios(row),
-                )
-        if 2 in self.cases:
-            for rtt in (r for r in self.rtts if r >= NOT_SLOWER_FROM_RTT_MS):
-                row = self.find(DUPLICATE_ELSEWHERE, "latency", rtt)
-                check(
-                    f"RTT {rtt:g} ms, {row.case}: not slower than the baseline (median)",
-                    (row.ratio or 0.0) >= 1.0,
-                    _ratios(row),
-                )
-        if NOT_SLOWER_FROM_RTT_MS in self.rtts:
-            rtt = NOT_SLOWER_FROM_RTT_MS
-            rows = [r for r in self.metrics if r.rtt_ms == rtt and r.unit in ("ms", "%")]
-            slower = [r for r in rows if r.ratio is not None and r.ratio < 1.0]
-            check(
-                f"RTT {rtt:g} ms: no case slower than the baseline (latency medians, storm errors)",
-                not slower,
-                "slower: " + "; ".join(f"{r.case} {r.name} {r.ratio:.2f}x" for r in slower if r.ratio)
-                if slower
-                else f"all {len(rows)} rows at least 1x",
-            )
-        if 3 in self.cases:
-            ours = [s for by_label in self.storm_results.values() for s in by_label["ours"]]
-            check(
-                "case 3: zero errors (ours), at every RTT",
-                all(s.errors == 0 for s in ours),
-                f"{sum(s.errors for s in ours)} errors in {len(ours)} storms",
-            )
-            check(
-                "case 3: exactly one execution per run (ours), at every RTT",
-                all(s.executions == 1 for s in ours),
-                f"executions per storm: {sorted({s.executions for s in ours})}",
-            )
-        return checks
+    def targets(self) -> list[Verdict]:
+        """Every target, judged on this run (bench/targets.py)."""
+        return judge(self)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -130,7 +71,7 @@ class Report:
                 label: {owner: asdict(summary) for owner, summary in owners.items()}
                 for label, owners in self.imports.items()
             },
-            "targets": self.targets(),
+            "targets": [verdict.as_json() for verdict in self.targets()],
         }
 
     def markdown(self, chart: str | None = None) -> str:
@@ -148,7 +89,7 @@ class Report:
                 lines.append(
                     f"| {row.rtt_ms:g} ms | {row.case} | {row.name} ({row.unit}) | {_spread(row.ours)} "
                     f"| {_num(row.ours.p95)} | {_spread(row.baseline)} | {_num(row.baseline.p95)} "
-                    f"| {_times(row.ratio)} | {_times(row.p95_ratio)} |"
+                    f"| {ratio_text(row.ratio)} | {ratio_text(row.p95_ratio)} |"
                 )
             lines.append("")
         if self.one_read:
@@ -175,15 +116,13 @@ class Report:
             for row in direct:
                 lines.append(
                     f"| {row.case} | {row.name} ({row.unit}) | {_spread(row.ours)} | {_num(row.ours.p95)} "
-                    f"| {_spread(row.baseline)} | {_num(row.baseline.p95)} | {_times(row.ratio)} |"
+                    f"| {_spread(row.baseline)} | {_num(row.baseline.p95)} | {ratio_text(row.ratio)} |"
                 )
             lines.append("")
         if self.imports:
             lines += [*self._imports_table(), ""]
         lines += ["### Targets", ""]
-        for check in self.targets():
-            mark = "met" if check["met"] else "NOT met"
-            lines.append(f"- {check['target']}: **{mark}** ({check['measured']})")
+        lines += [verdict.markdown() for verdict in self.targets()]
         for rtt, by_label in self.storm_results.items():
             conflicts = {k: sum(r.conflicts for r in v) for k, v in by_label.items()}
             total = {k: len(v) * STORM_SIZE for k, v in by_label.items()}
@@ -240,14 +179,6 @@ def _median(summary: Summary | None) -> float:
 
 def _cell(summary: Summary | None) -> str:
     return "-" if summary is None else _num(summary.median)
-
-
-def _ratios(row: Metric) -> str:
-    return f"{_times(row.ratio)} on the median, {_times(row.p95_ratio)} on p95"
-
-
-def _times(ratio: float | None) -> str:
-    return "n/a (ours is 0)" if ratio is None else f"{ratio:.2f}x"
 
 
 def _num(value: float) -> str:

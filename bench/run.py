@@ -267,9 +267,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if output is not None:
         chart_path = save(report, output)
         print(f"saved {output.with_suffix('.json')}, {output.with_suffix('.md')} and {chart_path}")
-    for check in report.targets():
-        if not check["met"]:
-            print(f"target not met: {check['target']} ({check['measured']})", file=sys.stderr)
+    for verdict in report.targets():
+        if not verdict.met:
+            print(f"target {verdict.status}: {verdict.target}: {verdict.reason}", file=sys.stderr)
     return 0
 
 

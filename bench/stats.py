@@ -76,6 +76,11 @@ class Metric:
         }
 
 
+def ratio_text(ratio: float | None) -> str:
+    """A ratio column's cell: how many times better ours is, or why there is no ratio."""
+    return "n/a (ours is 0)" if ratio is None else f"{ratio:.2f}x"
+
+
 def metric(
     case: str,
     name: str,

@@ -1,13 +1,15 @@
 """The bench's own instruments: the modelled network really delays, the import breakdown
-really adds up by owner, and the scheduled-run entry point really leaves the token check
-unimported (counted, never timed)."""
+really adds up by owner, and the scheduled-run entry point really leaves the token check and
+the proxies' API clients unimported until they are used (counted, never timed)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
 from typing import cast
 
 import pytest
@@ -16,9 +18,29 @@ from google.cloud.firestore import DocumentSnapshot
 from bench.imports import FIRST_PARTY, NOT_KEPT, STANDARD_LIBRARY, by_owner, import_profile
 from bench.network import firestore_route
 from bench.served import OURS_SOURCE
+from exactly_once.targets.endpoints import (
+    BIGQUERY_ENDPOINT_ENV,
+    CLOUD_RUN_ENDPOINT_ENV,
+    WORKFLOWS_ENDPOINT_ENV,
+)
+from exactly_once.targets.job_specs import (
+    BIGQUERY_HANDLER,
+    BIGQUERY_JOBS_ENV,
+    CLOUD_RUN_HANDLER,
+    CLOUD_RUN_JOBS_ENV,
+)
 from localrun.firestore_rpcs import counted_emulator_client
+from localrun.tcp_proxy import tcp_proxy
+from tests.support.fake_bigquery import FakeBigQuery
+from tests.support.fake_cloud_run import FakeCloudRun
+from tests.support.fake_workflows import FakeWorkflows
 
 ENV = {"GOOGLE_CLOUD_PROJECT": "bench-test", "JOB_HANDLER": "jobs.noop:do_nothing"}
+# The client libraries of the BigQuery, Cloud Run and Workflows proxy jobs.
+CLIENT_PACKAGES = ["google.cloud.bigquery", "google.cloud.run_v2", "google.cloud.workflows"]
+CLOUD_RUN_JOB = "projects/acme/locations/europe-west1/jobs/nightly-export"
+WORKFLOWS_HANDLER = "jobs.workflows:start_workflow_execution"
+WORKFLOW = "projects/acme/locations/europe-west1/workflows/nightly-report"
 
 
 def test_rtt_zero_is_the_direct_connection(emulator_host):
@@ -26,16 +48,30 @@ def test_rtt_zero_is_the_direct_connection(emulator_host):
         assert host == emulator_host
 
 
-def test_a_modelled_round_trip_delays_every_rpc_by_at_least_the_rtt(emulator_host, project):
+def test_a_modelled_round_trip_routes_the_client_through_the_proxy(emulator_host, project):
     with firestore_route(emulator_host, 50) as host:
         assert host != emulator_host
         client, rpcs = counted_emulator_client(host, project)
         document = client.collection("bench-route").document("probe")
         document.set({"seen": True})
-        started = time.monotonic()
         assert cast(DocumentSnapshot, document.get()).exists
-        assert time.monotonic() - started >= 0.05  # a lower bound: no machine is too fast for it
         assert sum(rpcs.snapshot().values()) == 2
+
+
+def test_a_modelled_round_trip_holds_every_chunk_half_the_rtt_each_way(emulator_host, project):
+    """The proxy's own account of each chunk, from the read that received it to the send that
+    passed it on: every request and every answer waited half the RTT, so an RPC costs at least
+    one round trip. Nothing here depends on how fast the machine is."""
+    rtt = 0.05
+    with tcp_proxy(emulator_host, round_trip_seconds=rtt) as proxy:
+        client, rpcs = counted_emulator_client(proxy.host, project)
+        document = client.collection("bench-route").document("probe")
+        document.set({"seen": True})
+        assert cast(DocumentSnapshot, document.get()).exists
+        assert sum(rpcs.snapshot().values()) == 2
+        for delays in (proxy.request_delays, proxy.answer_delays):
+            assert delays.chunks >= 2  # at least one chunk per RPC, each way
+            assert delays.shortest_seconds >= rtt / 2
 
 
 def test_a_negative_rtt_is_refused(emulator_host):
@@ -88,3 +124,66 @@ def test_serving_scheduled_runs_does_not_import_the_token_check():
     )
     loaded = completed.stdout.strip().splitlines()[-1]
     assert loaded == "['exactly_once.token_check', 'exactly_once.token_check.settings']"
+
+
+# Runs in a fresh interpreter: start the function (import main, which resolves every handler of
+# JOB_HANDLERS), then run each job named in argv once, saying which clients are loaded after each.
+_RUN_EACH_JOB = """
+import json, sys
+from datetime import UTC, datetime
+import main
+from exactly_once import RunContext
+clients = json.loads(sys.argv[1])
+loaded = lambda: sorted(name for name in clients if name in sys.modules)
+seen = {"started": loaded()}
+for job, body in json.loads(sys.argv[2]):
+    run = RunContext("r", job, datetime.now(UTC), "p", "l", "a", 1, body.encode())
+    main.JOBS.run(run)
+    seen[job] = loaded()
+print(json.dumps(seen))
+"""
+
+
+@pytest.fixture
+def fakes() -> Iterator[tuple[FakeBigQuery, FakeCloudRun, FakeWorkflows]]:
+    with contextlib.ExitStack() as stack:
+        started = (FakeBigQuery(), FakeCloudRun(jobs={CLOUD_RUN_JOB}), FakeWorkflows())
+        for fake in started:
+            stack.callback(fake.stop)
+            fake.start()
+        yield started
+
+
+def test_a_proxy_job_s_api_client_is_imported_by_its_first_run_not_at_start_up(fakes):
+    """The router imports every JOB_HANDLERS module when the instance starts; the client
+    libraries those modules use wait for a run of their job (each against its loopback fake)."""
+    bigquery, cloud_run, workflows = fakes
+    query = {"project": "acme-data", "location": "EU", "query": "SELECT 1"}
+    env = {
+        **ENV,
+        "JOB_HANDLERS": json.dumps(
+            {"rollup": BIGQUERY_HANDLER, "export": CLOUD_RUN_HANDLER, "report": WORKFLOWS_HANDLER}
+        ),
+        BIGQUERY_JOBS_ENV: json.dumps({"rollup": query}),
+        CLOUD_RUN_JOBS_ENV: json.dumps({"export": {"job": CLOUD_RUN_JOB}}),
+        BIGQUERY_ENDPOINT_ENV: bigquery.endpoint,
+        CLOUD_RUN_ENDPOINT_ENV: cloud_run.endpoint,
+        WORKFLOWS_ENDPOINT_ENV: workflows.endpoint,
+    }
+    runs = [("rollup", ""), ("export", ""), ("report", json.dumps({"workflow": WORKFLOW}))]
+    completed = subprocess.run(
+        [sys.executable, "-c", _RUN_EACH_JOB, json.dumps(CLIENT_PACKAGES), json.dumps(runs)],
+        cwd=OURS_SOURCE.parent,
+        env={**os.environ, **env, "PYTHONPATH": str(OURS_SOURCE.parent)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    bq, run, wf = CLIENT_PACKAGES
+    assert json.loads(completed.stdout.strip().splitlines()[-1]) == {
+        "started": [],
+        "rollup": [bq],
+        "export": [bq, run],
+        "report": [bq, run, wf],
+    }
+    assert (len(bigquery.created()), len(cloud_run.run_requests), len(workflows.started)) == (1, 1, 1)
