@@ -15,11 +15,13 @@ import pulumi
 # Never deployed: interpreter caches and tool state that differ between machines, and what
 # installing function/ as a package (pip install ./function) reads or leaves behind. The
 # archive holds what runs: main.py, requirements.txt, jobs/ and the exactly_once package.
-_EXCLUDED_DIRS = frozenset(
-    {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "venv", ".venv", "build", "dist"}
-)
+# Caches and package metadata are left out at any depth: none is a name a Python package can
+# have. Build output and virtualenvs only at the top of function/, where pip and a developer
+# put them: deeper down, `build` or `dist` is a fork's own package (jobs/build/) and deploys.
+_EXCLUDED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 _EXCLUDED_DIR_SUFFIXES = (".egg-info", ".dist-info")
-_EXCLUDED_TOP_LEVEL = frozenset({"pyproject.toml", "README.md"})
+_EXCLUDED_TOP_LEVEL_DIRS = frozenset({"build", "dist", "venv", ".venv"})
+_EXCLUDED_TOP_LEVEL_FILES = frozenset({"pyproject.toml", "README.md"})
 _EXCLUDED_SUFFIXES = (".pyc", ".pyo")
 
 
@@ -36,7 +38,8 @@ def source_files(root: Path) -> list[tuple[str, Path]]:
             continue
         if path.name.endswith(_EXCLUDED_SUFFIXES) or path.name == ".DS_Store":
             continue
-        if relative.as_posix() in _EXCLUDED_TOP_LEVEL:
+        top = relative.parts[0]
+        if top in (_EXCLUDED_TOP_LEVEL_DIRS if len(relative.parts) > 1 else _EXCLUDED_TOP_LEVEL_FILES):
             continue
         files.append((relative.as_posix(), path))
     return sorted(files)

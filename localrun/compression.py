@@ -7,13 +7,13 @@ every duration by one factor keeps `timing.check_job_timing`'s verdict.
 
 Two of them cannot shrink freely, because Firestore does not get faster with the clock:
 
-- The lease. The ledger gives a claim at most half a lease (run_store.store_deadline_for) and
-  one Firestore call a third of that (run_store.ATTEMPT_SHARE), so that a slow call is retried
-  within the claim's budget; the heartbeat renews every third of a lease. The stack's 30 s
-  lease compressed 20 times is 1.5 s, a quarter of a second per call: less than one Firestore
-  round trip on a busy machine, and claims would fail for slowness alone. So the lease is at
-  least the shortest that gives one call the slowest round trip the local run must ride out
-  (`lease_floor_seconds`).
+- The lease. The ledger gives a claim at most half a lease and one Firestore call a third of
+  that (exactly_once.ledger.store: store_deadline_for, ATTEMPT_SHARE), so that a slow call is
+  retried within the claim's budget; the heartbeat renews every third of a lease. The stack's
+  30 s lease compressed 20 times is 1.5 s, a quarter of a second per call: less than one
+  Firestore round trip on a busy machine, and claims would fail for slowness alone. So the
+  lease is at least the shortest that gives one call the slowest round trip the local run must
+  ride out (`lease_floor_seconds`).
 - The time limit. A claim may take its whole budget and still run the job, which then needs
   a round trip of its own (the demo job records its execution). The watchdog ends an attempt
   at its time limit together with its instance, and the local instances serve many requests

@@ -175,7 +175,7 @@ class Smoke:
     def _wait_for_completed(self, job_id: str, since: datetime) -> bool:
         """Poll the ledger for a record of this job claimed since the smoke test started.
         An equality on job_name needs no composite index (and claimed_at is not indexed at
-        all, see record_fields.UNINDEXED_RUN_FIELDS); the claim time is checked here."""
+        all, see exactly_once.ledger.fields.UNINDEXED_RUN_FIELDS); the claim time is checked here."""
         step = "run record reaches completed"
         collection = self._context.firestore().collection(self._context.settings.runs_collection)
         query = collection.where(filter=FieldFilter("job_name", "==", job_id))

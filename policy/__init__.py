@@ -1,9 +1,5 @@
 """The policy pack that keeps a fork of this stack from losing runs or going public.
 
 A package so tests import `policy.policies`; `pulumi preview --policy-pack policy` runs
-`__main__.py` instead.
+`__main__.py` instead, which puts the function's package on the pack's path.
 """
-
-# Importing infra puts function/ on the path (see infra/__init__.py): the policies take the
-# function's default collection names from the function itself.
-import infra  # noqa: F401

@@ -1,19 +1,24 @@
 """Entry point Pulumi runs for `pulumi preview --policy-pack policy`.
 
 Pulumi runs this file with policy/ as its directory and the pack's own virtualenv, which
-installs neither the Firestore client nor the function's package. So the repository root and
-function/ (the function's source root, as Cloud Run sees it) are put on sys.path first: the
-policies import `infra.timing`, the same module the stack validates with, and the function's
-standard-library definitions it reads (`exactly_once.config`); nothing heavier is imported.
+installs neither the Firestore client nor the function's package. The policies import
+`infra.timing`, the same module the stack validates with, and the function's standard-library
+definitions (`exactly_once.config`); nothing heavier is imported. So two roots go on sys.path:
+
+- the repository root first, so that `policy` and `infra` are this checkout's packages even
+  if the pack's virtualenv installs a distribution of the same name;
+- function/ last, where the Functions Framework puts the function's source root, so that a
+  module a fork adds there cannot shadow one of the pack's own dependencies.
 """
 
 import sys
 from pathlib import Path
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
-for _root in (str(_REPO_ROOT), str(_REPO_ROOT / "function")):
-    if _root not in sys.path:
-        sys.path.insert(0, _root)
+if str(_REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(_REPO_ROOT))
+if str(_REPO_ROOT / "function") not in sys.path:
+    sys.path.append(str(_REPO_ROOT / "function"))
 
 from pulumi_policy import PolicyPack  # noqa: E402
 

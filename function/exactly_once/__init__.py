@@ -5,7 +5,7 @@
 
     @functions_framework.http
     @exactly_once
-    def nightly_report(run: RunContext) -> dict | None:
+    def nightly_report(run: RunContext) -> dict[str, str] | None:
         ...
 
 The package, room by room:

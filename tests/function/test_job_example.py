@@ -189,7 +189,7 @@ def test_the_documented_job_and_tests_pass_lint_and_typecheck(fork):
     for command in (
         [str(BIN / "ruff"), "check", *files],
         [str(BIN / "ruff"), "format", "--check", *files],
-        [str(BIN / "mypy"), "--cache-dir", str(fork / ".mypy_cache"), f"function/{JOB_MODULE}"],
+        [str(BIN / "mypy"), "--cache-dir", str(fork / ".mypy_cache"), *files],
     ):
         result = subprocess.run(
             command, cwd=fork, capture_output=True, text=True, timeout=TOOL_TIMEOUT_SECONDS, check=False

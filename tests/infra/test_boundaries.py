@@ -23,6 +23,11 @@ FUNCTION = REPO_ROOT / "function"
 FUNCTION_PACKAGES = {"functions_framework", "flask", "google", "grpc", "requests", "croniter"}
 # What the function may import of its own: its library and the forker's job modules.
 FUNCTION_ROOTS = {"exactly_once", "jobs"}
+# What this stack deploys around the library, which the library itself never imports.
+DEPLOYMENT_MODULES = {"main", "jobs"}
+# Folders .gitignore keeps out of the repository: interpreter and tool caches, pip's build
+# output (egg-info folders are matched by their suffix).
+UNTRACKED_FOLDERS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build"}
 
 
 def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
@@ -45,6 +50,15 @@ def _imports(path: Path) -> Iterator[str]:
             for alias in node.names:
                 if _function_module(f"{node.module}.{alias.name}") is not None:
                     yield f"{node.module}.{alias.name}"
+
+
+def _imported_names(node: ast.AST) -> list[str]:
+    """What one node imports, wherever it stands (under `if TYPE_CHECKING:` too)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        return [node.module]
+    return []
 
 
 def _function_module(name: str) -> Path | None:
@@ -84,10 +98,30 @@ def test_the_function_imports_nothing_outside_itself() -> None:
 
 def test_function_has_one_package_and_no_other_top_level_module() -> None:
     """Cloud Run puts function/ on sys.path: every top-level name there is taken from the
-    forker's namespace, so there are only the entry module and the two packages."""
+    forker's namespace, so there are only the entry module and the two packages. A folder
+    without an __init__.py is a namespace package to an importer, so it counts too."""
     modules = {path.name for path in FUNCTION.glob("*.py")}
     packages = {path.parent.name for path in FUNCTION.glob("*/__init__.py")}
-    assert (modules, packages) == ({"main.py"}, FUNCTION_ROOTS)
+    folders = {
+        path.name
+        for path in FUNCTION.iterdir()
+        if path.is_dir() and path.name not in UNTRACKED_FOLDERS and not path.name.endswith(".egg-info")
+    }
+    assert (modules, packages, folders) == ({"main.py"}, FUNCTION_ROOTS, FUNCTION_ROOTS)
+
+
+def test_the_library_never_imports_the_deployment() -> None:
+    """`pip install ./function` installs exactly_once alone, without main.py or jobs/: an
+    import of either, even one only the type checker follows, would break every app that
+    uses the package on its own. Handlers are named as text and imported by the router."""
+    reaching = {
+        f"{path.relative_to(REPO_ROOT)}: {name}"
+        for path in (FUNCTION / "exactly_once").rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for name in _imported_names(node)
+        if name.split(".")[0] in DEPLOYMENT_MODULES
+    }
+    assert reaching == set()
 
 
 def test_what_the_program_and_the_pack_share_with_the_function_needs_only_the_standard_library() -> None:

@@ -69,6 +69,24 @@ def test_the_archive_holds_what_runs_and_no_packaging_leftovers(function_copy: P
     assert top_level == {"main.py", "requirements.txt", "jobs", "exactly_once"}
 
 
+def test_a_forkers_packages_named_build_or_dist_are_deployed(function_copy: Path) -> None:
+    """Build output is left out where pip writes it, at the top of function/; a job package of
+    the same name deeper down is code that runs, and caches and metadata stay out at any depth."""
+    for package in ("build", "dist"):
+        (function_copy / "jobs" / package).mkdir()
+        (function_copy / "jobs" / package / "__init__.py").write_text("def run(context): ...\n")
+    (function_copy / "jobs" / "build" / "__pycache__").mkdir()
+    (function_copy / "jobs" / "build" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"")
+    (function_copy / "jobs" / "vendored.egg-info").mkdir()
+    (function_copy / "jobs" / "vendored.egg-info" / "PKG-INFO").write_text("Name: x\n")
+    (function_copy / "dist").mkdir(exist_ok=True)
+    (function_copy / "dist" / "x.whl").write_bytes(b"")
+    names = {name for name, _ in source_files(function_copy)}
+    assert {"jobs/build/__init__.py", "jobs/dist/__init__.py"} <= names
+    assert not {name for name in names if "__pycache__" in name or ".egg-info" in name}
+    assert not {name for name in names if name.startswith("dist/")}
+
+
 def test_missing_source_directory_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         source_hash(tmp_path / "nope")

@@ -63,6 +63,44 @@ def test_the_package_installs_alone_and_owns_one_top_level_name(installed_python
     assert re.fullmatch(r"\d+\.\d+\.\d+", version) and f"Version: {version}" in shown
 
 
+def package_modules(root: Path) -> list[str]:
+    """Every module of the exactly_once package under `root`, by its dotted name."""
+    return sorted(
+        ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+        for path in (root / "exactly_once").rglob("*.py")
+    )
+
+
+# Imports each module named on its command line; prints how many it imported.
+IMPORT_EACH = """\
+import importlib, sys
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+print(len(sys.argv) - 1)
+"""
+
+
+def test_every_module_imports_with_only_what_the_package_declares(
+    installed_python: Path, tmp_path: Path
+) -> None:
+    """function/pyproject.toml's dependencies are all the package needs: each of its modules
+    imports in a virtualenv holding nothing else, so a dependency missing from it fails here
+    rather than in the first app that reaches that module."""
+    modules = package_modules(FUNCTION_DIR)
+    assert {"exactly_once", "exactly_once.audit.reads", "exactly_once.token_check.tokens"} <= set(modules)
+    result = subprocess.run(
+        [str(installed_python), "-c", IMPORT_EACH, *modules],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-1] == str(len(modules))
+
+
 def test_an_app_of_its_own_deduplicates_with_the_installed_package(
     installed_python: Path, emulator_host: str, project: str, tmp_path: Path
 ) -> None:

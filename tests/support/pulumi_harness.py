@@ -21,12 +21,12 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
 from infra.names import DEFAULT_COMPONENT
-from infra.settings import REPO_ROOT, StackSettings, load_stack_settings, project_name
+from infra.paths import FUNCTION_DIR
+from infra.settings import StackSettings, load_stack_settings, project_name
 from infra.stack import COMPONENT_TYPE, ExactlyOnceScheduler
 
 COMPONENT_NAME = DEFAULT_COMPONENT
 MOCK_STACK = "test"
-DEFAULT_FUNCTION_DIR = REPO_ROOT / "function"
 # What gcp.organizations.get_project answers for every project under these mocks.
 PROJECT_NUMBER = "123456789012"
 GET_PROJECT = "gcp:organizations/getProject:getProject"
@@ -287,7 +287,7 @@ def mock_stack(
     `preview`: as a first `pulumi preview` sees it, every computed output unknown."""
 
     def program() -> pulumi.Output[Any]:
-        scheduler = ExactlyOnceScheduler(component, settings, function_dir or DEFAULT_FUNCTION_DIR)
+        scheduler = ExactlyOnceScheduler(component, settings, function_dir or FUNCTION_DIR)
         return pulumi.Output.all(
             scheduler.function_uri,
             scheduler.job_names,

@@ -1,7 +1,7 @@
 """One delivery of a scheduled run: identify it, claim it, run the job, finish it, answer.
 
 Kept free of Flask so the same code is driven by the Functions Framework in production and
-by tests; exactly_once.py only adapts the request and response.
+by tests; decorator.py only adapts the request and response.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 `skip` and `wait` jobs hold a job-level lock while a run executes. It is the ledger's
 technique on a second document, never a transaction: create() decides who holds it. A lock
 is live exactly as long as the run that holds it: a contender reads the holder's run record
-and judges its lease on Firestore's clock (run_record.lease_seconds_left). So the lock needs
-no renewal of its own while a long job renews its run's lease, a crashed holder's lock is
-free as soon as its run's lease ends, and the next run takes it over with a compare-and-swap.
-`allow` jobs never touch it: they keep the two-RPC path.
+and judges its lease on Firestore's clock (exactly_once.ledger.records.lease_seconds_left). So
+the lock needs no renewal of its own while a long job renews its run's lease, a crashed
+holder's lock is free as soon as its run's lease ends, and the next run takes it over with a
+compare-and-swap. `allow` jobs never touch it: they keep the two-RPC path.
 
 The lock lives in the runs collection (its id is a hash, like a run id, and its `expire_at`
 lets the TTL policy collect a lock a crashed holder left behind). It carries no `job_name`

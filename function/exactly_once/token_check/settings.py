@@ -7,15 +7,12 @@ first token request (main.py).
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, ConfigError
+from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, collection_id, positive_seconds
 
 DEFAULT_RETENTION_SECONDS = 7 * 86_400.0
-_COLLECTION_ID = re.compile(r"^[^/]{1,1500}$")
 
 
 @dataclass(frozen=True)
@@ -25,16 +22,7 @@ class TokenStoreConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TokenStoreConfig:
+        # Unset or blank is the default collection, as the policy pack reads the variable.
         collection = env.get("IDEMPOTENCY_COLLECTION", "").strip() or DEFAULT_IDEMPOTENCY_COLLECTION
-        if not _COLLECTION_ID.match(collection) or collection.startswith("__"):
-            raise ConfigError("IDEMPOTENCY_COLLECTION", f"{collection!r} is not a Firestore collection id")
-        raw = env.get("IDEMPOTENCY_RETENTION_SECONDS", "").strip()
-        retention = DEFAULT_RETENTION_SECONDS
-        if raw:
-            try:
-                retention = float(raw)
-            except ValueError:
-                raise ConfigError("IDEMPOTENCY_RETENTION_SECONDS", f"{raw!r} is not a number") from None
-            if not math.isfinite(retention) or retention <= 0:
-                raise ConfigError("IDEMPOTENCY_RETENTION_SECONDS", f"{raw!r} must be positive")
-        return cls(collection, retention)
+        retention = positive_seconds(env, "IDEMPOTENCY_RETENTION_SECONDS", DEFAULT_RETENTION_SECONDS)
+        return cls(collection_id("IDEMPOTENCY_COLLECTION", collection), retention)
