@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infra.settings import StackSettings, project_name
+from infra.settings import SettingsError, StackSettings, project_name
 
 PROJECT = "acme-prod"
 # The config namespace: the Pulumi project's name, as Pulumi.yaml spells it.
@@ -35,6 +35,13 @@ def valid_values(**overrides: Any) -> dict[str, Any]:
 
 def build(values: dict[str, Any], stack: str = "prod") -> StackSettings:
     return StackSettings.from_config(values, project=PROJECT, region=REGION, stack=stack, namespace=NAMESPACE)
+
+
+def error_of(values: dict[str, Any]) -> str:
+    """The message of the SettingsError `values` are refused with."""
+    with pytest.raises(SettingsError) as raised:
+        build(values)
+    return str(raised.value)
 
 
 @pytest.fixture

@@ -9,18 +9,14 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy
 
-from infra.deployer_roles import DEPLOYER_ROLES
 from policy.policies import (
     BUCKET,
     CLOUD_RUN_V2_SERVICE,
     FUNCTION_V1,
     FUNCTION_V2,
     POLICIES,
-    PROJECT_IAM_BINDING,
     PROJECT_IAM_MEMBER,
-    PROJECT_ROLE_ALLOWLIST,
     SCHEDULER_JOB,
-    Holder,
 )
 from tests.policy import fixtures
 from tests.policy.runner import (
@@ -278,116 +274,6 @@ def test_unknown_ingress_is_not_reported() -> None:
     function = fixtures.function()
     function["serviceConfig"]["ingressSettings"] = UNKNOWN_STRING
     assert check("function-ingress-restricted", FUNCTION_V2, function) == []
-
-
-# --- no-primitive-roles ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("role", ["roles/owner", "roles/editor", "roles/viewer"])
-def test_primitive_roles_are_reported(role: str) -> None:
-    grant = fixtures.run_invoker_grant() | {"role": role}
-    [message] = check("no-primitive-roles", RUN_INVOKER_MEMBER, grant)
-    assert f"role {role}" in message and "primitive" in message and "narrowest predefined role" in message
-
-
-def test_predefined_role_passes_and_policy_data_is_checked() -> None:
-    assert check("no-primitive-roles", RUN_INVOKER_MEMBER, fixtures.run_invoker_grant()) == []
-    data = {"bindings": [{"role": "roles/editor", "members": [f"serviceAccount:{fixtures.RUNTIME_SA}"]}]}
-    [message] = check(
-        "no-primitive-roles", "gcp:projects/iAMPolicy:IAMPolicy", {"policyData": json.dumps(data)}
-    )
-    assert "roles/editor" in message
-
-
-def test_unknown_role_is_not_reported() -> None:
-    grant = fixtures.run_invoker_grant() | {"role": UNKNOWN_STRING}
-    assert check("no-primitive-roles", RUN_INVOKER_MEMBER, grant) == []
-
-
-# --- datastore-user-conditional --------------------------------------------------------------
-
-
-def test_conditional_datastore_grant_passes() -> None:
-    assert check("datastore-user-conditional", PROJECT_IAM_MEMBER, fixtures.datastore_grant()) == []
-
-
-@pytest.mark.parametrize("condition", [None, {"title": "t", "expression": ""}])
-def test_unconditional_datastore_grant_is_reported(condition: dict[str, str] | None) -> None:
-    grant = fixtures.datastore_grant()
-    if condition is None:
-        del grant["condition"]
-    else:
-        grant["condition"] = condition
-    [message] = check("datastore-user-conditional", PROJECT_IAM_MEMBER, grant)
-    assert "roles/datastore.user" in message and "has no condition" in message
-    assert "condition {title, expression}" in message
-
-
-def test_unknown_condition_is_not_reported() -> None:
-    grant = fixtures.datastore_grant()
-    grant["condition"] = UNKNOWN_STRING
-    assert check("datastore-user-conditional", PROJECT_IAM_MEMBER, grant) == []
-    grant["condition"] = {"title": "t", "expression": UNKNOWN_STRING}
-    assert check("datastore-user-conditional", PROJECT_IAM_MEMBER, grant) == []
-
-
-# --- project-iam-allowlist -------------------------------------------------------------------
-
-
-def test_allowlist_has_a_reason_for_every_role() -> None:
-    assert set(PROJECT_ROLE_ALLOWLIST) == {
-        "roles/datastore.user",
-        "roles/workflows.invoker",
-        "roles/bigquery.jobUser",
-        "roles/logging.logWriter",
-        "roles/storage.objectViewer",
-    } | {deployer_role.role for deployer_role in DEPLOYER_ROLES}
-    # The previewer shares the deployer's one read-only project role; every other is the deployer's.
-    assert {r.role: PROJECT_ROLE_ALLOWLIST[r.role].holders for r in DEPLOYER_ROLES} == {
-        r.role: (Holder.CI_DEPLOYER, Holder.CI_PREVIEWER)
-        if r.role == "roles/browser"
-        else (Holder.CI_DEPLOYER,)
-        for r in DEPLOYER_ROLES
-    }
-    assert PROJECT_ROLE_ALLOWLIST["roles/logging.logWriter"].holders == (Holder.FUNCTION_BUILD,)
-    assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].holders == (Holder.FUNCTION_BUILD,)
-    assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].condition is not None
-    assert all(allowed.reason.strip() for allowed in PROJECT_ROLE_ALLOWLIST.values())
-    assert PROJECT_ROLE_ALLOWLIST["roles/workflows.invoker"].holders == (Holder.WORKFLOWS_PROXY_RUNTIME,)
-
-
-def test_allow_listed_project_grants_to_service_accounts_pass() -> None:
-    assert check("project-iam-allowlist", PROJECT_IAM_MEMBER, fixtures.datastore_grant()) == []
-    workflows = {"role": "roles/workflows.invoker", "member": f"serviceAccount:{fixtures.RUNTIME_SA}"}
-    assert check("project-iam-allowlist", PROJECT_IAM_MEMBER, workflows) == []
-
-
-def test_other_project_role_is_reported() -> None:
-    grant = {"role": "roles/run.invoker", "member": f"serviceAccount:{fixtures.INVOKER_SA}"}
-    [message] = check("project-iam-allowlist", PROJECT_IAM_MEMBER, grant)
-    assert "role roles/run.invoker is granted project-wide" in message
-    assert "PROJECT_ROLE_ALLOWLIST" in message and "specific resource" in message
-
-
-def test_project_grant_to_a_user_is_reported() -> None:
-    grant = fixtures.datastore_grant() | {"member": "user:someone@example.com"}
-    [message] = check("project-iam-allowlist", PROJECT_IAM_MEMBER, grant)
-    assert "'user:someone@example.com' is not a service account" in message
-
-
-def test_authoritative_project_binding_is_reported() -> None:
-    binding = {"role": "roles/datastore.user", "members": [f"serviceAccount:{fixtures.RUNTIME_SA}"]}
-    [message] = check("project-iam-allowlist", PROJECT_IAM_BINDING, binding)
-    assert "authoritative" in message and "gcp.projects.IAMMember" in message
-
-
-def test_resource_level_grants_are_not_project_grants() -> None:
-    assert check("project-iam-allowlist", RUN_INVOKER_MEMBER, fixtures.run_invoker_grant()) == []
-
-
-def test_unknown_project_role_and_member_are_not_reported() -> None:
-    grant = {"role": UNKNOWN_STRING, "member": UNKNOWN_STRING}
-    assert check("project-iam-allowlist", PROJECT_IAM_MEMBER, grant) == []
 
 
 # --- source-bucket-private -------------------------------------------------------------------
