@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from exactly_once import RetryableJobError, RunContext
+from exactly_once import RetryableJobError
 from exactly_once.targets.call_timeout import (
     CALL_MARGIN_SECONDS,
     CALL_TIMEOUT_SECONDS,
@@ -18,45 +18,32 @@ from exactly_once.targets.call_timeout import (
 from exactly_once.targets.endpoints import ApiEndpoint
 from jobs import cloud_run_job
 from tests.support.fake_cloud_run import FakeCloudRun
+from tests.support.run_contexts import run_context
 
 JOB = "projects/acme/locations/europe-west1/jobs/nightly-export"
 
 
-def context(seconds_left: float | None) -> RunContext:
-    return RunContext(
-        run_id="r",
-        job_name="nightly",
-        schedule_time=datetime(2026, 10, 16, 12, tzinfo=UTC),
-        project="acme",
-        location="europe-west1",
-        attempt_id="a",
-        fence=1,
-        body=b"",
-        ends_at=None if seconds_left is None else time.monotonic() + seconds_left,
-    )
-
-
 def test_a_call_gets_the_call_timeout_when_the_attempt_has_time_for_it() -> None:
-    assert call_timeout(context(None), "x") == CALL_TIMEOUT_SECONDS
-    assert call_timeout(context(CALL_TIMEOUT_SECONDS * 10), "x") == CALL_TIMEOUT_SECONDS
+    assert call_timeout(run_context(), "x") == CALL_TIMEOUT_SECONDS
+    assert call_timeout(run_context(seconds_left=CALL_TIMEOUT_SECONDS * 10), "x") == CALL_TIMEOUT_SECONDS
 
 
 def test_a_call_ends_a_margin_before_the_attempt_does() -> None:
     left = CALL_TIMEOUT_SECONDS / 2
-    assert MIN_CALL_SECONDS <= call_timeout(context(left), "x") <= left - CALL_MARGIN_SECONDS
+    assert MIN_CALL_SECONDS <= call_timeout(run_context(seconds_left=left), "x") <= left - CALL_MARGIN_SECONDS
 
 
 def test_a_call_of_a_step_ends_with_its_step() -> None:
     step = CALL_TIMEOUT_SECONDS / 3
-    timeout = call_timeout(context(None), "x", step_ends_at=time.monotonic() + step)
+    timeout = call_timeout(run_context(), "x", step_ends_at=time.monotonic() + step)
     assert MIN_CALL_SECONDS <= timeout <= step
 
 
 def test_too_little_time_left_is_a_retryable_error_naming_the_call() -> None:
     with pytest.raises(RetryableJobError, match=r"^running the job: not called: .*s left of the attempt"):
-        call_timeout(context(MIN_CALL_SECONDS + CALL_MARGIN_SECONDS / 2), "running the job")
+        call_timeout(run_context(seconds_left=MIN_CALL_SECONDS + CALL_MARGIN_SECONDS / 2), "running the job")
     with pytest.raises(RetryableJobError, match=r"^listing: not called: .*the time its step may take"):
-        call_timeout(context(None), "listing", step_ends_at=time.monotonic() + MIN_CALL_SECONDS / 2)
+        call_timeout(run_context(), "listing", step_ends_at=time.monotonic() + MIN_CALL_SECONDS / 2)
 
 
 @pytest.fixture

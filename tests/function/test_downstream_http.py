@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from tests.support.fake_downstream import FakeDownstream
 from tests.support.google_rest_fake import HELD
 from tests.support.proxy_runs import JOB_NAME, RUN_ID, deliver, proxy_env, run_record
 from tests.support.proxy_time_limits import SHORT_TIME_LIMIT, ended_attempts, released_errors
+from tests.support.run_contexts import run_context
 
 HANDLER = "jobs.downstream_http:call_downstream"
 
@@ -172,16 +172,7 @@ def test_id_token_failure_is_retryable(downstream, monkeypatch):
 
 
 def context(body: dict[str, Any]) -> RunContext:
-    return RunContext(
-        run_id=RUN_ID,
-        job_name=JOB_NAME,
-        schedule_time=datetime(2026, 10, 16, 12, tzinfo=UTC),
-        project="acme",
-        location="europe-west1",
-        attempt_id="attempt",
-        fence=1,
-        body=json.dumps(body).encode(),
-    )
+    return run_context(json.dumps(body).encode(), run_id=RUN_ID, job_name=JOB_NAME, attempt_id="attempt")
 
 
 # --- the shared classification ----------------------------------------------------------

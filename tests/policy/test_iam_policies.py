@@ -5,7 +5,6 @@ is fine is not, and preview-time unknowns are skipped without a crash."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
@@ -18,22 +17,10 @@ from policy.policies import (
 )
 from tests.policy import fixtures
 from tests.policy.runner import (
+    RUN_INVOKER_MEMBER,
     UNKNOWN_STRING,
-    resource_policy,
-    run_resource_policy,
+    check,
 )
-
-RUN_INVOKER_MEMBER = "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"
-RUN_INVOKER_BINDING = "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding"
-FUNCTION_IAM_MEMBER = "gcp:cloudfunctionsv2/functionIamMember:FunctionIamMember"
-FUNCTION_V1_IAM_MEMBER = "gcp:cloudfunctions/functionIamMember:FunctionIamMember"
-BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
-BUCKET_IAM_POLICY = "gcp:storage/bucketIAMPolicy:BucketIAMPolicy"
-
-
-def check(name: str, resource_type: str, props: dict[str, Any]) -> list[str]:
-    return run_resource_policy(resource_policy(name), resource_type, props, name="crafted")
-
 
 # --- no-primitive-roles ----------------------------------------------------------------------
 
