@@ -18,7 +18,7 @@ from typing import Any
 from exactly_once import log_fields
 
 
-def _log_lines(log_path: Path) -> Iterator[dict[str, Any]]:
+def log_lines(log_path: Path) -> Iterator[dict[str, Any]]:
     """The function's structured lines (the servers' own output is skipped)."""
     if not log_path.exists():
         return
@@ -34,7 +34,7 @@ def _log_lines(log_path: Path) -> Iterator[dict[str, Any]]:
 
 def attempts_ended(log_path: Path) -> int:
     """Attempts the function's watchdog ended, counted from its log lines."""
-    return sum(fields.get(log_fields.EVENT) == log_fields.ATTEMPT_ENDED for fields in _log_lines(log_path))
+    return sum(fields.get(log_fields.EVENT) == log_fields.ATTEMPT_ENDED for fields in log_lines(log_path))
 
 
 def executions(log_path: Path, job_id: str) -> Counter[str]:
@@ -43,6 +43,6 @@ def executions(log_path: Path, job_id: str) -> Counter[str]:
     Any job's runs are counted so, the demo job's or a handler of your own."""
     return Counter(
         str(fields.get(log_fields.SCHEDULE_TIME))
-        for fields in _log_lines(log_path)
+        for fields in log_lines(log_path)
         if fields.get(log_fields.JOB) == job_id and fields.get(log_fields.JOB_RETURNED) is True
     )

@@ -25,7 +25,7 @@ from tests.support.proxy_time_limits import (
 )
 
 JOB = "projects/acme/locations/europe-west1/jobs/nightly-export"
-SPEC = {"job": JOB, "args": ["--export", "daily"], "env": {"TARGET": "warehouse"}, "taskCount": 2}
+JOB_SPEC = {"job": JOB, "args": ["--export", "daily"], "env": {"TARGET": "warehouse"}, "taskCount": 2}
 SCHEDULED = datetime.fromisoformat(HEADERS["X-CloudScheduler-ScheduleTime"].replace("Z", "+00:00"))
 
 
@@ -51,7 +51,10 @@ def env_for(
 
 @pytest.fixture
 def start_server(function_servers, emulator_host, project, fake):
-    return lambda spec=SPEC, **extra: function_servers(env_for(emulator_host, project, fake, spec, **extra))
+    def start(spec=JOB_SPEC, **extra):
+        return function_servers(env_for(emulator_host, project, fake, spec, **extra))
+
+    return start
 
 
 def redo(server: FunctionServer) -> requests.Response:

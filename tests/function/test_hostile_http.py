@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER
+from localrun.function_log import log_lines
 from tests.function.test_http import HEADERS, deliver, executions, run_record
 
 
@@ -76,8 +77,7 @@ def test_a_job_name_header_sent_twice_is_400_naming_it(start_server, db):
 
 
 def outcomes_logged(log_path) -> list[str]:
-    lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
-    return [line["outcome"] for line in lines if "outcome" in line]
+    return [line["outcome"] for line in log_lines(log_path) if "outcome" in line]
 
 
 def test_a_header_beyond_the_server_limit_is_refused_before_the_function_and_writes_nothing(

@@ -8,21 +8,17 @@ instead of being ended by the watchdog mid-call (exactly_once/targets/call_timeo
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from exactly_once import log_fields
 from exactly_once.targets.call_timeout import CALL_MARGIN_SECONDS, MIN_CALL_SECONDS
+from localrun.function_log import log_lines
 
 # Room for a claim and a first call, far short of any call timeout.
 SHORT_TIME_LIMIT = {"JOB_TIME_LIMIT_SECONDS": "5"}
 # Less than a call and its margin from the start: no call is made at all.
 TOO_SHORT_FOR_A_CALL = {"JOB_TIME_LIMIT_SECONDS": f"{(MIN_CALL_SECONDS + CALL_MARGIN_SECONDS) * 0.75:g}"}
-
-
-def log_lines(log_path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
 
 
 def released_errors(log_path: Path) -> list[str]:

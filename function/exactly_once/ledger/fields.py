@@ -1,8 +1,9 @@
-"""Names of run-record fields that the stack's Firestore field settings refer to.
+"""Names of run-record fields that others read outside the ledger, and the one rule read there.
 
 Kept apart from protocol.py (which needs the Firestore client library) so the Pulumi program can
 import them: the TTL policy and the indexing exemptions must name exactly the fields the
-ledger writes.
+ledger writes. The missed-run audit, which needs no Firestore client either, judges a record's
+target by the same rule as the claim (`recorded_by_another_target`).
 """
 
 from __future__ import annotations
