@@ -21,6 +21,9 @@ from pathlib import Path
 
 EMULATOR_HOST_ENV = "FIRESTORE_EMULATOR_HOST"
 START_TIMEOUT_SECONDS = 90.0
+# How long the emulator gets to stop after SIGTERM, then after SIGKILL.
+STOP_TIMEOUT_SECONDS = 15.0
+KILL_TIMEOUT_SECONDS = 5.0
 
 
 class EmulatorError(RuntimeError):
@@ -79,14 +82,34 @@ def firestore_emulator(log_dir: Path | None = None) -> Iterator[str]:
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Stopped means the whole group is gone: gcloud's wrapper, the group's leader, can exit
+    while the Java server it started still answers for a moment, and a test that stops the
+    emulator to cut Firestore off would then still reach it."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGTERM)
     try:
-        process.wait(timeout=15)
+        process.wait(timeout=STOP_TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=5)
+        process.wait(timeout=KILL_TIMEOUT_SECONDS)
+    if not _group_ended(process.pid, STOP_TIMEOUT_SECONDS):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        _group_ended(process.pid, KILL_TIMEOUT_SECONDS)
+
+
+def _group_ended(group: int, timeout: float) -> bool:
+    """Whether no process of `group` is left, waiting up to `timeout` seconds for it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
 
 
 def reset_emulator(host: str, project: str) -> None:
