@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from infra.github_oidc import pull_request_subject
+from bootstrap.github_oidc import pull_request_subject
 
 GITHUB_OIDC_ISSUER: Final = "https://token.actions.githubusercontent.com"
 

@@ -8,7 +8,7 @@ on this process's path too, exactly as it is on the deployed function's; the lib
 
 import sys
 
-from infra.paths import FUNCTION_DIR
+from infra.config.paths import FUNCTION_DIR
 
 __all__ = ["FUNCTION_DIR"]
 

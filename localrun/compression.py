@@ -34,9 +34,9 @@ from datetime import timedelta
 
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
 from exactly_once.ledger.store import ATTEMPT_SHARE, store_deadline_for
-from infra import timing
-from infra.settings import JobSettings, StackSettings
-from infra.timing import JobTiming
+from infra.config.settings import JobSettings, StackSettings
+from infra.timing import rules as timing
+from infra.timing.rules import JobTiming
 
 # The slowest Firestore round trip (emulator included) the local run rides out on a busy
 # 2-core machine, before any delay added on purpose (--firestore-rtt-ms).

@@ -27,9 +27,9 @@ from typing import Any, TextIO
 
 from google.cloud import firestore
 
-from infra import timing
-from infra.config_schema import FUNCTION_DIR
-from infra.settings import REPO_ROOT, JobSettings, SettingsError, StackSettings, load_stack_settings
+from infra.config.schema import FUNCTION_DIR
+from infra.config.settings import REPO_ROOT, JobSettings, SettingsError, StackSettings, load_stack_settings
+from infra.timing import rules as timing
 from jobs.demo import run_demo_job
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import RunResult

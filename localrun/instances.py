@@ -20,8 +20,8 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from exactly_once.delivery.scheduler_request import format_rfc3339
-from infra.settings import JobSettings, StackSettings
-from infra.timing import RetryConfig
+from infra.config.settings import JobSettings, StackSettings
+from infra.timing.rules import RetryConfig
 from localrun.function_server import START_TIMEOUT_SECONDS
 from localrun.scheduler import WARM_UP_JOB
 

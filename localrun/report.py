@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra import timing
-from infra.settings import JobSettings, StackSettings
+from infra.config.settings import JobSettings, StackSettings
+from infra.timing import rules as timing
 from localrun.compression import CompressedTiming
 from localrun.delivery import Delivery, RunResult
 from localrun.faults import Fault, RunFaults, fault_counts

@@ -10,7 +10,7 @@ moment, by one factor (`CompressedClock.speedup`). Scaling every duration by the
 keeps `timing.check_job_timing`'s verdict: a config that would lose a run in the cloud loses
 it here too. The exceptions are the durations Firestore's speed puts a floor under (the lease,
 the time limit, and the attempt deadline with it: localrun/compression.py), and those are
-judged by the same rules. The retry schedule comes from `infra.timing.RetryConfig`, never
+judged by the same rules. The retry schedule comes from `infra.timing.rules.RetryConfig`, never
 re-implemented.
 
 Scheduled runs are fired in schedule order, `interval_seconds` of wall-clock time apart,
@@ -32,7 +32,7 @@ from zoneinfo import ZoneInfo
 
 from exactly_once.audit.missed_runs import following_fire_times
 from exactly_once.delivery.scheduler_request import format_rfc3339
-from infra.settings import JobSettings, StackSettings
+from infra.config.settings import JobSettings, StackSettings
 from jobs.demo import MAX_SLEEP_SECONDS
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import (

@@ -12,8 +12,8 @@ from google.cloud import firestore
 
 from exactly_once.audit.config import AuditedJob
 from exactly_once.delivery.scheduler_request import parse_rfc3339
-from infra.audit_job import audited_jobs, with_audit_job
-from infra.settings import JobSettings, SettingsError, StackSettings, load_stack_settings
+from infra.config.settings import JobSettings, SettingsError, StackSettings, load_stack_settings
+from infra.plan.audit_job import audited_jobs, with_audit_job
 
 EMULATOR_HOST_ENV = "FIRESTORE_EMULATOR_HOST"
 

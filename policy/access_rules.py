@@ -1,5 +1,5 @@
 """The runtime account's access, and the secrets a deployment reads: what a job may be given
-beyond the ledger, checked against the one list the stack grants from (infra/job_access.py's
+beyond the ledger, checked against the one list the stack grants from (infra/config/access.py's
 GRANT_KINDS).
 
 - runtime-account-grants: every grant to a function's runtime account is either one of the
@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
 
-from infra.job_access import GRANT_KINDS, KINDS_BY_TYPE, looks_secret
+from infra.config.access import GRANT_KINDS, KINDS_BY_TYPE, looks_secret
 from policy.iam_rules import runtime_accounts
 from policy.props import (
     CLOUD_RUN_V2_JOB,
@@ -96,7 +96,8 @@ def _judge(resource_type: str, name: str, role: str, member: str) -> str | None:
         return (
             f"{resource_type} '{name}' grants {role} to {who}, but the runtime account is granted roles "
             f"only as IAM members on one resource of a kind the stack lists ({_KINDS_SHOWN}; "
-            "infra/job_access.py GRANT_KINDS): never authoritatively, never on a folder or the organization."
+            "infra/config/access.py GRANT_KINDS): never authoritatively, never on a folder or the "
+            "organization."
         )
     if role not in kind.roles:
         return (

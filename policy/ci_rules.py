@@ -5,7 +5,7 @@ rule that a stack grants roles only to the service accounts it creates.
 
 A pull request's workflow runs whatever its branch says, so anything the account it runs as
 may do, anyone who can push a branch may do. The deployer is for the default branch's
-deployment jobs only (infra/github_oidc.py); every other CI account reads.
+deployment jobs only (bootstrap/github_oidc.py); every other CI account reads.
 
 The first rule sees who may impersonate an account only where the grant that allows it is
 made: in the bootstrap stack. The main stack holds no such grant, so there the CI previewer is
@@ -21,8 +21,8 @@ from typing import NamedTuple
 
 from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
-from infra.deployer_roles import PREVIEWER_ROLES
-from infra.github_oidc import WORKLOAD_IDENTITY_USER, Reach, reach
+from bootstrap.deployer_roles import PREVIEWER_ROLES
+from bootstrap.github_oidc import WORKLOAD_IDENTITY_USER, Reach, reach
 from policy.props import (
     PROJECT_MEMBER_PREFIX,
     UNKNOWN,

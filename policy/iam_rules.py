@@ -18,7 +18,7 @@ from pulumi_policy import (
     StackValidationArgs,
 )
 
-from infra.deployer_roles import DEPLOYER_ROLES, PREVIEWER_ROLES, PROJECT_SCOPE
+from bootstrap.deployer_roles import DEPLOYER_ROLES, PREVIEWER_ROLES, PROJECT_SCOPE
 from policy.ci_rules import ci_deployer_accounts, ci_previewer_accounts
 from policy.props import (
     BIGQUERY_PROXY_MODULE,
@@ -82,7 +82,7 @@ class AllowedProjectRole:
     condition_shown: str = ""
 
 
-# What infra/build.py grants the build account: object read on the one bucket Cloud Functions
+# What infra/resources/build.py grants the build account: object read on the one bucket Cloud Functions
 # copies sources to (`gcf-v2-sources-<project number>-<region>`) or objects in it; both halves
 # must name the same bucket.
 GCF_SOURCES_CONDITION: Final = re.compile(
@@ -139,7 +139,7 @@ PROJECT_ROLE_ALLOWLIST: Final[Mapping[str, AllowedProjectRole]] = MappingProxyTy
             ),
         ),
         # Deploying the stack is project-wide by nature; each role's reason is in
-        # infra/deployer_roles.py, the list the deploy docs and bootstrap/ use.
+        # bootstrap/deployer_roles.py, the list the deploy docs and bootstrap/ use.
         **{
             deployer_role.role: AllowedProjectRole(
                 f"the CI deployer must {deployer_role.reason}", _ci_holders(deployer_role.role)

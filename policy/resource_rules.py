@@ -12,7 +12,8 @@ from pulumi_policy import (
 )
 
 from exactly_once.targets.endpoints import ENDPOINT_VARIABLES
-from infra import cron, timing
+from infra.timing import cron
+from infra.timing import rules as timing
 from policy.props import (
     APP_ENGINE_DEFAULT_SA,
     BUCKET_OBJECT,

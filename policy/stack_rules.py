@@ -15,7 +15,7 @@ from pulumi_policy import (
 )
 
 from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, DEFAULT_RUNS_COLLECTION
-from infra import timing
+from infra.timing import rules as timing
 from policy.props import (
     DEFAULT_ATTEMPT_DEADLINE_SECONDS,
     DEFAULT_FUNCTION_TIMEOUT_SECONDS,

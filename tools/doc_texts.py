@@ -15,7 +15,7 @@ from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS, FunctionConfig
 from exactly_once.delivery.handler import MAX_BODY_BYTES
 from exactly_once.delivery.outcomes import Outcome
 from exactly_once.token_check.settings import TokenStoreConfig
-from infra.job_access import GRANT_KINDS
+from infra.config.access import GRANT_KINDS
 
 # When each outcome happens. Kept with the docs rather than in the handler, whose table
 # holds only what the code needs; a new outcome without a line here stops `make docs`.
@@ -168,7 +168,7 @@ def _function_environment() -> tuple[EnvVar, ...]:
 FUNCTION_ENVIRONMENT = _function_environment()
 
 
-# What each field of a `jobs` entry means. The parser (infra/job_config.py) defines which fields
+# What each field of a `jobs` entry means. The parser (infra/config/jobs.py) defines which fields
 # exist and their defaults; `make docs` stops when the two disagree.
 JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
     "name": (
@@ -291,7 +291,7 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
         "A role for the runtime account on the one resource the grant names (below).",
     ),
 }
-# One row per kind of resource a grant may name, from infra/job_access.py's GRANT_KINDS.
+# One row per kind of resource a grant may name, from infra/config/access.py's GRANT_KINDS.
 JOB_FIELD_MEANINGS.update(
     {
         f"grants[].{kind.key}": (

@@ -17,9 +17,8 @@ from pathlib import Path
 from pulumi_policy import StackValidationPolicy
 
 from exactly_once.delivery.outcomes import STATUS_AND_SEVERITY, Outcome
-from infra.config_schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
-from infra.job_access import GRANT_KINDS
-from infra.job_config import (
+from infra.config.access import GRANT_KINDS
+from infra.config.jobs import (
     _JOB_KEYS,
     _WORKFLOW_KEYS,
     DEFAULT_OVERLAP,
@@ -27,8 +26,9 @@ from infra.job_config import (
     DEFAULT_TIME_ZONE,
     RETRY_KEYS,
 )
-from infra.outputs import STACK_OUTPUTS
-from infra.target_config import BIGQUERY_KEYS, CLOUD_RUN_KEYS
+from infra.config.schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
+from infra.plan.outputs import STACK_OUTPUTS
+from infra.targets.kinds import BIGQUERY_KEYS, CLOUD_RUN_KEYS
 from policy.policies import POLICIES
 from tools.doc_texts import FUNCTION_ENVIRONMENT, JOB_FIELD_MEANINGS, OUTCOME_MEANINGS
 

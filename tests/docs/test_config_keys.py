@@ -10,7 +10,7 @@ import yaml
 
 from exactly_once.config import FunctionConfig
 from exactly_once.token_check.settings import TokenStoreConfig
-from infra.config_schema import CONFIG_KEYS, KEYS_BY_NAME, REPO_ROOT, SettingsError, declared_config_keys
+from infra.config.schema import CONFIG_KEYS, KEYS_BY_NAME, REPO_ROOT, SettingsError, declared_config_keys
 
 
 def test_config_keys_are_the_declared_section_plus_the_derived_default() -> None:

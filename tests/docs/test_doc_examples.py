@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.config_schema import FUNCTION_DIR, REPO_ROOT
-from infra.job_handlers import handler_problem
+from infra.config.handlers import handler_problem
+from infra.config.schema import FUNCTION_DIR, REPO_ROOT
 from tests.function import test_job_example
 from tests.package import test_installed_package
 

@@ -2,7 +2,7 @@
 renamed module is wrong, however right the rest of it is.
 
 Read are the inline code spans of the README, function/README.md and docs/: a path of the
-repository (`infra/source.py`), a path inside function/ (`exactly_once/ledger/`,
+repository (`infra/resources/source.py`), a path inside function/ (`exactly_once/ledger/`,
 `jobs/demo.py`), and a dotted name in the package (`exactly_once.ledger.store`,
 `exactly_once.firestore_client()`). Fenced code blocks are examples, not references.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.config_schema import FUNCTION_DIR, REPO_ROOT
+from infra.config.schema import FUNCTION_DIR, REPO_ROOT
 
 PAGES = sorted([REPO_ROOT / "README.md", FUNCTION_DIR / "README.md", *(REPO_ROOT / "docs").glob("*.md")])
 _FENCED = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)

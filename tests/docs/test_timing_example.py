@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from infra.config_schema import REPO_ROOT, SettingsError
+from infra.config.schema import REPO_ROOT, SettingsError
 from tests.infra.conftest import build
 
 # The config the page describes: a groc schedule, a retention of 600 s, an hourly job with a

@@ -27,8 +27,8 @@ from exactly_once.delivery.scheduler_request import (
 from localrun import FUNCTION_DIR
 from localrun.function_log import executions
 from localrun.tcp_proxy import tcp_proxy
-from tests.function.test_http import executions as demo_executions
-from tests.function.test_http import server_env
+from tests.function.delivery.test_http import executions as demo_executions
+from tests.function.delivery.test_http import server_env
 from tests.support.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

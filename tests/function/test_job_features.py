@@ -26,7 +26,7 @@ from exactly_once.delivery.warm_cache import ENTRY_OVERHEAD_BYTES, CompletedRuns
 from exactly_once.ledger.protocol import RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
 from localrun.firestore_rpcs import counted_emulator_client
-from tests.function.test_ledger import SHORT_LEASE
+from tests.function.ledger.test_ledger import SHORT_LEASE
 from tests.support.attempts import EndedAttempts
 from tests.support.clock import FakeClock
 from tests.support.waiting import wait_until

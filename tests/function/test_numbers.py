@@ -21,7 +21,7 @@ from exactly_once.delivery.scheduler_request import (
 )
 from jobs.demo import MAX_SLEEP_SECONDS, demo_parameters
 from jobs.downstream_http import DownstreamRequest
-from tests.function.test_http import HEADERS, server_env
+from tests.function.delivery.test_http import HEADERS, server_env
 from tests.function.test_job_features import Instance
 
 DIGITS_401 = "9" * 401

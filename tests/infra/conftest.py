@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infra.settings import SettingsError, StackSettings, project_name
+from infra.config.settings import SettingsError, StackSettings, project_name
 
 PROJECT = "acme-prod"
 # The config namespace: the Pulumi project's name, as Pulumi.yaml spells it.

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from infra.config_schema import REPO_ROOT
+from infra.config.schema import REPO_ROOT
 
 FUNCTION = REPO_ROOT / "function"
 # Top-level import names of function/requirements.txt's distributions and of the two they are
@@ -127,8 +127,8 @@ def test_the_library_never_imports_the_deployment() -> None:
 def test_what_the_program_and_the_pack_share_with_the_function_needs_only_the_standard_library() -> None:
     users = [
         REPO_ROOT / "__main__.py",
-        *(REPO_ROOT / "infra").glob("*.py"),
-        *(REPO_ROOT / "policy").glob("*.py"),
+        *(REPO_ROOT / "infra").rglob("*.py"),
+        *(REPO_ROOT / "policy").rglob("*.py"),
     ]
     pending = [
         (module, str(path.relative_to(REPO_ROOT)))

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from google.cloud import firestore
 
-from infra import timing
-from infra.config_schema import FUNCTION_DIR, REPO_ROOT, project_name
-from infra.settings import load_stack_settings
-from infra.timing import RetryConfig
+from infra.config.schema import FUNCTION_DIR, REPO_ROOT, project_name
+from infra.config.settings import load_stack_settings
+from infra.timing import rules as timing
+from infra.timing.rules import RetryConfig
 from localrun.demo import SimulationOptions, simulate
 from localrun.faults import Fault, FaultRates, RunFaults
 from tests.function.test_job_example import example_source

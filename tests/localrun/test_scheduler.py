@@ -17,9 +17,9 @@ from exactly_once.delivery.scheduler_request import (
     SCHEDULE_TIME_HEADER,
     run_key_from_headers,
 )
-from infra import timing
-from infra.settings import load_stack_settings
-from infra.timing import RetryConfig
+from infra.config.settings import load_stack_settings
+from infra.timing import rules as timing
+from infra.timing.rules import RetryConfig
 from localrun.delivery import DeliveryDropped, DeliveryTimeout, HttpReply
 from localrun.faults import PRIMARY_FAULTS, Fault, FaultRates, RunFaults, fault_counts, plan_faults
 from localrun.scheduler import ENDED, CompressedClock, LocalScheduler, fire_times

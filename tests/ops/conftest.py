@@ -16,8 +16,8 @@ import requests
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from infra.audit_job import audit_environment, with_audit_job
-from infra.settings import REPO_ROOT, JobSettings, StackSettings, load_stack_settings
+from infra.config.settings import REPO_ROOT, JobSettings, StackSettings, load_stack_settings
+from infra.plan.audit_job import audit_environment, with_audit_job
 from jobs.demo import EXECUTIONS_COLLECTION
 from localrun.function_server import FunctionServer
 

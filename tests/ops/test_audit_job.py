@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 import requests
 
 from exactly_once import log_fields
-from infra import log_filters
-from infra.job_config import AUDIT_JOB_NAME
-from infra.operations import ALERTS
+from infra.config.jobs import AUDIT_JOB_NAME
+from infra.monitoring import log_filters
+from infra.monitoring.operations import ALERTS
 from tests.ops.conftest import DevFunction, serve_dev_function
 
 SERVICE = "eos-handler"

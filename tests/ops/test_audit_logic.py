@@ -21,16 +21,16 @@ from exactly_once.audit.missed_runs import (
 )
 from exactly_once.config import ConfigError
 from exactly_once.delivery.scheduler_request import RunKey
-from infra.audit_job import (
+from infra.config.jobs import AUDIT_JOB_NAME
+from infra.config.settings import load_stack_settings
+from infra.plan.audit_job import (
     AUDIT_HANDLER,
     audit_environment,
     audited_jobs,
     retry_window_seconds,
     with_audit_job,
 )
-from infra.job_config import AUDIT_JOB_NAME
-from infra.settings import load_stack_settings
-from infra.timing import check_job_timing, latest_retry_arrival_seconds
+from infra.timing.rules import check_job_timing, latest_retry_arrival_seconds
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:

@@ -11,9 +11,9 @@ import pytest
 from exactly_once.delivery.scheduler_request import run_key_from_headers
 from exactly_once.ledger.protocol import RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
-from infra.audit_job import with_audit_job
-from infra.job_config import AUDIT_JOB_NAME
-from infra.settings import load_stack_settings
+from infra.config.jobs import AUDIT_JOB_NAME
+from infra.config.settings import load_stack_settings
+from infra.plan.audit_job import with_audit_job
 from tests.ops.conftest import Cli, DevFunction, serve_dev_function
 from tests.ops.fakes import RecordingFunction
 

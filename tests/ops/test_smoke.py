@@ -10,8 +10,8 @@ from importlib.metadata import version
 
 import pytest
 
-from infra.job_config import AUDIT_JOB_NAME
-from infra.settings import StackSettings
+from infra.config.jobs import AUDIT_JOB_NAME
+from infra.config.settings import StackSettings
 from localrun.emulator import free_loopback_port
 from ops.context import StackContext, UserError
 from ops.smoke import Endpoints, Smoke

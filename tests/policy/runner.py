@@ -30,7 +30,7 @@ from pulumi_policy.proxy import (
     unknown_checking_proxy,
 )
 
-from infra.config_schema import project_name
+from infra.config.schema import project_name
 from policy.policies import POLICIES
 
 # What the engine sends for values it cannot know during preview.

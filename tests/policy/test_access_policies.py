@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel, PolicyResource
 
-from infra.job_access import GRANT_KINDS
+from infra.config.access import GRANT_KINDS
 from policy.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
 from tests.policy import fixtures
 from tests.policy.runner import (

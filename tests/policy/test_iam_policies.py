@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from infra.deployer_roles import DEPLOYER_ROLES
+from bootstrap.deployer_roles import DEPLOYER_ROLES
 from policy.policies import (
     PROJECT_IAM_BINDING,
     PROJECT_IAM_MEMBER,

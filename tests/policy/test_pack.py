@@ -13,11 +13,11 @@ import pytest
 from pulumi.output import Unknown
 from pulumi_policy import EnforcementLevel
 
-from infra.audit_job import AUDIT_HANDLER
-from infra.config_schema import FUNCTION_DIR
-from infra.github_oidc import Reach, reach
-from infra.job_handlers import handler_problem
-from infra.settings import load_stack_settings
+from bootstrap.github_oidc import Reach, reach
+from infra.config.handlers import handler_problem
+from infra.config.schema import FUNCTION_DIR
+from infra.config.settings import load_stack_settings
+from infra.plan.audit_job import AUDIT_HANDLER
 from policy.policies import PACK_NAME, POLICIES
 from tests.policy.runner import UNKNOWN_STRING, violations
 from tests.support import pulumi_harness as harness

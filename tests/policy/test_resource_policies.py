@@ -100,7 +100,7 @@ def test_groc_schedule_is_rejected_with_the_timing_module_reason() -> None:
     job["schedule"] = "every 5 minutes"
     [message] = check("scheduler-job-schedule-and-deadline", SCHEDULER_JOB, job)
     assert "property schedule" in message
-    assert "groc syntax" in message  # the reason comes from infra.cron.unix_cron_error
+    assert "groc syntax" in message  # the reason comes from infra.timing.cron.unix_cron_error
     assert "'*/5 * * * *'" in message
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infra.build import sources_read_condition
+from infra.resources.build import sources_read_condition
 from policy.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
 from tests.policy import fixtures
 from tests.policy.runner import (

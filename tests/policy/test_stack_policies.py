@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel, PolicyResource
 
-from infra import timing
+from infra.timing import rules as timing
 from policy.policies import FIRESTORE_FIELD, FUNCTION_V2, SCHEDULER_JOB
 from tests.policy import fixtures
 from tests.policy.runner import (

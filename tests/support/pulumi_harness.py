@@ -20,10 +20,10 @@ from pulumi.output import Unknown
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
-from infra.names import DEFAULT_COMPONENT
-from infra.paths import FUNCTION_DIR
-from infra.settings import StackSettings, load_stack_settings, project_name
-from infra.stack import COMPONENT_TYPE, ExactlyOnceScheduler
+from infra.component import COMPONENT_TYPE, ExactlyOnceScheduler
+from infra.config.names import DEFAULT_COMPONENT
+from infra.config.paths import FUNCTION_DIR
+from infra.config.settings import StackSettings, load_stack_settings, project_name
 
 COMPONENT_NAME = DEFAULT_COMPONENT
 MOCK_STACK = "test"

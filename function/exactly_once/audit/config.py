@@ -1,6 +1,6 @@
 """The scheduled audit's configuration (AUDIT_JOBS): the facts it needs about each job.
 
-Standard library only: the Pulumi program writes this configuration (infra/audit_job.py)
+Standard library only: the Pulumi program writes this configuration (infra/plan/audit_job.py)
 and must not need the function's run-time packages to do so.
 """
 

@@ -1,0 +1,400 @@
+"""The whole deduplicated-scheduled-job stack as one Pulumi ComponentResource.
+
+Read top to bottom, `ExactlyOnceScheduler.__init__` is the architecture: APIs, the Firestore
+ledger, the identities, the source and its build, the function, the invoker binding, the jobs
+(the configured ones and the missed-run audit), and the monitoring that watches them.
+One private method per part; the larger parts live in their own modules (infra/resources/build.py,
+infra/resources/function.py, infra/samples/workflows.py, infra/resources/scheduler_jobs.py, ...). Each
+resource keeps all of its arguments in one call so a fork can change one thing in one place.
+
+Every name the stack chooses comes from infra/config/names.py: unique per stack and component, so
+several stacks (and several components in one stack) share a project without colliding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.config.names import StackNames
+from infra.config.schema import FUNCTION_DIR
+from infra.config.settings import StackSettings
+from infra.monitoring.operations import Operations, declare_operations
+from infra.plan.audit_job import with_audit_job
+from infra.plan.needs import extra_apis, sample_cloud_run_jobs
+from infra.resources.build import BuildIdentity, build_identity, function_source
+from infra.resources.function import audit_horizons, dedup_function
+from infra.resources.identities import Identities, identities
+from infra.resources.ledger import RunLedger, run_ledger
+from infra.resources.propagation import SERVING_GRANTS_DELAY_SECONDS, pause_after
+from infra.resources.runtime_access import runtime_access
+from infra.resources.scheduler_jobs import scheduler_job
+from infra.samples.targets import SampleTargets, sample_targets
+from infra.samples.workflows import (
+    SampleWorkflows,
+    TokenCheck,
+    sample_workflows,
+    service_name,
+    service_uri,
+    token_check,
+)
+
+COMPONENT_TYPE = "exactly-once-scheduler:index:ExactlyOnceScheduler"
+# Enabled only when a job starts workflow executions: the workflows themselves, and the
+# Executions API the function starts them through (enabling one does not enable the other).
+WORKFLOWS_API = "workflows.googleapis.com"
+WORKFLOW_EXECUTIONS_API = "workflowexecutions.googleapis.com"
+WORKFLOW_APIS = (WORKFLOWS_API, WORKFLOW_EXECUTIONS_API)
+# What a function deployment needs enabled before it starts.
+FUNCTION_APIS = (
+    "cloudfunctions.googleapis.com",
+    "cloudbuild.googleapis.com",
+    "artifactregistry.googleapis.com",
+    "run.googleapis.com",
+)
+
+# Everything a first deploy on a fresh project uses; never disabled on destroy, since other
+# workloads (and other stacks in the project) may need them.
+REQUIRED_APIS = (
+    "artifactregistry.googleapis.com",
+    "cloudbuild.googleapis.com",
+    "cloudfunctions.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+    "cloudscheduler.googleapis.com",
+    "firestore.googleapis.com",
+    "iam.googleapis.com",
+    "logging.googleapis.com",
+    "monitoring.googleapis.com",
+    "run.googleapis.com",
+    "storage.googleapis.com",
+)
+
+_Apis = Mapping[str, gcp.projects.Service]
+
+
+class ExactlyOnceScheduler(pulumi.ComponentResource):
+    """Cloud Scheduler jobs → private Cloud Run function → Firestore run ledger."""
+
+    function_uri: pulumi.Output[str]
+    job_names: pulumi.Output[list[str]]
+    runtime_service_account_email: pulumi.Output[str]
+    invoker_service_account_email: pulumi.Output[str]
+    build_service_account_email: pulumi.Output[str]
+    database_name: pulumi.Output[str]
+    runs_collection: pulumi.Output[str]
+    # Only with a sample workflow (else None / {}): the token check and the workflows.
+    token_check_uri: pulumi.Output[str] | None
+    token_check_service_account_email: pulumi.Output[str] | None
+    workflow_service_account_email: pulumi.Output[str] | None
+    sample_workflows: pulumi.Output[dict[str, str]]
+
+    def __init__(
+        self,
+        name: str,
+        settings: StackSettings,
+        function_dir: Path = FUNCTION_DIR,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        # The component's name is part of every name it chooses (ValueError when invalid).
+        StackNames(settings.stack, name)  # ValueError for an invalid name, before anything exists
+        # The missed-run audit is one more scheduled job of the stack (infra/plan/audit_job.py).
+        settings = with_audit_job(dataclasses.replace(settings, component=name))
+        super().__init__(COMPONENT_TYPE, name, None, opts)
+        for advisory in settings.timing_advisories():
+            pulumi.log.warn(advisory, resource=self)
+
+        apis = self._enable_apis(name, settings)
+        ledger = self._run_ledger(name, settings, apis)
+        identities = self._identities(name, settings, apis)
+        build = self._build(name, settings, apis, function_dir)
+        audit_from = self._audit_horizons(name, settings)
+        checker = self._token_check(name, settings, apis, ledger, identities, build)
+        targets = self._sample_targets(name, settings, apis, checker)
+        access = self._runtime_access(name, settings, apis, identities.runtime, targets)
+        function = self._dedup_function(name, settings, apis, build, identities.runtime, audit_from, access)
+        function_uri = function.service_config.apply(service_uri)
+        invoker_binding = self._invoker_binding(name, settings, function, identities.invoker)
+        samples = self._sample_workflows(name, settings, apis, identities, checker)
+        serving = self._serving_grants_propagation(
+            name, identities, [invoker_binding, *access, *targets.grants], samples
+        )
+        jobs = self._scheduler_jobs(name, settings, apis, function_uri, identities.invoker, serving, samples)
+        self._operations(settings, apis, function)
+        self._publish_outputs(
+            settings, function_uri, jobs, identities, build.account, ledger, checker, samples
+        )
+
+    # --- resource options shared by the parts ---------------------------------------------------
+
+    def _child(self) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self)
+
+    def _after(self, apis: _Apis, *names: str) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, depends_on=[apis[api] for api in names])
+
+    def _function_opts(self, apis: _Apis, build: BuildIdentity) -> pulumi.ResourceOptions:
+        # The first build needs the builder's grants in effect, not just created.
+        return pulumi.ResourceOptions(
+            parent=self, depends_on=[*(apis[api] for api in FUNCTION_APIS), build.ready]
+        )
+
+    # --- the architecture, in the order __init__ declares it ------------------------------------
+
+    def _enable_apis(self, name: str, settings: StackSettings) -> _Apis:
+        uses_workflows = settings.uses_workflows()
+        return {
+            api: gcp.projects.Service(
+                f"{name}-{api.split('.')[0]}",
+                project=settings.project,
+                service=api,
+                disable_on_destroy=False,
+                opts=self._child(),
+            )
+            for api in REQUIRED_APIS + (WORKFLOW_APIS if uses_workflows else ()) + extra_apis(settings)
+        }
+
+    def _run_ledger(self, name: str, settings: StackSettings, apis: _Apis) -> RunLedger:
+        return run_ledger(name, settings, parent=self, firestore_api=apis["firestore.googleapis.com"])
+
+    def _identities(self, name: str, settings: StackSettings, apis: _Apis) -> Identities:
+        return identities(name, settings, parent=self, iam_api=apis["iam.googleapis.com"])
+
+    def _build(self, name: str, settings: StackSettings, apis: _Apis, function_dir: Path) -> BuildIdentity:
+        source = function_source(name, settings, function_dir, self._after(apis, "storage.googleapis.com"))
+        return build_identity(
+            name,
+            settings,
+            source,
+            parent=self,
+            iam_api=apis["iam.googleapis.com"],
+            registry_api=apis["artifactregistry.googleapis.com"],
+            build_apis=[apis[api] for api in FUNCTION_APIS],
+        )
+
+    def _dedup_function(
+        self,
+        name: str,
+        settings: StackSettings,
+        apis: _Apis,
+        build: BuildIdentity,
+        runtime_account: gcp.serviceaccount.Account,
+        audit_from: Mapping[str, pulumi.Input[str]],
+        access: list[pulumi.Resource],
+    ) -> gcp.cloudfunctionsv2.Function:
+        """The function every scheduled job calls (infra/resources/function.py)."""
+        return dedup_function(
+            name,
+            settings,
+            parent=self,
+            opts=self._function_opts(apis, build),
+            build=build,
+            runtime_account=runtime_account,
+            audit_from=audit_from,
+            access=access,
+        )
+
+    def _audit_horizons(self, name: str, settings: StackSettings) -> dict[str, pulumi.Input[str]]:
+        return audit_horizons(name, settings, parent=self)
+
+    def _invoker_binding(
+        self,
+        name: str,
+        settings: StackSettings,
+        function: gcp.cloudfunctionsv2.Function,
+        invoker_account: gcp.serviceaccount.Account,
+    ) -> gcp.cloudrunv2.ServiceIamMember:
+        # The invoker may call this one Cloud Run service, nothing else in the project.
+        return gcp.cloudrunv2.ServiceIamMember(
+            f"{name}-invoker-run-invoker",
+            project=settings.project,
+            location=settings.region,
+            name=function.service_config.apply(service_name),
+            role="roles/run.invoker",
+            member=invoker_account.member,
+            opts=self._child(),
+        )
+
+    def _token_check(
+        self,
+        name: str,
+        settings: StackSettings,
+        apis: _Apis,
+        ledger: RunLedger,
+        identities: Identities,
+        build: BuildIdentity,
+    ) -> TokenCheck | None:
+        """The token check the sample workflows and sample Cloud Run jobs call."""
+        if identities.token_check is None:
+            return None
+        return token_check(
+            name,
+            settings,
+            parent=self,
+            ledger=ledger,
+            build=build,
+            token_check_account=identities.token_check,
+            function_opts=self._function_opts(apis, build),
+            reachable_from_cloud_run=bool(sample_cloud_run_jobs(settings)),
+        )
+
+    def _sample_targets(
+        self, name: str, settings: StackSettings, apis: _Apis, checker: TokenCheck | None
+    ) -> SampleTargets:
+        return sample_targets(
+            name,
+            settings,
+            parent=self,
+            token_check_uri=checker.uri if checker else None,
+            token_check_service=checker.service if checker else None,
+            apis=[apis[api] for api in ("iam.googleapis.com", "run.googleapis.com", *extra_apis(settings))],
+        )
+
+    def _runtime_access(
+        self,
+        name: str,
+        settings: StackSettings,
+        apis: _Apis,
+        runtime_account: gcp.serviceaccount.Account,
+        targets: SampleTargets,
+    ) -> list[pulumi.Resource]:
+        return runtime_access(
+            name,
+            settings,
+            runtime_account.member,
+            parent=self,
+            created=targets.created,
+            apis=[apis[api] for api in extra_apis(settings)],
+        )
+
+    def _sample_workflows(
+        self,
+        name: str,
+        settings: StackSettings,
+        apis: _Apis,
+        identities: Identities,
+        checker: TokenCheck | None,
+    ) -> SampleWorkflows | None:
+        """Sample workflows (jobs with `workflow: {sample: true}`), which call the token check."""
+        if checker is None or not settings.sample_workflow_jobs():
+            return None
+        return sample_workflows(
+            name,
+            settings,
+            parent=self,
+            token_check=checker,
+            iam_api=apis["iam.googleapis.com"],
+            workflows_api=apis[WORKFLOWS_API],
+        )
+
+    def _serving_grants_propagation(
+        self,
+        name: str,
+        identities: Identities,
+        serving_grants: list[pulumi.Resource],
+        samples: SampleWorkflows | None,
+    ) -> pulumi.Resource:
+        """The first scheduled run uses every serving grant at once: the invoker's run.invoker,
+        the functions' Firestore access, the proxy's workflows.invoker, the workflow account's
+        run.invoker on the token check. The jobs wait until those have propagated, so the first
+        run is not spent on 403s (Cloud Scheduler would retry it, but a fresh deploy should
+        simply work). Shorter than the build's pause: see infra/resources/propagation.py."""
+        grants = [*identities.grants, *serving_grants, *(samples.grants if samples else [])]
+        members: dict[str, pulumi.Input[str]] = {
+            "runtime": identities.runtime.member,
+            "invoker": identities.invoker.member,
+        }
+        if identities.token_check is not None:
+            members["tokens"] = identities.token_check.member
+        return pause_after(
+            f"{name}-serving-grants-propagation",
+            SERVING_GRANTS_DELAY_SECONDS,
+            after=grants,
+            triggers=members,
+            opts=self._child(),
+        )
+
+    def _scheduler_jobs(
+        self,
+        name: str,
+        settings: StackSettings,
+        apis: _Apis,
+        function_uri: pulumi.Output[str],
+        invoker_account: gcp.serviceaccount.Account,
+        serving: pulumi.Resource,
+        samples: SampleWorkflows | None,
+    ) -> list[gcp.cloudscheduler.Job]:
+        sample_workflows = samples.workflows if samples is not None else {}
+        # A job that goes through the Workflows proxy starts executions on its first run.
+        first_run = [
+            api
+            for api in ("cloudscheduler.googleapis.com", *WORKFLOW_APIS, *extra_apis(settings))
+            if api in apis
+        ]
+        first_run_apis = [apis[api] for api in first_run]
+        opts = pulumi.ResourceOptions(parent=self, depends_on=[*first_run_apis, serving])
+        return [
+            scheduler_job(
+                name, job, settings, function_uri, invoker_account.email, opts, sample_workflows.get(job.name)
+            )
+            for job in settings.jobs
+        ]
+
+    def _operations(
+        self, settings: StackSettings, apis: _Apis, function: gcp.cloudfunctionsv2.Function
+    ) -> Operations:
+        """Log-based metrics on the function's log lines, alert policies with runbooks, and a
+        dashboard (infra/monitoring/operations.py)."""
+        return declare_operations(
+            settings.names.monitoring_prefix(),
+            project=settings.project,
+            function_service=function.service_config.apply(service_name),
+            notification_channels=settings.alert_notification_channels,
+            opts=self._after(apis, "logging.googleapis.com", "monitoring.googleapis.com"),
+        )
+
+    def _publish_outputs(
+        self,
+        settings: StackSettings,
+        function_uri: pulumi.Output[str],
+        jobs: list[gcp.cloudscheduler.Job],
+        identities: Identities,
+        builder_account: gcp.serviceaccount.Account,
+        ledger: RunLedger,
+        checker: TokenCheck | None,
+        samples: SampleWorkflows | None,
+    ) -> None:
+        sample_workflows = samples.workflows if samples is not None else {}
+        self.function_uri = function_uri
+        # The deployed Cloud Scheduler job ids (what `gcloud scheduler jobs list` shows).
+        self.job_names = pulumi.Output.all(*[job.name for job in jobs]).apply(list)
+        self.runtime_service_account_email = identities.runtime.email
+        self.invoker_service_account_email = identities.invoker.email
+        self.build_service_account_email = builder_account.email
+        self.database_name = ledger.database_name
+        self.runs_collection = pulumi.Output.from_input(settings.runs_collection)
+        self.token_check_uri = checker.uri if checker is not None else None
+        self.token_check_service_account_email = (
+            identities.token_check.email if identities.token_check is not None else None
+        )
+        self.workflow_service_account_email = samples.workflow_account_email if samples is not None else None
+        self.sample_workflows = pulumi.Output.all(**sample_workflows).apply(dict)
+        outputs: dict[str, pulumi.Input[object]] = {
+            "functionUri": self.function_uri,
+            "jobNames": self.job_names,
+            "runtimeServiceAccountEmail": self.runtime_service_account_email,
+            "invokerServiceAccountEmail": self.invoker_service_account_email,
+            "buildServiceAccountEmail": self.build_service_account_email,
+            "databaseName": self.database_name,
+            "runsCollection": self.runs_collection,
+        }
+        if checker is not None and self.token_check_service_account_email is not None:
+            outputs["tokenCheckUri"] = checker.uri
+            outputs["tokenCheckServiceAccountEmail"] = self.token_check_service_account_email
+        if samples is not None:
+            outputs["workflowServiceAccountEmail"] = samples.workflow_account_email
+            outputs["sampleWorkflows"] = self.sample_workflows
+        self.register_outputs(outputs)

@@ -1,0 +1,135 @@
+"""The missed-run audit as one more scheduled job of the stack, and what it needs to know.
+
+Pulumi-free, like infra/config/settings.py: the Pulumi program, the `ops` CLI and the tests all read
+the audit's facts from here, so the job the stack deploys and the audit an operator runs by
+hand judge runs by the same windows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from datetime import datetime
+
+from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob
+from infra.config.jobs import AUDIT_JOB_NAME, DEFAULT_RETRY
+from infra.config.settings import JobSettings, StackSettings
+from infra.timing import rules as timing
+from infra.timing.rules import MAX_ATTEMPT_DEADLINE_SECONDS, MIN_ATTEMPT_DEADLINE_SECONDS, RetryConfig
+
+AUDIT_HANDLER = "jobs.missed_runs:audit_missed_runs"
+# Hourly: a missed run is reported at most an hour after its last retry could have ended.
+# (Every two hours when the lease is so long that the audit's own retries need longer.)
+AUDIT_MINUTE = 5
+# Retries: five, doubling three times, arrive 1, 3, 7, 15 and 31 first backoffs after the
+# first attempt; the first backoff is a twentieth of the lease (at least the default's).
+_RETRY_SPAN_IN_BACKOFFS = 31
+_BACKOFFS_PER_LEASE = 20
+# Cloud Scheduler starts an attempt a little after its scheduled time; allow for that.
+DISPATCH_SLACK_SECONDS = 60.0
+
+
+def retry_window_seconds(settings: StackSettings, job: JobSettings) -> float:
+    """From a run's schedule time until no attempt of it can still arrive or be running:
+    the latest retry arrival (every attempt using its whole deadline), plus a lease for
+    the last attempt's claim, plus Scheduler's dispatch delay."""
+    latest = timing.latest_retry_arrival_seconds(job.retry, job.attempt_deadline_seconds)
+    return latest + settings.lease_seconds + DISPATCH_SLACK_SECONDS
+
+
+def _first_backoff(settings: StackSettings) -> float:
+    return max(
+        DEFAULT_RETRY.min_backoff_seconds, float(math.ceil(settings.lease_seconds / _BACKOFFS_PER_LEASE))
+    )
+
+
+def audit_interval_hours(settings: StackSettings) -> int:
+    """Hours between audit runs: one, unless the audit's last retry (about one and a half
+    leases out) would not arrive before the next run, which ends the retries."""
+    last_retry = _RETRY_SPAN_IN_BACKOFFS * _first_backoff(settings)
+    return 1 if last_retry < 3600 else math.ceil((last_retry + 1) / 3600)
+
+
+def audit_interval_seconds(settings: StackSettings) -> float:
+    return audit_interval_hours(settings) * 3600.0
+
+
+def audit_schedule(settings: StackSettings) -> str:
+    hours = audit_interval_hours(settings)
+    return f"{AUDIT_MINUTE} * * * *" if hours == 1 else f"{AUDIT_MINUTE} */{hours} * * *"
+
+
+def audit_retry(settings: StackSettings) -> RetryConfig:
+    """Retries that outlive a crashed attempt's lease, as the timing rules demand of every job,
+    and arrive before the next audit run."""
+    backoff = _first_backoff(settings)
+    return RetryConfig(
+        retry_count=5,
+        max_retry_duration_seconds=0.0,
+        min_backoff_seconds=backoff,
+        max_backoff_seconds=16 * backoff,
+        max_doublings=3,
+    )
+
+
+def audit_job(settings: StackSettings) -> JobSettings:
+    """The audit's own scheduled job: hourly, through the same exactly-once handler."""
+    deadline = min(
+        max(settings.function_timeout_seconds, MIN_ATTEMPT_DEADLINE_SECONDS), MAX_ATTEMPT_DEADLINE_SECONDS
+    )
+    return JobSettings(
+        name=AUDIT_JOB_NAME,
+        schedule=audit_schedule(settings),
+        time_zone="Etc/UTC",
+        attempt_deadline_seconds=deadline,
+        retry=audit_retry(settings),
+        handler=AUDIT_HANDLER,
+    )
+
+
+def with_audit_job(settings: StackSettings) -> StackSettings:
+    """`settings` plus the audit job, so the stack schedules it like any other job (and its
+    handler lands in JOB_HANDLERS); `settings` as they are with `missedRunAudit: false`.
+    Applying it twice changes nothing; a configured job that took the audit's name is refused
+    (the settings refuse it first, naming the key)."""
+    if not settings.missed_run_audit:
+        return settings
+    audit = audit_job(settings)
+    existing = [job for job in settings.jobs if job.name == AUDIT_JOB_NAME]
+    if existing == [audit]:
+        return settings
+    if existing:
+        raise ValueError(f"job name {AUDIT_JOB_NAME!r} is reserved for the stack's missed-run audit")
+    return dataclasses.replace(settings, jobs=(*settings.jobs, audit))
+
+
+def audited_jobs(
+    settings: StackSettings, deployed_at: Mapping[str, datetime] | None = None
+) -> tuple[AuditedJob, ...]:
+    """Every job of `settings` as the audit sees it (the audit job too, when present: a
+    missed audit run is reported by the next one). `deployed_at` (by config job name) keeps
+    the audit from reporting runs scheduled before a job existed."""
+    deployed_at = deployed_at or {}
+    return tuple(
+        AuditedJob(
+            name=settings.scheduler_job_id(job),
+            schedule=job.schedule,
+            time_zone=job.time_zone,
+            retry_window_seconds=retry_window_seconds(settings, job),
+            not_before=deployed_at.get(job.name),
+        )
+        for job in settings.jobs
+    )
+
+
+def audit_environment(
+    settings: StackSettings, deployed_at: Mapping[str, datetime] | None = None
+) -> dict[str, str]:
+    """The function environment the audit job reads (AUDIT_JOBS), for `settings` with the audit
+    job already added. Without `deployed_at`, the first audit after a job is created reports
+    the runs of the hour before it as missed, once."""
+    config = AuditConfig(
+        jobs=audited_jobs(settings, deployed_at), interval_seconds=audit_interval_seconds(settings)
+    )
+    return {AUDIT_JOBS_ENV: config.to_json()}

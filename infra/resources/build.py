@@ -1,0 +1,175 @@
+"""The functions' source and build: a private source bucket, the build's own account, its grants.
+
+How a Cloud Run function is built: `pulumi up` uploads the zip to the stack's private bucket;
+Cloud Functions (its service agent) copies it to the regional bucket
+`gcf-v2-sources-<PROJECT_NUMBER>-<region>`, which it creates on the first deploy in that region;
+Cloud Build fetches it from there as the build account, builds an image, and pushes it to the
+stack's Artifact Registry repository. So the build account needs exactly: write logs, push to one
+repository, read the gcf-v2-sources bucket. It never reads the stack's own bucket.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumiverse_time as time
+
+from infra.config.settings import StackSettings
+from infra.resources.propagation import BUILD_GRANTS_DELAY_SECONDS, pause_after
+from infra.resources.source import source_archive, source_hash
+
+FUNCTION_RUNTIME = "python312"
+
+
+def sources_bucket(project_number: str, region: str) -> str:
+    """The bucket Cloud Functions copies each uploaded source to before Cloud Build reads it."""
+    return f"gcf-v2-sources-{project_number}-{region}"
+
+
+def sources_read_condition(project_number: str, region: str) -> gcp.projects.IAMMemberConditionArgsDict:
+    """Object read limited to the gcf-v2-sources bucket of this region: the bucket does not
+    exist before the first deploy, so the grant cannot sit on the bucket itself."""
+    bucket = f"projects/_/buckets/{sources_bucket(project_number, region)}"
+    return {
+        "title": f"only-gcf-v2-sources-{region}"[:100],
+        "description": "Cloud Build reads the function sources Cloud Functions copied here; nothing else.",
+        # The bucket or its objects; a mere prefix would also match `<bucket>-other` buckets.
+        "expression": f'resource.name == "{bucket}" || resource.name.startsWith("{bucket}/")',
+    }
+
+
+@dataclass(frozen=True)
+class BuildIdentity:
+    """Who builds the functions, from which source, into which repository, and what a function
+    must wait for before its first build."""
+
+    account: gcp.serviceaccount.Account
+    source: gcp.cloudfunctionsv2.FunctionBuildConfigSourceArgsDict
+    docker_repository: pulumi.Output[str]
+    ready: time.Sleep
+
+    def config(self, entry_point: str) -> gcp.cloudfunctionsv2.FunctionBuildConfigArgsDict:
+        return {
+            "runtime": FUNCTION_RUNTIME,
+            "entry_point": entry_point,
+            "source": self.source,
+            # The full resource name, as the API takes it (an email alone is rejected).
+            "service_account": self.account.name,
+            "docker_repository": self.docker_repository,
+        }
+
+
+def function_source(
+    name: str, settings: StackSettings, function_dir: Path, opts: pulumi.ResourceOptions
+) -> gcp.cloudfunctionsv2.FunctionBuildConfigSourceArgsDict:
+    """The private source bucket and the content-hashed zip both functions build from."""
+    # Code changes produce a new object name, hence a new generation and a new function
+    # revision; unchanged code produces no diff at all. The bucket name is Pulumi's auto-name
+    # (logical name + random suffix): globally unique, so stacks never share it.
+    bucket = gcp.storage.Bucket(
+        f"{name}-source",
+        project=settings.project,
+        location=settings.region,
+        uniform_bucket_level_access=True,
+        public_access_prevention="enforced",
+        force_destroy=True,
+        opts=opts,
+    )
+    source_object = gcp.storage.BucketObject(
+        f"{name}-source-zip",
+        bucket=bucket.name,
+        name=f"function-{source_hash(function_dir)[:32]}.zip",
+        source=source_archive(function_dir),
+        content_type="application/zip",
+        opts=pulumi.ResourceOptions(parent=opts.parent),
+    )
+    return {
+        "storage_source": {
+            "bucket": bucket.name,
+            "object": source_object.name,
+            "generation": source_object.generation,
+        }
+    }
+
+
+def build_identity(
+    name: str,
+    settings: StackSettings,
+    source: gcp.cloudfunctionsv2.FunctionBuildConfigSourceArgsDict,
+    *,
+    parent: pulumi.Resource,
+    iam_api: pulumi.Resource,
+    registry_api: pulumi.Resource,
+    build_apis: list[pulumi.Resource],
+) -> BuildIdentity:
+    """The build's own identity and exactly the grants a build uses.
+
+    Left unset, Cloud Build runs as the default compute account (Editor on the project) in new
+    projects; the policy pack refuses that.
+    """
+    project, region = settings.project, settings.region
+    child = pulumi.ResourceOptions(parent=parent)
+    account = gcp.serviceaccount.Account(
+        f"{name}-builder",
+        project=project,
+        account_id=settings.names.service_account_id("builder"),
+        display_name=settings.names.display_name("function builds"),
+        description="Builds the functions: writes logs, pushes to one repository, reads the sources.",
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[iam_api]),
+    )
+    repository = gcp.artifactregistry.Repository(
+        f"{name}-images",
+        project=project,
+        location=region,
+        repository_id=settings.names.repository_id(),
+        format="DOCKER",
+        description="Images of the exactly-once scheduler's functions.",
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[registry_api]),
+    )
+    project_number = gcp.organizations.get_project_output(project_id=project).number
+    grants: list[pulumi.Resource] = [
+        # Build logs have no narrower IAM resource than the project (allow-listed for this
+        # account only).
+        gcp.projects.IAMMember(
+            f"{name}-builder-log-writer",
+            project=project,
+            role="roles/logging.logWriter",
+            member=account.member,
+            opts=child,
+        ),
+        gcp.artifactregistry.RepositoryIamMember(
+            f"{name}-builder-images-writer",
+            project=project,
+            location=region,
+            repository=repository.repository_id,
+            role="roles/artifactregistry.writer",
+            member=account.member,
+            opts=child,
+        ),
+        # Allow-listed for this account and this condition only (policy pack).
+        gcp.projects.IAMMember(
+            f"{name}-builder-sources-viewer",
+            project=project,
+            role="roles/storage.objectViewer",
+            member=account.member,
+            condition=project_number.apply(lambda number: sources_read_condition(str(number), region)),
+            opts=child,
+        ),
+    ]
+    # Also after the APIs a build uses: enabling one creates its service agents (Cloud Build's,
+    # Cloud Functions') in the background, and a build that starts first fails the same way.
+    # A new build account (new grants) sleeps again; see infra/resources/propagation.py for the length.
+    ready = pause_after(
+        f"{name}-build-grants-propagation",
+        BUILD_GRANTS_DELAY_SECONDS,
+        after=[*grants, *build_apis],
+        triggers={"builder": account.member},
+        opts=child,
+    )
+    docker_repository = pulumi.Output.all(
+        repository.project, repository.location, repository.repository_id
+    ).apply(lambda parts: "projects/{}/locations/{}/repositories/{}".format(*parts))
+    return BuildIdentity(account=account, source=source, docker_repository=docker_repository, ready=ready)

@@ -1,0 +1,99 @@
+"""The deduplicating function itself: the Cloud Run function every scheduled job calls, and the
+moments from which the missed-run audit expects each job's runs.
+
+Its arguments are the stack's decisions about one resource, kept in one call so a fork that
+changes one of them (memory, concurrency, ingress) changes it in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumiverse_time
+
+from infra.config.settings import StackSettings
+from infra.monitoring.operations import audit_function_environment
+from infra.resources.build import BuildIdentity
+from infra.resources.propagation import SECRET_GRANTS_DELAY_SECONDS, pause_after
+from infra.resources.runtime_access import secret_environment_variables
+
+FUNCTION_ENTRY_POINT = "handle_scheduled_job"
+
+# How long after a job enters the stack its first run is expected: room for the function's
+# build and the IAM propagation pauses before its Cloud Scheduler job exists.
+AUDIT_DEPLOY_MARGIN_MINUTES = 30
+
+
+def audit_horizons(
+    name: str, settings: StackSettings, *, parent: pulumi.Resource
+) -> dict[str, pulumi.Input[str]]:
+    """Per job, the moment from which the missed-run audit expects its runs: when the job
+    first entered the stack, plus a margin for the deploy itself (the build, the IAM
+    propagation pauses) before its Cloud Scheduler job exists. Recorded once in the state,
+    so later deploys keep it; without it every new job's first audit would report the runs
+    scheduled before the job existed."""
+    if not settings.missed_run_audit:
+        return {}
+    return {
+        job.name: pulumiverse_time.Offset(
+            f"{name}-audit-from-{job.name}",
+            offset_minutes=AUDIT_DEPLOY_MARGIN_MINUTES,
+            opts=pulumi.ResourceOptions(parent=parent),
+        ).rfc3339
+        for job in settings.jobs
+    }
+
+
+def dedup_function(
+    name: str,
+    settings: StackSettings,
+    *,
+    parent: pulumi.Resource,
+    opts: pulumi.ResourceOptions,
+    build: BuildIdentity,
+    runtime_account: gcp.serviceaccount.Account,
+    audit_from: Mapping[str, pulumi.Input[str]],
+    access: list[pulumi.Resource],
+) -> gcp.cloudfunctionsv2.Function:
+    """`opts` carries the parent and what the build needs first; the runtime's secret grants
+    are waited for here, since only a function with secrets has them."""
+    secrets = secret_environment_variables(settings)
+    if secrets:
+        # Cloud Run checks that the runtime account may read each secret when it deploys
+        # the revision: the grants must be in effect first (infra/resources/propagation.py). A secret
+        # added later is a new grant, so the secrets are triggers too.
+        referenced = sorted({f"{secret['project_id']}/{secret['secret']}" for secret in secrets})
+        ready = pause_after(
+            f"{name}-runtime-grants-propagation",
+            SECRET_GRANTS_DELAY_SECONDS,
+            after=access,
+            triggers={"runtime": runtime_account.member, "secrets": " ".join(referenced)},
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
+        opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[ready]))
+    return gcp.cloudfunctionsv2.Function(
+        f"{name}-function",
+        project=settings.project,
+        location=settings.region,
+        name=settings.names.function_name("handler"),
+        description="Deduplicates Cloud Scheduler deliveries: each scheduled run executes once.",
+        build_config=build.config(FUNCTION_ENTRY_POINT),
+        service_config={
+            "service_account_email": runtime_account.email,
+            "timeout_seconds": int(settings.function_timeout_seconds),
+            "max_instance_count": settings.max_instances,
+            # One request per instance: the watchdog that ends an overrunning attempt
+            # ends its instance's process, and must take no other run with it.
+            "max_instance_request_concurrency": 1,
+            "ingress_settings": settings.ingress,
+            "all_traffic_on_latest_revision": True,
+            "environment_variables": {
+                **settings.function_environment(),
+                **audit_function_environment(settings, audit_from),
+            },
+            "secret_environment_variables": secrets or None,
+        },
+        opts=opts,
+    )

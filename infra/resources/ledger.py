@@ -1,0 +1,77 @@
+"""The run ledger's Firestore side: the database (unless an existing one is used), the TTL
+policy on run records and the indexing exemptions that keep the run collection fast.
+
+Firestore runs one field operation per database at a time, so every field setting here waits
+for the one before it, and `RunLedger.last_field` is what a further field setting of the stack
+(the token records' TTL) waits for.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pulumi
+import pulumi_gcp as gcp
+
+from exactly_once.ledger.fields import EXPIRE_AT, UNINDEXED_RUN_FIELDS
+from infra.config.settings import StackSettings
+
+
+class RunLedger(NamedTuple):
+    # The database resource, or None when the stack uses an existing one as it is.
+    database: gcp.firestore.Database | None
+    database_name: pulumi.Output[str]
+    runs_ttl: gcp.firestore.Field
+    last_field: gcp.firestore.Field
+
+
+def run_ledger(
+    name: str, settings: StackSettings, *, parent: pulumi.Resource, firestore_api: pulumi.Resource
+) -> RunLedger:
+    database: gcp.firestore.Database | None = None
+    database_name: pulumi.Output[str] = pulumi.Output.from_input(settings.database_name)
+    after: pulumi.Resource = firestore_api
+    if settings.create_database:
+        # Deletion protection guards the records that make retries idempotent; a protected
+        # database is abandoned (kept) on `pulumi destroy`.
+        database = gcp.firestore.Database(
+            f"{name}-database",
+            project=settings.project,
+            name=settings.database_name,
+            location_id=settings.region,
+            type="FIRESTORE_NATIVE",
+            delete_protection_state=(
+                "DELETE_PROTECTION_ENABLED" if settings.deletion_protection else "DELETE_PROTECTION_DISABLED"
+            ),
+            deletion_policy="ABANDON" if settings.deletion_protection else "DELETE",
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=[firestore_api]),
+        )
+        database_name = database.name
+        after = database
+    # One TTL policy for every job: expired run records are deleted by Firestore, and the field
+    # is exempt from indexing (it is only ever written, never queried). On an existing database
+    # (createDatabase: false) these field settings are this stack's only resources in it.
+    runs_ttl = gcp.firestore.Field(
+        f"{name}-runs-ttl",
+        project=settings.project,
+        database=database_name,
+        collection=settings.runs_collection,
+        field=EXPIRE_AT,
+        ttl_config={},
+        index_config={},
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[after]),
+    )
+    # Claim, completion and schedule times only ever grow and no query filters on them: left
+    # indexed, they would cap the run collection at about 500 writes a second.
+    last = runs_ttl
+    for field in UNINDEXED_RUN_FIELDS:
+        last = gcp.firestore.Field(
+            f"{name}-runs-unindexed-{field.replace('_', '-')}",
+            project=settings.project,
+            database=database_name,
+            collection=settings.runs_collection,
+            field=field,
+            index_config={},
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=[last]),
+        )
+    return RunLedger(database=database, database_name=database_name, runs_ttl=runs_ttl, last_field=last)

@@ -1,0 +1,121 @@
+"""The runtime account's access beyond the ledger: one IAM member per resource-scoped grant
+(infra/plan/needs.py: runtime_grants), the one project role a BigQuery job cannot do
+without, and the function's secret environment variables.
+
+Every grant is on the resource itself (a Cloud Run job, a dataset, a secret, a topic, a
+bucket), never the project, so a job that may run one Cloud Run job cannot run another, and
+one that reads a dataset cannot read the next. The policy pack checks the same list
+(infra/config/access.py: GRANT_KINDS) on whatever the program declares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+import pulumi
+import pulumi_gcp as gcp
+from pulumi_gcp.cloudfunctionsv2 import (
+    FunctionServiceConfigSecretEnvironmentVariableArgsDict as SecretVariable,
+)
+
+from infra.config.access import ResourceGrant
+from infra.config.settings import StackSettings
+from infra.plan.needs import function_secrets, runtime_grants, uses_bigquery
+
+# Creating query jobs is a project permission (bigquery.jobs.create): BigQuery has no narrower
+# resource for it. The data a job reads or writes is granted per dataset.
+BIGQUERY_JOB_USER = "roles/bigquery.jobUser"
+
+
+def runtime_access(
+    name: str,
+    settings: StackSettings,
+    member: pulumi.Input[str],
+    *,
+    parent: pulumi.Resource,
+    created: Mapping[str, pulumi.Resource],
+    apis: list[pulumi.Resource],
+) -> list[pulumi.Resource]:
+    """Every grant of the runtime account `member` besides Firestore and Workflows. `created`
+    maps a resource name the stack itself creates (a sample job, the sample dataset) to that
+    resource, which its grant waits for."""
+    grants: list[pulumi.Resource] = []
+    for grant in runtime_grants(settings):
+        after = [*apis, *([created[grant.resource]] if grant.resource in created else [])]
+        opts = pulumi.ResourceOptions(parent=parent, depends_on=after)
+        grants.append(_member(f"{name}-runtime-{grant.kind}-{_tag(grant)}", grant, member, opts))
+    if uses_bigquery(settings):
+        grants.append(
+            gcp.projects.IAMMember(
+                f"{name}-runtime-bigquery-job-user",
+                project=settings.project,
+                role=BIGQUERY_JOB_USER,
+                member=member,
+                opts=pulumi.ResourceOptions(parent=parent, depends_on=apis),
+            )
+        )
+    return grants
+
+
+def secret_environment_variables(settings: StackSettings) -> list[SecretVariable]:
+    """The function's `secret_environment_variables`: each job's `secrets`, read by Cloud Run
+    when an instance starts (never stored in the stack's config or state)."""
+    return [
+        {
+            "key": key,
+            "project_id": ref.project or settings.project,
+            "secret": ref.secret,
+            "version": ref.version,
+        }
+        for key, ref in sorted(function_secrets(settings).items())
+    ]
+
+
+def _tag(grant: ResourceGrant) -> str:
+    """Stable per (kind, resource, role): a grant keeps its Pulumi name across deploys."""
+    return hashlib.sha256(f"{grant.kind}\0{grant.resource}\0{grant.role}".encode()).hexdigest()[:10]
+
+
+def _member(
+    resource_name: str, grant: ResourceGrant, member: pulumi.Input[str], opts: pulumi.ResourceOptions
+) -> pulumi.Resource:
+    """The IAM member resource of `grant.kind` (its Pulumi type is GRANT_KINDS' resource_type)."""
+    parts = grant.resource.split("/")
+    role = grant.role
+    if grant.kind in ("cloudRunJob", "cloudRunService"):
+        # projects/P/locations/L/jobs|services/N: the same arguments for both resources.
+        cloud_run_member = (
+            gcp.cloudrunv2.JobIamMember if grant.kind == "cloudRunJob" else gcp.cloudrunv2.ServiceIamMember
+        )
+        return cloud_run_member(
+            resource_name,
+            project=parts[1],
+            location=parts[3],
+            name=parts[5],
+            role=role,
+            member=member,
+            opts=opts,
+        )
+    if grant.kind == "dataset":
+        project, dataset = grant.resource.split(".", 1)
+        return gcp.bigquery.DatasetIamMember(
+            resource_name, project=project, dataset_id=dataset, role=role, member=member, opts=opts
+        )
+    if grant.kind == "secret":
+        return gcp.secretmanager.SecretIamMember(
+            resource_name, project=parts[1], secret_id=parts[3], role=role, member=member, opts=opts
+        )
+    if grant.kind == "topic":
+        return gcp.pubsub.TopicIAMMember(
+            resource_name, project=parts[1], topic=parts[3], role=role, member=member, opts=opts
+        )
+    if grant.kind == "subscription":
+        return gcp.pubsub.SubscriptionIAMMember(
+            resource_name, project=parts[1], subscription=parts[3], role=role, member=member, opts=opts
+        )
+    if grant.kind == "bucket":
+        return gcp.storage.BucketIAMMember(
+            resource_name, bucket=grant.resource, role=role, member=member, opts=opts
+        )
+    raise ValueError(f"no IAM member resource for grant kind {grant.kind!r}")

@@ -1,0 +1,154 @@
+"""Sample workflows (jobs with `workflow: {sample: true}`) and the token check they (and the
+sample Cloud Run jobs) call."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+import pulumi
+import pulumi_gcp as gcp
+
+from exactly_once.ledger.fields import EXPIRE_AT
+from infra.config.settings import StackSettings
+from infra.resources.build import BuildIdentity
+from infra.resources.ledger import RunLedger
+
+TOKEN_CHECK_ENTRY_POINT = "check_idempotency_token"
+# The token check does a few Firestore writes per call; anything slower is a fault to retry.
+TOKEN_CHECK_TIMEOUT_SECONDS = 30
+# The one copy of the sample workflow; docs/proxy.md shows it verbatim (a test keeps them equal).
+SAMPLE_WORKFLOW_FILE = Path(__file__).resolve().with_name("workflow.yaml")
+
+
+class TokenCheck(NamedTuple):
+    uri: pulumi.Output[str]
+    # Its Cloud Run service, which callers are granted run.invoker on.
+    service: pulumi.Output[str]
+
+
+class SampleWorkflows(NamedTuple):
+    token_check_uri: pulumi.Output[str]
+    workflow_account_email: pulumi.Output[str]
+    workflows: dict[str, pulumi.Output[str]]
+    # Grants a workflow execution uses at once (the workflow account may invoke the check).
+    grants: list[pulumi.Resource]
+
+
+def token_check(
+    name: str,
+    settings: StackSettings,
+    *,
+    parent: pulumi.Resource,
+    ledger: RunLedger,
+    build: BuildIdentity,
+    token_check_account: gcp.serviceaccount.Account,
+    function_opts: pulumi.ResourceOptions,
+    reachable_from_cloud_run: bool,
+) -> TokenCheck:
+    """The token check (running as its own account: Firestore only, no workflows.invoker).
+
+    Workflows count as internal callers; Cloud Run jobs count only through a VPC network, so
+    with a sample Cloud Run job (which has none) the check accepts requests from anywhere, and
+    Cloud Run's IAM still admits only the accounts granted run.invoker on it.
+    """
+    # Token records live in the run ledger's database and expire like run records do.
+    # Firestore runs one field operation per database at a time, so this TTL waits for the
+    # ledger's field settings.
+    gcp.firestore.Field(
+        f"{name}-tokens-ttl",
+        project=settings.project,
+        database=ledger.database_name,
+        collection=settings.idempotency_collection,
+        field=EXPIRE_AT,
+        ttl_config={},
+        index_config={},
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[ledger.last_field]),
+    )
+    function = gcp.cloudfunctionsv2.Function(
+        f"{name}-token-check",
+        project=settings.project,
+        location=settings.region,
+        name=settings.names.function_name("token-check"),
+        description="Idempotency token check: lets a workflow or job run its state-changing step once.",
+        build_config=build.config(TOKEN_CHECK_ENTRY_POINT),
+        service_config={
+            "service_account_email": token_check_account.email,
+            "timeout_seconds": TOKEN_CHECK_TIMEOUT_SECONDS,
+            "max_instance_count": settings.max_instances,
+            "ingress_settings": "ALLOW_ALL" if reachable_from_cloud_run else "ALLOW_INTERNAL_ONLY",
+            "all_traffic_on_latest_revision": True,
+            "environment_variables": settings.token_check_environment(),
+        },
+        opts=function_opts,
+    )
+    return TokenCheck(function.service_config.apply(service_uri), function.service_config.apply(service_name))
+
+
+def sample_workflows(
+    name: str,
+    settings: StackSettings,
+    *,
+    parent: pulumi.Resource,
+    token_check: TokenCheck,
+    iam_api: pulumi.Resource,
+    workflows_api: pulumi.Resource,
+) -> SampleWorkflows:
+    """One workflow per sample job, all running as one workflow account that may invoke only
+    the token check."""
+    project, region = settings.project, settings.region
+    token_check_uri = token_check.uri
+    workflow_account = gcp.serviceaccount.Account(
+        f"{name}-workflow",
+        project=project,
+        account_id=settings.names.service_account_id("workflow"),
+        display_name=settings.names.display_name("sample workflows"),
+        description="Runs the sample workflows; may invoke only the token-check function.",
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[iam_api]),
+    )
+    token_check_binding = gcp.cloudrunv2.ServiceIamMember(
+        f"{name}-workflow-run-invoker",
+        project=project,
+        location=region,
+        name=token_check.service,
+        role="roles/run.invoker",
+        member=workflow_account.member,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    workflow_source = SAMPLE_WORKFLOW_FILE.read_text(encoding="utf-8")
+    workflows: dict[str, pulumi.Output[str]] = {}
+    for job in settings.sample_workflow_jobs():
+        workflow = gcp.workflows.Workflow(
+            f"{name}-workflow-{job.name}",
+            project=project,
+            region=region,
+            name=settings.names.workflow_name(job.name),
+            description=f"Sample workflow of job {job.name}: token check, then its one state change.",
+            service_account=workflow_account.name,
+            source_contents=workflow_source,
+            user_env_vars={"TOKEN_CHECK_URL": token_check_uri},
+            # It holds no data, and protection would block renames and `pulumi destroy`.
+            deletion_protection=False,
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=[workflows_api, token_check_binding]),
+        )
+        workflows[job.name] = pulumi.Output.all(workflow.project, workflow.region, workflow.name).apply(
+            lambda parts: "projects/{}/locations/{}/workflows/{}".format(*parts)
+        )
+    return SampleWorkflows(
+        token_check_uri=token_check_uri,
+        workflow_account_email=workflow_account.email,
+        workflows=workflows,
+        grants=[token_check_binding],
+    )
+
+
+def service_uri(config: gcp.cloudfunctionsv2.outputs.FunctionServiceConfig | None) -> str:
+    if config is None or not config.uri:
+        raise ValueError("the function reported no service URI")
+    return config.uri
+
+
+def service_name(config: gcp.cloudfunctionsv2.outputs.FunctionServiceConfig | None) -> str:
+    if config is None or not config.service:
+        raise ValueError("the function reported no Cloud Run service")
+    return config.service

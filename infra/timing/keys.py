@@ -1,0 +1,115 @@
+"""Timing violations phrased with the Pulumi config keys a user edits.
+
+infra/timing/rules.py names JobTiming and RetryConfig attributes; a user edits
+`<project>:jobs[0].retry.retryCount`. This is the one translation between the two, used by the
+stack's settings for both its errors and its advisories.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
+from exactly_once.targets.call_timeout import CALL_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
+from exactly_once.targets.job_specs import BIGQUERY_HANDLER, CLOUD_RUN_HANDLER
+from infra.config.jobs import RETRY_KEYS, WORKFLOWS_HANDLER_MODULE, JobSettings
+from infra.timing import rules as timing
+from infra.timing.rules import Violation
+
+if TYPE_CHECKING:
+    from infra.config.settings import StackSettings
+
+# The proxy jobs, by handler module, and the API each one calls, as the advisory names it.
+PROXY_APIS = {
+    WORKFLOWS_HANDLER_MODULE: "Workflows",
+    CLOUD_RUN_HANDLER.split(":")[0]: "Cloud Run Admin API",
+    BIGQUERY_HANDLER.split(":")[0]: "BigQuery",
+}
+
+
+def timing_keys(field: str, index: int, own_limit: bool = False) -> tuple[str, ...]:
+    """Config keys behind a timing.Violation field; a job's time limit is its own key when the
+    job sets one (`own_limit`), else derived from the function timeout."""
+    if field.startswith("retry."):
+        camel = {attribute: key for key, attribute in RETRY_KEYS.items()}[field.removeprefix("retry.")]
+        return (f"jobs[{index}].retry.{camel}",)
+    return {
+        "schedule": (f"jobs[{index}].schedule",),
+        "attempt_deadline_seconds": (f"jobs[{index}].attemptDeadlineSeconds",),
+        "function_timeout_seconds": ("functionTimeoutSeconds",),
+        "time_limit_seconds": (f"jobs[{index}].timeLimitSeconds",)
+        if own_limit
+        else ("functionTimeoutSeconds",),
+        "lease_seconds": ("leaseSeconds",),
+        "retention_seconds": ("retentionSeconds",),
+    }[field]
+
+
+def violation_text(violation: Violation, index: int, job: JobSettings, settings: StackSettings) -> str:
+    own_limit = job.time_limit_seconds is not None
+    keys = dict.fromkeys(key for field in violation.fields for key in timing_keys(field, index, own_limit))
+    return f"{', '.join(settings.config_key(key) for key in keys)}: job {job.name!r}: {violation.message}"
+
+
+def number_text(value: float) -> str:
+    return str(int(value)) if value == int(value) else repr(value)
+
+
+def timing_errors(settings: StackSettings) -> list[str]:
+    """Every job's non-advisory timing violations, each once."""
+    return list(
+        dict.fromkeys(
+            violation_text(violation, index, job, settings)
+            for index, job in enumerate(settings.jobs)
+            for violation in timing.check_job_timing(settings.job_timing(job))
+            if not violation.advisory
+        )
+    )
+
+
+def timing_advisories(settings: StackSettings) -> list[str]:
+    """Every job's advisory findings: its own timing, its overlap policy, its proxy's calls."""
+    advisories = [
+        violation_text(violation, index, job, settings)
+        for index, job in enumerate(settings.jobs)
+        for violation in timing.check_job_timing(settings.job_timing(job))
+        if violation.advisory
+    ]
+    advisories.extend(
+        violation_text(violation, index, job, settings)
+        for index, job in enumerate(settings.jobs)
+        if job.overlap == "wait"
+        for violation in timing.check_wait_overlap(settings.job_timing(job))
+    )
+    advisories.extend(call_timeout_advisories(settings))
+    return advisories
+
+
+def call_timeout_advisories(settings: StackSettings) -> list[str]:
+    """A proxy job whose attempt is shorter than a whole call: each call's timeout is cut to
+    what the attempt has left (exactly_once/targets/call_timeout.py). Advisory, not an error:
+    nothing is lost or doubled (a call cut short fails retryably, the run is released and
+    retried), but a slow API can fail every attempt where a longer one would have waited."""
+    advisories: list[str] = []
+    for index, job in enumerate(settings.jobs):
+        api = PROXY_APIS.get(settings.handler_of(job).split(":")[0])
+        limit = settings.job_time_limit(job)
+        if api is None or limit >= CALL_TIMEOUT_SECONDS + CALL_MARGIN_SECONDS:
+            continue
+        own_limit = job.time_limit_seconds is not None
+        # In the terms of the key named: the job's own limit, or the function timeout that the
+        # attempt's limit is derived from (TIME_LIMIT_MARGIN_SECONDS shorter).
+        shown, margin = (
+            (limit, CALL_MARGIN_SECONDS)
+            if own_limit
+            else (settings.function_timeout_seconds, CALL_MARGIN_SECONDS + TIME_LIMIT_MARGIN_SECONDS)
+        )
+        keys = timing_keys("time_limit_seconds", index, own_limit)
+        call, minimum = number_text(CALL_TIMEOUT_SECONDS), number_text(CALL_TIMEOUT_SECONDS + margin)
+        advisories.append(
+            f"{', '.join(settings.config_key(key) for key in keys)}: job {job.name!r}: "
+            f"{number_text(shown)}s is shorter than the {api} call timeout {call}s + {number_text(margin)}s "
+            "kept back by the attempt: a slower call is cut short to end with the attempt, and the run "
+            f"is retried; set at least {minimum}"
+        )
+    return advisories

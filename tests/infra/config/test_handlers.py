@@ -1,0 +1,148 @@
+"""A handler that the function could not run is refused before deploy, naming its config key."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pulumi
+import pytest
+from pulumi.runtime import config as runtime_config
+
+from exactly_once.config import DEFAULT_JOB_HANDLER
+from exactly_once.targets.job_specs import BIGQUERY_HANDLER, CLOUD_RUN_HANDLER
+from infra.config.handlers import handler_problem
+from infra.config.jobs import WORKFLOWS_HANDLER
+from infra.config.schema import FUNCTION_DIR, SettingsError
+from infra.config.settings import StackSettings
+from infra.plan.audit_job import AUDIT_HANDLER
+from tests.infra.config.test_pulumi_config import _run_main, pulumi_config  # noqa: F401
+from tests.infra.conftest import NAMESPACE, build, valid_job, valid_values
+from tests.support import pulumi_harness
+
+
+@pytest.fixture
+def function_dir(tmp_path: Path) -> Path:
+    """A copy of function/ a test may add job modules to."""
+    copy = tmp_path / "function"
+    shutil.copytree(FUNCTION_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def problem_of(function_dir: Path, source: str, attribute: str = "run") -> str | None:
+    (function_dir / "jobs" / "my_job.py").write_text(source)
+    return handler_problem(f"jobs.my_job:{attribute}", function_dir)
+
+
+def test_a_typo_in_the_module_names_the_key_and_the_files_looked_for() -> None:
+    values = valid_values(
+        jobHandler="jobs.my_jb:run", jobs=[valid_job(), valid_job(name="b", handler="jobs.demo:run_dem_job")]
+    )
+    with pytest.raises(SettingsError) as raised:
+        build(values)
+    message = str(raised.value)
+    assert (
+        f"{NAMESPACE}:jobHandler: 'jobs.my_jb:run': no module 'jobs.my_jb' in function/: neither "
+        "function/jobs/my_jb.py nor function/jobs/my_jb/__init__.py exists"
+    ) in message
+    assert (
+        f"{NAMESPACE}:jobs[1].handler: 'jobs.demo:run_dem_job': function/jobs/demo.py has no top-level "
+        "'run_dem_job'; it defines demo_parameters, run_demo_job"
+    ) in message
+
+
+def test_a_handler_is_checked_against_the_function_dir_given(function_dir: Path) -> None:
+    values = valid_values(jobs=[valid_job(handler="jobs.my_job:run")])
+    with pytest.raises(SettingsError, match=r"jobs\[0\]\.handler: 'jobs.my_job:run': no module"):
+        build(values)
+    (function_dir / "jobs" / "my_job.py").write_text("def run(context):\n    return None\n")
+    settings = StackSettings.from_config(
+        values, project="p", region="eu-west1", stack="prod", namespace=NAMESPACE, function_dir=function_dir
+    )
+    assert settings.jobs[0].handler == "jobs.my_job:run"
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from exactly_once import RunContext\n\ndef run(context: RunContext) -> None: ...\n", None),
+        ("def run(context, dry_run=False):\n    pass\n", None),
+        ("def run(*args):\n    pass\n", None),
+        ("from typing import Any\n\ndef run(context: 'Any') -> None: ...\n", None),
+        ("import functools\n\n@functools.cache\ndef run(a, b): ...\n", None),  # the decorator decides
+        ("def make():\n    return print\n\nrun = make()\n", None),  # decided at start-up
+        ("run = lambda context: None\n", None),
+        ("try:\n    from jobs.fast import run\nexcept ImportError:\n    def run(context): ...\n", None),
+        ("from jobs.demo import run_demo_job as run\n", None),
+        ("from .noop import do_nothing as run\n", None),
+        ("from json import loads as run\n", None),  # outside function/: decided at start-up
+        ("def other(context): ...\n", "function/jobs/my_job.py has no top-level 'run'; it defines other"),
+        ("run = 'jobs.demo:run_demo_job'\n", "'run' is bound to a constant, not a function"),
+        ("import json as run\n", "'run' is a module, not a function"),
+        ("class run:\n    pass\n", "'run' is a class; a handler is a function of one RunContext"),
+        ("async def run(context): ...\n", "'run' is `async def`"),
+        ("def run(): ...\n", "'run' takes no argument; a handler takes one RunContext"),
+        ("def run(context, other): ...\n", "'run' takes 2 arguments; a handler takes one RunContext"),
+        ("def run(context, *, region): ...\n", "'run' needs keyword arguments region"),
+        ("import flask\n\ndef run(request: flask.Request): ...\n", "'run' takes a flask.Request; the router"),
+        ("run = lambda: None\n", "'run' takes no argument"),
+        ("from jobs.demo import nope as run\n", "function/jobs/demo.py has no top-level 'nope'"),
+        ("def run(context)\n    pass\n", "function/jobs/my_job.py does not parse: expected ':' (line 1)"),
+        (
+            "from exactly_once import exactly_once\n\n@exactly_once\ndef run(run: 'RunContext'): ...\n",
+            "'run' is decorated with @exactly_once, which serves it as an HTTP function of its own; the "
+            "stack's entry point already runs every handler exactly once: remove the decorator",
+        ),
+        (
+            "import functions_framework\n\n@functions_framework.http\ndef run(request): ...\n",
+            "'run' is decorated with @functions_framework.http",
+        ),
+    ],
+)
+def test_what_the_router_could_not_call_is_refused(
+    function_dir: Path, source: str, expected: str | None
+) -> None:
+    problem = problem_of(function_dir, source)
+    if expected is None:
+        assert problem is None
+    else:
+        assert problem is not None and expected in problem, problem
+
+
+def test_a_package_module_and_a_cycle_of_re_exports_are_handled(function_dir: Path) -> None:
+    package = function_dir / "jobs" / "reports"
+    package.mkdir()
+    (package / "__init__.py").write_text("from .daily import run\n")
+    (package / "daily.py").write_text("from jobs.reports import run\n")  # a cycle: bounded, then accepted
+    assert handler_problem("jobs.reports:run", function_dir) is None
+    (package / "daily.py").write_text("def run(context, extra): ...\n")
+    assert "takes 2 arguments" in str(handler_problem("jobs.reports:run", function_dir))
+
+
+def shipped_handlers() -> list[str]:
+    """The handlers docs/jobs.md lists under "Handlers that ship with the function"."""
+    page = (FUNCTION_DIR.parent / "docs" / "jobs.md").read_text(encoding="utf-8")
+    section = page.split("## Handlers that ship with the function", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `(jobs\.\w+:\w+)` \|", section, re.MULTILINE)
+
+
+def test_every_handler_the_function_ships_passes() -> None:
+    """One documented handler per module of function/jobs/, the stack's own among them, and
+    each one a handler the function can run."""
+    shipped = shipped_handlers()
+    modules = {path.stem for path in (FUNCTION_DIR / "jobs").glob("*.py") if path.stem != "__init__"}
+    assert sorted(spec.split(":")[0].removeprefix("jobs.") for spec in shipped) == sorted(modules)
+    named_by_the_stack = {DEFAULT_JOB_HANDLER, WORKFLOWS_HANDLER, CLOUD_RUN_HANDLER, BIGQUERY_HANDLER}
+    assert named_by_the_stack | {AUDIT_HANDLER} <= set(shipped)
+    assert {spec: handler_problem(spec, FUNCTION_DIR) for spec in shipped} == dict.fromkeys(shipped)
+
+
+def test_under_mocks_a_missing_handler_registers_no_resource(pulumi_config: dict[str, str]) -> None:  # noqa: F811
+    pulumi_config[f"{NAMESPACE}:jobs"] = json.dumps([valid_job(handler="jobs.my_job:missing")])
+    mocks = pulumi_harness.GcpMocks("p-123")
+    with pytest.raises(pulumi.RunError, match=rf"{NAMESPACE}:jobs\[0\]\.handler: 'jobs.my_job:missing'"):
+        _run_main(pulumi_config, mocks)
+    assert mocks.registered == []
+    runtime_config.set_all_config({})
