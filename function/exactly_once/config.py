@@ -14,7 +14,24 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+# The environment variables the function reads: its whole contract with whatever deploys it.
+# The stack writes them (infra/plan/), the policy pack reads them back and the docs list them,
+# all from these names.
+PROJECT_ENV = "GOOGLE_CLOUD_PROJECT"
+DATABASE_ENV = "FIRESTORE_DATABASE"
+RUNS_COLLECTION_ENV = "RUNS_COLLECTION"
+LEASE_SECONDS_ENV = "LEASE_SECONDS"
+TIME_LIMIT_ENV = "JOB_TIME_LIMIT_SECONDS"
+JOB_TIME_LIMITS_ENV = "JOB_TIME_LIMITS"
+RETENTION_SECONDS_ENV = "RETENTION_SECONDS"
+JOB_HANDLER_ENV = "JOB_HANDLER"
+JOB_HANDLERS_ENV = "JOB_HANDLERS"
+JOB_OVERLAP_ENV = "JOB_OVERLAP"
+# Set by Cloud Run itself, never by the stack.
+SERVICE_ENV = "K_SERVICE"
+
 DEFAULT_JOB_HANDLER = "jobs.demo:run_demo_job"
+DEFAULT_DATABASE = "(default)"
 # Default collections of the run records and of the workflows' idempotency tokens. The stack's
 # settings, the policy pack, the bench and the tests take them from here.
 DEFAULT_RUNS_COLLECTION = "scheduler_runs"
@@ -28,9 +45,14 @@ RENEWALS_PER_LEASE = 3
 # An attempt is ended this long before the function's timeout, while its request still has
 # CPU: Cloud Run answers a timed-out request but does not stop the code handling it.
 TIME_LIMIT_MARGIN_SECONDS = 5.0
-# Cloud Run functions' default timeout (60 s) less the margin: for a lone deployment.
-DEFAULT_TIME_LIMIT_SECONDS = 60.0 - TIME_LIMIT_MARGIN_SECONDS
-_HANDLER_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+# Cloud Run functions' default timeout, and an attempt's time limit within it.
+DEFAULT_FUNCTION_TIMEOUT_SECONDS = 60.0
+DEFAULT_TIME_LIMIT_SECONDS = DEFAULT_FUNCTION_TIMEOUT_SECONDS - TIME_LIMIT_MARGIN_SECONDS
+# A run record outlives its job's whole retry window by default (the TTL deletes it after).
+DEFAULT_RETENTION_SECONDS = 86_400.0
+# `module:callable`, the module a dotted path of identifiers (`jobs.my_job:run`): what the
+# router imports, and what the stack's config checks accept before deploy.
+HANDLER_PATTERN = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$", re.ASCII)
 _COLLECTION_ID = re.compile(r"^[^/]{1,1500}$")
 
 
@@ -60,7 +82,7 @@ class FunctionConfig:
     """Defaults suit a lone deployment; the stack sets every value explicitly."""
 
     project: str | None = None
-    database: str = "(default)"
+    database: str = DEFAULT_DATABASE
     runs_collection: str = DEFAULT_RUNS_COLLECTION
     lease_seconds: float = DEFAULT_LEASE_SECONDS
     # How long one attempt's job may run before its instance is ended (the stack sets the
@@ -70,7 +92,7 @@ class FunctionConfig:
     # Shorter limits of single jobs, keyed by X-CloudScheduler-JobName (jobs[].timeLimitSeconds).
     job_time_limits: Mapping[str, float] = field(default_factory=dict)
     # Past the job's whole retry window; the TTL policy deletes records after it.
-    retention_seconds: float = 86_400.0
+    retention_seconds: float = DEFAULT_RETENTION_SECONDS
     job_handler: str = DEFAULT_JOB_HANDLER
     # Per-job overrides of job_handler, keyed by X-CloudScheduler-JobName.
     job_handlers: Mapping[str, str] = field(default_factory=dict)
@@ -89,27 +111,28 @@ class FunctionConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FunctionConfig:
         defaults = cls()
-        lease = positive_seconds(env, "LEASE_SECONDS", defaults.lease_seconds)
-        retention = positive_seconds(env, "RETENTION_SECONDS", defaults.retention_seconds)
+        lease = positive_seconds(env, LEASE_SECONDS_ENV, defaults.lease_seconds)
+        retention = positive_seconds(env, RETENTION_SECONDS_ENV, defaults.retention_seconds)
         if retention < lease:
             raise ConfigError(
-                "RETENTION_SECONDS",
-                f"{retention:g} is shorter than LEASE_SECONDS={lease:g}: records would expire while leased",
+                RETENTION_SECONDS_ENV,
+                f"{retention:g} is shorter than {LEASE_SECONDS_ENV}={lease:g}: records would expire "
+                "while leased",
             )
-        time_limit = positive_seconds(env, "JOB_TIME_LIMIT_SECONDS", defaults.time_limit_seconds)
-        runs_collection = _non_empty(env, "RUNS_COLLECTION", defaults.runs_collection)
+        time_limit = positive_seconds(env, TIME_LIMIT_ENV, defaults.time_limit_seconds)
+        runs_collection = _non_empty(env, RUNS_COLLECTION_ENV, defaults.runs_collection)
         return cls(
-            project=env.get("GOOGLE_CLOUD_PROJECT") or None,
-            database=_non_empty(env, "FIRESTORE_DATABASE", defaults.database),
-            runs_collection=collection_id("RUNS_COLLECTION", runs_collection),
+            project=env.get(PROJECT_ENV) or None,
+            database=_non_empty(env, DATABASE_ENV, defaults.database),
+            runs_collection=collection_id(RUNS_COLLECTION_ENV, runs_collection),
             lease_seconds=lease,
             time_limit_seconds=time_limit,
             job_time_limits=_time_limit_map(env, time_limit),
             retention_seconds=retention,
-            job_handler=_handler_spec("JOB_HANDLER", env.get("JOB_HANDLER") or defaults.job_handler),
+            job_handler=_handler_spec(JOB_HANDLER_ENV, env.get(JOB_HANDLER_ENV) or defaults.job_handler),
             job_handlers=_handler_map(env),
             overlap=_overlap_map(env),
-            service=env.get("K_SERVICE", "").strip(),
+            service=env.get(SERVICE_ENV, "").strip(),
         )
 
 
@@ -149,7 +172,7 @@ def positive_seconds(env: Mapping[str, str], name: str, default: float) -> float
 
 
 def _handler_spec(name: str, value: str) -> str:
-    if not _HANDLER_SPEC.match(value):
+    if not HANDLER_PATTERN.match(value):
         raise ConfigError(name, f"{value!r} is not of the form module:callable (e.g. {DEFAULT_JOB_HANDLER})")
     return value
 
@@ -170,31 +193,31 @@ def _json_object(env: Mapping[str, str], name: str, expected: str) -> dict[str, 
 
 def _handler_map(env: Mapping[str, str]) -> dict[str, str]:
     expected = 'a JSON object {"job name": "module:callable"}'
-    parsed = _json_object(env, "JOB_HANDLERS", expected)
+    parsed = _json_object(env, JOB_HANDLERS_ENV, expected)
     if not all(isinstance(spec, str) for spec in parsed.values()):
-        raise ConfigError("JOB_HANDLERS", f"must be {expected}")
-    return {job: _handler_spec(f"JOB_HANDLERS[{job!r}]", spec) for job, spec in parsed.items()}
+        raise ConfigError(JOB_HANDLERS_ENV, f"must be {expected}")
+    return {job: _handler_spec(f"{JOB_HANDLERS_ENV}[{job!r}]", spec) for job, spec in parsed.items()}
 
 
 def _overlap_map(env: Mapping[str, str]) -> dict[str, OverlapPolicy]:
-    parsed = _json_object(env, "JOB_OVERLAP", 'a JSON object {"job name": "skip" | "wait"}')
+    parsed = _json_object(env, JOB_OVERLAP_ENV, 'a JSON object {"job name": "skip" | "wait"}')
     policies = {policy.value for policy in OverlapPolicy}
     for job, policy in parsed.items():
         if not job or policy not in policies:
-            raise ConfigError("JOB_OVERLAP", f"{job!r}: {policy!r} is not one of {sorted(policies)}")
+            raise ConfigError(JOB_OVERLAP_ENV, f"{job!r}: {policy!r} is not one of {sorted(policies)}")
     return {job: OverlapPolicy(policy) for job, policy in parsed.items()}
 
 
 def _time_limit_map(env: Mapping[str, str], ceiling: float) -> dict[str, float]:
     """JOB_TIME_LIMITS: per-job limits, each positive and at most JOB_TIME_LIMIT_SECONDS (the
     function timeout bounds every job: one instance serves them all)."""
-    parsed = _json_object(env, "JOB_TIME_LIMITS", 'a JSON object {"job name": <seconds>}')
+    parsed = _json_object(env, JOB_TIME_LIMITS_ENV, 'a JSON object {"job name": <seconds>}')
     for job, seconds in parsed.items():
         number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
         if not job or not number or not 0 < seconds <= ceiling:
             raise ConfigError(
-                "JOB_TIME_LIMITS",
+                JOB_TIME_LIMITS_ENV,
                 f"{job!r}: {seconds!r} must be a number of seconds above 0 and at most "
-                f"JOB_TIME_LIMIT_SECONDS={ceiling:g}",
+                f"{TIME_LIMIT_ENV}={ceiling:g}",
             )
     return {job: float(seconds) for job, seconds in parsed.items()}

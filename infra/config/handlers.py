@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from infra.config.jobs import HANDLER
+from exactly_once.config import HANDLER_PATTERN
 from infra.config.schema import ConfigProblems
 
 # The router calls a handler with one positional argument; these annotations admit it.
@@ -47,7 +47,7 @@ def check_handlers(job_handler: str, raw_jobs: Any, function_dir: Path, errors: 
             if isinstance(item, Mapping) and isinstance(item.get("handler"), str)
         ]
     for key, spec in specs:
-        if HANDLER.match(spec) and (problem := handler_problem(spec, function_dir)) is not None:
+        if HANDLER_PATTERN.match(spec) and (problem := handler_problem(spec, function_dir)) is not None:
             errors.append(f"{errors.key(key)}: {spec!r}: {problem}")
 
 

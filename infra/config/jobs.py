@@ -11,10 +11,10 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
+from exactly_once.config import HANDLER_PATTERN, TIME_LIMIT_MARGIN_SECONDS, OverlapPolicy
 from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
 from infra.config.access import ACCESS_KEYS, JobAccess, parse_access
 from infra.config.schema import JOBS_KEY, ConfigProblems
@@ -39,9 +39,8 @@ DEFAULT_TIME_ZONE = "Etc/UTC"
 # What a run of a job does while another run of the same job still holds its lease:
 # `allow` runs anyway, `skip` records the run as skipped, `wait` answers 409 until the other
 # run has finished (Cloud Scheduler's retries bring it back).
-OverlapPolicy = Literal["allow", "skip", "wait"]
-OVERLAP_POLICIES: tuple[OverlapPolicy, ...] = ("allow", "skip", "wait")
-DEFAULT_OVERLAP: OverlapPolicy = "allow"
+OVERLAP_POLICIES: tuple[OverlapPolicy, ...] = tuple(OverlapPolicy)
+DEFAULT_OVERLAP = OverlapPolicy.ALLOW
 
 _JOB_KEYS = (
     "name",
@@ -76,7 +75,6 @@ RETRY_KEYS = {
 _INTEGER_RETRY_FIELDS = {"retry_count", "max_doublings"}
 
 _JOB_NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
-HANDLER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -194,7 +192,7 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
     if body is not None and not isinstance(body, Mapping):
         errors.append(f"{errors.key(f'{prefix}.body')}: expected a JSON object, got {body!r}")
     handler = item.get("handler")
-    if handler is not None and (not isinstance(handler, str) or not HANDLER.match(handler)):
+    if handler is not None and (not isinstance(handler, str) or not HANDLER_PATTERN.match(handler)):
         errors.append(f"{errors.key(f'{prefix}.handler')}: {handler!r} is not module:callable")
     workflow = _workflow(item.get("workflow"), prefix, errors) if "workflow" in item else None
     overlap = item.get("overlap", DEFAULT_OVERLAP)
@@ -233,7 +231,7 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         body=dict(body) if body is not None else None,
         handler=handler,
         workflow=workflow,
-        overlap=overlap,
+        overlap=OverlapPolicy(overlap),
         target=target,
         access=access,
     )

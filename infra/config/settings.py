@@ -20,7 +20,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, time_limit_for_timeout
+from exactly_once.config import (
+    DATABASE_ENV,
+    DEFAULT_IDEMPOTENCY_COLLECTION,
+    HANDLER_PATTERN,
+    JOB_HANDLER_ENV,
+    JOB_HANDLERS_ENV,
+    JOB_OVERLAP_ENV,
+    JOB_TIME_LIMITS_ENV,
+    LEASE_SECONDS_ENV,
+    PROJECT_ENV,
+    RETENTION_SECONDS_ENV,
+    RUNS_COLLECTION_ENV,
+    TIME_LIMIT_ENV,
+    OverlapPolicy,
+    time_limit_for_timeout,
+)
 from exactly_once.delivery.scheduler_request import (
     JOB_NAME_HEADER,
     LOCATION_HEADER,
@@ -29,10 +44,12 @@ from exactly_once.delivery.scheduler_request import (
     format_rfc3339,
 )
 from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
+from exactly_once.token_check.settings import COLLECTION_ENV as TOKEN_COLLECTION_ENV
+from exactly_once.token_check.settings import DEFAULT_RETENTION_SECONDS as DEFAULT_TOKEN_RETENTION_SECONDS
+from exactly_once.token_check.settings import RETENTION_ENV as TOKEN_RETENTION_ENV
 from infra.config.handlers import check_handlers
 from infra.config.jobs import (
     AUDIT_JOB_NAME,
-    HANDLER,
     WORKFLOWS_HANDLER,
     WORKFLOWS_HANDLER_MODULE,
     JobSettings,
@@ -104,7 +121,7 @@ class StackSettings:
     job_handler: str
     jobs: tuple[JobSettings, ...]
     idempotency_collection: str = DEFAULT_IDEMPOTENCY_COLLECTION
-    idempotency_retention_seconds: float = 604800.0
+    idempotency_retention_seconds: float = DEFAULT_TOKEN_RETENTION_SECONDS
     alert_notification_channels: tuple[str, ...] = ()
     missed_run_audit: bool = True
     # The component's name: __main__.py's; ExactlyOnceScheduler sets its own.
@@ -194,7 +211,9 @@ class StackSettings:
     def job_overlap(self) -> dict[str, str]:
         """JOB_OVERLAP: the jobs that must not overlap themselves, by deployed job id; `allow`
         jobs are left out (it is the function's default)."""
-        return {self.scheduler_job_id(job): job.overlap for job in self.jobs if job.overlap != "allow"}
+        return {
+            self.scheduler_job_id(job): job.overlap for job in self.jobs if job.overlap != OverlapPolicy.ALLOW
+        }
 
     def handler_of(self, job: JobSettings) -> str:
         """The handler that runs `job`: its own, else the stack's default."""
@@ -213,10 +232,10 @@ class StackSettings:
         """The token-check function's environment, by the names exactly_once.token_check and
         exactly_once.config read."""
         return {
-            "GOOGLE_CLOUD_PROJECT": self.project,
-            "FIRESTORE_DATABASE": self.database_name,
-            "IDEMPOTENCY_COLLECTION": self.idempotency_collection,
-            "IDEMPOTENCY_RETENTION_SECONDS": number_text(self.idempotency_retention_seconds),
+            PROJECT_ENV: self.project,
+            DATABASE_ENV: self.database_name,
+            TOKEN_COLLECTION_ENV: self.idempotency_collection,
+            TOKEN_RETENTION_ENV: number_text(self.idempotency_retention_seconds),
         }
 
     def function_environment(self) -> dict[str, str]:
@@ -226,20 +245,20 @@ class StackSettings:
 
     def _stack_environment(self) -> dict[str, str]:
         env = {
-            "GOOGLE_CLOUD_PROJECT": self.project,
-            "FIRESTORE_DATABASE": self.database_name,
-            "RUNS_COLLECTION": self.runs_collection,
-            "LEASE_SECONDS": str(self.lease_seconds),
-            "JOB_TIME_LIMIT_SECONDS": number_text(self.time_limit_seconds),
-            "RETENTION_SECONDS": number_text(self.retention_seconds),
-            "JOB_HANDLER": self.job_handler,
+            PROJECT_ENV: self.project,
+            DATABASE_ENV: self.database_name,
+            RUNS_COLLECTION_ENV: self.runs_collection,
+            LEASE_SECONDS_ENV: str(self.lease_seconds),
+            TIME_LIMIT_ENV: number_text(self.time_limit_seconds),
+            RETENTION_SECONDS_ENV: number_text(self.retention_seconds),
+            JOB_HANDLER_ENV: self.job_handler,
         }
         if handlers := self.job_handlers():
-            env["JOB_HANDLERS"] = json.dumps(handlers, sort_keys=True)
+            env[JOB_HANDLERS_ENV] = json.dumps(handlers, sort_keys=True)
         if overlap := self.job_overlap():
-            env["JOB_OVERLAP"] = json.dumps(overlap, sort_keys=True)
+            env[JOB_OVERLAP_ENV] = json.dumps(overlap, sort_keys=True)
         if limits := self.job_time_limits():
-            env["JOB_TIME_LIMITS"] = json.dumps(limits, sort_keys=True)
+            env[JOB_TIME_LIMITS_ENV] = json.dumps(limits, sort_keys=True)
         return env
 
     def timing_advisories(self) -> list[str]:
@@ -281,7 +300,7 @@ class StackSettings:
         if max_instances < 1:
             errors.append(f"{errors.key('maxInstances')}: {max_instances} must be at least 1")
         job_handler = str(scalars["jobHandler"])
-        if not HANDLER.match(job_handler):
+        if not HANDLER_PATTERN.match(job_handler):
             errors.append(f"{errors.key('jobHandler')}: {job_handler!r} is not module:callable")
         ledger = ledger_keys(scalars, errors)
         channels = notification_channels(scalars["alertNotificationChannels"], errors)

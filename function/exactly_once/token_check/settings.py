@@ -12,6 +12,10 @@ from dataclasses import dataclass
 
 from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, collection_id, positive_seconds
 
+# The token check's environment variables, read here and written by the stack.
+COLLECTION_ENV = "IDEMPOTENCY_COLLECTION"
+RETENTION_ENV = "IDEMPOTENCY_RETENTION_SECONDS"
+# A token outlives the run it guards, and every retry of that run, by far.
 DEFAULT_RETENTION_SECONDS = 7 * 86_400.0
 
 
@@ -23,6 +27,6 @@ class TokenStoreConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> TokenStoreConfig:
         # Unset or blank is the default collection, as the policy pack reads the variable.
-        collection = env.get("IDEMPOTENCY_COLLECTION", "").strip() or DEFAULT_IDEMPOTENCY_COLLECTION
-        retention = positive_seconds(env, "IDEMPOTENCY_RETENTION_SECONDS", DEFAULT_RETENTION_SECONDS)
-        return cls(collection_id("IDEMPOTENCY_COLLECTION", collection), retention)
+        collection = env.get(COLLECTION_ENV, "").strip() or DEFAULT_IDEMPOTENCY_COLLECTION
+        retention = positive_seconds(env, RETENTION_ENV, DEFAULT_RETENTION_SECONDS)
+        return cls(collection_id(COLLECTION_ENV, collection), retention)
