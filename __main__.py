@@ -5,9 +5,9 @@ the stack itself is one component, infra/component.py.
 """
 
 from infra.component import ExactlyOnceScheduler
-from infra.config.from_pulumi import settings_from_pulumi_config
 from infra.config.names import DEFAULT_COMPONENT
 from infra.plan.outputs import export_outputs
+from infra.settings.from_pulumi import settings_from_pulumi_config
 
 settings = settings_from_pulumi_config()
 scheduler = ExactlyOnceScheduler(DEFAULT_COMPONENT, settings)

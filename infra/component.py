@@ -22,7 +22,6 @@ import pulumi_gcp as gcp
 
 from infra.config.names import StackNames
 from infra.config.schema import FUNCTION_DIR
-from infra.config.settings import StackSettings
 from infra.monitoring.operations import Operations, declare_operations
 from infra.plan.audit_job import with_audit_job
 from infra.plan.needs import extra_apis, sample_cloud_run_jobs
@@ -42,6 +41,8 @@ from infra.samples.workflows import (
     service_uri,
     token_check,
 )
+from infra.settings.stack import StackSettings
+from infra.settings.timing_checks import timing_advisories
 
 COMPONENT_TYPE = "exactly-once-scheduler:index:ExactlyOnceScheduler"
 # Enabled only when a job starts workflow executions: the workflows themselves, and the
@@ -104,7 +105,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         # The missed-run audit is one more scheduled job of the stack (infra/plan/audit_job.py).
         settings = with_audit_job(dataclasses.replace(settings, component=name))
         super().__init__(COMPONENT_TYPE, name, None, opts)
-        for advisory in settings.timing_advisories():
+        for advisory in timing_advisories(settings):
             pulumi.log.warn(advisory, resource=self)
 
         apis = self._enable_apis(name, settings)

@@ -34,7 +34,9 @@ from datetime import timedelta
 
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
 from exactly_once.ledger.store import ATTEMPT_SHARE, store_deadline_for
-from infra.config.settings import JobSettings, StackSettings
+from infra.settings.environment import function_environment
+from infra.settings.jobs import JobSettings
+from infra.settings.stack import StackSettings
 from infra.timing import rules as timing
 from infra.timing.rules import JobTiming
 
@@ -129,7 +131,7 @@ class CompressedTiming:
         `firestore_project` only isolates this run's documents in the emulator; the run ids
         still use the stack's project, which the deliveries carry in X-Job-Project.
         """
-        env = settings.function_environment()
+        env = function_environment(settings)
         env.pop("JOB_TIME_LIMITS", None)  # one job under test: its limit is JOB_TIME_LIMIT_SECONDS
         env.update(
             GOOGLE_CLOUD_PROJECT=firestore_project,

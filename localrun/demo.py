@@ -27,8 +27,10 @@ from typing import Any, TextIO
 
 from google.cloud import firestore
 
-from infra.config.schema import FUNCTION_DIR
-from infra.config.settings import REPO_ROOT, JobSettings, SettingsError, StackSettings, load_stack_settings
+from infra.config.schema import FUNCTION_DIR, REPO_ROOT, SettingsError
+from infra.settings.jobs import JobSettings
+from infra.settings.loading import load_stack_settings
+from infra.settings.stack import StackSettings
 from infra.timing import rules as timing
 from jobs.demo import run_demo_job
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming

@@ -20,7 +20,9 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from exactly_once.delivery.scheduler_request import format_rfc3339
-from infra.config.settings import JobSettings, StackSettings
+from infra.plan.headers import delivery_headers
+from infra.settings.jobs import JobSettings
+from infra.settings.stack import StackSettings
 from infra.timing.rules import RetryConfig
 from localrun.function_server import START_TIMEOUT_SECONDS
 from localrun.scheduler import WARM_UP_JOB
@@ -117,7 +119,7 @@ class InstancePool:
         warm = dataclasses.replace(job, name=WARM_UP_JOB, body=None)
         backoff = RetryConfig(min_backoff_seconds=0.25, max_backoff_seconds=4.0, max_doublings=4)
         for server in self._servers:
-            headers = settings.delivery_headers(warm, datetime.now(UTC).replace(microsecond=0))
+            headers = delivery_headers(settings, warm, datetime.now(UTC).replace(microsecond=0))
             deadline = time.monotonic() + deadline_seconds
             retries = 0
             while (answer := _warm_up_delivery(server.url, headers, deadline)) is not None:

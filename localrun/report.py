@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from infra.config.settings import JobSettings, StackSettings
+from infra.settings.jobs import JobSettings
+from infra.settings.stack import StackSettings
 from infra.timing import rules as timing
 from localrun.compression import CompressedTiming
 from localrun.delivery import Delivery, RunResult

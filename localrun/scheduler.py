@@ -32,7 +32,9 @@ from zoneinfo import ZoneInfo
 
 from exactly_once.audit.missed_runs import following_fire_times
 from exactly_once.delivery.scheduler_request import format_rfc3339
-from infra.config.settings import JobSettings, StackSettings
+from infra.plan.headers import delivery_headers
+from infra.settings.jobs import JobSettings
+from infra.settings.stack import StackSettings
 from jobs.demo import MAX_SLEEP_SECONDS
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import (
@@ -153,7 +155,7 @@ class LocalScheduler:
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
     def headers_for(self, schedule_time: datetime, body: bytes) -> dict[str, str]:
-        headers = self.settings.delivery_headers(self.job, schedule_time)
+        headers = delivery_headers(self.settings, self.job, schedule_time)
         if body:
             headers["Content-Type"] = "application/json"
         return headers

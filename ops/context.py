@@ -12,8 +12,11 @@ from google.cloud import firestore
 
 from exactly_once.audit.config import AuditedJob
 from exactly_once.delivery.scheduler_request import parse_rfc3339
-from infra.config.settings import JobSettings, SettingsError, StackSettings, load_stack_settings
+from infra.config.schema import SettingsError
 from infra.plan.audit_job import audited_jobs, with_audit_job
+from infra.settings.jobs import JobSettings
+from infra.settings.loading import load_stack_settings
+from infra.settings.stack import StackSettings
 
 EMULATOR_HOST_ENV = "FIRESTORE_EMULATOR_HOST"
 

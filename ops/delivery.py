@@ -31,6 +31,7 @@ from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER
 from exactly_once.delivery.request_checks import NO_CACHE as NO_CACHE_DIRECTIVE
 from exactly_once.delivery.scheduler_request import format_rfc3339, run_key_from_headers
 from exactly_once.ledger.store import FirestoreRunStore, StaleWrite
+from infra.plan.headers import delivery_headers
 from ops.context import StackContext, UserError, is_loopback
 
 # The function answers within its timeout; the request waits a little longer than that.
@@ -173,7 +174,7 @@ def _run_headers(context: StackContext, job: str, at: datetime) -> dict[str, str
             f"--at {format_rfc3339(at)} is not a fire time of job {job!r} "
             f"(schedule {settings.schedule!r} in {settings.time_zone}); nothing was sent"
         )
-    return {**context.settings.delivery_headers(settings, at), **NO_CACHE}
+    return {**delivery_headers(context.settings, settings, at), **NO_CACHE}
 
 
 def _addressed(

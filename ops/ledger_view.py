@@ -24,7 +24,7 @@ from exactly_once.audit.missed_runs import (
 )
 from exactly_once.audit.reads import firestore_reader
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
-from infra.config.jobs import AUDIT_JOB_NAME
+from infra.settings.jobs import AUDIT_JOB_NAME
 from ops.context import StackContext, UserError, utc_now
 
 # How many of the latest runs `status` shows per job by default.

@@ -32,8 +32,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from google.cloud.scheduler_v1 import CloudSchedulerClient
 
 from exactly_once.ledger.fields import CLAIMED_AT, EXPIRE_AT
-from infra.config.jobs import AUDIT_JOB_NAME
-from infra.config.settings import JobSettings
+from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
 from ops.context import StackContext, UserError, is_loopback, utc_now
 
 SCHEDULER_ENDPOINT_ENV = "OPS_SCHEDULER_ENDPOINT"

@@ -168,7 +168,7 @@ def _function_environment() -> tuple[EnvVar, ...]:
 FUNCTION_ENVIRONMENT = _function_environment()
 
 
-# What each field of a `jobs` entry means. The parser (infra/config/jobs.py) defines which fields
+# What each field of a `jobs` entry means. The parser (infra/settings/jobs.py) defines which fields
 # exist and their defaults; `make docs` stops when the two disagree.
 JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
     "name": (

@@ -18,7 +18,9 @@ from pulumi_policy import StackValidationPolicy
 
 from exactly_once.delivery.outcomes import STATUS_AND_SEVERITY, Outcome
 from infra.config.access import GRANT_KINDS
-from infra.config.jobs import (
+from infra.config.schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
+from infra.plan.outputs import STACK_OUTPUTS
+from infra.settings.jobs import (
     _JOB_KEYS,
     _WORKFLOW_KEYS,
     DEFAULT_OVERLAP,
@@ -26,8 +28,6 @@ from infra.config.jobs import (
     DEFAULT_TIME_ZONE,
     RETRY_KEYS,
 )
-from infra.config.schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
-from infra.plan.outputs import STACK_OUTPUTS
 from infra.targets.kinds import BIGQUERY_KEYS, CLOUD_RUN_KEYS
 from policy.policies import POLICIES
 from tools.doc_texts import FUNCTION_ENVIRONMENT, JOB_FIELD_MEANINGS, OUTCOME_MEANINGS

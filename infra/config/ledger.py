@@ -2,7 +2,7 @@
 
 They are checked together because each constrains another: `createDatabase` depends on
 `databaseName`, the token records need a collection apart from the run records, and a token
-must outlive the run it guards. Like infra/config/settings.py, which builds StackSettings from them,
+must outlive the run it guards. Like infra/settings/stack.py, which builds StackSettings from them,
 this module imports no Pulumi: the local tools read the same ledger.
 """
 

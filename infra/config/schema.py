@@ -92,7 +92,7 @@ def declared_config_keys(root: Path = REPO_ROOT) -> tuple[ConfigKey, ...]:
 
 
 # `jobs` is a list of objects, which Pulumi's project config schema cannot type, so it is
-# validated in infra/config/jobs.py and documented in docs/stack.md.
+# validated in infra/settings/jobs.py and documented in docs/stack.md.
 CONFIG_KEYS: tuple[ConfigKey, ...] = declared_config_keys()
 KEYS_BY_NAME = {key.name: key for key in CONFIG_KEYS}
 _NOTIFICATION_CHANNEL = re.compile(r"^projects/[^/]+/notificationChannels/[^/]+$")

@@ -28,11 +28,11 @@ import pulumiverse_time as time
 
 from exactly_once.audit.config import AUDIT_JOBS_ENV
 from exactly_once.delivery.scheduler_request import parse_rfc3339
-from infra.config.settings import StackSettings
 from infra.monitoring import log_filters
 from infra.monitoring.log_filters import LogMetric
 from infra.plan.audit_job import audit_environment
 from infra.resources.propagation import METRIC_TYPES_DELAY_SECONDS, pause_after
+from infra.settings.stack import StackSettings
 
 DASHBOARD_FILE = Path(__file__).resolve().with_name("dashboard.json")
 _METRIC_TYPE = "logging.googleapis.com/user/"

@@ -1,6 +1,6 @@
 """The missed-run audit as one more scheduled job of the stack, and what it needs to know.
 
-Pulumi-free, like infra/config/settings.py: the Pulumi program, the `ops` CLI and the tests all read
+Pulumi-free, like infra/settings/stack.py: the Pulumi program, the `ops` CLI and the tests all read
 the audit's facts from here, so the job the stack deploys and the audit an operator runs by
 hand judge runs by the same windows.
 """
@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob
-from infra.config.jobs import AUDIT_JOB_NAME, DEFAULT_RETRY
-from infra.config.settings import JobSettings, StackSettings
+from infra.settings.jobs import AUDIT_JOB_NAME, DEFAULT_RETRY, JobSettings
+from infra.settings.stack import StackSettings
 from infra.timing import rules as timing
 from infra.timing.rules import MAX_ATTEMPT_DEADLINE_SECONDS, MIN_ATTEMPT_DEADLINE_SECONDS, RetryConfig
 

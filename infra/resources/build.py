@@ -17,9 +17,9 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time as time
 
-from infra.config.settings import StackSettings
 from infra.resources.propagation import BUILD_GRANTS_DELAY_SECONDS, pause_after
 from infra.resources.source import source_archive, source_hash
+from infra.settings.stack import StackSettings
 
 FUNCTION_RUNTIME = "python312"
 

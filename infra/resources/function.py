@@ -13,11 +13,12 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time
 
-from infra.config.settings import StackSettings
 from infra.monitoring.operations import audit_function_environment
 from infra.resources.build import BuildIdentity
 from infra.resources.propagation import SECRET_GRANTS_DELAY_SECONDS, pause_after
 from infra.resources.runtime_access import secret_environment_variables
+from infra.settings.environment import function_environment
+from infra.settings.stack import StackSettings
 
 FUNCTION_ENTRY_POINT = "handle_scheduled_job"
 
@@ -90,7 +91,7 @@ def dedup_function(
             "ingress_settings": settings.ingress,
             "all_traffic_on_latest_revision": True,
             "environment_variables": {
-                **settings.function_environment(),
+                **function_environment(settings),
                 **audit_function_environment(settings, audit_from),
             },
             "secret_environment_variables": secrets or None,

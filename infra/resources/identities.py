@@ -13,8 +13,8 @@ from typing import NamedTuple
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config.settings import StackSettings
 from infra.plan.needs import needs_token_check
+from infra.settings.stack import StackSettings
 
 
 class Identities(NamedTuple):

@@ -14,7 +14,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from exactly_once.ledger.fields import EXPIRE_AT, UNINDEXED_RUN_FIELDS
-from infra.config.settings import StackSettings
+from infra.settings.stack import StackSettings
 
 
 class RunLedger(NamedTuple):

@@ -20,8 +20,9 @@ from pulumi_gcp.cloudfunctionsv2 import (
 )
 
 from infra.config.access import ResourceGrant
-from infra.config.settings import StackSettings
-from infra.plan.needs import function_secrets, runtime_grants, uses_bigquery
+from infra.plan.needs import runtime_grants, uses_bigquery
+from infra.settings.environment import function_secrets
+from infra.settings.stack import StackSettings
 
 # Creating query jobs is a project permission (bigquery.jobs.create): BigQuery has no narrower
 # resource for it. The data a job reads or writes is granted per dataset.

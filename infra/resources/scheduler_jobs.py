@@ -7,8 +7,9 @@ import base64
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config.jobs import JobSettings
-from infra.config.settings import StackSettings
+from infra.plan.headers import headers_for
+from infra.settings.jobs import JobSettings
+from infra.settings.stack import StackSettings
 
 
 def scheduler_job(
@@ -51,7 +52,7 @@ def scheduler_job(
         http_target={
             "http_method": "POST",
             "uri": function_uri,
-            "headers": settings.headers_for(job),
+            "headers": headers_for(settings, job),
             "body": body,
             "oidc_token": {"service_account_email": invoker_email, "audience": function_uri},
         },

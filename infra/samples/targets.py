@@ -14,8 +14,9 @@ from typing import NamedTuple
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config.settings import StackSettings
-from infra.plan.needs import cloud_run_job_resource, sample_bigquery_jobs, sample_cloud_run_jobs
+from infra.plan.needs import sample_bigquery_jobs, sample_cloud_run_jobs
+from infra.settings.environment import cloud_run_job_resource
+from infra.settings.stack import StackSettings
 
 # A public image with the Python the script needs; Cloud Run pulls it from Docker Hub.
 SAMPLE_IMAGE = "docker.io/library/python:3.12-slim"

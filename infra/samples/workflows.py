@@ -10,9 +10,10 @@ import pulumi
 import pulumi_gcp as gcp
 
 from exactly_once.ledger.fields import EXPIRE_AT
-from infra.config.settings import StackSettings
 from infra.resources.build import BuildIdentity
 from infra.resources.ledger import RunLedger
+from infra.settings.environment import token_check_environment
+from infra.settings.stack import StackSettings
 
 TOKEN_CHECK_ENTRY_POINT = "check_idempotency_token"
 # The token check does a few Firestore writes per call; anything slower is a fault to retry.
@@ -78,7 +79,7 @@ def token_check(
             "max_instance_count": settings.max_instances,
             "ingress_settings": "ALLOW_ALL" if reachable_from_cloud_run else "ALLOW_INTERNAL_ONLY",
             "all_traffic_on_latest_revision": True,
-            "environment_variables": settings.token_check_environment(),
+            "environment_variables": token_check_environment(settings),
         },
         opts=function_opts,
     )

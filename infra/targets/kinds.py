@@ -4,7 +4,7 @@ jobs/bigquery_job.py), never by Cloud Scheduler calling the API.
 
 Validated key by key (errors name the config key) with the rules the function itself applies
 (exactly_once/targets/job_specs.py), then rendered into the function's environment
-(CLOUD_RUN_JOBS, BIGQUERY_JOBS) by infra/config/settings.py.
+(CLOUD_RUN_JOBS, BIGQUERY_JOBS) by infra/settings/stack.py.
 """
 
 from __future__ import annotations

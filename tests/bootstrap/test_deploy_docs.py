@@ -8,7 +8,7 @@ import re
 from bootstrap.deployer_roles import DEPLOYER_ROLES, deployer_roles_table
 from infra.component import REQUIRED_APIS
 from infra.config.names import StackNames
-from infra.config.settings import REPO_ROOT, load_stack_settings
+from infra.config.schema import REPO_ROOT
 from infra.monitoring import log_filters
 from infra.monitoring.operations import ALERTS
 from infra.resources.propagation import (
@@ -17,6 +17,7 @@ from infra.resources.propagation import (
     SECRET_GRANTS_DELAY_SECONDS,
     SERVING_GRANTS_DELAY_SECONDS,
 )
+from infra.settings.loading import load_stack_settings
 from tests.infra.conftest import build, valid_job, valid_values
 from tests.support.pulumi_harness import SLEEP, mock_stack, pause_seconds
 

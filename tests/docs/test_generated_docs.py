@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from infra.config import access as job_access
-from infra.config import jobs as job_config
 from infra.config.schema import REPO_ROOT
+from infra.settings import jobs as job_config
 from infra.targets import kinds as target_config
 from policy.policies import POLICIES
 from tools import doc_texts, docs_tables

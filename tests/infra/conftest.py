@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from infra.config.settings import SettingsError, StackSettings, project_name
+from infra.config.schema import SettingsError, project_name
+from infra.settings.loading import settings_from_config
+from infra.settings.stack import StackSettings
 
 PROJECT = "acme-prod"
 # The config namespace: the Pulumi project's name, as Pulumi.yaml spells it.
@@ -34,7 +36,7 @@ def valid_values(**overrides: Any) -> dict[str, Any]:
 
 
 def build(values: dict[str, Any], stack: str = "prod") -> StackSettings:
-    return StackSettings.from_config(values, project=PROJECT, region=REGION, stack=stack, namespace=NAMESPACE)
+    return settings_from_config(values, project=PROJECT, region=REGION, stack=stack, namespace=NAMESPACE)
 
 
 def error_of(values: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ import yaml
 from google.cloud import firestore
 
 from infra.config.schema import FUNCTION_DIR, REPO_ROOT, project_name
-from infra.config.settings import load_stack_settings
+from infra.settings.loading import load_stack_settings
 from infra.timing import rules as timing
 from infra.timing.rules import RetryConfig
 from localrun.demo import SimulationOptions, simulate

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from exactly_once.config import FunctionConfig
-from infra.config.settings import load_stack_settings
+from infra.settings.loading import load_stack_settings
 from localrun import demo
 from localrun.compression import (
     BUSY_ROUND_TRIP_SECONDS,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infra.config.settings import load_stack_settings
+from infra.settings.loading import load_stack_settings
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.function_log import executions
 from localrun.function_server import FunctionServer

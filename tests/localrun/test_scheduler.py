@@ -17,7 +17,7 @@ from exactly_once.delivery.scheduler_request import (
     SCHEDULE_TIME_HEADER,
     run_key_from_headers,
 )
-from infra.config.settings import load_stack_settings
+from infra.settings.loading import load_stack_settings
 from infra.timing import rules as timing
 from infra.timing.rules import RetryConfig
 from localrun.delivery import DeliveryDropped, DeliveryTimeout, HttpReply

@@ -16,8 +16,13 @@ import requests
 from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
-from infra.config.settings import REPO_ROOT, JobSettings, StackSettings, load_stack_settings
+from infra.config.schema import REPO_ROOT
 from infra.plan.audit_job import audit_environment, with_audit_job
+from infra.plan.headers import delivery_headers
+from infra.settings.environment import function_environment
+from infra.settings.jobs import JobSettings
+from infra.settings.loading import load_stack_settings
+from infra.settings.stack import StackSettings
 from jobs.demo import EXECUTIONS_COLLECTION
 from localrun.function_server import FunctionServer
 
@@ -62,7 +67,7 @@ class DevFunction:
         """One delivery exactly as Cloud Scheduler sends it."""
         return requests.post(
             self.server.url,
-            headers=self.settings.delivery_headers(job, schedule_time),
+            headers=delivery_headers(self.settings, job, schedule_time),
             data=job.body_bytes() or b"",
             timeout=120,
         )
@@ -99,7 +104,7 @@ def serve_dev_function(
     """The dev stack's function with the audit job; `service` is the K_SERVICE Cloud Run would
     set, which names the target recorded with each run (none: a function outside Cloud Run)."""
     env = {
-        **settings.function_environment(),
+        **function_environment(settings),
         **audit_environment(settings),
         "GOOGLE_CLOUD_PROJECT": project,
         "FIRESTORE_DATABASE": "(default)",

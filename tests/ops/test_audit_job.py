@@ -10,9 +10,10 @@ from datetime import UTC, datetime, timedelta
 import requests
 
 from exactly_once import log_fields
-from infra.config.jobs import AUDIT_JOB_NAME
 from infra.monitoring import log_filters
 from infra.monitoring.operations import ALERTS
+from infra.plan.headers import delivery_headers
+from infra.settings.jobs import AUDIT_JOB_NAME
 from tests.ops.conftest import DevFunction, serve_dev_function
 
 SERVICE = "eos-handler"
@@ -83,7 +84,7 @@ def test_the_metrics_count_the_real_log_lines(dev_function: DevFunction) -> None
 
     def send(job, at: datetime, body: dict[str, object] | None = None) -> str:
         data = json.dumps(body).encode() if body is not None else job.body_bytes() or b""
-        headers = dev_function.settings.delivery_headers(job, at)
+        headers = delivery_headers(dev_function.settings, job, at)
         return str(requests.post(url, headers=headers, data=data, timeout=120).json()["outcome"])
 
     sent = [

@@ -21,8 +21,6 @@ from exactly_once.audit.missed_runs import (
 )
 from exactly_once.config import ConfigError
 from exactly_once.delivery.scheduler_request import RunKey
-from infra.config.jobs import AUDIT_JOB_NAME
-from infra.config.settings import load_stack_settings
 from infra.plan.audit_job import (
     AUDIT_HANDLER,
     audit_environment,
@@ -30,6 +28,9 @@ from infra.plan.audit_job import (
     retry_window_seconds,
     with_audit_job,
 )
+from infra.settings.environment import function_environment
+from infra.settings.jobs import AUDIT_JOB_NAME
+from infra.settings.loading import load_stack_settings
 from infra.timing.rules import check_job_timing, latest_retry_arrival_seconds
 
 
@@ -203,7 +204,7 @@ def test_the_stack_writes_the_audit_config_the_job_reads() -> None:
     assert [job.name for job in config.jobs] == [settings.scheduler_job_id(job) for job in settings.jobs]
     assert settings.scheduler_job_id(AUDIT_JOB_NAME) in [job.name for job in config.jobs]
     assert (
-        json.loads(settings.function_environment()["JOB_HANDLERS"])[settings.scheduler_job_id(AUDIT_JOB_NAME)]
+        json.loads(function_environment(settings)["JOB_HANDLERS"])[settings.scheduler_job_id(AUDIT_JOB_NAME)]
         == AUDIT_HANDLER
     )
     first = settings.jobs[0]

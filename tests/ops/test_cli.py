@@ -11,9 +11,10 @@ import pytest
 from exactly_once.delivery.scheduler_request import run_key_from_headers
 from exactly_once.ledger.protocol import RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
-from infra.config.jobs import AUDIT_JOB_NAME
-from infra.config.settings import load_stack_settings
 from infra.plan.audit_job import with_audit_job
+from infra.plan.headers import delivery_headers
+from infra.settings.jobs import AUDIT_JOB_NAME
+from infra.settings.loading import load_stack_settings
 from tests.ops.conftest import Cli, DevFunction, serve_dev_function
 from tests.ops.fakes import RecordingFunction
 
@@ -127,7 +128,7 @@ def test_backfill_asks_the_function_to_decide_from_the_ledger(cli: Cli) -> None:
     assert result.returncode == 0, result.stderr
     [(headers, body)] = function.deliveries
     assert headers["cache-control"] == "no-cache"
-    expected = {name.lower(): value for name, value in settings.delivery_headers(job, at).items()}
+    expected = {name.lower(): value for name, value in delivery_headers(settings, job, at).items()}
     assert {name: headers.get(name) for name in expected} == expected
     assert body == (job.body_bytes() or b"")
 
@@ -184,7 +185,7 @@ def test_redo_deletes_a_completed_runs_record_and_runs_it_again(dev_function: De
 def test_redo_leaves_a_run_in_progress_alone(dev_function: DevFunction, cli: Cli) -> None:
     job = dev_function.first_job
     at = _past_day_at(11, 0)
-    headers = dev_function.settings.delivery_headers(job, at)
+    headers = delivery_headers(dev_function.settings, job, at)
     ledger = RunLedger(
         FirestoreRunStore(dev_function.db, "scheduler_runs"),
         lease=timedelta(minutes=10),

@@ -10,8 +10,9 @@ from importlib.metadata import version
 
 import pytest
 
-from infra.config.jobs import AUDIT_JOB_NAME
-from infra.config.settings import StackSettings
+from infra.plan.headers import headers_for
+from infra.settings.jobs import AUDIT_JOB_NAME
+from infra.settings.stack import StackSettings
 from localrun.emulator import free_loopback_port
 from ops.context import StackContext, UserError
 from ops.smoke import Endpoints, Smoke
@@ -43,7 +44,7 @@ def _deploy(apis: FakeGoogleApis, dev_function: DevFunction, uri: str | None = N
             f"projects/{settings.project}/locations/{settings.region}/jobs/{settings.scheduler_job_id(job)}"
         )
         apis.jobs[name] = FakeJob(
-            uri or dev_function.server.url, settings.headers_for(job), job.body_bytes() or b""
+            uri or dev_function.server.url, headers_for(settings, job), job.body_bytes() or b""
         )
     return f"projects/{settings.project}/locations/{settings.region}/jobs/{deployed_id(dev_function)}"
 

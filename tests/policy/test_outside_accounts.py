@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infra.config.settings import load_stack_settings
+from infra.settings.loading import load_stack_settings
 from policy import ci_rules
 from policy.props import is_iam_type
 from tests.policy.runner import UNKNOWN_STRING, violations

@@ -16,8 +16,9 @@ from pulumi_policy import EnforcementLevel
 from bootstrap.github_oidc import Reach, reach
 from infra.config.handlers import handler_problem
 from infra.config.schema import FUNCTION_DIR
-from infra.config.settings import load_stack_settings
 from infra.plan.audit_job import AUDIT_HANDLER
+from infra.settings.loading import load_stack_settings
+from infra.settings.timing_checks import timing_advisories
 from policy.policies import PACK_NAME, POLICIES
 from tests.policy.runner import UNKNOWN_STRING, violations
 from tests.support import pulumi_harness as harness
@@ -89,7 +90,7 @@ def test_every_shipped_stack_passes_every_policy_and_timing_rule(stack_file: Pat
     handler it names (the default, each job's, the audit's) must be one the function can run."""
     stack_name = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
     settings = load_stack_settings(stack_name)
-    assert settings.timing_advisories() == []
+    assert timing_advisories(settings) == []
     handlers = {settings.job_handler, AUDIT_HANDLER, *(settings.handler_of(job) for job in settings.jobs)}
     assert {spec: handler_problem(spec, FUNCTION_DIR) for spec in handlers} == dict.fromkeys(handlers)
     resources = harness.run_mocked_stack(settings)

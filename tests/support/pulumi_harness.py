@@ -23,7 +23,9 @@ from pulumi.runtime import rpc
 from infra.component import COMPONENT_TYPE, ExactlyOnceScheduler
 from infra.config.names import DEFAULT_COMPONENT
 from infra.config.paths import FUNCTION_DIR
-from infra.config.settings import StackSettings, load_stack_settings, project_name
+from infra.config.schema import project_name
+from infra.settings.loading import load_stack_settings
+from infra.settings.stack import StackSettings
 
 COMPONENT_NAME = DEFAULT_COMPONENT
 MOCK_STACK = "test"

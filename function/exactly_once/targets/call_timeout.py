@@ -10,7 +10,7 @@ released at once, and its retry finds what the call started (BigQuery by the job
 Run by the execution's RUN_ID) or starts it. With too little time left for a call at all, it
 is not made: the run is released before anything starts.
 
-Standard library only: the stack's timing advisory (infra/timing/keys.py) reads these numbers.
+Standard library only: the stack's timing advisory (infra/settings/timing_checks.py) reads these numbers.
 """
 
 from __future__ import annotations

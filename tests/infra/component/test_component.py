@@ -13,11 +13,14 @@ import pytest
 from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 from exactly_once.ledger.fields import UNINDEXED_RUN_FIELDS
 from infra.component import COMPONENT_TYPE, REQUIRED_APIS
-from infra.config.settings import REPO_ROOT, StackSettings, load_stack_settings
+from infra.config.schema import REPO_ROOT
 from infra.monitoring import log_filters
 from infra.monitoring.operations import ALERTS
 from infra.plan.audit_job import AUDIT_HANDLER, with_audit_job
+from infra.plan.headers import headers_for
 from infra.resources.source import source_hash
+from infra.settings.loading import load_stack_settings
+from infra.settings.stack import StackSettings
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.pulumi_harness import OFFSET, MockedResource, MockedStack, dev_stack_resources, mock_stack
 
@@ -269,9 +272,9 @@ def test_scheduler_jobs_post_to_the_function_with_oidc(stack: MockedStack) -> No
 def test_job_headers_are_the_settings_headers(two_job_settings: StackSettings) -> None:
     jobs = {r.inputs["name"]: r.inputs for r in mock_stack(two_job_settings).of_type(JOB)}
     for job in two_job_settings.jobs:
-        assert jobs[two_job_settings.scheduler_job_id(job)]["httpTarget"][
-            "headers"
-        ] == two_job_settings.headers_for(job)
+        assert jobs[two_job_settings.scheduler_job_id(job)]["httpTarget"]["headers"] == headers_for(
+            two_job_settings, job
+        )
 
 
 def test_fractional_durations_keep_their_fraction() -> None:

@@ -14,10 +14,10 @@ from pulumi.runtime import config as runtime_config
 from exactly_once.config import DEFAULT_JOB_HANDLER
 from exactly_once.targets.job_specs import BIGQUERY_HANDLER, CLOUD_RUN_HANDLER
 from infra.config.handlers import handler_problem
-from infra.config.jobs import WORKFLOWS_HANDLER
 from infra.config.schema import FUNCTION_DIR, SettingsError
-from infra.config.settings import StackSettings
 from infra.plan.audit_job import AUDIT_HANDLER
+from infra.settings.jobs import WORKFLOWS_HANDLER
+from infra.settings.loading import settings_from_config
 from tests.infra.config.test_pulumi_config import _run_main, pulumi_config  # noqa: F401
 from tests.infra.conftest import NAMESPACE, build, valid_job, valid_values
 from tests.support import pulumi_harness
@@ -58,7 +58,7 @@ def test_a_handler_is_checked_against_the_function_dir_given(function_dir: Path)
     with pytest.raises(SettingsError, match=r"jobs\[0\]\.handler: 'jobs.my_job:run': no module"):
         build(values)
     (function_dir / "jobs" / "my_job.py").write_text("def run(context):\n    return None\n")
-    settings = StackSettings.from_config(
+    settings = settings_from_config(
         values, project="p", region="eu-west1", stack="prod", namespace=NAMESPACE, function_dir=function_dir
     )
     assert settings.jobs[0].handler == "jobs.my_job:run"

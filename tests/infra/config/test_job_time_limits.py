@@ -10,6 +10,8 @@ import yaml
 
 from exactly_once.config import FunctionConfig
 from infra.config.schema import REPO_ROOT, SettingsError
+from infra.settings.environment import function_environment
+from infra.settings.timing_checks import timing_advisories, timing_errors
 from infra.timing import rules as timing
 from tests.infra.conftest import NAMESPACE, build, valid_job
 from tests.support.pulumi_harness import run_mocked_stack
@@ -51,8 +53,8 @@ def test_a_five_minute_job_and_a_twenty_minute_job_share_a_stack() -> None:
     assert (settings.job_time_limit(short), settings.job_time_limit(long)) == (55, 1200)
     # Each job's attempt deadline follows its own limit, plus the 5 s in which its attempt ends.
     assert (short.attempt_deadline_seconds, long.attempt_deadline_seconds) == (60, 1205)
-    assert settings.timing_errors() == [] and settings.timing_advisories() == []
-    env = settings.function_environment()
+    assert timing_errors(settings) == [] and timing_advisories(settings) == []
+    env = function_environment(settings)
     assert env["JOB_TIME_LIMIT_SECONDS"] == "1200"
     assert json.loads(env["JOB_TIME_LIMITS"]) == {settings.scheduler_job_id(short): 55}
     # What the function reads from that environment: each job by its deployed id.
@@ -70,7 +72,7 @@ def test_without_limits_of_their_own_the_function_timeout_is_every_jobs() -> Non
     settings = build(without_none({**short_and_long(), "jobs": [valid_job(attemptDeadlineSeconds=None)]}))
     (job,) = settings.jobs
     assert settings.job_time_limit(job) == 1200 and job.attempt_deadline_seconds == 1205
-    assert "JOB_TIME_LIMITS" not in settings.function_environment()
+    assert "JOB_TIME_LIMITS" not in function_environment(settings)
 
 
 def test_a_limit_beyond_the_function_explains_why_in_one_sentence() -> None:
@@ -94,7 +96,7 @@ def test_a_limit_must_be_a_positive_number(value: object, problem: str) -> None:
 
 def test_a_deadline_set_far_from_the_jobs_own_limit_is_an_advisory_naming_it() -> None:
     settings = build(without_none(short_and_long(timeLimitSeconds=1200, attemptDeadlineSeconds=300)))
-    (advisory,) = settings.timing_advisories()
+    (advisory,) = timing_advisories(settings)
     assert advisory.startswith(
         f"{NAMESPACE}:jobs[1].attemptDeadlineSeconds, {NAMESPACE}:jobs[1].timeLimitSeconds: job 'nightly': "
         "attempt deadline 300s differs from how long an attempt may take, the job's time limit + 5s = 1205s"
@@ -112,5 +114,5 @@ def test_the_example_of_docs_timing_md_is_a_valid_stack_without_advisories() -> 
     settings = build(values)
     short, nightly = settings.jobs
     assert (settings.job_time_limit(short), settings.job_time_limit(nightly)) == (55, 1200)
-    assert settings.timing_errors() == [] and settings.timing_advisories() == []
+    assert timing_errors(settings) == [] and timing_advisories(settings) == []
     assert timing.retry_arrivals_if_every_attempt_fails_instantly(short.retry) == [35, 95]

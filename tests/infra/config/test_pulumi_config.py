@@ -11,8 +11,8 @@ import pulumi
 import pytest
 from pulumi.runtime import config as runtime_config
 
-from infra.config.from_pulumi import settings_from_pulumi_config
-from infra.config.settings import load_stack_settings
+from infra.settings.from_pulumi import settings_from_pulumi_config
+from infra.settings.loading import load_stack_settings
 from tests.infra.conftest import NAMESPACE, valid_job
 from tests.support import pulumi_harness
 from tests.support.pulumi_harness import MOCK_STACK, run_mocked_stack
@@ -77,7 +77,7 @@ def _run_main(
     """Run __main__.py as `pulumi up` would, under mocks; collect resource types and exports."""
     from pulumi.runtime.settings import get_root_resource
 
-    from infra.config.settings import REPO_ROOT
+    from infra.config.schema import REPO_ROOT
 
     pulumi.runtime.set_mocks(mocks, project=project, stack=MOCK_STACK, preview=False)
     runtime_config.set_all_config(pulumi_config)

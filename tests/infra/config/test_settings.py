@@ -13,14 +13,13 @@ import yaml
 
 from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, DEFAULT_LEASE_SECONDS, DEFAULT_RUNS_COLLECTION
 from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
-from infra.config.jobs import DEFAULT_RETRY
-from infra.config.settings import (
-    CONFIG_KEYS,
-    REPO_ROOT,
-    SettingsError,
-    StackSettings,
-    load_stack_settings,
-)
+from infra.config.schema import CONFIG_KEYS, REPO_ROOT, SettingsError
+from infra.plan.headers import headers_for
+from infra.settings.environment import function_environment
+from infra.settings.jobs import DEFAULT_RETRY
+from infra.settings.loading import load_stack_settings, settings_from_config
+from infra.settings.stack import StackSettings
+from infra.settings.timing_checks import timing_advisories, timing_errors
 from infra.timing import rules as timing
 from tests.infra.conftest import NAMESPACE, PROJECT, REGION, build, error_of, valid_job, valid_values
 
@@ -50,7 +49,7 @@ def test_omitted_job_fields_get_safe_defaults() -> None:
     assert job.attempt_deadline_seconds == 120  # follows the function timeout
     assert job.retry == DEFAULT_RETRY
     assert (job.body, job.handler) == (None, None)
-    assert settings.timing_errors() == []
+    assert timing_errors(settings) == []
 
 
 def test_job_timing_carries_stack_and_job_values(two_job_settings: StackSettings) -> None:
@@ -68,24 +67,24 @@ def test_job_timing_carries_stack_and_job_values(two_job_settings: StackSettings
 
 def test_headers_add_content_type_only_with_a_body(two_job_settings: StackSettings) -> None:
     with_body, without_body = two_job_settings.jobs
-    assert two_job_settings.headers_for(with_body) == {
+    assert headers_for(two_job_settings, with_body) == {
         PROJECT_HEADER: PROJECT,
         LOCATION_HEADER: REGION,
         "Content-Type": "application/json",
     }
-    assert two_job_settings.headers_for(without_body) == {PROJECT_HEADER: PROJECT, LOCATION_HEADER: REGION}
+    assert headers_for(two_job_settings, without_body) == {PROJECT_HEADER: PROJECT, LOCATION_HEADER: REGION}
     assert json.loads(with_body.body_bytes() or b"") == {"sleep_seconds": 2}
     assert without_body.body_bytes() is None
 
 
 def test_function_environment_lists_per_job_handlers_only_when_set(two_job_settings: StackSettings) -> None:
-    env = two_job_settings.function_environment()
+    env = function_environment(two_job_settings)
     # Keyed by the job name the function receives (the deployed Cloud Scheduler job id).
     assert json.loads(env["JOB_HANDLERS"]) == {"eos-prod_every-5": "jobs.noop:do_nothing"}
     assert two_job_settings.scheduler_job_id("every-5") == "eos-prod_every-5"
     assert (env["LEASE_SECONDS"], env["JOB_TIME_LIMIT_SECONDS"]) == ("30", "55")
     assert env["RETENTION_SECONDS"] == "86400"
-    assert "JOB_HANDLERS" not in build(valid_values()).function_environment()
+    assert "JOB_HANDLERS" not in function_environment(build(valid_values()))
 
 
 # --- validation errors name the config key and the numbers ------------------------------------
@@ -188,12 +187,12 @@ def test_bad_types_and_typos_name_the_key(values: dict[str, Any], key: str) -> N
 
 def test_missing_project_and_region_are_reported() -> None:
     with pytest.raises(SettingsError, match=r"gcp:project is not set[\s\S]*gcp:region is not set"):
-        StackSettings.from_config(valid_values(), project="", region="", stack="dev", namespace=NAMESPACE)
+        settings_from_config(valid_values(), project="", region="", stack="dev", namespace=NAMESPACE)
 
 
 def test_advisory_violation_is_not_an_error() -> None:
     settings = build(valid_values(jobs=[valid_job(attemptDeadlineSeconds=30)]))
-    advisories = settings.timing_advisories()
+    advisories = timing_advisories(settings)
     assert len(advisories) == 1
     assert f"{NAMESPACE}:jobs[0].attemptDeadlineSeconds" in advisories[0]
     assert (

@@ -14,8 +14,7 @@ import pytest
 from exactly_once import log_fields
 from exactly_once.audit.config import AuditConfig
 from exactly_once.delivery.outcomes import Outcome
-from infra.config.jobs import AUDIT_JOB_NAME
-from infra.config.settings import REPO_ROOT, load_stack_settings, project_name
+from infra.config.schema import REPO_ROOT, project_name
 from infra.monitoring import log_filters
 from infra.monitoring.operations import (
     ALERTS,
@@ -25,6 +24,8 @@ from infra.monitoring.operations import (
     without_defaults,
 )
 from infra.plan.audit_job import AUDIT_HANDLER, audit_environment, with_audit_job
+from infra.settings.jobs import AUDIT_JOB_NAME
+from infra.settings.loading import load_stack_settings
 from tests.policy.runner import violations
 from tests.support import pulumi_harness as harness
 

@@ -15,9 +15,12 @@ import pytest
 import yaml
 
 from infra.component import REQUIRED_APIS, WORKFLOW_APIS
-from infra.config.settings import REPO_ROOT, SettingsError, load_stack_settings, project_name
+from infra.config.schema import REPO_ROOT, SettingsError, project_name
 from infra.plan.audit_job import with_audit_job
 from infra.plan.needs import BIGQUERY_API
+from infra.settings.environment import function_environment
+from infra.settings.loading import load_stack_settings
+from infra.settings.timing_checks import timing_advisories
 from infra.timing import rules as timing
 from tests.infra.conftest import build, valid_job, valid_values
 from tests.support.pulumi_harness import OFFSET, SLEEP, MockedResource, MockedStack, mock_stack
@@ -256,7 +259,7 @@ def test_overlap_policies_reach_the_function_by_deployed_job_id() -> None:
     )
     env = mock_stack(settings).one(FUNCTION).inputs["serviceConfig"]["environmentVariables"]
     assert yaml.safe_load(env["JOB_OVERLAP"]) == {"eos-prod_a": "skip", "eos-prod_b": "wait"}
-    assert "JOB_OVERLAP" not in build(valid_values(jobs=[valid_job(overlap="allow")])).function_environment()
+    assert "JOB_OVERLAP" not in function_environment(build(valid_values(jobs=[valid_job(overlap="allow")])))
 
 
 def test_an_unknown_overlap_policy_names_the_key() -> None:
@@ -269,13 +272,13 @@ def test_wait_warns_when_retries_cannot_outlast_the_earlier_run() -> None:
     deployable `wait` job never triggers these; the advisory speaks for timings that bypass
     them (settings built by hand, the policy pack's view of an edited stack)."""
     settings = build(valid_values(jobs=[valid_job(overlap="wait")]))
-    assert settings.timing_advisories() == []
+    assert timing_advisories(settings) == []
     no_retries = dataclasses.replace(settings.jobs[0].retry, retry_count=0)
     job = dataclasses.replace(settings.jobs[0], retry=no_retries)
     rules = [v.rule for v in timing.check_wait_overlap(settings.job_timing(job))]
     assert rules == ["overlap-wait-window"]
     hand_built = dataclasses.replace(settings, jobs=(job,))
-    (advisory,) = [a for a in hand_built.timing_advisories() if "overlap 'wait'" in a]
+    (advisory,) = [a for a in timing_advisories(hand_built) if "overlap 'wait'" in a]
     assert ":jobs[0].retry.retryCount" in advisory and "no retry" in advisory
     every_minute = dataclasses.replace(settings.jobs[0], schedule="* * * * *")
     rules = [v.rule for v in timing.check_wait_overlap(settings.job_timing(every_minute))]

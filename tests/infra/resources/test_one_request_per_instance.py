@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from infra.config.settings import load_stack_settings
 from infra.resources.function import FUNCTION_ENTRY_POINT
+from infra.settings.loading import load_stack_settings
 from tests.policy.runner import UNKNOWN_NUMBER, resource_policy, run_resource_policy
 from tests.support.pulumi_harness import MockedResource, as_policy_value, mock_stack
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.config.settings import REPO_ROOT
+from infra.config.schema import REPO_ROOT
 from infra.resources.source import source_files, source_hash
 
 

@@ -11,8 +11,10 @@ import pytest
 
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
 from exactly_once.targets.call_timeout import CALL_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
-from infra.config.settings import SettingsError
+from infra.config.schema import SettingsError
 from infra.plan.needs import runtime_grants
+from infra.settings.environment import function_environment
+from infra.settings.timing_checks import timing_advisories, timing_errors
 from tests.infra.conftest import NAMESPACE, PROJECT, REGION, build, valid_job, valid_values
 
 
@@ -28,7 +30,7 @@ def key(path: str) -> str:
 
 def test_a_short_cloud_run_job_name_is_the_stack_project_and_region() -> None:
     settings = build(valid_values(jobs=[valid_job(cloudRunJob={"job": "export"})]))
-    table = json.loads(settings.function_environment()["CLOUD_RUN_JOBS"])
+    table = json.loads(function_environment(settings)["CLOUD_RUN_JOBS"])
     assert table == {"eos-prod_every-5": {"job": f"projects/{PROJECT}/locations/{REGION}/jobs/export"}}
 
 
@@ -113,21 +115,21 @@ def test_an_attempt_shorter_than_a_call_is_an_advisory_naming_the_limit(
     short = build(
         valid_values(functionTimeoutSeconds=20, jobs=[valid_job(attemptDeadlineSeconds=20, **target)])
     )
-    assert short.timing_errors() == []
-    (advisory,) = short.timing_advisories()
+    assert timing_errors(short) == []
+    (advisory,) = timing_advisories(short)
     assert advisory.startswith(
         f"{NAMESPACE}:functionTimeoutSeconds: job 'every-5': 20s is shorter than the {api}"
     )
     assert f"set at least {CALL_TIMEOUT_SECONDS + margin:g}" in advisory
     own = build(valid_values(jobs=[valid_job(timeLimitSeconds=20, attemptDeadlineSeconds=25, **target)]))
-    (advisory,) = own.timing_advisories()
+    (advisory,) = timing_advisories(own)
     assert advisory.startswith(f"{key('timeLimitSeconds')}: job 'every-5': 20s is shorter than the {api}")
     assert f"set at least {CALL_TIMEOUT_SECONDS + CALL_MARGIN_SECONDS:g}" in advisory
     enough = math.ceil(CALL_TIMEOUT_SECONDS + margin)
     fits = build(
         valid_values(functionTimeoutSeconds=enough, jobs=[valid_job(attemptDeadlineSeconds=enough, **target)])
     )
-    assert fits.timing_advisories() == []
+    assert timing_advisories(fits) == []
 
 
 def test_a_job_has_one_target_no_body_and_the_target_s_handler() -> None:

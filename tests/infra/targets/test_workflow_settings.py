@@ -8,13 +8,16 @@ from typing import Any
 
 import pytest
 
+from infra.plan.headers import headers_for
+from infra.settings.environment import function_environment, token_check_environment
+from infra.settings.timing_checks import timing_advisories
 from tests.infra.conftest import NAMESPACE, build, error_of, valid_job, valid_values
 
 EXISTING_WORKFLOW = "projects/p/locations/us-central1/workflows/w"
 
 
 def test_sample_workflow_job_defaults_its_handler_and_sends_the_workflow_body() -> None:
-    from infra.config.settings import WORKFLOWS_HANDLER, WorkflowSettings
+    from infra.settings.jobs import WORKFLOWS_HANDLER, WorkflowSettings
 
     settings = build(valid_values(jobs=[valid_job(workflow={"sample": True, "argument": {"a": 1}})]))
     (job,) = settings.jobs
@@ -25,9 +28,9 @@ def test_sample_workflow_job_defaults_its_handler_and_sends_the_workflow_body() 
         "workflow": "projects/x/locations/y/workflows/z",
         "argument": {"a": 1},
     }
-    assert settings.headers_for(job)["Content-Type"] == "application/json"
+    assert headers_for(settings, job)["Content-Type"] == "application/json"
     assert settings.uses_workflows() and settings.sample_workflow_jobs() == (job,)
-    assert json.loads(settings.function_environment()["JOB_HANDLERS"]) == {
+    assert json.loads(function_environment(settings)["JOB_HANDLERS"]) == {
         "eos-prod_every-5": WORKFLOWS_HANDLER
     }
 
@@ -104,7 +107,7 @@ def test_idempotency_settings_defaults_and_validation() -> None:
     settings = build(valid_values())
     assert settings.idempotency_collection == "idempotency_tokens"
     assert settings.idempotency_retention_seconds == 604800
-    assert settings.token_check_environment()["IDEMPOTENCY_RETENTION_SECONDS"] == "604800"
+    assert token_check_environment(settings)["IDEMPOTENCY_RETENTION_SECONDS"] == "604800"
     message = error_of(valid_values(idempotencyRetentionSeconds=3600))
     assert f"{NAMESPACE}:idempotencyRetentionSeconds, {NAMESPACE}:retentionSeconds" in message
     assert "3600s is shorter than the run retention 86400s" in message
@@ -116,7 +119,7 @@ def test_idempotency_settings_defaults_and_validation() -> None:
 def test_short_function_timeout_with_the_workflows_proxy_is_advisory() -> None:
     job = valid_job(attemptDeadlineSeconds=20, workflow={"name": EXISTING_WORKFLOW})
     settings = build(valid_values(functionTimeoutSeconds=20, jobs=[job]))
-    advisories = settings.timing_advisories()
+    advisories = timing_advisories(settings)
     assert any(
         a.startswith(
             f"{NAMESPACE}:functionTimeoutSeconds: job 'every-5': 20s is shorter than the Workflows call"
@@ -125,4 +128,4 @@ def test_short_function_timeout_with_the_workflows_proxy_is_advisory() -> None:
         for a in advisories
     )
     plain = build(valid_values(functionTimeoutSeconds=20, jobs=[valid_job(attemptDeadlineSeconds=20)]))
-    assert not any("Workflows" in a for a in plain.timing_advisories())
+    assert not any("Workflows" in a for a in timing_advisories(plain))

@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 from infra.component import REQUIRED_APIS, WORKFLOW_APIS
-from infra.config.settings import REPO_ROOT, WORKFLOWS_HANDLER
+from infra.config.schema import REPO_ROOT
 from infra.plan.audit_job import AUDIT_HANDLER
 from infra.samples.workflows import SAMPLE_WORKFLOW_FILE
+from infra.settings.jobs import WORKFLOWS_HANDLER
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.pulumi_harness import MockedStack, dev_stack_resources, mock_stack
 

@@ -1,7 +1,7 @@
 """The `jobs` list of a stack's config: one Cloud Scheduler job each, validated key by key.
 
 Every error names the config key to edit (`<project>:jobs[1].retry.retryCount`). Kept apart
-from infra/config/settings.py, which turns the validated jobs into the stack's settings.
+from infra/settings/stack.py, which turns the validated jobs into the stack's settings.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ _JOB_KEYS = (
 _WORKFLOW_KEYS = ("sample", "name", "argument")
 
 # The Workflows proxy job (function/jobs/workflows.py). Its call timeout is every proxy's
-# (exactly_once/targets/call_timeout.py), which the timing advisory reads (infra/timing/keys.py).
+# (exactly_once/targets/call_timeout.py), which the timing advisory reads (infra/settings/timing_checks.py).
 WORKFLOWS_HANDLER = "jobs.workflows:start_workflow_execution"
 WORKFLOWS_HANDLER_MODULE = WORKFLOWS_HANDLER.split(":")[0]
 RETRY_KEYS = {

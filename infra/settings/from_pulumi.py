@@ -1,6 +1,6 @@
 """Stack settings from the running Pulumi program's config (`pulumi up -s <stack>`).
 
-Kept apart from infra/config/settings.py, which must stay importable without the Pulumi engine.
+Kept apart from infra/settings/stack.py, which must stay importable without the Pulumi engine.
 """
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ from typing import Any
 
 import pulumi
 
-from infra.config.settings import CONFIG_KEYS, JOBS_KEY, SettingsError, StackSettings
+from infra.config.schema import CONFIG_KEYS, JOBS_KEY, SettingsError
+from infra.settings.loading import settings_from_config
+from infra.settings.stack import StackSettings
 
 
 def settings_from_pulumi_config() -> StackSettings:
@@ -25,7 +27,7 @@ def settings_from_pulumi_config() -> StackSettings:
     try:
         for key in CONFIG_KEYS:
             # Pulumi hands scalars to the program as strings; parse them by declared type.
-            # Unset keys stay absent, so the defaults in infra/config/settings.py apply.
+            # Unset keys stay absent, so the defaults in infra/settings/stack.py apply.
             if key.type == "integer":
                 value: Any = config.get_int(key.name)
             elif key.type == "boolean":
@@ -41,7 +43,7 @@ def settings_from_pulumi_config() -> StackSettings:
     except pulumi.ConfigTypeError as error:
         raise pulumi.RunError(f"invalid stack config: {error}") from error
     try:
-        return StackSettings.from_config(
+        return settings_from_config(
             values,
             project=gcp_config.get("project") or "",
             region=gcp_config.get("region") or "",

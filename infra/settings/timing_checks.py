@@ -1,23 +1,19 @@
-"""Timing violations phrased with the Pulumi config keys a user edits.
+"""The timing rules applied to a stack, phrased with the Pulumi config keys a user edits.
 
 infra/timing/rules.py names JobTiming and RetryConfig attributes; a user edits
-`<project>:jobs[0].retry.retryCount`. This is the one translation between the two, used by the
-stack's settings for both its errors and its advisories.
+`<project>:jobs[0].retry.retryCount`. This is the one translation between the two, used for
+both the errors that refuse a config and the advisories printed beside a deploy.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
+from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS, OverlapPolicy
 from exactly_once.targets.call_timeout import CALL_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 from exactly_once.targets.job_specs import BIGQUERY_HANDLER, CLOUD_RUN_HANDLER
-from infra.config.jobs import RETRY_KEYS, WORKFLOWS_HANDLER_MODULE, JobSettings
+from infra.settings.jobs import RETRY_KEYS, WORKFLOWS_HANDLER_MODULE, JobSettings
+from infra.settings.stack import StackSettings
 from infra.timing import rules as timing
 from infra.timing.rules import Violation
-
-if TYPE_CHECKING:
-    from infra.config.settings import StackSettings
 
 # The proxy jobs, by handler module, and the API each one calls, as the advisory names it.
 PROXY_APIS = {
@@ -78,7 +74,7 @@ def timing_advisories(settings: StackSettings) -> list[str]:
     advisories.extend(
         violation_text(violation, index, job, settings)
         for index, job in enumerate(settings.jobs)
-        if job.overlap == "wait"
+        if job.overlap == OverlapPolicy.WAIT
         for violation in timing.check_wait_overlap(settings.job_timing(job))
     )
     advisories.extend(call_timeout_advisories(settings))

@@ -1,0 +1,40 @@
+"""The headers every delivery of a job carries: Cloud Scheduler's own and the HttpTarget's.
+
+The run id is computed from them (project, location, job name, schedule time), so the local
+scheduler, `ops backfill` and the tests deliver with exactly these, and a run id computed
+locally matches the one computed in the cloud.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from exactly_once.delivery.scheduler_request import (
+    JOB_NAME_HEADER,
+    LOCATION_HEADER,
+    PROJECT_HEADER,
+    SCHEDULE_TIME_HEADER,
+    format_rfc3339,
+)
+from infra.settings.jobs import JobSettings
+from infra.settings.stack import StackSettings
+
+
+def headers_for(settings: StackSettings, job: JobSettings) -> dict[str, str]:
+    """HttpTarget headers of `job`. The local scheduler sends these same headers, so a run id
+    computed locally matches the one computed in the cloud."""
+    headers = {PROJECT_HEADER: settings.project, LOCATION_HEADER: settings.region}
+    if job.body is not None or job.workflow is not None:
+        headers["Content-Type"] = "application/json"
+    return headers
+
+
+def delivery_headers(settings: StackSettings, job: JobSettings, schedule_time: datetime) -> dict[str, str]:
+    """Every header Cloud Scheduler sends with a delivery of `job`'s run at `schedule_time`:
+    the deployed job id, the schedule time (the same on every retry) and the HttpTarget
+    headers. The local scheduler, `ops backfill` and the tests deliver with these."""
+    return {
+        JOB_NAME_HEADER: settings.scheduler_job_id(job),
+        SCHEDULE_TIME_HEADER: format_rfc3339(schedule_time),
+        **headers_for(settings, job),
+    }

@@ -1,0 +1,149 @@
+"""A stack's settings from its config: read, checked key by key, then as a whole.
+
+Every error names the Pulumi config key a user has to edit (`<project>:jobs[0].schedule`), not
+the Python attribute it ended up in, and all of them are reported at once, so one `pulumi up`
+(or `make check`) shows every problem. The keys are declared in `Pulumi.yaml` (read by
+infra/config/schema.py), the jobs' fields in infra/settings/jobs.py, the ledger's keys in
+infra/config/ledger.py. No Pulumi: the local tools load stacks straight from the YAML files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from exactly_once.config import HANDLER_PATTERN
+from infra.config.handlers import check_handlers
+from infra.config.ledger import ledger_keys
+from infra.config.names import StackNames
+from infra.config.schema import (
+    CONFIG_KEYS,
+    FUNCTION_DIR,
+    INGRESS_SETTINGS,
+    JOBS_KEY,
+    KEYS_BY_NAME,
+    PROJECT_FILE,
+    REPO_ROOT,
+    ConfigProblems,
+    SettingsError,
+    integer_value,
+    notification_channels,
+    project_name,
+    read_yaml,
+    scalar_value,
+)
+from infra.settings.environment import access_errors, stack_environment
+from infra.settings.jobs import AUDIT_JOB_NAME, check_workflow_jobs, parse_jobs
+from infra.settings.stack import StackSettings
+from infra.settings.timing_checks import timing_errors
+
+
+def settings_from_config(
+    values: Mapping[str, Any],
+    *,
+    project: str,
+    region: str,
+    stack: str,
+    namespace: str,
+    function_dir: Path = FUNCTION_DIR,
+) -> StackSettings:
+    """Settings from un-namespaced config `values` (camelCase keys), defaults applied.
+
+    Raises SettingsError listing every problem at once, so one `pulumi up` shows them all.
+    `namespace` (the Pulumi project's name) qualifies the keys in messages; the handlers
+    are checked against the source in `function_dir`.
+    """
+    errors = ConfigProblems(namespace)
+    if not project:
+        errors.append("gcp:project is not set (pulumi config set gcp:project <project-id>)")
+    if not region:
+        errors.append("gcp:region is not set (pulumi config set gcp:region <region>)")
+    unknown = sorted(set(values) - set(KEYS_BY_NAME) - {JOBS_KEY})
+    errors.extend(f"{errors.key(key)}: unknown config key" for key in unknown)
+
+    scalars = {key.name: scalar_value(values, key, errors) for key in CONFIG_KEYS}
+    timeout = int(integer_value(scalars["functionTimeoutSeconds"]))
+    lease = int(integer_value(scalars["leaseSeconds"]))
+    ingress = str(scalars["ingress"])
+    if ingress not in INGRESS_SETTINGS:
+        errors.append(f"{errors.key('ingress')}: {ingress!r} is not one of {', '.join(INGRESS_SETTINGS)}")
+    max_instances = integer_value(scalars["maxInstances"])
+    if max_instances < 1:
+        errors.append(f"{errors.key('maxInstances')}: {max_instances} must be at least 1")
+    job_handler = str(scalars["jobHandler"])
+    if not HANDLER_PATTERN.match(job_handler):
+        errors.append(f"{errors.key('jobHandler')}: {job_handler!r} is not module:callable")
+    ledger = ledger_keys(scalars, errors)
+    channels = notification_channels(scalars["alertNotificationChannels"], errors)
+
+    jobs = parse_jobs(values.get(JOBS_KEY), timeout, errors)
+    check_workflow_jobs(values.get(JOBS_KEY), jobs, job_handler, errors)
+    check_handlers(job_handler, values.get(JOBS_KEY), function_dir, errors)
+    errors.extend(
+        f"{errors.key(f'jobs[{index}].name')}: {AUDIT_JOB_NAME!r} is the name of the stack's own "
+        "missed-run audit job; choose another"
+        for index, raw in enumerate(values.get(JOBS_KEY) or [])
+        if isinstance(raw, Mapping) and raw.get("name") == AUDIT_JOB_NAME
+    )
+    try:
+        StackNames(stack)
+    except ValueError as error:
+        errors.append(f"stack name {stack!r}: {error}")
+    settings = StackSettings(
+        project=project,
+        region=region,
+        stack=stack or "stack",
+        config_namespace=namespace,
+        configured_database=ledger.database,
+        create_database=ledger.create_database,
+        runs_collection=ledger.runs_collection,
+        function_timeout_seconds=float(timeout),
+        lease_seconds=lease,
+        retention_seconds=float(ledger.retention_seconds),
+        max_instances=max_instances,
+        ingress=ingress,
+        deletion_protection=bool(scalars["deletionProtection"]),
+        job_handler=job_handler,
+        jobs=jobs,
+        idempotency_collection=ledger.idempotency_collection,
+        idempotency_retention_seconds=float(ledger.idempotency_retention_seconds),
+        alert_notification_channels=channels,
+        missed_run_audit=bool(scalars["missedRunAudit"]),
+    )
+    if not errors:
+        errors.extend(access_errors(settings, stack_environment(settings)))
+    if not errors:
+        errors.extend(timing_errors(settings))
+    if errors:
+        lines = "\n".join(f"  - {error}" for error in dict.fromkeys(errors))
+        raise SettingsError(f"invalid config for stack {stack!r}:\n{lines}")
+    return settings
+
+
+def load_stack_settings(stack: str = "dev", root: Path = REPO_ROOT) -> StackSettings:
+    """Settings of `stack` straight from the YAML files, for code that runs without Pulumi
+    (the local scheduler, the operations tooling, tests). Project defaults come from
+    Pulumi.yaml, and so does the config namespace: its `name:`."""
+    project_file = read_yaml(root / PROJECT_FILE)
+    namespace = project_name(root)
+    stack_file = read_yaml(root / f"Pulumi.{stack}.yaml")
+    values: dict[str, Any] = {}
+    for key, schema in (project_file.get("config") or {}).items():
+        name = key.removeprefix(f"{namespace}:")
+        if isinstance(schema, Mapping) and "default" in schema:
+            values[name] = schema["default"]
+        elif isinstance(schema, Mapping) and "value" in schema:
+            values[name] = schema["value"]
+    stack_config: Mapping[str, Any] = stack_file.get("config") or {}
+    for key, value in stack_config.items():
+        if key.startswith(f"{namespace}:"):
+            values[key.removeprefix(f"{namespace}:")] = value
+    return settings_from_config(
+        values,
+        project=str(stack_config.get("gcp:project") or ""),
+        region=str(stack_config.get("gcp:region") or ""),
+        stack=stack,
+        namespace=namespace,
+        function_dir=root / FUNCTION_DIR.name,
+    )

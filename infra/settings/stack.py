@@ -1,0 +1,131 @@
+"""StackSettings: everything one stack deploys, as typed values, already validated.
+
+Data and what follows from the data alone (names, limits, tables keyed by deployed job id).
+Reading the YAML and checking it is infra/settings/loading.py; what the values render into
+(the function's environment, the Scheduler jobs' headers) is infra/settings/environment.py and
+infra/plan/. No Pulumi: the local tools read the same settings without the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, OverlapPolicy, time_limit_for_timeout
+from exactly_once.token_check.settings import DEFAULT_RETENTION_SECONDS as DEFAULT_TOKEN_RETENTION_SECONDS
+from infra.config.names import DEFAULT_COMPONENT, StackNames
+from infra.config.schema import SettingsError
+from infra.settings.jobs import WORKFLOWS_HANDLER_MODULE, JobSettings
+from infra.timing.rules import JobTiming
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """Everything the stack deploys, already validated."""
+
+    project: str
+    region: str
+    # The stack's name and the config namespace (the Pulumi project's name): names of the
+    # resources derive from the one, error messages and tools' keys from the other.
+    stack: str
+    config_namespace: str
+    # "": the stack's own database (named by infra/config/names.py); else the configured id.
+    configured_database: str
+    create_database: bool
+    runs_collection: str
+    function_timeout_seconds: float
+    lease_seconds: int
+    retention_seconds: float
+    max_instances: int
+    ingress: str
+    deletion_protection: bool
+    job_handler: str
+    jobs: tuple[JobSettings, ...]
+    idempotency_collection: str = DEFAULT_IDEMPOTENCY_COLLECTION
+    idempotency_retention_seconds: float = DEFAULT_TOKEN_RETENTION_SECONDS
+    alert_notification_channels: tuple[str, ...] = ()
+    missed_run_audit: bool = True
+    # The component's name: __main__.py's; ExactlyOnceScheduler sets its own.
+    component: str = DEFAULT_COMPONENT
+
+    @property
+    def names(self) -> StackNames:
+        """The names this stack gives the resources it creates."""
+        return StackNames(self.stack, self.component)
+
+    @property
+    def database_name(self) -> str:
+        """The Firestore database id of the run ledger (and the token records)."""
+        return self.configured_database or self.names.database_id()
+
+    def config_key(self, key: str) -> str:
+        """`key` as `pulumi config set` and `Pulumi.<stack>.yaml` spell it."""
+        return f"{self.config_namespace}:{key}"
+
+    def scheduler_job_id(self, job: JobSettings | str) -> str:
+        """The deployed Cloud Scheduler job id of a configured job (given by its config name).
+        The function receives it as X-CloudScheduler-JobName and keys its handler and overlap
+        tables by it; users, the stack config and the operations tooling use the config name."""
+        return self.names.scheduler_job_id(job if isinstance(job, str) else job.name)
+
+    def job_named(self, name: str) -> JobSettings:
+        """The job whose config `name` is `name`; SettingsError naming the jobs otherwise."""
+        for job in self.jobs:
+            if job.name == name:
+                return job
+        raise SettingsError(
+            f"no job {name!r} in stack {self.stack!r} (jobs: {', '.join(j.name for j in self.jobs)})"
+        )
+
+    @property
+    def time_limit_seconds(self) -> float:
+        """How long one attempt's job may run before the function ends its instance."""
+        return time_limit_for_timeout(self.function_timeout_seconds)
+
+    def job_time_limit(self, job: JobSettings) -> float:
+        """How long one attempt of `job` may run: its own limit, else the function's."""
+        return job.time_limit_seconds if job.time_limit_seconds is not None else self.time_limit_seconds
+
+    def job_timing(self, job: JobSettings) -> JobTiming:
+        """The timing facts of `job` in this stack, for `timing.check_job_timing`."""
+        return JobTiming(
+            schedule=job.schedule,
+            attempt_deadline_seconds=job.attempt_deadline_seconds,
+            function_timeout_seconds=self.function_timeout_seconds,
+            lease_seconds=self.lease_seconds,
+            retention_seconds=self.retention_seconds,
+            retry=job.retry,
+            time_limit_seconds=self.job_time_limit(job),
+        )
+
+    def job_handlers(self) -> dict[str, str]:
+        """Per-job handler overrides (JOB_HANDLERS); jobs without one use `job_handler`."""
+        return {self.scheduler_job_id(job): job.handler for job in self.jobs if job.handler is not None}
+
+    def job_time_limits(self) -> dict[str, float]:
+        """JOB_TIME_LIMITS: the jobs whose own limit is shorter than the function's, by
+        deployed job id; the others run up to JOB_TIME_LIMIT_SECONDS."""
+        return {
+            self.scheduler_job_id(job): limit
+            for job in self.jobs
+            if (limit := self.job_time_limit(job)) != self.time_limit_seconds
+        }
+
+    def job_overlap(self) -> dict[str, str]:
+        """JOB_OVERLAP: the jobs that must not overlap themselves, by deployed job id; `allow`
+        jobs are left out (it is the function's default)."""
+        return {
+            self.scheduler_job_id(job): job.overlap for job in self.jobs if job.overlap != OverlapPolicy.ALLOW
+        }
+
+    def handler_of(self, job: JobSettings) -> str:
+        """The handler that runs `job`: its own, else the stack's default."""
+        return job.handler or self.job_handler
+
+    def uses_workflows(self) -> bool:
+        """True when some job starts Workflows executions: the runtime account then needs
+        roles/workflows.invoker, and only then."""
+        return any(self.handler_of(job).split(":")[0] == WORKFLOWS_HANDLER_MODULE for job in self.jobs)
+
+    def sample_workflow_jobs(self) -> tuple[JobSettings, ...]:
+        """Jobs the stack deploys a sample workflow for (and hence the token check)."""
+        return tuple(job for job in self.jobs if job.sample_workflow)
