@@ -1,7 +1,8 @@
-"""The Pulumi program's modules.
+"""The Pulumi program's code, in rooms: see infra/README.md for the map and the one direction
+the rooms import in.
 
-They share a few definitions with the function (header names, defaults, record fields, the
-missed-run audit) by importing its package, `exactly_once`, which `make install` and the
-program's requirements.txt install into the project's virtualenv from function/. Only its
-standard-library modules are used here (tests/infra/test_boundaries.py keeps it so).
+The program shares its contract with the function (environment variable names, defaults,
+header names, record fields, the missed-run audit) by importing the function's package,
+`exactly_once`, which `make install` installs from function/. Only its standard-library modules
+are used here (tests/infra/test_boundaries.py keeps it so).
 """

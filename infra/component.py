@@ -13,18 +13,18 @@ several stacks (and several components in one stack) share a project without col
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config.names import StackNames
+from infra.config.names import COMPONENT_NAME
 from infra.config.schema import FUNCTION_DIR
 from infra.monitoring.operations import Operations, declare_operations
 from infra.plan.audit_job import with_audit_job
 from infra.plan.needs import extra_apis, sample_cloud_run_jobs
+from infra.plan.outputs import outputs_of
 from infra.resources.build import BuildIdentity, build_identity, function_source
 from infra.resources.function import audit_horizons, dedup_function
 from infra.resources.identities import Identities, identities
@@ -43,13 +43,9 @@ from infra.samples.workflows import (
 )
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_advisories
+from infra.targets.workflow import WORKFLOWS_API
 
 COMPONENT_TYPE = "exactly-once-scheduler:index:ExactlyOnceScheduler"
-# Enabled only when a job starts workflow executions: the workflows themselves, and the
-# Executions API the function starts them through (enabling one does not enable the other).
-WORKFLOWS_API = "workflows.googleapis.com"
-WORKFLOW_EXECUTIONS_API = "workflowexecutions.googleapis.com"
-WORKFLOW_APIS = (WORKFLOWS_API, WORKFLOW_EXECUTIONS_API)
 # What a function deployment needs enabled before it starts.
 FUNCTION_APIS = (
     "cloudfunctions.googleapis.com",
@@ -95,15 +91,15 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
 
     def __init__(
         self,
-        name: str,
         settings: StackSettings,
         function_dir: Path = FUNCTION_DIR,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        # The component's name is part of every name it chooses (ValueError when invalid).
-        StackNames(settings.stack, name)  # ValueError for an invalid name, before anything exists
+        # One name, COMPONENT_NAME: every name the stack chooses starts with it, and the local
+        # tools (`ops`, `make demo`) compute the same names without the Pulumi program.
+        name = COMPONENT_NAME
         # The missed-run audit is one more scheduled job of the stack (infra/plan/audit_job.py).
-        settings = with_audit_job(dataclasses.replace(settings, component=name))
+        settings = with_audit_job(settings)
         super().__init__(COMPONENT_TYPE, name, None, opts)
         for advisory in timing_advisories(settings):
             pulumi.log.warn(advisory, resource=self)
@@ -146,7 +142,6 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
     # --- the architecture, in the order __init__ declares it ------------------------------------
 
     def _enable_apis(self, name: str, settings: StackSettings) -> _Apis:
-        uses_workflows = settings.uses_workflows()
         return {
             api: gcp.projects.Service(
                 f"{name}-{api.split('.')[0]}",
@@ -155,7 +150,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
                 disable_on_destroy=False,
                 opts=self._child(),
             )
-            for api in REQUIRED_APIS + (WORKFLOW_APIS if uses_workflows else ()) + extra_apis(settings)
+            for api in REQUIRED_APIS + extra_apis(settings)
         }
 
     def _run_ledger(self, name: str, settings: StackSettings, apis: _Apis) -> RunLedger:
@@ -329,12 +324,8 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         samples: SampleWorkflows | None,
     ) -> list[gcp.cloudscheduler.Job]:
         sample_workflows = samples.workflows if samples is not None else {}
-        # A job that goes through the Workflows proxy starts executions on its first run.
-        first_run = [
-            api
-            for api in ("cloudscheduler.googleapis.com", *WORKFLOW_APIS, *extra_apis(settings))
-            if api in apis
-        ]
+        # A proxy job starts its downstream work on its first run.
+        first_run = [api for api in ("cloudscheduler.googleapis.com", *extra_apis(settings)) if api in apis]
         first_run_apis = [apis[api] for api in first_run]
         opts = pulumi.ResourceOptions(parent=self, depends_on=[*first_run_apis, serving])
         return [
@@ -383,19 +374,15 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         )
         self.workflow_service_account_email = samples.workflow_account_email if samples is not None else None
         self.sample_workflows = pulumi.Output.all(**sample_workflows).apply(dict)
-        outputs: dict[str, pulumi.Input[object]] = {
-            "functionUri": self.function_uri,
-            "jobNames": self.job_names,
-            "runtimeServiceAccountEmail": self.runtime_service_account_email,
-            "invokerServiceAccountEmail": self.invoker_service_account_email,
-            "buildServiceAccountEmail": self.build_service_account_email,
-            "databaseName": self.database_name,
-            "runsCollection": self.runs_collection,
+        # One list (infra/plan/outputs.py) for what the component registers and the program
+        # exports: a stack without a sample has no output for it, never a null.
+        self.outputs: dict[str, pulumi.Input[object]] = {
+            output.name: getattr(self, output.attribute) for output in outputs_of(settings)
         }
-        if checker is not None and self.token_check_service_account_email is not None:
-            outputs["tokenCheckUri"] = checker.uri
-            outputs["tokenCheckServiceAccountEmail"] = self.token_check_service_account_email
-        if samples is not None:
-            outputs["workflowServiceAccountEmail"] = samples.workflow_account_email
-            outputs["sampleWorkflows"] = self.sample_workflows
-        self.register_outputs(outputs)
+        self.register_outputs(self.outputs)
+
+
+def export_outputs(scheduler: ExactlyOnceScheduler) -> None:
+    """`pulumi.export` the stack's outputs: exactly what the component registered."""
+    for name, value in scheduler.outputs.items():
+        pulumi.export(name, value)

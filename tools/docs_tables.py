@@ -22,13 +22,12 @@ from infra.config.schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
 from infra.plan.outputs import STACK_OUTPUTS
 from infra.settings.jobs import (
     _JOB_KEYS,
-    _WORKFLOW_KEYS,
     DEFAULT_OVERLAP,
     DEFAULT_RETRY,
     DEFAULT_TIME_ZONE,
     RETRY_KEYS,
 )
-from infra.targets.kinds import BIGQUERY_KEYS, CLOUD_RUN_KEYS
+from infra.targets.registry import TARGET_KINDS
 from policy.policies import POLICIES
 from tools.doc_texts import FUNCTION_ENVIRONMENT, JOB_FIELD_MEANINGS, OUTCOME_MEANINGS
 
@@ -76,12 +75,10 @@ def _job_defaults() -> dict[str, str]:
 
 def job_fields() -> list[str]:
     """Every field a `jobs` entry may set, as the parser spells them."""
-    nested = ("retry", "workflow", "cloudRunJob", "bigquery", "grants")
+    nested = ("retry", *(kind.key for kind in TARGET_KINDS), "grants")
     fields = [key for key in _JOB_KEYS if key not in nested]
     fields += [f"retry.{key}" for key in RETRY_KEYS]
-    fields += [f"workflow.{key}" for key in _WORKFLOW_KEYS]
-    fields += [f"cloudRunJob.{key}" for key in CLOUD_RUN_KEYS]
-    fields += [f"bigquery.{key}" for key in BIGQUERY_KEYS]
+    fields += [f"{kind.key}.{key}" for kind in TARGET_KINDS for key in kind.keys]
     fields += ["grants[].role", *(f"grants[].{kind.key}" for kind in GRANT_KINDS)]
     return fields
 
@@ -114,7 +111,7 @@ def config_keys_table() -> str:
 
 def stack_outputs_table() -> str:
     rows = [
-        (f"`{o.name}`", o.description + (" Only with a sample workflow." if o.sample_workflow_only else ""))
+        (f"`{o.name}`", o.description + (f" Only with {o.only_with.shown}." if o.only_with else ""))
         for o in STACK_OUTPUTS
     ]
     return _table(("Output", "Meaning"), rows)

@@ -1,0 +1,6 @@
+"""The config's vocabulary: the keys `Pulumi.yaml` declares and their types, a job's `env`,
+`secrets` and `grants`, the run ledger's keys, the names the stack chooses, and whether a
+handler exists in function/. Each parser reports every problem with the config key to edit.
+
+No Pulumi and no stack-wide view: infra/settings/ assembles these into a stack's settings.
+"""

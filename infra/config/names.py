@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 
 # The component name `__main__.py` gives ExactlyOnceScheduler.
-DEFAULT_COMPONENT = "eos"
+# The component's name, the first part of every name the stack chooses (`eos-dev-runtime`).
+COMPONENT_NAME = "eos"
 
 # Hex characters of the hash appended to a shortened name: 16.7 million values, so two stack
 # names in one project colliding by chance is not a practical concern.
@@ -68,7 +69,7 @@ class StackNames:
     """The names of one component in one stack."""
 
     stack: str
-    component: str = DEFAULT_COMPONENT
+    component: str = COMPONENT_NAME
 
     def __post_init__(self) -> None:
         if not _COMPONENT.match(self.component):

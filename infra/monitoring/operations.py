@@ -26,13 +26,9 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time as time
 
-from exactly_once.audit.config import AUDIT_JOBS_ENV
-from exactly_once.delivery.scheduler_request import parse_rfc3339
 from infra.monitoring import log_filters
 from infra.monitoring.log_filters import LogMetric
-from infra.plan.audit_job import audit_environment
 from infra.resources.propagation import METRIC_TYPES_DELAY_SECONDS, pause_after
-from infra.settings.stack import StackSettings
 
 DASHBOARD_FILE = Path(__file__).resolve().with_name("dashboard.json")
 _METRIC_TYPE = "logging.googleapis.com/user/"
@@ -249,26 +245,6 @@ def declare_operations(
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(metrics.values()))),
     )
     return Operations(metrics=metrics, metric_types_ready=ready, alert_policies=policies, dashboard=dashboard)
-
-
-def audit_function_environment(
-    settings: StackSettings, created_at: Mapping[str, pulumi.Input[str]] | None = None
-) -> dict[str, pulumi.Input[str]]:
-    """AUDIT_JOBS for the function's environment. `created_at` maps config job names to when
-    each job was created (RFC 3339, e.g. a `pulumiverse_time.Static` per job), so the audit
-    never reports runs scheduled before a job existed. Nothing without the audit job
-    (`missedRunAudit: false`)."""
-    if not settings.missed_run_audit:
-        return {}
-    if not created_at:
-        return dict(audit_environment(settings))
-    names = list(created_at)
-
-    def render(times: list[str]) -> str:
-        deployed = {name: parse_rfc3339(time) for name, time in zip(names, times, strict=True)}
-        return audit_environment(settings, deployed)[AUDIT_JOBS_ENV]
-
-    return {AUDIT_JOBS_ENV: pulumi.Output.all(*(created_at[name] for name in names)).apply(render)}
 
 
 def metric_id(name_prefix: str, metric: LogMetric) -> str:

@@ -18,13 +18,14 @@ from exactly_once.delivery.scheduler_request import (
 )
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
+from infra.targets.registry import kind_of
 
 
 def headers_for(settings: StackSettings, job: JobSettings) -> dict[str, str]:
     """HttpTarget headers of `job`. The local scheduler sends these same headers, so a run id
     computed locally matches the one computed in the cloud."""
     headers = {PROJECT_HEADER: settings.project, LOCATION_HEADER: settings.region}
-    if job.body is not None or job.workflow is not None:
+    if job.body is not None or (job.target is not None and kind_of(job.target).sends_body):
         headers["Content-Type"] = "application/json"
     return headers
 

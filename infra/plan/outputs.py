@@ -1,18 +1,32 @@
-"""The stack's outputs: one list that `__main__.py` exports and docs/stack.md tabulates.
+"""The stack's outputs: one list that the component registers, `__main__.py` exports and
+docs/stack.md tabulates.
 
-Each output names the ExactlyOnceScheduler attribute it exports, so adding one here is all it
-takes to export and document it (`make docs` writes the table).
+Each output names the ExactlyOnceScheduler attribute it holds and, when only some stacks have
+it, the condition, read from the settings: a stack without a sample workflow has no workflow
+account to export, so it exports no `workflowServiceAccount` at all rather than a null. Adding
+an output here is all it takes to register, export and document it (`make docs` writes the
+table).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-import pulumi
+from infra.plan.needs import needs_token_check
+from infra.settings.stack import StackSettings
 
-if TYPE_CHECKING:
-    from infra.component import ExactlyOnceScheduler
+
+@dataclass(frozen=True)
+class OutputCondition:
+    """Which stacks have an output, as the docs say it and as the settings decide it."""
+
+    shown: str  # "a sample workflow": the docs say "Only with a sample workflow."
+    holds: Callable[[StackSettings], bool]
+
+
+SAMPLE_WORKFLOW = OutputCondition("a sample workflow", lambda settings: bool(settings.sample_workflow_jobs()))
+TOKEN_CHECK = OutputCondition("a sample workflow or a sample Cloud Run job", needs_token_check)
 
 
 @dataclass(frozen=True)
@@ -20,8 +34,10 @@ class StackOutput:
     name: str
     attribute: str  # of ExactlyOnceScheduler
     description: str
-    # Exported only when some job has `workflow: {sample: true}` (the token check exists).
-    sample_workflow_only: bool = False
+    only_with: OutputCondition | None = None
+
+    def applies_to(self, settings: StackSettings) -> bool:
+        return self.only_with is None or self.only_with.holds(settings)
 
 
 STACK_OUTPUTS: tuple[StackOutput, ...] = (
@@ -44,33 +60,28 @@ STACK_OUTPUTS: tuple[StackOutput, ...] = (
     ),
     StackOutput("databaseName", "database_name", "The Firestore database of the run ledger."),
     StackOutput("runsCollection", "runs_collection", "The collection of run records."),
-    StackOutput(
-        "tokenCheckUri", "token_check_uri", "The token check function's URI.", sample_workflow_only=True
-    ),
+    StackOutput("tokenCheckUri", "token_check_uri", "The token check function's URI.", TOKEN_CHECK),
     StackOutput(
         "tokenCheckServiceAccount",
         "token_check_service_account_email",
         "Email of the token check's own service account.",
-        sample_workflow_only=True,
+        TOKEN_CHECK,
     ),
     StackOutput(
         "workflowServiceAccount",
         "workflow_service_account_email",
         "Email of the account every sample workflow runs as.",
-        sample_workflow_only=True,
+        SAMPLE_WORKFLOW,
     ),
     StackOutput(
         "sampleWorkflows",
         "sample_workflows",
         "Job name → `projects/<p>/locations/<l>/workflows/<w>` of its sample workflow.",
-        sample_workflow_only=True,
+        SAMPLE_WORKFLOW,
     ),
 )
 
 
-def export_outputs(scheduler: ExactlyOnceScheduler) -> None:
-    """`pulumi.export` every output the component has; the sample-workflow ones only with one."""
-    has_sample_workflow = scheduler.token_check_uri is not None
-    for output in STACK_OUTPUTS:
-        if has_sample_workflow or not output.sample_workflow_only:
-            pulumi.export(output.name, getattr(scheduler, output.attribute))
+def outputs_of(settings: StackSettings) -> tuple[StackOutput, ...]:
+    """The outputs a stack with these settings has."""
+    return tuple(output for output in STACK_OUTPUTS if output.applies_to(settings))

@@ -13,7 +13,9 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time
 
-from infra.monitoring.operations import audit_function_environment
+from exactly_once.audit.config import AUDIT_JOBS_ENV
+from exactly_once.delivery.scheduler_request import parse_rfc3339
+from infra.plan.audit_job import audit_environment
 from infra.resources.build import BuildIdentity
 from infra.resources.propagation import SECRET_GRANTS_DELAY_SECONDS, pause_after
 from infra.resources.runtime_access import secret_environment_variables
@@ -98,3 +100,23 @@ def dedup_function(
         },
         opts=opts,
     )
+
+
+def audit_function_environment(
+    settings: StackSettings, created_at: Mapping[str, pulumi.Input[str]] | None = None
+) -> dict[str, pulumi.Input[str]]:
+    """AUDIT_JOBS for the function's environment. `created_at` maps config job names to when
+    each job was created (RFC 3339, e.g. a `pulumiverse_time.Static` per job), so the audit
+    never reports runs scheduled before a job existed. Nothing without the audit job
+    (`missedRunAudit: false`)."""
+    if not settings.missed_run_audit:
+        return {}
+    if not created_at:
+        return dict(audit_environment(settings))
+    names = list(created_at)
+
+    def render(times: list[str]) -> str:
+        deployed = {name: parse_rfc3339(time) for name, time in zip(names, times, strict=True)}
+        return audit_environment(settings, deployed)[AUDIT_JOBS_ENV]
+
+    return {AUDIT_JOBS_ENV: pulumi.Output.all(*(created_at[name] for name in names)).apply(render)}

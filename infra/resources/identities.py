@@ -52,19 +52,6 @@ def identities(
             "tokens", "token check", "Runs the token check; Firestore access limited to one database."
         )
         grants.append(_datastore_user(name, "tokens", settings, token_check, parent))
-    if settings.uses_workflows():
-        # Workflows has no per-workflow IAM resource, so starting executions needs a
-        # project-level grant; only made when some job goes through the Workflows proxy.
-        # The policy pack allows exactly this role for exactly this account.
-        grants.append(
-            gcp.projects.IAMMember(
-                f"{name}-runtime-workflows-invoker",
-                project=settings.project,
-                role="roles/workflows.invoker",
-                member=runtime.member,
-                opts=pulumi.ResourceOptions(parent=parent),
-            )
-        )
     return Identities(runtime=runtime, invoker=invoker, token_check=token_check, grants=grants)
 
 

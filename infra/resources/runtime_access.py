@@ -1,6 +1,6 @@
 """The runtime account's access beyond the ledger: one IAM member per resource-scoped grant
-(infra/plan/needs.py: runtime_grants), the one project role a BigQuery job cannot do
-without, and the function's secret environment variables.
+(infra/plan/needs.py: runtime_grants), the project roles a target kind cannot do without,
+and the function's secret environment variables.
 
 Every grant is on the resource itself (a Cloud Run job, a dataset, a secret, a topic, a
 bucket), never the project, so a job that may run one Cloud Run job cannot run another, and
@@ -20,13 +20,9 @@ from pulumi_gcp.cloudfunctionsv2 import (
 )
 
 from infra.config.access import ResourceGrant
-from infra.plan.needs import runtime_grants, uses_bigquery
+from infra.plan.needs import project_roles, runtime_grants
 from infra.settings.environment import function_secrets
 from infra.settings.stack import StackSettings
-
-# Creating query jobs is a project permission (bigquery.jobs.create): BigQuery has no narrower
-# resource for it. The data a job reads or writes is granted per dataset.
-BIGQUERY_JOB_USER = "roles/bigquery.jobUser"
 
 
 def runtime_access(
@@ -38,7 +34,7 @@ def runtime_access(
     created: Mapping[str, pulumi.Resource],
     apis: list[pulumi.Resource],
 ) -> list[pulumi.Resource]:
-    """Every grant of the runtime account `member` besides Firestore and Workflows. `created`
+    """Every grant of the runtime account `member` besides Firestore. `created`
     maps a resource name the stack itself creates (a sample job, the sample dataset) to that
     resource, which its grant waits for."""
     grants: list[pulumi.Resource] = []
@@ -46,16 +42,19 @@ def runtime_access(
         after = [*apis, *([created[grant.resource]] if grant.resource in created else [])]
         opts = pulumi.ResourceOptions(parent=parent, depends_on=after)
         grants.append(_member(f"{name}-runtime-{grant.kind}-{_tag(grant)}", grant, member, opts))
-    if uses_bigquery(settings):
-        grants.append(
-            gcp.projects.IAMMember(
-                f"{name}-runtime-bigquery-job-user",
-                project=settings.project,
-                role=BIGQUERY_JOB_USER,
-                member=member,
-                opts=pulumi.ResourceOptions(parent=parent, depends_on=apis),
-            )
+    # A target kind's project roles (starting Workflows executions, creating BigQuery query
+    # jobs): the services have no narrower resource to grant them on. The policy pack allows
+    # exactly these roles for exactly this account.
+    grants.extend(
+        gcp.projects.IAMMember(
+            f"{name}-runtime-{role.slug}",
+            project=settings.project,
+            role=role.role,
+            member=member,
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=apis),
         )
+        for role in project_roles(settings)
+    )
     return grants
 
 

@@ -15,8 +15,8 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.plan.needs import sample_bigquery_jobs, sample_cloud_run_jobs
-from infra.settings.environment import cloud_run_job_resource
 from infra.settings.stack import StackSettings
+from infra.targets.cloud_run_job import CloudRunJobTarget, resource_name
 
 # A public image with the Python the script needs; Cloud Run pulls it from Docker Hub.
 SAMPLE_IMAGE = "docker.io/library/python:3.12-slim"
@@ -66,7 +66,8 @@ def sample_targets(
         grants.append(binding)
         script = SAMPLE_SCRIPT_FILE.read_text(encoding="utf-8")
         for job in jobs:
-            created[cloud_run_job_resource(settings, job)] = gcp.cloudrunv2.Job(
+            assert isinstance(job.target, CloudRunJobTarget)
+            created[resource_name(job.target, job.name, settings.placement)] = gcp.cloudrunv2.Job(
                 f"{name}-cloud-run-job-{job.name}",
                 project=settings.project,
                 location=settings.region,

@@ -11,7 +11,7 @@ here too, since only the whole environment shows them.
 from __future__ import annotations
 
 import json
-from typing import Final
+from typing import Any, Final
 
 from exactly_once.audit.config import AUDIT_JOBS_ENV
 from exactly_once.config import (
@@ -27,22 +27,13 @@ from exactly_once.config import (
     TIME_LIMIT_ENV,
 )
 from exactly_once.targets.endpoints import ENDPOINT_VARIABLES
-from exactly_once.targets.job_specs import (
-    BIGQUERY_HANDLER,
-    BIGQUERY_JOBS_ENV,
-    CLOUD_RUN_HANDLER,
-    CLOUD_RUN_JOBS_ENV,
-    BigQueryJobSpec,
-    CloudRunJobSpec,
-    render_table,
-)
+from exactly_once.targets.job_specs import render_table
 from exactly_once.token_check.settings import COLLECTION_ENV as TOKEN_COLLECTION_ENV
 from exactly_once.token_check.settings import RETENTION_ENV as TOKEN_RETENTION_ENV
 from infra.config.access import SecretReference
-from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import number_text
-from infra.targets.kinds import BigQueryTarget, CloudRunJobTarget
+from infra.targets.registry import kind_of
 
 # Cloud Run functions: all runtime environment variable names and values together.
 MAX_ENVIRONMENT_BYTES: Final = 32 * 1024
@@ -86,37 +77,16 @@ def stack_environment(settings: StackSettings) -> dict[str, str]:
     return env
 
 
-def cloud_run_job_resource(settings: StackSettings, job: JobSettings) -> str:
-    assert isinstance(job.target, CloudRunJobTarget)
-    sample = settings.names.cloud_run_job_name(job.name)
-    return job.target.resource_name(settings.project, settings.region, sample)
-
-
-def sample_table(settings: StackSettings, job: JobSettings) -> str:
-    """`<project>.<dataset>.<table>` a sample BigQuery job appends its runs to."""
-    return (
-        f"{settings.project}.{settings.names.sample_dataset_id()}.{settings.names.sample_table_id(job.name)}"
-    )
-
-
-def cloud_run_jobs(settings: StackSettings) -> dict[str, CloudRunJobSpec]:
-    """CLOUD_RUN_JOBS: each Cloud Run job target, by deployed scheduled job id."""
-    return {
-        settings.scheduler_job_id(job): job.target.spec(cloud_run_job_resource(settings, job))
-        for job in settings.jobs
-        if isinstance(job.target, CloudRunJobTarget)
-    }
-
-
-def bigquery_jobs(settings: StackSettings) -> dict[str, BigQueryJobSpec]:
-    """BIGQUERY_JOBS: each BigQuery target, by deployed scheduled job id."""
-    return {
-        settings.scheduler_job_id(job): job.target.spec(
-            settings.project, settings.region, sample_table(settings, job)
-        )
-        for job in settings.jobs
-        if isinstance(job.target, BigQueryTarget)
-    }
+def target_tables(settings: StackSettings) -> dict[str, str]:
+    """Each target kind's table (CLOUD_RUN_JOBS, BIGQUERY_JOBS, ...): its jobs' specs by
+    deployed scheduled job id, as the function's proxies read them."""
+    tables: dict[str, dict[str, Any]] = {}
+    for job in settings.jobs:
+        if job.target is None or (name := kind_of(job.target).environment_variable) is None:
+            continue
+        entry = kind_of(job.target).table_entry(job.target, job.name, settings.placement)
+        tables.setdefault(name, {})[settings.scheduler_job_id(job)] = entry
+    return {name: render_table(table) for name, table in tables.items()}
 
 
 def function_secrets(settings: StackSettings) -> dict[str, SecretReference]:
@@ -127,31 +97,18 @@ def function_secrets(settings: StackSettings) -> dict[str, SecretReference]:
 def jobs_environment(settings: StackSettings) -> dict[str, str]:
     """What the jobs add to the function's environment: their targets' tables and `env`."""
     env = {name: value for job in settings.jobs for name, value in job.access.env.items()}
-    if cloud_run := cloud_run_jobs(settings):
-        env[CLOUD_RUN_JOBS_ENV] = render_table(cloud_run)
-    if bigquery := bigquery_jobs(settings):
-        env[BIGQUERY_JOBS_ENV] = render_table(bigquery)
+    env.update(target_tables(settings))
     return env
 
 
 def access_errors(settings: StackSettings, stack_env: dict[str, str]) -> list[str]:
-    """What only the whole stack shows, phrased with config keys: a job's handler that needs a
-    target it lacks, one variable set two ways, a name the stack sets itself, and an
-    environment over Cloud Run's limit. `stack_env` is what the stack sets besides the jobs."""
+    """What only the whole stack shows, phrased with config keys: one variable set two ways,
+    a name the stack sets itself, and an environment over Cloud Run's limit. `stack_env` is
+    what the stack sets besides the jobs."""
     key = settings.config_key
     errors: list[str] = []
     owners: dict[str, tuple[str, object]] = {}
     for index, job in enumerate(settings.jobs):
-        handler = settings.handler_of(job)
-        for needed, target, field in (
-            (CLOUD_RUN_HANDLER, CloudRunJobTarget, "cloudRunJob"),
-            (BIGQUERY_HANDLER, BigQueryTarget, "bigquery"),
-        ):
-            if handler == needed and not isinstance(job.target, target):
-                where = f"jobs[{index}].handler" if job.handler else "jobHandler"
-                errors.append(
-                    f"{key(where)}: {needed} runs a job's {field} setting; set jobs[{index}].{field}"
-                )
         named: list[tuple[str, object]] = [(f"env.{n}", v) for n, v in job.access.env.items()]
         named += [(f"secrets.{n}", ref) for n, ref in job.access.secrets.items()]
         for field, value in named:

@@ -15,10 +15,10 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from exactly_once.config import HANDLER_PATTERN, TIME_LIMIT_MARGIN_SECONDS, OverlapPolicy
-from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
 from infra.config.access import ACCESS_KEYS, JobAccess, parse_access
 from infra.config.schema import JOBS_KEY, ConfigProblems
-from infra.targets.kinds import JobTarget, check_target_job, parse_target
+from infra.targets.registry import TARGET_KEYS, check_target_job, kind_of, parse_target
+from infra.targets.workflow import WorkflowTarget
 from infra.timing.rules import RetryConfig
 
 # The stack's own missed-run audit job (infra/plan/audit_job.py): no configured job may take its name.
@@ -51,20 +51,11 @@ _JOB_KEYS = (
     "retry",
     "body",
     "handler",
-    "workflow",
     "overlap",
-    # A Cloud Run job or BigQuery target (infra/targets/kinds.py), and what the job needs
-    # (infra/config/access.py).
-    "cloudRunJob",
-    "bigquery",
+    # What the job starts per run (infra/targets/), and what it needs (infra/config/access.py).
+    *TARGET_KEYS,
     *ACCESS_KEYS,
 )
-_WORKFLOW_KEYS = ("sample", "name", "argument")
-
-# The Workflows proxy job (function/jobs/workflows.py). Its call timeout is every proxy's
-# (exactly_once/targets/call_timeout.py), which the timing advisory reads (infra/settings/timing_checks.py).
-WORKFLOWS_HANDLER = "jobs.workflows:start_workflow_execution"
-WORKFLOWS_HANDLER_MODULE = WORKFLOWS_HANDLER.split(":")[0]
 RETRY_KEYS = {
     "retryCount": "retry_count",
     "maxRetryDurationSeconds": "max_retry_duration_seconds",
@@ -75,27 +66,6 @@ RETRY_KEYS = {
 _INTEGER_RETRY_FIELDS = {"retry_count", "max_doublings"}
 
 _JOB_NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
-
-
-@dataclass(frozen=True)
-class WorkflowSettings:
-    """A job's `workflow` setting: the job starts one Workflows execution per scheduled run.
-
-    Either `sample` (the stack deploys infra/samples/workflow.yaml for this job, so its resource
-    name is only known to the Pulumi program) or `name` (an existing workflow). `argument`
-    becomes the body's `argument`, which the workflow receives as `args.payload`.
-    """
-
-    sample: bool
-    name: str | None = None
-    argument: Mapping[str, Any] | None = None
-
-    def body(self, workflow: str) -> dict[str, Any]:
-        """The job body jobs.workflows:start_workflow_execution reads, for `workflow`."""
-        body: dict[str, Any] = {"workflow": workflow}
-        if self.argument is not None:
-            body["argument"] = dict(self.argument)
-        return body
 
 
 @dataclass(frozen=True)
@@ -111,15 +81,15 @@ class JobSettings:
     time_limit_seconds: float | None = None
     body: Mapping[str, Any] | None = None
     handler: str | None = None
-    workflow: WorkflowSettings | None = None
     overlap: OverlapPolicy = DEFAULT_OVERLAP
-    target: JobTarget | None = None
+    # What the job starts per run (infra/targets/): a WorkflowTarget, CloudRunJobTarget, ...
+    target: object | None = None
     access: JobAccess = dataclasses.field(default_factory=JobAccess)
 
     @property
     def sample_workflow(self) -> bool:
         """True when the stack deploys a sample workflow for this job."""
-        return self.workflow is not None and self.workflow.sample
+        return isinstance(self.target, WorkflowTarget) and self.target.sample
 
     def body_bytes(self, sample_workflow: str | None = None) -> bytes | None:
         """The exact request body Cloud Scheduler sends (and the local scheduler replays).
@@ -128,8 +98,8 @@ class JobSettings:
         Pulumi program knows (`sample_workflow`); without it there is no body to send yet.
         """
         body = self.body
-        if self.workflow is not None and self.workflow.sample:
-            body = self.workflow.body(sample_workflow) if sample_workflow else None
+        if isinstance(self.target, WorkflowTarget) and self.target.sample:
+            body = self.target.body(sample_workflow) if sample_workflow else None
         if body is None:
             return None
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
@@ -194,30 +164,16 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
     handler = item.get("handler")
     if handler is not None and (not isinstance(handler, str) or not HANDLER_PATTERN.match(handler)):
         errors.append(f"{errors.key(f'{prefix}.handler')}: {handler!r} is not module:callable")
-    workflow = _workflow(item.get("workflow"), prefix, errors) if "workflow" in item else None
     overlap = item.get("overlap", DEFAULT_OVERLAP)
     if overlap not in OVERLAP_POLICIES:
         errors.append(
             f"{errors.key(f'{prefix}.overlap')}: {overlap!r} is not one of {', '.join(OVERLAP_POLICIES)}"
         )
-    if workflow is not None:
-        if body is not None:
-            errors.append(
-                f"{errors.key(f'{prefix}.body')}: a job with a workflow sends the workflow body; "
-                f"put the workflow's input in {prefix}.workflow.argument instead"
-            )
-        if handler is not None and handler != WORKFLOWS_HANDLER:
-            errors.append(
-                f"{errors.key(f'{prefix}.handler')}: {handler!r} cannot start the job's workflow; "
-                f"leave it out (it defaults to {WORKFLOWS_HANDLER})"
-            )
-        handler = WORKFLOWS_HANDLER
-        if workflow.name is not None:
-            body = workflow.body(workflow.name)
     target = parse_target(item, prefix, errors)
-    access = parse_access(item, prefix, errors)
     if target is not None:
         handler = check_target_job(target, handler, body, prefix, errors)
+        body = kind_of(target).body(target)
+    access = parse_access(item, prefix, errors)
 
     if len(errors) > before or deadline is None or retry is None:
         return None
@@ -230,7 +186,6 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         time_limit_seconds=time_limit,
         body=dict(body) if body is not None else None,
         handler=handler,
-        workflow=workflow,
         overlap=OverlapPolicy(overlap),
         target=target,
         access=access,
@@ -242,72 +197,6 @@ def _time_limit(item: Mapping[str, Any], prefix: str, errors: ConfigProblems) ->
     if "timeLimitSeconds" not in item:
         return None
     return _number(item["timeLimitSeconds"], f"{prefix}.timeLimitSeconds", errors)
-
-
-def _workflow(raw: Any, prefix: str, errors: ConfigProblems) -> WorkflowSettings | None:
-    """A job's `workflow` setting: exactly one of `sample: true` or `name`, plus `argument`."""
-    key = f"{prefix}.workflow"
-    if not isinstance(raw, Mapping):
-        errors.append(
-            f"{errors.key(key)}: expected an object such as {{sample: true}} or "
-            f"{{name: projects/<p>/locations/<l>/workflows/<w>}}, got {raw!r}"
-        )
-        return None
-    before = len(errors)
-    errors.extend(f"{errors.key(f'{key}.{k}')}: unknown workflow key" for k in raw if k not in _WORKFLOW_KEYS)
-    sample = raw.get("sample", False)
-    if not isinstance(sample, bool):
-        errors.append(f"{errors.key(f'{key}.sample')}: expected true or false, got {sample!r}")
-    name = raw.get("name")
-    if name is not None and (not isinstance(name, str) or not WORKFLOW_RESOURCE_NAME.match(name)):
-        errors.append(
-            f"{errors.key(f'{key}.name')}: {name!r} is not projects/<project>/locations/<location>/"
-            "workflows/<workflow>"
-        )
-    if sample is True and name is not None:
-        errors.append(f"{errors.key(key)}: set either sample: true or name, not both")
-    elif sample is not True and name is None and len(errors) == before:
-        errors.append(
-            f"{errors.key(key)}: set sample: true (deploy the sample workflow) or name "
-            "(an existing workflow's projects/<p>/locations/<l>/workflows/<w>)"
-        )
-    argument = raw.get("argument")
-    if argument is not None and not isinstance(argument, Mapping):
-        errors.append(f"{errors.key(f'{key}.argument')}: expected a JSON object, got {argument!r}")
-    if len(errors) > before:
-        return None
-    return WorkflowSettings(
-        sample=sample is True,
-        name=name,
-        argument=dict(argument) if argument is not None else None,
-    )
-
-
-def check_workflow_jobs(
-    raw: Any, jobs: tuple[JobSettings, ...], default_handler: str, errors: ConfigProblems
-) -> None:
-    """A job handled by the Workflows proxy without a `workflow` setting must carry the body
-    that proxy reads; a wrong body would only show up as a terminal failure at run time."""
-    if not isinstance(raw, list):
-        return
-    indexes = {item.get("name"): index for index, item in enumerate(raw) if isinstance(item, Mapping)}
-    for job in jobs:
-        if job.workflow is not None or (job.handler or default_handler) != WORKFLOWS_HANDLER:
-            continue
-        key = errors.key(f"jobs[{indexes.get(job.name, '?')}].body")
-        body = job.body or {}
-        workflow = body.get("workflow")
-        unknown = sorted(set(body) - {"workflow", "argument"})
-        if not isinstance(workflow, str) or not WORKFLOW_RESOURCE_NAME.match(workflow):
-            errors.append(
-                f"{key}: job {job.name!r} runs {WORKFLOWS_HANDLER}, which needs body.workflow = "
-                "projects/<p>/locations/<l>/workflows/<w> (or set workflow: {sample: true} / {name: ...})"
-            )
-        elif unknown or not isinstance(body.get("argument", {}), Mapping):
-            errors.append(
-                f"{key}: job {job.name!r}: the Workflows proxy body is {{workflow, argument?: object}}, "
-                f"got fields {sorted(body)}"
-            )
 
 
 def _retry(raw: Any, prefix: str, errors: ConfigProblems) -> RetryConfig | None:

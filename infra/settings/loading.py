@@ -34,9 +34,10 @@ from infra.config.schema import (
     scalar_value,
 )
 from infra.settings.environment import access_errors, stack_environment
-from infra.settings.jobs import AUDIT_JOB_NAME, check_workflow_jobs, parse_jobs
+from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings, parse_jobs
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_errors
+from infra.targets.registry import kind_for_handler
 
 
 def settings_from_config(
@@ -78,7 +79,7 @@ def settings_from_config(
     channels = notification_channels(scalars["alertNotificationChannels"], errors)
 
     jobs = parse_jobs(values.get(JOBS_KEY), timeout, errors)
-    check_workflow_jobs(values.get(JOBS_KEY), jobs, job_handler, errors)
+    check_untargeted_jobs(values.get(JOBS_KEY), jobs, job_handler, errors)
     check_handlers(job_handler, values.get(JOBS_KEY), function_dir, errors)
     errors.extend(
         f"{errors.key(f'jobs[{index}].name')}: {AUDIT_JOB_NAME!r} is the name of the stack's own "
@@ -119,6 +120,23 @@ def settings_from_config(
         lines = "\n".join(f"  - {error}" for error in dict.fromkeys(errors))
         raise SettingsError(f"invalid config for stack {stack!r}:\n{lines}")
     return settings
+
+
+def check_untargeted_jobs(
+    raw: Any, jobs: tuple[JobSettings, ...], default_handler: str, errors: ConfigProblems
+) -> None:
+    """A job that runs a target kind's proxy without that kind's setting: each kind says
+    whether its body can stand in for the setting (a Workflows body can) and what is wrong."""
+    items = raw if isinstance(raw, list) else []
+    indexes = {item.get("name"): index for index, item in enumerate(items) if isinstance(item, Mapping)}
+    for job in jobs:
+        kind = kind_for_handler(job.handler or default_handler)
+        if kind is None or job.target is not None:
+            continue
+        index = indexes.get(job.name, 0)
+        handler_key = f"jobs[{index}].handler" if job.handler else "jobHandler"
+        if problem := kind.untargeted_problem(job.name, job.body, index, handler_key):
+            errors.append(f"{errors.key(problem[0])}: {problem[1]}")
 
 
 def load_stack_settings(stack: str = "dev", root: Path = REPO_ROOT) -> StackSettings:

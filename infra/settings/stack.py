@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, OverlapPolicy, time_limit_for_timeout
 from exactly_once.token_check.settings import DEFAULT_RETENTION_SECONDS as DEFAULT_TOKEN_RETENTION_SECONDS
-from infra.config.names import DEFAULT_COMPONENT, StackNames
+from infra.config.names import StackNames
 from infra.config.schema import SettingsError
-from infra.settings.jobs import WORKFLOWS_HANDLER_MODULE, JobSettings
+from infra.settings.jobs import JobSettings
+from infra.targets.kind import Placement, TargetKind
+from infra.targets.registry import TARGET_KINDS, kind_for_handler
 from infra.timing.rules import JobTiming
 
 
@@ -44,13 +46,11 @@ class StackSettings:
     idempotency_retention_seconds: float = DEFAULT_TOKEN_RETENTION_SECONDS
     alert_notification_channels: tuple[str, ...] = ()
     missed_run_audit: bool = True
-    # The component's name: __main__.py's; ExactlyOnceScheduler sets its own.
-    component: str = DEFAULT_COMPONENT
 
     @property
     def names(self) -> StackNames:
         """The names this stack gives the resources it creates."""
-        return StackNames(self.stack, self.component)
+        return StackNames(self.stack)
 
     @property
     def database_name(self) -> str:
@@ -121,10 +121,16 @@ class StackSettings:
         """The handler that runs `job`: its own, else the stack's default."""
         return job.handler or self.job_handler
 
-    def uses_workflows(self) -> bool:
-        """True when some job starts Workflows executions: the runtime account then needs
-        roles/workflows.invoker, and only then."""
-        return any(self.handler_of(job).split(":")[0] == WORKFLOWS_HANDLER_MODULE for job in self.jobs)
+    @property
+    def placement(self) -> Placement:
+        """Where the stack deploys, as the target kinds name their downstream resources."""
+        return Placement(self.project, self.region, self.names)
+
+    def kinds_used(self) -> tuple[TargetKind, ...]:
+        """The target kinds some job runs the proxy of (by handler, with or without a target
+        setting): their APIs are enabled and their project roles granted, and only then."""
+        used = {kind_for_handler(self.handler_of(job)) for job in self.jobs}
+        return tuple(kind for kind in TARGET_KINDS if kind in used)
 
     def sample_workflow_jobs(self) -> tuple[JobSettings, ...]:
         """Jobs the stack deploys a sample workflow for (and hence the token check)."""

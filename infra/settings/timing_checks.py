@@ -9,18 +9,11 @@ from __future__ import annotations
 
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS, OverlapPolicy
 from exactly_once.targets.call_timeout import CALL_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
-from exactly_once.targets.job_specs import BIGQUERY_HANDLER, CLOUD_RUN_HANDLER
-from infra.settings.jobs import RETRY_KEYS, WORKFLOWS_HANDLER_MODULE, JobSettings
+from infra.settings.jobs import RETRY_KEYS, JobSettings
 from infra.settings.stack import StackSettings
+from infra.targets.registry import kind_for_handler
 from infra.timing import rules as timing
 from infra.timing.rules import Violation
-
-# The proxy jobs, by handler module, and the API each one calls, as the advisory names it.
-PROXY_APIS = {
-    WORKFLOWS_HANDLER_MODULE: "Workflows",
-    CLOUD_RUN_HANDLER.split(":")[0]: "Cloud Run Admin API",
-    BIGQUERY_HANDLER.split(":")[0]: "BigQuery",
-}
 
 
 def timing_keys(field: str, index: int, own_limit: bool = False) -> tuple[str, ...]:
@@ -88,10 +81,11 @@ def call_timeout_advisories(settings: StackSettings) -> list[str]:
     retried), but a slow API can fail every attempt where a longer one would have waited."""
     advisories: list[str] = []
     for index, job in enumerate(settings.jobs):
-        api = PROXY_APIS.get(settings.handler_of(job).split(":")[0])
+        kind = kind_for_handler(settings.handler_of(job))
         limit = settings.job_time_limit(job)
-        if api is None or limit >= CALL_TIMEOUT_SECONDS + CALL_MARGIN_SECONDS:
+        if kind is None or limit >= CALL_TIMEOUT_SECONDS + CALL_MARGIN_SECONDS:
             continue
+        api = kind.service
         own_limit = job.time_limit_seconds is not None
         # In the terms of the key named: the job's own limit, or the function timeout that the
         # attempt's limit is derived from (TIME_LIMIT_MARGIN_SECONDS shorter).

@@ -11,7 +11,7 @@ import pytest
 from infra.config import access as job_access
 from infra.config.schema import REPO_ROOT
 from infra.settings import jobs as job_config
-from infra.targets import kinds as target_config
+from infra.targets import bigquery, cloud_run_job, workflow
 from policy.policies import POLICIES
 from tools import doc_texts, docs_tables
 
@@ -78,9 +78,9 @@ def test_the_jobs_table_names_every_field_the_parser_accepts() -> None:
     nested = ("retry", "workflow", "cloudRunJob", "bigquery", "grants")
     accepted = {key for key in job_config._JOB_KEYS if key not in nested}
     accepted |= {f"retry.{key}" for key in job_config.RETRY_KEYS}
-    accepted |= {f"workflow.{key}" for key in job_config._WORKFLOW_KEYS}
-    accepted |= {f"cloudRunJob.{key}" for key in target_config.CLOUD_RUN_KEYS}
-    accepted |= {f"bigquery.{key}" for key in target_config.BIGQUERY_KEYS}
+    accepted |= {f"workflow.{key}" for key in workflow.KEYS}
+    accepted |= {f"cloudRunJob.{key}" for key in cloud_run_job.KEYS}
+    accepted |= {f"bigquery.{key}" for key in bigquery.KEYS}
     accepted |= {f"grants[].{key}" for key in job_access.GRANT_FIELDS}
     assert documented == accepted
 

@@ -20,14 +20,12 @@ from pulumi.output import Unknown
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
-from infra.component import COMPONENT_TYPE, ExactlyOnceScheduler
-from infra.config.names import DEFAULT_COMPONENT
+from infra.component import COMPONENT_TYPE, ExactlyOnceScheduler, export_outputs
 from infra.config.paths import FUNCTION_DIR
 from infra.config.schema import project_name
 from infra.settings.loading import load_stack_settings
 from infra.settings.stack import StackSettings
 
-COMPONENT_NAME = DEFAULT_COMPONENT
 MOCK_STACK = "test"
 # What gcp.organizations.get_project answers for every project under these mocks.
 PROJECT_NUMBER = "123456789012"
@@ -282,28 +280,15 @@ def mock_stack(
     *,
     preview: bool = False,
     stack: str = MOCK_STACK,
-    component: str = COMPONENT_NAME,
 ) -> MockedStack:
     """Run ExactlyOnceScheduler(settings) under mocks; return resources, outputs and warnings.
 
     `preview`: as a first `pulumi preview` sees it, every computed output unknown."""
 
     def program() -> pulumi.Output[Any]:
-        scheduler = ExactlyOnceScheduler(component, settings, function_dir or FUNCTION_DIR)
-        return pulumi.Output.all(
-            scheduler.function_uri,
-            scheduler.job_names,
-            scheduler.runtime_service_account_email,
-            scheduler.invoker_service_account_email,
-            scheduler.database_name,
-            scheduler.runs_collection,
-            scheduler.sample_workflows,
-            *[
-                o
-                for o in (scheduler.token_check_uri, scheduler.workflow_service_account_email)
-                if o is not None
-            ],
-        )
+        scheduler = ExactlyOnceScheduler(settings, function_dir or FUNCTION_DIR)
+        export_outputs(scheduler)
+        return pulumi.Output.all(*scheduler.outputs.values())
 
     resources, monitor, warnings = run_under_mocks(
         program,

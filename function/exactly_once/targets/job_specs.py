@@ -20,6 +20,8 @@ from exactly_once.targets.resource_names import BIGQUERY_TABLE, CLOUD_RUN_JOB_RE
 
 CLOUD_RUN_JOBS_ENV = "CLOUD_RUN_JOBS"
 BIGQUERY_JOBS_ENV = "BIGQUERY_JOBS"
+# The proxy jobs that ship in jobs/, one per target kind: what the stack names as handlers.
+WORKFLOWS_HANDLER: Final = "jobs.workflows:start_workflow_execution"
 CLOUD_RUN_HANDLER: Final = "jobs.cloud_run_job:run_cloud_run_job"
 BIGQUERY_HANDLER: Final = "jobs.bigquery_job:run_bigquery_job"
 

@@ -81,9 +81,9 @@ def test_component_registers_its_outputs(stack: MockedStack) -> None:
     assert stack.component_outputs == {
         "functionUri": URI,
         "jobNames": ["eos-prod_every-5", "eos-prod_nightly", "eos-prod_missed-run-audit"],
-        "runtimeServiceAccountEmail": f"eos-prod-runtime@{PROJECT}.iam.gserviceaccount.com",
-        "invokerServiceAccountEmail": f"eos-prod-invoker@{PROJECT}.iam.gserviceaccount.com",
-        "buildServiceAccountEmail": f"eos-prod-builder@{PROJECT}.iam.gserviceaccount.com",
+        "runtimeServiceAccount": f"eos-prod-runtime@{PROJECT}.iam.gserviceaccount.com",
+        "invokerServiceAccount": f"eos-prod-invoker@{PROJECT}.iam.gserviceaccount.com",
+        "buildServiceAccount": f"eos-prod-builder@{PROJECT}.iam.gserviceaccount.com",
         "databaseName": "eos-prod-ledger",
         "runsCollection": "scheduler_runs",
     }
@@ -302,11 +302,15 @@ def test_dev_stack_declares_one_job_per_configured_job() -> None:
     assert names == sorted(settings.scheduler_job_id(job) for job in with_audit_job(settings).jobs)
 
 
-def test_component_name_is_validated() -> None:
-    from infra.component import ExactlyOnceScheduler
+def test_the_component_has_the_one_name_the_local_tools_assume(stack: MockedStack) -> None:
+    """`ops` and `make demo` compute every id from the settings alone: the component's name is
+    not a parameter, so the ids they compute are the ids the program deploys."""
+    from infra.config.names import COMPONENT_NAME
 
-    with pytest.raises(ValueError, match="component name 'Bad_Name'"):
-        ExactlyOnceScheduler("Bad_Name", build(valid_values()))
+    assert stack.component.name == COMPONENT_NAME
+    settings = build(valid_values())
+    deployed = {r.inputs["name"] for r in stack.of_type(JOB)}
+    assert {settings.scheduler_job_id(job) for job in settings.jobs} <= deployed
 
 
 def test_run_records_growing_fields_are_exempt_from_indexing_one_field_operation_at_a_time(

@@ -12,11 +12,10 @@ import pytest
 from pulumi.runtime import config as runtime_config
 
 from exactly_once.config import DEFAULT_JOB_HANDLER
-from exactly_once.targets.job_specs import BIGQUERY_HANDLER, CLOUD_RUN_HANDLER
+from exactly_once.targets.job_specs import BIGQUERY_HANDLER, CLOUD_RUN_HANDLER, WORKFLOWS_HANDLER
 from infra.config.handlers import handler_problem
 from infra.config.schema import FUNCTION_DIR, SettingsError
 from infra.plan.audit_job import AUDIT_HANDLER
-from infra.settings.jobs import WORKFLOWS_HANDLER
 from infra.settings.loading import settings_from_config
 from tests.infra.config.test_pulumi_config import _run_main, pulumi_config  # noqa: F401
 from tests.infra.conftest import NAMESPACE, build, valid_job, valid_values

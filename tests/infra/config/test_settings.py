@@ -219,7 +219,7 @@ def test_dev_stack_loads_and_passes_every_timing_check() -> None:
         ("30 * * * *", "Etc/UTC"),
         ("45 * * * *", "Etc/UTC"),
     ]
-    assert settings.jobs[0].workflow is None
+    assert settings.jobs[0].target is None
     assert settings.sample_workflow_jobs() == (settings.jobs[2],)
     assert settings.deletion_protection is False
     assert settings.lease_seconds == 30

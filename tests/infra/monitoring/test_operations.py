@@ -19,11 +19,11 @@ from infra.monitoring import log_filters
 from infra.monitoring.operations import (
     ALERTS,
     DASHBOARD_FILE,
-    audit_function_environment,
     declare_operations,
     without_defaults,
 )
 from infra.plan.audit_job import AUDIT_HANDLER, audit_environment, with_audit_job
+from infra.resources.function import audit_function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.settings.loading import load_stack_settings
 from tests.policy.runner import violations

@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.component import REQUIRED_APIS, WORKFLOW_APIS
+from infra.component import REQUIRED_APIS
 from infra.config.schema import REPO_ROOT, SettingsError, project_name
 from infra.plan.audit_job import with_audit_job
-from infra.plan.needs import BIGQUERY_API
 from infra.settings.environment import function_environment
 from infra.settings.loading import load_stack_settings
 from infra.settings.timing_checks import timing_advisories
+from infra.targets.bigquery import BIGQUERY_API
+from infra.targets.workflow import KIND as WORKFLOW_KIND
 from infra.timing import rules as timing
 from tests.infra.conftest import build, valid_job, valid_values
 from tests.support.pulumi_harness import OFFSET, SLEEP, MockedResource, MockedStack, mock_stack
@@ -198,7 +199,7 @@ def test_first_deploy_apis_are_enabled(dev: MockedStack) -> None:
         # ... and a sample BigQuery job.
         BIGQUERY_API,
     }
-    assert first_deploy <= enabled == {*REQUIRED_APIS, *WORKFLOW_APIS, BIGQUERY_API}
+    assert first_deploy <= enabled == {*REQUIRED_APIS, *WORKFLOW_KIND.apis, BIGQUERY_API}
 
 
 def test_the_token_check_runs_as_its_own_account_without_workflows_invoker(dev: MockedStack) -> None:

@@ -16,12 +16,20 @@ from tests.infra.conftest import NAMESPACE, build, error_of, valid_job, valid_va
 EXISTING_WORKFLOW = "projects/p/locations/us-central1/workflows/w"
 
 
+def uses_workflows(settings) -> bool:
+    """Whether the stack deploys what starting executions needs (its APIs, the project role)."""
+    from infra.targets import workflow
+
+    return workflow.KIND in settings.kinds_used()
+
+
 def test_sample_workflow_job_defaults_its_handler_and_sends_the_workflow_body() -> None:
-    from infra.settings.jobs import WORKFLOWS_HANDLER, WorkflowSettings
+    from exactly_once.targets.job_specs import WORKFLOWS_HANDLER
+    from infra.targets.workflow import WorkflowTarget
 
     settings = build(valid_values(jobs=[valid_job(workflow={"sample": True, "argument": {"a": 1}})]))
     (job,) = settings.jobs
-    assert job.workflow == WorkflowSettings(sample=True, name=None, argument={"a": 1})
+    assert job.target == WorkflowTarget(sample=True, name=None, argument={"a": 1})
     assert job.handler == WORKFLOWS_HANDLER and job.sample_workflow
     assert job.body is None and job.body_bytes() is None  # named only by the Pulumi program
     assert json.loads(job.body_bytes("projects/x/locations/y/workflows/z") or b"") == {
@@ -29,7 +37,7 @@ def test_sample_workflow_job_defaults_its_handler_and_sends_the_workflow_body() 
         "argument": {"a": 1},
     }
     assert headers_for(settings, job)["Content-Type"] == "application/json"
-    assert settings.uses_workflows() and settings.sample_workflow_jobs() == (job,)
+    assert uses_workflows(settings) and settings.sample_workflow_jobs() == (job,)
     assert json.loads(function_environment(settings)["JOB_HANDLERS"]) == {
         "eos-prod_every-5": WORKFLOWS_HANDLER
     }
@@ -40,12 +48,12 @@ def test_existing_workflow_job_has_a_static_body() -> None:
     (job,) = settings.jobs
     assert job.body == {"workflow": EXISTING_WORKFLOW}
     assert json.loads(job.body_bytes() or b"") == {"workflow": EXISTING_WORKFLOW}
-    assert settings.uses_workflows() and settings.sample_workflow_jobs() == ()
+    assert uses_workflows(settings) and settings.sample_workflow_jobs() == ()
 
 
 def test_no_workflow_job_means_no_workflows() -> None:
     settings = build(valid_values())
-    assert not settings.uses_workflows() and settings.sample_workflow_jobs() == ()
+    assert not uses_workflows(settings) and settings.sample_workflow_jobs() == ()
 
 
 @pytest.mark.parametrize(
@@ -98,9 +106,9 @@ def test_default_handler_set_to_the_proxy_needs_workflow_bodies() -> None:
     message = error_of(valid_values(jobHandler="jobs.workflows:start_workflow_execution"))
     assert f"{NAMESPACE}:jobs[0].body" in message
     ok = valid_job(body={"workflow": EXISTING_WORKFLOW, "argument": {"a": 1}})
-    assert build(
-        valid_values(jobHandler="jobs.workflows:start_workflow_execution", jobs=[ok])
-    ).uses_workflows()
+    assert uses_workflows(
+        build(valid_values(jobHandler="jobs.workflows:start_workflow_execution", jobs=[ok]))
+    )
 
 
 def test_idempotency_settings_defaults_and_validation() -> None:

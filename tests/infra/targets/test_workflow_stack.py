@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.component import REQUIRED_APIS, WORKFLOW_APIS
+from exactly_once.targets.job_specs import WORKFLOWS_HANDLER
+from infra.component import REQUIRED_APIS
 from infra.config.schema import REPO_ROOT
 from infra.plan.audit_job import AUDIT_HANDLER
 from infra.samples.workflows import SAMPLE_WORKFLOW_FILE
-from infra.settings.jobs import WORKFLOWS_HANDLER
+from infra.targets.workflow import KIND as WORKFLOW_KIND
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.pulumi_harness import MockedStack, dev_stack_resources, mock_stack
 
@@ -64,7 +65,7 @@ def workflows_grants(stack: MockedStack) -> list[Any]:
 def test_without_a_workflow_job_there_is_no_grant_api_or_token_check() -> None:
     plain = mock_stack(build(valid_values()))
     assert workflows_grants(plain) == []
-    assert set(WORKFLOW_APIS).isdisjoint(r.inputs["service"] for r in plain.of_type(SERVICE))
+    assert set(WORKFLOW_KIND.apis).isdisjoint(r.inputs["service"] for r in plain.of_type(SERVICE))
     assert plain.of_type(WORKFLOW) == []
     assert len(plain.of_type(FUNCTION)) == 1
     assert {"tokenCheckUri", "sampleWorkflows"}.isdisjoint(plain.component_outputs)
@@ -78,7 +79,7 @@ def test_sample_workflow_job_gets_the_project_level_invoker_grant_for_the_runtim
     assert grant.inputs["project"] == PROJECT
     assert "condition" not in grant.inputs
     services = sorted(r.inputs["service"] for r in stack.of_type(SERVICE))
-    assert services == sorted((*REQUIRED_APIS, *WORKFLOW_APIS))
+    assert services == sorted((*REQUIRED_APIS, *WORKFLOW_KIND.apis))
 
 
 @pytest.mark.parametrize(
@@ -225,8 +226,8 @@ def test_component_outputs_name_the_token_check_and_the_workflows(stack: MockedS
     assert outputs["sampleWorkflows"] == {
         "report": f"projects/{PROJECT}/locations/{REGION}/workflows/eos-prod_report"
     }
-    assert outputs["tokenCheckServiceAccountEmail"] == email(stack, "eos-tokens")
-    assert outputs["workflowServiceAccountEmail"] == email(stack, "eos-workflow")
+    assert outputs["tokenCheckServiceAccount"] == email(stack, "eos-tokens")
+    assert outputs["workflowServiceAccount"] == email(stack, "eos-workflow")
 
 
 def test_two_sample_jobs_share_one_account_and_one_token_check() -> None:

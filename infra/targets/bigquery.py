@@ -1,0 +1,162 @@
+"""`bigquery:` — one BigQuery query job per scheduled run (function/jobs/bigquery_job.py).
+
+`sample: true` (the stack's sample dataset and query) or `query` and `location`. The job id
+derives from the run id, so a redelivered run finds its job instead of starting another. The
+runtime account gets dataset-level access on `readDatasets`, `writeDatasets` and the
+destination table's dataset, and the one project role a query job cannot do without.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final
+
+from exactly_once.targets.job_specs import BIGQUERY_HANDLER, BIGQUERY_JOBS_ENV, BigQueryJobSpec
+from exactly_once.targets.resource_names import BIGQUERY_DATASET
+from infra.config.access import DATASET_ROLES, ResourceGrant
+from infra.config.schema import ConfigProblems
+from infra.targets.kind import Placement, ProjectRole, TargetKind, sample_or_named, unknown_keys
+
+KEYS: Final = (
+    "sample",
+    "query",
+    "location",
+    "destinationTable",
+    "writeDisposition",
+    "labels",
+    "readDatasets",
+    "writeDatasets",
+)
+BIGQUERY_API: Final = "bigquery.googleapis.com"
+# The sample BigQuery job: one row per run appended to a table of the stack's sample dataset,
+# so `SELECT run_id, COUNT(*) ... GROUP BY run_id HAVING COUNT(*) > 1` shows exactly-once.
+SAMPLE_QUERY: Final = (
+    "SELECT @run_id AS run_id, @schedule_time AS schedule_time, @job_name AS job_name, "
+    "CURRENT_TIMESTAMP() AS ran_at"
+)
+
+
+@dataclass(frozen=True)
+class BigQueryTarget:
+    """`sample: true` (the stack's sample dataset and query) or `query` and `location`.
+    `readDatasets`/`writeDatasets` (and the destination table's dataset) are where the
+    runtime account gets dataset-level access."""
+
+    sample: bool
+    query: str = SAMPLE_QUERY
+    location: str | None = None  # None: the stack's region (sample only)
+    destination_table: str | None = None
+    write_disposition: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    read_datasets: tuple[str, ...] = ()
+    write_datasets: tuple[str, ...] = ()
+
+    def spec(self, project: str, region: str, sample_table: str) -> BigQueryJobSpec:
+        table = sample_table if self.sample else self.destination_table
+        disposition = "WRITE_APPEND" if self.sample else self.write_disposition
+        return BigQueryJobSpec(
+            project, self.location or region, self.query, table, disposition, dict(self.labels)
+        )
+
+    def datasets(self, sample_table: str) -> tuple[dict[str, str], ...]:
+        """Dataset -> the narrowest role the job needs on it ("write" wins over "read")."""
+        written = list(self.write_datasets)
+        table = sample_table if self.sample else self.destination_table
+        if table is not None:
+            written.append(table.rsplit(".", 1)[0])
+        roles = {dataset: "read" for dataset in self.read_datasets}
+        roles.update({dataset: "write" for dataset in written})
+        return tuple({"dataset": dataset, "access": access} for dataset, access in sorted(roles.items()))
+
+
+class BigQueryKind(TargetKind):
+    key: ClassVar[str] = "bigquery"
+    keys: ClassVar[tuple[str, ...]] = KEYS
+    handler: ClassVar[str] = BIGQUERY_HANDLER
+    service: ClassVar[str] = "BigQuery"
+    apis: ClassVar[tuple[str, ...]] = (BIGQUERY_API,)
+    # Creating query jobs is a project permission (bigquery.jobs.create): BigQuery has no
+    # narrower resource for it. The data a job reads or writes is granted per dataset.
+    project_roles: ClassVar[tuple[ProjectRole, ...]] = (
+        ProjectRole("roles/bigquery.jobUser", "bigquery-job-user"),
+    )
+    environment_variable: ClassVar[str | None] = BIGQUERY_JOBS_ENV
+
+    def owns(self, target: object) -> bool:
+        return isinstance(target, BigQueryTarget)
+
+    def parse(self, raw: Any, key: str, errors: ConfigProblems) -> BigQueryTarget | None:
+        return _parse(raw, key, errors)
+
+    def table_entry(self, target: object, job_name: str, where: Placement) -> BigQueryJobSpec:
+        assert isinstance(target, BigQueryTarget)
+        return target.spec(where.project, where.region, sample_table(job_name, where))
+
+    def grants(self, target: object, job_name: str, where: Placement) -> Iterator[ResourceGrant]:
+        assert isinstance(target, BigQueryTarget)
+        for dataset in target.datasets(sample_table(job_name, where)):
+            yield ResourceGrant("dataset", dataset["dataset"], DATASET_ROLES[dataset["access"]])
+
+
+def sample_table(job_name: str, where: Placement) -> str:
+    """`<project>.<dataset>.<table>` a sample BigQuery job appends its runs to."""
+    return f"{where.project}.{where.names.sample_dataset_id()}.{where.names.sample_table_id(job_name)}"
+
+
+def _parse(raw: Any, key: str, errors: ConfigProblems) -> BigQueryTarget | None:
+    if not isinstance(raw, Mapping):
+        errors.append(
+            f"{errors.key(key)}: expected an object such as {{query: ..., location: EU}}, got {raw!r}"
+        )
+        return None
+    before = len(errors)
+    unknown_keys(raw, key, KEYS, errors)
+    sample = sample_or_named(raw, key, "query", errors)
+    if sample:
+        errors.extend(
+            f"{errors.key(f'{key}.{k}')}: the sample writes its own table in the stack's region; leave it out"
+            for k in ("location", "destinationTable", "writeDisposition")
+            if k in raw
+        )
+    elif "location" not in raw:
+        errors.append(
+            f"{errors.key(f'{key}.location')}: required: the BigQuery location the job runs in "
+            "(EU, US or a region)"
+        )
+    # The function's own rules for the query's fields (an unknown key is reported once, above).
+    spec_keys = set(KEYS) - {"sample", "readDatasets", "writeDatasets"}
+    checked = {k: v for k, v in raw.items() if k in spec_keys}
+    checked.setdefault("query", SAMPLE_QUERY)
+    checked.setdefault("location", "region")
+    checked["project"] = "project-id"
+    errors.extend(
+        f"{errors.key(f'{key}.{name}')}: {problem}" for name, problem in BigQueryJobSpec.check(checked)
+    )
+    datasets = {
+        name: _datasets(raw.get(name, []), f"{key}.{name}", errors)
+        for name in ("readDatasets", "writeDatasets")
+    }
+    if len(errors) > before or sample is None:
+        return None
+    spec = BigQueryJobSpec.from_json(checked)
+    return BigQueryTarget(
+        sample=sample,
+        query=spec.query,
+        location=raw.get("location"),
+        destination_table=spec.destination_table,
+        write_disposition=spec.write_disposition,
+        labels=spec.labels,
+        read_datasets=datasets["readDatasets"],
+        write_datasets=datasets["writeDatasets"],
+    )
+
+
+def _datasets(raw: Any, key: str, errors: ConfigProblems) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(d, str) and BIGQUERY_DATASET.match(d) for d in raw):
+        errors.append(f"{errors.key(key)}: expected a list of <project>.<dataset>, got {raw!r}")
+        return ()
+    return tuple(raw)
+
+
+KIND: Final = BigQueryKind()

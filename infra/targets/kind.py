@@ -1,0 +1,117 @@
+"""What a target kind is: one thing a job can start per scheduled run, through the function.
+
+A job with a target (`workflow:`, `cloudRunJob:`, `bigquery:`) runs the kind's proxy handler in
+the function (function/jobs/), which starts exactly one downstream execution per run. Each kind
+is one module of this package and one `TargetKind` in infra/targets/registry.py; everything the
+rest of the stack knows about a kind it asks that object: the config keys and their parsing,
+the body Cloud Scheduler sends, the function's environment table, the runtime account's grants,
+the APIs to enable and the API name the timing advisories show. No Pulumi here: the settings,
+the policy tests and the docs read the same answers the program deploys from.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from infra.config.access import ResourceGrant
+from infra.config.names import StackNames
+from infra.config.schema import ConfigProblems
+
+
+@dataclass(frozen=True)
+class ProjectRole:
+    """A project-level role of the runtime account, for a service that has no narrower
+    resource to grant it on; `slug` names its IAM member resource (stable across deploys)."""
+
+    role: str
+    slug: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the stack deploys: what a kind needs to name its downstream resources."""
+
+    project: str
+    region: str
+    names: StackNames
+
+
+class TargetKind:
+    """One kind of target. Subclasses set the class attributes and override what applies."""
+
+    # The job's config key (`cloudRunJob`), and the keys inside it.
+    key: ClassVar[str]
+    keys: ClassVar[tuple[str, ...]]
+    # The function's proxy handler for this kind (module:callable).
+    handler: ClassVar[str]
+    # The API as the timing advisories name it ("BigQuery").
+    service: ClassVar[str]
+    # APIs enabled only when some job runs this kind's handler.
+    apis: ClassVar[tuple[str, ...]] = ()
+    # Project roles of the runtime account when some job runs this kind's handler: only for
+    # a service with no resource-level IAM to start executions on.
+    project_roles: ClassVar[tuple[ProjectRole, ...]] = ()
+    # The function's environment variable holding the kind's per-job table, if it has one.
+    environment_variable: ClassVar[str | None] = None
+    # Whether Cloud Scheduler sends a JSON body for a job of this kind.
+    sends_body: ClassVar[bool] = False
+    # What to tell a user who set `body` on a job of this kind.
+    body_hint: ClassVar[str] = "the function reads its settings from {prefix}.{key}"
+
+    @property
+    def handler_module(self) -> str:
+        return self.handler.split(":")[0]
+
+    def parse(self, raw: Any, key: str, errors: ConfigProblems) -> object | None:
+        """The typed target from the job's `raw` value at config `key`, or None with errors."""
+        raise NotImplementedError
+
+    def owns(self, target: object) -> bool:
+        """Whether `target` is a value this kind's `parse` returns."""
+        raise NotImplementedError
+
+    def body(self, target: object) -> dict[str, Any] | None:
+        """The body Cloud Scheduler sends for `target`, when the config alone decides it."""
+        return None
+
+    def table_entry(self, target: object, job_name: str, where: Placement) -> Any:
+        """The job's entry in `environment_variable`'s table (a job spec with `to_json`)."""
+        raise NotImplementedError
+
+    def grants(self, target: object, job_name: str, where: Placement) -> Iterator[ResourceGrant]:
+        """The runtime account's resource-scoped roles for `target`."""
+        return iter(())
+
+    def untargeted_problem(
+        self, job_name: str, body: Mapping[str, Any] | None, index: int, handler_key: str
+    ) -> tuple[str, str] | None:
+        """A job that runs this kind's handler without setting `key`: the config key to edit and
+        what is wrong, or None when such a job is fine (its body says what to start).
+        `handler_key` is where its handler was set (the job's own or the stack's default)."""
+        return handler_key, f"{self.handler} runs a job's {self.key} setting; set jobs[{index}].{self.key}"
+
+
+def unknown_keys(raw: Mapping[str, Any], key: str, known: tuple[str, ...], errors: ConfigProblems) -> None:
+    """Each unknown key, with the known one it most resembles (`timeout`: `timeoutSeconds`)."""
+    for name in raw:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(str(name), known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else f"; expected one of {', '.join(known)}"
+        errors.append(f"{errors.key(f'{key}.{name}')}: unknown key{hint}")
+
+
+def sample_or_named(raw: Mapping[str, Any], key: str, named: str, errors: ConfigProblems) -> bool | None:
+    """`sample: true` (the stack deploys a sample) or the `named` key, exactly one of them."""
+    sample = raw.get("sample", False)
+    if not isinstance(sample, bool):
+        errors.append(f"{errors.key(f'{key}.sample')}: expected true or false, got {sample!r}")
+        return None
+    if sample and named in raw:
+        errors.append(f"{errors.key(key)}: set either sample: true or {named}, not both")
+    elif not sample and named not in raw:
+        errors.append(f"{errors.key(key)}: set sample: true (deploy the stack's sample) or {named}")
+    return sample is True

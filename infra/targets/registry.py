@@ -1,0 +1,61 @@
+"""Every target kind the stack knows, in one list: add a kind here and nowhere else.
+
+The settings parse a job's target through `parse_target`, the function's environment gets
+each kind's table, the runtime account each kind's grants and roles, the project each kind's
+APIs, and the docs each kind's keys, all by walking `TARGET_KINDS`.
+docs/proxy.md ("Adding a target kind") walks through a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from infra.config.schema import ConfigProblems
+from infra.targets import bigquery, cloud_run_job, workflow
+from infra.targets.kind import TargetKind
+
+TARGET_KINDS: Final[tuple[TargetKind, ...]] = (workflow.KIND, cloud_run_job.KIND, bigquery.KIND)
+TARGET_KEYS: Final = tuple(kind.key for kind in TARGET_KINDS)
+
+
+def kind_of(target: object) -> TargetKind:
+    """The kind whose `parse` made `target`."""
+    return next(kind for kind in TARGET_KINDS if kind.owns(target))
+
+
+def kind_for_handler(handler: str) -> TargetKind | None:
+    """The kind whose proxy `handler` (module:callable, or a callable of its module) is."""
+    module = handler.split(":")[0]
+    return next((kind for kind in TARGET_KINDS if kind.handler_module == module), None)
+
+
+def parse_target(item: Mapping[str, Any], prefix: str, errors: ConfigProblems) -> object | None:
+    """The job's target, if it sets one; at most one per job."""
+    present = [kind for kind in TARGET_KINDS if kind.key in item]
+    if len(present) > 1:
+        shown = ", ".join(f"{prefix}.{kind.key}" for kind in present)
+        errors.append(f"{errors.key(prefix)}: set one of {shown}: a job starts one kind of thing")
+        return None
+    if not present:
+        return None
+    kind = present[0]
+    return kind.parse(item[kind.key], f"{prefix}.{kind.key}", errors)
+
+
+def check_target_job(target: object, handler: Any, body: Any, prefix: str, errors: ConfigProblems) -> str:
+    """The handler a job with a target runs: the kind's proxy (another is refused). The body
+    is the kind's to send, so a `body` of the job's own is refused too."""
+    kind = kind_of(target)
+    if body is not None:
+        hint = kind.body_hint.format(prefix=prefix, key=kind.key)
+        if kind.sends_body:
+            errors.append(f"{errors.key(f'{prefix}.body')}: {hint}")
+        else:
+            errors.append(f"{errors.key(f'{prefix}.body')}: a job with {kind.key} sends no body: {hint}")
+    if handler is not None and handler != kind.handler:
+        errors.append(
+            f"{errors.key(f'{prefix}.handler')}: {handler!r} cannot start the job's {kind.key}; "
+            f"leave it out (it defaults to {kind.handler})"
+        )
+    return kind.handler

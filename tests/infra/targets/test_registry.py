@@ -1,0 +1,83 @@
+"""The target kinds' registry is the only list of them: every kind module is in it, nothing
+else in the repository enumerates kinds, and the docs' walk-through of a new kind stays short."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+from exactly_once.targets import job_specs
+from infra.config.schema import REPO_ROOT
+from infra.targets.kind import TargetKind
+from infra.targets.registry import TARGET_KINDS, kind_for_handler
+
+TARGETS = REPO_ROOT / "infra" / "targets"
+NOT_KINDS = {"__init__", "kind", "registry"}
+# Where code that could enumerate kinds lives (tests may list them: they are the oracle).
+SCANNED = ("infra", "policy", "tools", "localrun", "ops", "bench", "bootstrap")
+HANDLER_CONSTANTS = {name for name in vars(job_specs) if name.endswith("_HANDLER")}
+
+
+def test_every_kind_module_is_registered_once() -> None:
+    modules = sorted(path.stem for path in TARGETS.glob("*.py") if path.stem not in NOT_KINDS)
+    kinds = [importlib.import_module(f"infra.targets.{module}").KIND for module in modules]
+    assert all(isinstance(kind, TargetKind) for kind in kinds)
+    assert sorted(map(id, kinds)) == sorted(map(id, TARGET_KINDS))
+    assert len({kind.key for kind in TARGET_KINDS}) == len(TARGET_KINDS)
+
+
+def test_every_proxy_handler_the_function_names_belongs_to_one_kind() -> None:
+    handlers = {getattr(job_specs, name) for name in HANDLER_CONSTANTS}
+    assert {kind.handler for kind in TARGET_KINDS} == handlers
+    assert all(kind_for_handler(kind.handler) is kind for kind in TARGET_KINDS)
+
+
+def _enumerations(path: Path) -> list[str]:
+    """Collections in `path` naming two or more kinds: by config key, handler or handler name."""
+    keys = {kind.key for kind in TARGET_KINDS}
+    handlers = {kind.handler for kind in TARGET_KINDS} | {kind.handler_module for kind in TARGET_KINDS}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Tuple | ast.List | ast.Set | ast.Dict):
+            continue
+        items = node.keys if isinstance(node, ast.Dict) else node.elts
+        strings = {
+            item.value for item in items if isinstance(item, ast.Constant) and isinstance(item.value, str)
+        }
+        named = {
+            item.id if isinstance(item, ast.Name) else item.attr
+            for item in items
+            if isinstance(item, ast.Name | ast.Attribute)
+        }
+        if len(strings & keys) > 1 or len(strings & handlers) > 1 or len(named & HANDLER_CONSTANTS) > 1:
+            found.append(f"{path}:{node.lineno}")
+    return found
+
+
+def test_nothing_but_the_registry_lists_the_kinds() -> None:
+    listed = [
+        where
+        for folder in SCANNED
+        for path in sorted((REPO_ROOT / folder).rglob("*.py"))
+        if path.parent != TARGETS
+        for where in _enumerations(path)
+    ]
+    assert listed == []
+
+
+def test_the_scan_finds_a_second_list(tmp_path: Path) -> None:
+    module = tmp_path / "second_list.py"
+    module.write_text(
+        'NESTED = ("retry", "cloudRunJob", "bigquery")\nPROXIES = (CLOUD_RUN_HANDLER, BIGQUERY_HANDLER)\n'
+    )
+    assert len(_enumerations(module)) == 2
+
+
+def test_the_walk_through_of_a_new_kind_names_at_most_five_files() -> None:
+    page = (REPO_ROOT / "docs" / "proxy.md").read_text(encoding="utf-8")
+    section = page.split("## Adding a target kind", 1)[1].split("\n## ", 1)[0]
+    steps = re.findall(r"^\d+\. .*$", section, flags=re.M)
+    files = {name for step in steps for name in re.findall(r"`([\w./<>-]+\.(?:py|md))`", step)}
+    assert steps and 0 < len(files) <= 5, files
