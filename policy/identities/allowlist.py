@@ -1,45 +1,28 @@
-"""Roles: no primitive roles, conditioned Firestore grants, and the one list of roles the stack
-may grant project-wide, each held only by the accounts it is listed for."""
+"""The one list of roles the stack may grant project-wide, and the rule that only they are.
+
+project-iam-allowlist: a project-wide grant is a `gcp.projects.IAMMember` (never the
+authoritative binding or policy, which would remove grants the stack does not own), to a
+service account, for a role in PROJECT_ROLE_ALLOWLIST, with exactly the condition the list
+gives it if any. Each entry says why the role cannot be scoped to one resource and which of
+the stack's accounts may hold it (`Holder`); project-role-holders (`holders`) checks that.
+Extend the list here, and only here, when a feature needs one more project role.
+"""
 
 from __future__ import annotations
 
 import enum
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from pulumi_policy import (
-    PolicyResource,
-    ReportViolation,
-    ResourceValidationArgs,
-    StackValidationArgs,
-)
+from pulumi_policy import ResourceValidationArgs
 
 from bootstrap.deployer_roles import DEPLOYER_ROLES, PREVIEWER_ROLES, PROJECT_SCOPE
-from policy.ci_rules import ci_deployer_accounts, ci_previewer_accounts
-from policy.props import (
-    BIGQUERY_PROXY_MODULE,
-    CONDITIONAL_ROLES,
-    FUNCTION_V2,
-    PRIMITIVE_ROLES,
-    PROJECT_IAM_BINDING,
-    PROJECT_IAM_MEMBER,
-    PROJECT_IAM_POLICY,
-    PROJECT_MEMBER_PREFIX,
-    UNKNOWN,
-    WORKFLOWS_PROXY_MODULE,
-    Absent,
-    account_email,
-    function_env,
-    iam_grants,
-    is_blank,
-    is_iam_type,
-    lookup,
-    resources_of,
-)
+from policy.engine.grants import PROJECT_MEMBER_PREFIX
+from policy.engine.props import UNKNOWN, is_blank, lookup
+from policy.engine.types import PROJECT_IAM_BINDING, PROJECT_IAM_POLICY
 
 
 class Holder(enum.Enum):
@@ -150,41 +133,6 @@ PROJECT_ROLE_ALLOWLIST: Final[Mapping[str, AllowedProjectRole]] = MappingProxyTy
 )
 
 
-# --- roles ----------------------------------------------------------------------------------
-
-
-def check_no_primitive_roles(args: ResourceValidationArgs) -> Iterable[str]:
-    if not is_iam_type(args.resource_type):
-        return
-    for grant in iam_grants(args.props):
-        if isinstance(grant.role, str) and grant.role in PRIMITIVE_ROLES:
-            yield (
-                f"{args.resource_type} '{args.name}': role {grant.role} ({grant.where}) is a primitive role "
-                "that covers nearly every service in the project. Grant the narrowest predefined role "
-                "instead (roles/run.invoker, roles/datastore.user with a condition, ...)."
-            )
-
-
-def check_conditional_roles(args: ResourceValidationArgs) -> Iterable[str]:
-    if not is_iam_type(args.resource_type):
-        return
-    for grant in iam_grants(args.props):
-        if not (isinstance(grant.role, str) and grant.role in CONDITIONAL_ROLES):
-            continue
-        if grant.condition is UNKNOWN:
-            continue
-        expression = lookup(grant.condition, "expression")
-        if expression is UNKNOWN:
-            continue
-        if is_blank(expression):
-            yield (
-                f"{args.resource_type} '{args.name}': {grant.role} ({grant.where}) has no condition, so it "
-                "reaches every Firestore database in the project. Add condition {title, expression} "
-                "limiting it to this database, e.g. "
-                "resource.name.startsWith('projects/<project>/databases/<database>')."
-            )
-
-
 def check_project_iam_allowlist(args: ResourceValidationArgs) -> Iterable[str]:
     allowed = ", ".join(sorted(PROJECT_ROLE_ALLOWLIST))
     if args.resource_type in (PROJECT_IAM_BINDING, PROJECT_IAM_POLICY):
@@ -200,7 +148,7 @@ def check_project_iam_allowlist(args: ResourceValidationArgs) -> Iterable[str]:
         yield (
             f"Project IAM member '{args.name}': role {role} is granted project-wide, but only {allowed} may "
             "be. Grant it on the specific resource (service, bucket, ...) instead, or add the role with "
-            "its reason to PROJECT_ROLE_ALLOWLIST in policy/iam_rules.py."
+            "its reason to PROJECT_ROLE_ALLOWLIST in policy/identities/allowlist.py."
         )
     if isinstance(member, str) and not member.startswith(PROJECT_MEMBER_PREFIX):
         yield (
@@ -218,107 +166,3 @@ def check_project_iam_allowlist(args: ResourceValidationArgs) -> Iterable[str]:
                 f"Project IAM member '{args.name}': {role} {shown}, but it may be granted project-wide only "
                 f"with exactly the condition {allowed_role.condition_shown} ({allowed_role.reason})."
             )
-
-
-# --- stack: who holds the project-wide roles ------------------------------------------------
-
-
-def _handler_specs(function: PolicyResource) -> list[str] | Absent:
-    """Every module:callable a function may run (JOB_HANDLER and JOB_HANDLERS' values)."""
-    specs: list[str] = []
-    single = function_env(function, "JOB_HANDLER")
-    table = function_env(function, "JOB_HANDLERS")
-    if single is UNKNOWN or table is UNKNOWN:
-        return Absent.UNKNOWN
-    if isinstance(single, str):
-        specs.append(single)
-    if isinstance(table, str):
-        try:
-            parsed = json.loads(table)
-        except json.JSONDecodeError:
-            parsed = {}
-        if isinstance(parsed, dict):
-            specs.extend(v for v in parsed.values() if isinstance(v, str))
-    return specs
-
-
-# Holders that are the runtime account of a function running one proxy module.
-_PROXY_MODULES: Final = {
-    Holder.WORKFLOWS_PROXY_RUNTIME: WORKFLOWS_PROXY_MODULE,
-    Holder.BIGQUERY_PROXY_RUNTIME: BIGQUERY_PROXY_MODULE,
-}
-
-
-def _uses_module(function: PolicyResource, module: str) -> bool | Absent:
-    specs = _handler_specs(function)
-    if isinstance(specs, Absent):
-        return specs
-    return any(spec.split(":")[0].strip() == module for spec in specs)
-
-
-def _holder_accounts(holder: Holder, resources: list[PolicyResource]) -> set[str] | Absent:
-    """Emails (lower-case) of the stack's accounts that may hold a role, or UNKNOWN when some
-    account or handler is not known in preview (then nothing is reported)."""
-    if holder is Holder.CI_DEPLOYER:
-        return ci_deployer_accounts(resources)
-    if holder is Holder.CI_PREVIEWER:
-        return ci_previewer_accounts(resources)
-    emails: set[str] = set()
-    for function in resources_of(resources, FUNCTION_V2):
-        if holder is Holder.FUNCTION_BUILD:
-            build_account = lookup(function.props, "buildConfig", "serviceAccount")
-            if build_account is UNKNOWN:
-                return Absent.UNKNOWN
-            if isinstance(build_account, str) and build_account.strip():
-                emails.add(account_email(build_account))
-            continue
-        if holder in _PROXY_MODULES:
-            uses = _uses_module(function, _PROXY_MODULES[holder])
-            if uses is UNKNOWN:
-                return UNKNOWN
-            if uses is not True:
-                continue
-        account = lookup(function.props, "serviceConfig", "serviceAccountEmail")
-        if account is UNKNOWN:
-            return Absent.UNKNOWN
-        if isinstance(account, str) and account.strip():
-            emails.add(account.strip().lower())
-    return emails
-
-
-def runtime_accounts(resources: list[PolicyResource]) -> set[str] | Absent:
-    """Emails (lower-case) of every function's runtime account in the stack, or UNKNOWN."""
-    return _holder_accounts(Holder.FUNCTION_RUNTIME, resources)
-
-
-def _accounts_of(holders: tuple[Holder, ...], resources: list[PolicyResource]) -> set[str] | Absent:
-    found: set[str] = set()
-    for holder in holders:
-        accounts = _holder_accounts(holder, resources)
-        if isinstance(accounts, Absent):
-            return accounts
-        found |= accounts
-    return found
-
-
-def validate_project_role_holders(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-    resources = list(args.resources)
-    for grant in resources_of(resources, PROJECT_IAM_MEMBER):
-        role, member = lookup(grant.props, "role"), lookup(grant.props, "member")
-        allowed = PROJECT_ROLE_ALLOWLIST.get(role) if isinstance(role, str) else None
-        if allowed is None or not isinstance(member, str) or not member.startswith(PROJECT_MEMBER_PREFIX):
-            continue  # unknown, or reported by project-iam-allowlist
-        holders = _accounts_of(allowed.holders, resources)
-        if isinstance(holders, Absent):
-            continue
-        email = member.removeprefix(PROJECT_MEMBER_PREFIX).strip().lower()
-        if email in holders:
-            continue
-        found = ", ".join(sorted(holders)) if holders else "none in this stack"
-        who = " or ".join(holder.value for holder in allowed.holders)
-        report_violation(
-            f"Project IAM member '{grant.name}': {role} is granted project-wide to '{member}', but only "
-            f"{who} may hold it (found: {found}). Remove the grant, or grant it to that account only; a "
-            "job that no longer uses the feature needs no grant at all.",
-            grant.urn,
-        )
