@@ -23,6 +23,7 @@ from policy.engine.types import CLOUD_RUN_V2_JOB, CLOUD_RUN_V2_SERVICE, FUNCTION
 
 # The test-only switch of function/jobs/ that sends downstream calls without an ID token.
 ID_TOKEN_DISABLED_ENV: Final = "DOWNSTREAM_ID_TOKEN_DISABLED"
+# The kinds whose plain environment variables secrets-by-reference reads (engine/env.py).
 SECRET_ENV_TYPES: Final = (FUNCTION_V2, FUNCTION_V1, CLOUD_RUN_V2_SERVICE, CLOUD_RUN_V2_JOB)
 
 

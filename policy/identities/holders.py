@@ -23,6 +23,7 @@ from policy.engine.types import FUNCTION_V2, PROJECT_IAM_MEMBER, resources_of
 from policy.identities.allowlist import PROJECT_ROLE_ALLOWLIST, Holder
 from policy.identities.ci import ci_deployer_accounts, ci_previewer_accounts
 
+# The proxy modules whose functions' runtime accounts may hold the proxies' project roles.
 WORKFLOWS_PROXY_MODULE: Final = "jobs.workflows"
 BIGQUERY_PROXY_MODULE: Final = BIGQUERY_HANDLER.split(":")[0]
 
