@@ -3,7 +3,8 @@
 Pulumi runs this file with policy/ as its directory and the pack's own virtualenv, which
 installs neither the Firestore client nor the function's package. The policies import
 `infra.timing.rules`, the same module the stack validates with, and the function's standard-library
-definitions (`exactly_once.config`); nothing heavier is imported. So two roots go on sys.path:
+definitions (`exactly_once.config`, `exactly_once.ledger.fields`, ...); nothing heavier is
+imported. So two roots go on sys.path:
 
 - the repository root first, so that `policy` and `infra` are this checkout's packages even
   if the pack's virtualenv installs a distribution of the same name;

@@ -1,10 +1,11 @@
-"""The guardrails a fork of this stack must not lose, as Pulumi policies.
+"""The registry: every policy of the pack once, with its name, enforcement level and description.
 
 Forkers change schedules, timeouts and IAM. Each policy here stops one way a fork could
 silently lose or double runs, or open the function to the world. They are plain
-`pulumi_policy` objects in `POLICIES`, so tests call them directly without the Pulumi CLI.
-The rules live in policy/resource_rules.py, policy/iam_rules.py, policy/instance_rules.py and
-policy/stack_rules.py; property reading and the shared constants in policy/props.py.
+`pulumi_policy` objects in `POLICIES`, so tests call them directly without the Pulumi CLI, and
+docs/policy.md's table is rendered from this list (`make docs`). The rules live in the
+modules named beside each import, by what they guard (policy/README.md); how they read the
+engine's properties, in policy/engine/.
 """
 
 from __future__ import annotations
@@ -17,47 +18,43 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policy.access_rules import SECRET_ENV_TYPES, check_secrets_by_reference, validate_runtime_grants
-from policy.ci_rules import READ_ONLY_ROLES, validate_ci_read_only, validate_grants_to_own_accounts
-from policy.iam_rules import (
-    GCF_SOURCES_CONDITION,
-    PROJECT_ROLE_ALLOWLIST,
-    AllowedProjectRole,
-    Holder,
-    check_conditional_roles,
-    check_no_primitive_roles,
-    check_project_iam_allowlist,
-    validate_project_role_holders,
-)
-from policy.instance_rules import check_one_request_per_instance
-from policy.props import (
+from exactly_once.ledger.fields import EXPIRE_AT
+from policy.engine.checks import resource_policy
+from policy.engine.types import (
     BUCKET,
     BUCKET_OBJECT,
     CLOUD_RUN_V2_SERVICE,
     FIRESTORE_FIELD,
     FUNCTION_V1,
     FUNCTION_V2,
-    PACK_NAME,
     PROJECT_IAM_BINDING,
     PROJECT_IAM_MEMBER,
     PROJECT_IAM_POLICY,
     SCHEDULER_JOB,
     STORAGE_ACL_TYPES,
     is_iam_type,
-    resource_policy,
 )
-from policy.resource_rules import (
-    check_bucket_private,
-    check_build_service_account,
-    check_dedicated_service_account,
-    check_ingress,
-    check_job_auth,
-    check_job_not_google_api,
-    check_job_schedule_and_deadline,
-    check_no_public_principals,
-    check_no_test_switches,
+from policy.functions.env import SECRET_ENV_TYPES, check_no_test_switches, check_secrets_by_reference
+from policy.functions.identity import check_build_service_account, check_dedicated_service_account
+from policy.functions.instances import check_one_request_per_instance
+from policy.identities.allowlist import (
+    GCF_SOURCES_CONDITION,
+    PROJECT_ROLE_ALLOWLIST,
+    AllowedProjectRole,
+    Holder,
+    check_project_iam_allowlist,
 )
-from policy.stack_rules import timing_validator, validate_idempotency_ttl, validate_runs_ttl
+from policy.identities.ci import READ_ONLY_ROLES, validate_ci_read_only
+from policy.identities.holders import validate_project_role_holders
+from policy.identities.outside import validate_grants_to_own_accounts
+from policy.identities.roles import check_conditional_roles, check_no_primitive_roles
+from policy.identities.runtime import validate_runtime_grants
+from policy.public_access import check_bucket_private, check_ingress, check_no_public_principals
+from policy.scheduler_jobs import check_job_auth, check_job_not_google_api, check_job_schedule_and_deadline
+from policy.timing.invariants import timing_validator
+from policy.ttl import validate_idempotency_ttl, validate_runs_ttl
+
+PACK_NAME: Final = "exactly-once-scheduler-guardrails"
 
 # The pack's vocabulary, for `policy/__main__.py`, tests and forks that extend the pack.
 __all__ = [
@@ -186,13 +183,13 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
     ),
     StackValidationPolicy(
         name="runs-collection-ttl",
-        description="The runs collection has a TTL on expire_at, exempt from indexing.",
+        description=f"The runs collection has a TTL on {EXPIRE_AT}, exempt from indexing.",
         validate=validate_runs_ttl,
         enforcement_level=_MANDATORY,
     ),
     StackValidationPolicy(
         name="idempotency-collection-ttl",
-        description="When the token check is deployed, its collection has a TTL on expire_at.",
+        description=f"When the token check is deployed, its collection has a TTL on {EXPIRE_AT}.",
         validate=validate_idempotency_ttl,
         enforcement_level=_MANDATORY,
     ),

@@ -5,7 +5,7 @@ one named resource.
 `GRANT_KINDS` is the one list of resources the runtime account may be granted a role on, and
 which roles: the stack's own targets (a Cloud Run job's execution rights, a BigQuery job's
 datasets, a secret's accessor) and a job's declared `grants` become the same `ResourceGrant`s,
-declared by infra/resources/runtime_access.py and checked by the policy pack (policy/access_rules.py)
+declared by infra/resources/runtime_access.py and checked by the policy pack (policy/identities/runtime.py)
 against this same list. Nothing here is project-wide: the roles a runtime account holds on the
 project are the policy pack's PROJECT_ROLE_ALLOWLIST.
 """

@@ -79,7 +79,13 @@ class BigQueryKind(TargetKind):
     # Creating query jobs is a project permission (bigquery.jobs.create): BigQuery has no
     # narrower resource for it. The data a job reads or writes is granted per dataset.
     project_roles: ClassVar[tuple[ProjectRole, ...]] = (
-        ProjectRole("roles/bigquery.jobUser", "bigquery-job-user"),
+        ProjectRole(
+            "roles/bigquery.jobUser",
+            "bigquery-job-user",
+            "the runtime account creates query jobs when a job goes through the BigQuery proxy; job "
+            "creation (bigquery.jobs.create) has no narrower IAM resource than the project, and the "
+            "data the jobs touch is granted per dataset",
+        ),
     )
     environment_variable: ClassVar[str | None] = BIGQUERY_JOBS_ENV
 

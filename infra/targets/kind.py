@@ -24,10 +24,12 @@ from infra.config.schema import ConfigProblems
 @dataclass(frozen=True)
 class ProjectRole:
     """A project-level role of the runtime account, for a service that has no narrower
-    resource to grant it on; `slug` names its IAM member resource (stable across deploys)."""
+    resource to grant it on. `slug` names its IAM member resource (stable across deploys);
+    `reason` is why it cannot be narrower, as the policy pack's allow-list states it."""
 
     role: str
     slug: str
+    reason: str
 
 
 @dataclass(frozen=True)

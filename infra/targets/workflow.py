@@ -46,7 +46,12 @@ class WorkflowKind(TargetKind):
     # Workflows has no per-workflow IAM resource: starting executions is a project role, made
     # only when some job goes through the proxy (the policy pack allows exactly this one).
     project_roles: ClassVar[tuple[ProjectRole, ...]] = (
-        ProjectRole("roles/workflows.invoker", "workflows-invoker"),
+        ProjectRole(
+            "roles/workflows.invoker",
+            "workflows-invoker",
+            "the runtime account starts executions when a job goes through the Workflows proxy; "
+            "Workflows has no per-workflow IAM resource",
+        ),
     )
     sends_body: ClassVar[bool] = True
     body_hint: ClassVar[str] = (

@@ -6,7 +6,7 @@ import pytest
 
 from bootstrap.deployer_roles import DEPLOYER_ROLES
 from bootstrap.settings import BootstrapSettings
-from policy.ci_rules import READ_ONLY_ROLES
+from policy.identities.ci import READ_ONLY_ROLES
 from tests.bootstrap.mocked_bootstrap import run_bootstrap
 from tests.bootstrap.policy_run import violations
 from tests.support.pulumi_harness import MockedResource

@@ -105,3 +105,17 @@ def run_invoker_grant() -> dict[str, Any]:
         "role": "roles/run.invoker",
         "member": f"serviceAccount:{INVOKER_SA}",
     }
+
+
+def token_check(env: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The token-check function: the dedup function's source, another entry point."""
+    token = function()
+    token["name"] = "eos-token-check"
+    token["url"] = token["serviceConfig"]["uri"] = "https://eos-token-check-xyz-uc.a.run.app"
+    token["buildConfig"] = {"entryPoint": "check_idempotency_token", "runtime": "python312"}
+    token["serviceConfig"]["environmentVariables"] = {
+        "FIRESTORE_DATABASE": "scheduler-dedup",
+        "IDEMPOTENCY_COLLECTION": "idempotency_tokens",
+        "IDEMPOTENCY_RETENTION_SECONDS": "604800",
+    } | (env or {})
+    return token

@@ -1,58 +1,33 @@
 """Who GitHub Actions may act as: which workflow runs may impersonate each of the stack's
-accounts (roles/iam.workloadIdentityUser grants to workload identity pool principals), the
-rule that an account a pull request or a branch can reach holds no role that writes, and the
-rule that a stack grants roles only to the service accounts it creates.
+accounts (roles/iam.workloadIdentityUser grants to workload identity pool principals), and
+ci-read-only-outside-deploys, the rule that an account a pull request or a branch can reach
+holds no role that writes.
 
 A pull request's workflow runs whatever its branch says, so anything the account it runs as
 may do, anyone who can push a branch may do. The deployer is for the default branch's
 deployment jobs only (bootstrap/github_oidc.py); every other CI account reads.
 
-The first rule sees who may impersonate an account only where the grant that allows it is
-made: in the bootstrap stack. The main stack holds no such grant, so there the CI previewer is
-one more account the stack did not create, and the second rule refuses every grant to it (or
-to the deployer, or to any other outside account) unless OUTSIDE_ACCOUNT_GRANTS lists it.
+The rule sees who may impersonate an account only where the grant that allows it is made: in
+the bootstrap stack. In the main stack the CI previewer is one more account the stack did not
+create, which grants-to-own-accounts-only (outside.py) keeps every role from.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from typing import NamedTuple
 
 from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
 from bootstrap.deployer_roles import PREVIEWER_ROLES
 from bootstrap.github_oidc import WORKLOAD_IDENTITY_USER, Reach, reach
-from policy.props import (
-    PROJECT_MEMBER_PREFIX,
-    UNKNOWN,
-    Absent,
-    account_email,
-    iam_grants,
-    is_iam_type,
-    lookup,
-    resources_of,
-)
+from policy.engine.grants import PROJECT_MEMBER_PREFIX, account_email, iam_grants
+from policy.engine.props import UNKNOWN, Absent, lookup
+from policy.engine.types import is_iam_type
 
 # What an account any branch or pull request may impersonate may hold: the previewer's roles.
 READ_ONLY_ROLES = frozenset(role.role for role in PREVIEWER_ROLES)
 # A grant of workloadIdentityUser to something that is no pool principal (a user, a group).
 _OUTSIDE_THE_POOL = "outside the pool"
-SERVICE_ACCOUNT = "gcp:serviceaccount/account:Account"
-
-
-class OutsideGrant(NamedTuple):
-    """A service account the stack does not create that may still be granted `roles` here."""
-
-    # The email, matched whole and lower-case: r"service-\d+@gcp-sa-pubsub\.iam\.gserviceaccount\.com".
-    account: re.Pattern[str]
-    roles: frozenset[str]
-    reason: str
-
-
-# The outside accounts a fork grants roles to, each with its reason (docs/policy.md). None in
-# the shipped stacks: the CI accounts get their roles from the bootstrap, never from a stack.
-OUTSIDE_ACCOUNT_GRANTS: tuple[OutsideGrant, ...] = ()
 
 
 def _impersonation(resources: Iterable[PolicyResource]) -> dict[str, set[Reach | str]] | Absent:
@@ -124,56 +99,5 @@ def validate_ci_read_only(args: StackValidationArgs, report_violation: ReportVio
                     f"whatever a branch's workflow says, so it may hold only read roles ({allowed}). "
                     "Grant writing roles to the deployer, which only the default branch's deployment "
                     "jobs may impersonate (docs/ci.md).",
-                    resource.urn,
-                )
-
-
-def _own_accounts(resources: Iterable[PolicyResource]) -> set[str] | Absent:
-    """The emails (lower-case) of the service accounts the stack creates, or UNKNOWN when one
-    cannot be told yet. In a first preview an account's email is unknown, but its id and
-    project, which make the email, are inputs."""
-    emails: set[str] = set()
-    for account in resources_of(resources, SERVICE_ACCOUNT):
-        email = lookup(account.props, "email")
-        if not isinstance(email, str):
-            account_id, project = lookup(account.props, "accountId"), lookup(account.props, "project")
-            if not (isinstance(account_id, str) and isinstance(project, str)):
-                return Absent.UNKNOWN
-            email = f"{account_id}@{project}.iam.gserviceaccount.com"
-        emails.add(email.strip().lower())
-    return emails
-
-
-def _allowed_outside(email: str, role: object) -> bool:
-    return any(entry.account.fullmatch(email) and role in entry.roles for entry in OUTSIDE_ACCOUNT_GRANTS)
-
-
-def validate_grants_to_own_accounts(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-    """Every role granted to a service account goes to one the stack creates, or to one
-    OUTSIDE_ACCOUNT_GRANTS lists for that role. An outside account's powers are not this
-    stack's to extend: it may be the CI previewer, which a pull request's workflow runs as."""
-    resources = list(args.resources)
-    own = _own_accounts(resources)
-    if isinstance(own, Absent):
-        return
-    for resource in resources:
-        if not is_iam_type(resource.resource_type):
-            continue
-        for grant in iam_grants(resource.props):
-            for member in grant.members:
-                if not (isinstance(member, str) and member.startswith(PROJECT_MEMBER_PREFIX)):
-                    continue
-                email = member.removeprefix(PROJECT_MEMBER_PREFIX).strip().lower()
-                if email in own or _allowed_outside(email, grant.role):
-                    continue
-                role = grant.role if isinstance(grant.role, str) else "a role"
-                report_violation(
-                    f"{resource.resource_type} '{resource.name}': {role} is granted to '{member}', "
-                    "a service account this stack does not create. An outside account's powers are "
-                    "not this stack's to extend: it may be the CI previewer, which a pull request's "
-                    "workflow runs as, or the deployer. Grant the role to one of the stack's own "
-                    "accounts; for an account that must hold it (a Google service agent, say), add "
-                    "the account and the role, with the reason, to OUTSIDE_ACCOUNT_GRANTS in "
-                    "policy/ci_rules.py (docs/policy.md).",
                     resource.urn,
                 )

@@ -1,4 +1,5 @@
-"""Stack policies: the runs-collection TTL and the timing invariants across job and function."""
+"""The timing of each Scheduler job against its function (policy/timing/): which function a job
+calls, and scheduler-timing-invariants and -advisories across the pair."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import pytest
 from pulumi_policy import EnforcementLevel, PolicyResource
 
 from infra.timing import rules as timing
-from policy.policies import FIRESTORE_FIELD, FUNCTION_V2, SCHEDULER_JOB
+from policy.policies import (
+    FIRESTORE_FIELD,
+    FUNCTION_V2,
+    SCHEDULER_JOB,
+)
 from tests.policy import fixtures
 from tests.policy.runner import (
     UNKNOWN_NUMBER,
@@ -44,68 +49,10 @@ def advisories(resources: list[PolicyResource]) -> Reported:
     return run_stack_policy(stack_policy("scheduler-timing-advisories"), resources)
 
 
-def ttl(resources: list[PolicyResource]) -> Reported:
-    return run_stack_policy(stack_policy("runs-collection-ttl"), resources)
-
-
 def test_levels_are_split_between_the_two_timing_policies() -> None:
     assert stack_policy("scheduler-timing-invariants").enforcement_level == EnforcementLevel.MANDATORY
     assert stack_policy("scheduler-timing-advisories").enforcement_level == EnforcementLevel.ADVISORY
     assert stack_policy("runs-collection-ttl").enforcement_level == EnforcementLevel.MANDATORY
-
-
-# --- runs-collection-ttl ---------------------------------------------------------------------
-
-
-def test_ttl_field_with_exempt_index_passes() -> None:
-    assert ttl(stack(field=fixtures.ttl_field())).violations == []
-
-
-def test_missing_ttl_field_is_reported_against_the_stack() -> None:
-    [(message, urn)] = ttl(stack()).violations
-    assert urn is None
-    assert "'scheduler_runs' has no TTL field" in message and "field='expire_at'" in message
-
-
-def test_ttl_field_on_another_collection_does_not_count() -> None:
-    field = fixtures.ttl_field() | {"collection": "other"}
-    [(message, _)] = ttl(stack(field=field)).violations
-    assert "'scheduler_runs' has no TTL field" in message
-
-
-def test_runs_collection_comes_from_the_function_env() -> None:
-    function = fixtures.function()
-    function["serviceConfig"]["environmentVariables"]["RUNS_COLLECTION"] = "runs_b"
-    field = fixtures.ttl_field() | {"collection": "runs_b"}
-    assert ttl(stack(function=function, field=field)).violations == []
-
-
-@pytest.mark.parametrize(
-    ("change", "expected"),
-    [
-        ({"ttlConfig": None}, "ttlConfig is missing"),
-        ({"indexConfig": None}, "indexConfig is missing"),
-        ({"indexConfig": {"indexes": [{"order": "ASCENDING", "queryScope": "COLLECTION"}]}}, "lists 1 index"),
-    ],
-)
-def test_broken_ttl_field_is_reported_on_the_field(change: dict[str, Any], expected: str) -> None:
-    field = {k: v for k, v in (fixtures.ttl_field() | change).items() if v is not None}
-    resources = stack(field=field)
-    [(message, urn)] = ttl(resources).violations
-    assert expected in message and "expire_at" in message
-    assert urn == resources[-1].urn
-
-
-def test_unknown_ttl_field_values_are_not_reported() -> None:
-    field = fixtures.ttl_field() | {"collection": UNKNOWN_STRING, "ttlConfig": UNKNOWN_STRING}
-    assert ttl(stack(field=field)).violations == []
-
-
-def test_stack_without_jobs_or_functions_needs_no_ttl() -> None:
-    assert ttl([stack_resource("gcp:storage/bucket:Bucket", "b", fixtures.bucket())]).violations == []
-
-
-# --- scheduler-timing-invariants / advisories ------------------------------------------------
 
 
 def test_dev_like_timing_passes_both_levels() -> None:
@@ -245,6 +192,9 @@ def test_unknown_timing_input_skips_the_job(where: str, key: str) -> None:
     assert advisories(resources).violations == []
 
 
+# --- which function a job calls -------------------------------------------------------------
+
+
 def test_unknown_uri_still_pairs_a_lone_function() -> None:
     job = fixtures.job()
     job["httpTarget"]["uri"] = UNKNOWN_STRING
@@ -279,6 +229,21 @@ def test_job_that_cannot_be_paired_is_an_advisory() -> None:
     assert invariants(resources).violations == []
     [message] = advisories(resources).messages
     assert "cannot tell which of 2 functions" in message and "httpTarget.uri" in message
+
+
+def test_timing_pairs_jobs_with_the_dedup_function_not_the_token_check() -> None:
+    job = fixtures.job()
+    job["httpTarget"]["uri"] = job["httpTarget"]["oidcToken"]["audience"] = UNKNOWN_STRING
+    resources = [
+        stack_resource(FUNCTION_V2, "eos-function", fixtures.function()),
+        stack_resource(FUNCTION_V2, "eos-token-check", fixtures.token_check()),
+        stack_resource(SCHEDULER_JOB, "eos-job-demo", job),
+    ]
+    for name in ("scheduler-timing-invariants", "scheduler-timing-advisories"):
+        assert run_stack_policy(stack_policy(name), resources).violations == []
+
+
+# --- advisories about the schedule ----------------------------------------------------------
 
 
 def test_retries_outlasting_the_schedule_interval_are_advisory_only() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from infra.settings.loading import load_stack_settings
-from policy import ci_rules
-from policy.props import is_iam_type
+from policy.engine.types import is_iam_type
+from policy.identities import outside
 from tests.policy.runner import UNKNOWN_STRING, violations
 from tests.support import pulumi_harness as harness
 from tests.support.pulumi_harness import MockedResource
@@ -145,13 +145,13 @@ def test_an_account_that_cannot_be_told_yet_skips_the_check(dev: list[MockedReso
 def test_an_allow_listed_outside_account_may_hold_its_listed_roles_only(
     dev: list[MockedResource], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    agent = ci_rules.OutsideGrant(
+    agent = outside.OutsideGrant(
         re.compile(r"service-\d+@gcp-sa-pubsub\.iam\.gserviceaccount\.com"),
         frozenset({TOKEN_CREATOR}),
         "Pub/Sub signs push requests as the invoker",
     )
     assert found([*dev, token_creator_grant(dev, PUBSUB_AGENT)]) != []
-    monkeypatch.setattr(ci_rules, "OUTSIDE_ACCOUNT_GRANTS", (agent,))
+    monkeypatch.setattr(outside, "OUTSIDE_ACCOUNT_GRANTS", (agent,))
     assert found([*dev, token_creator_grant(dev, PUBSUB_AGENT)]) == []
     other_role = found([*dev, bucket_grant(dev, "roles/storage.admin", PUBSUB_AGENT)])
     assert len(other_role) == 1 and "roles/storage.admin" in other_role[0]

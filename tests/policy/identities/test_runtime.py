@@ -1,9 +1,8 @@
-"""The runtime account's access and the secrets a deployment reads: runtime-account-grants,
-secrets-by-reference, the BigQuery proxy's one project role, and the endpoint switches."""
+"""runtime-account-grants (policy/identities/runtime.py): the runtime account holds no project-wide
+Cloud Run or broad BigQuery role, and every other grant is on one resource of a listed kind."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -14,16 +13,20 @@ from policy.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
 from tests.policy import fixtures
 from tests.policy.runner import (
     UNKNOWN_STRING,
-    resource_policy,
-    run_resource_policy,
     run_stack_policy,
     stack_policy,
     stack_resource,
 )
 
 RUNTIME = f"serviceAccount:{fixtures.RUNTIME_SA}"
+
+
 JOB_MEMBER = "gcp:cloudrunv2/jobIamMember:JobIamMember"
+
+
 DATASET_MEMBER = "gcp:bigquery/datasetIamMember:DatasetIamMember"
+
+
 JOB = "projects/my-project/locations/us-central1/jobs/export"
 
 
@@ -40,9 +43,8 @@ def grants_reported(grant_type: str, props: dict[str, Any]) -> list[str]:
     return run_stack_policy(stack_policy("runtime-account-grants"), stack_with(grant_type, props)).messages
 
 
-def test_levels() -> None:
+def test_level_is_mandatory() -> None:
     assert stack_policy("runtime-account-grants").enforcement_level == EnforcementLevel.MANDATORY
-    assert resource_policy("secrets-by-reference").enforcement_level == EnforcementLevel.MANDATORY
 
 
 @pytest.mark.parametrize(
@@ -132,68 +134,3 @@ def test_every_listed_kind_has_roles_and_none_of_them_administers() -> None:
         assert not {
             role for role in kind.roles if role.endswith(("admin", "Admin", "Owner", "owner", "developer"))
         }
-
-
-def test_job_user_is_held_only_by_the_bigquery_proxy_s_runtime_account() -> None:
-    grant = {"project": "my-project", "role": "roles/bigquery.jobUser", "member": RUNTIME}
-    plain = stack_with(PROJECT_IAM_MEMBER, grant)
-    [message] = run_stack_policy(stack_policy("project-role-holders"), plain).messages
-    assert "jobs.bigquery_job" in message
-    function = fixtures.function()
-    handlers = {"eos-prod_rollup": "jobs.bigquery_job:run_bigquery_job"}
-    function["serviceConfig"]["environmentVariables"]["JOB_HANDLERS"] = json.dumps(handlers)
-    proxy = stack_with(PROJECT_IAM_MEMBER, grant, function)
-    assert run_stack_policy(stack_policy("project-role-holders"), proxy).messages == []
-
-
-# --- secrets-by-reference -----------------------------------------------------------------------
-
-
-def secrets_reported(resource_type: str, props: dict[str, Any]) -> list[str]:
-    return run_resource_policy(resource_policy("secrets-by-reference"), resource_type, props)
-
-
-@pytest.mark.parametrize(
-    "name", ["DB_PASSWORD", "STRIPE_SECRET", "API_KEY", "GITHUB_TOKEN", "GCP_CREDENTIALS"]
-)
-def test_a_plain_variable_that_says_secret_is_refused(name: str) -> None:
-    function = fixtures.function()
-    function["serviceConfig"]["environmentVariables"][name] = "hunter2"
-    [message] = secrets_reported(FUNCTION_V2, function)
-    assert name in message and "Secret Manager" in message
-
-
-def test_references_and_ordinary_names_pass() -> None:
-    function = fixtures.function()
-    function["serviceConfig"]["environmentVariables"].update(
-        {
-            "DOWNSTREAM_ID_TOKEN_DISABLED": "0",
-            "IDEMPOTENCY_COLLECTION": "t",
-            "SORT_KEYS": "1",
-            "DB_PASSWORD": "",
-        }
-    )
-    function["serviceConfig"]["secretEnvironmentVariables"] = [
-        {"key": "API_KEY", "projectId": "my-project", "secret": "api-key", "version": "3"}
-    ]
-    assert secrets_reported(FUNCTION_V2, function) == []
-
-
-def test_cloud_run_jobs_and_services_are_checked_too() -> None:
-    plain = {"name": "API_KEY", "value": "abc"}
-    reference = {"name": "DB_PASSWORD", "valueSource": {"secretKeyRef": {"secret": "db", "version": "1"}}}
-    job = {"template": {"template": {"containers": [{"image": "i", "envs": [plain, reference]}]}}}
-    [message] = secrets_reported("gcp:cloudrunv2/job:Job", job)
-    assert "API_KEY" in message
-    service = {"template": {"containers": [{"image": "i", "envs": [reference]}]}}
-    assert secrets_reported("gcp:cloudrunv2/service:Service", service) == []
-
-
-@pytest.mark.parametrize(
-    "variable", ["CLOUD_RUN_API_ENDPOINT", "BIGQUERY_API_ENDPOINT", "WORKFLOWS_API_ENDPOINT"]
-)
-def test_a_plaintext_endpoint_switch_is_refused_for_every_target(variable: str) -> None:
-    function = fixtures.function()
-    function["serviceConfig"]["environmentVariables"][variable] = "http://127.0.0.1:9000"
-    [message] = run_resource_policy(resource_policy("function-no-test-switches"), FUNCTION_V2, function)
-    assert variable in message

@@ -1,41 +1,24 @@
-"""The runtime account's access, and the secrets a deployment reads: what a job may be given
-beyond the ledger, checked against the one list the stack grants from (infra/config/access.py's
-GRANT_KINDS).
+"""runtime-account-grants: what a job may be given beyond the ledger, checked against the one
+list the stack grants from (infra/config/access.py's GRANT_KINDS).
 
-- runtime-account-grants: every grant to a function's runtime account is either one of the
-  allow-listed project roles (policy/iam_rules.py) or an IAM member on one resource of a kind
-  in GRANT_KINDS, with a role listed for that kind. Cloud Run admin/developer and BigQuery
-  roles beyond job creation are refused project-wide with a reason, and so are roles broader
-  than a kind lists (a dataset's dataOwner, a job's admin), authoritative bindings and
-  grants on folders or the organization.
-- secrets-by-reference: no plain environment variable whose name says secret; such values
-  are Secret Manager references (`secrets:`), read by Cloud Run when an instance starts.
+Every grant to a function's runtime account is either one of the allow-listed project roles
+(allowlist.py) or an IAM member on one resource of a kind in GRANT_KINDS, with a role listed
+for that kind. Cloud Run admin/developer and BigQuery roles beyond job creation are refused
+project-wide with a reason, and so are roles broader than a kind lists (a dataset's
+dataOwner, a job's admin), authoritative bindings and grants on folders or the organization.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from pulumi_policy import ReportViolation, ResourceValidationArgs, StackValidationArgs
+from pulumi_policy import ReportViolation, StackValidationArgs
 
-from infra.config.access import GRANT_KINDS, KINDS_BY_TYPE, looks_secret
-from policy.iam_rules import runtime_accounts
-from policy.props import (
-    CLOUD_RUN_V2_JOB,
-    CLOUD_RUN_V2_SERVICE,
-    FUNCTION_V1,
-    FUNCTION_V2,
-    PROJECT_IAM_BINDING,
-    PROJECT_IAM_MEMBER,
-    PROJECT_IAM_POLICY,
-    PROJECT_MEMBER_PREFIX,
-    Absent,
-    elements,
-    iam_grants,
-    is_iam_type,
-    lookup,
-)
+from infra.config.access import GRANT_KINDS, KINDS_BY_TYPE
+from policy.engine.grants import PROJECT_MEMBER_PREFIX, iam_grants
+from policy.engine.props import Absent
+from policy.engine.types import PROJECT_IAM_BINDING, PROJECT_IAM_MEMBER, PROJECT_IAM_POLICY, is_iam_type
+from policy.identities.holders import runtime_accounts
 
 # Project-wide roles a runtime account is told, by name, it may not hold: what a Cloud Run job
 # target or a BigQuery target needs is granted on the job or the dataset instead.
@@ -105,42 +88,3 @@ def _judge(resource_type: str, name: str, role: str, member: str) -> str | None:
             f"may change the resource or who has access). Allowed: {', '.join(sorted(kind.roles))}."
         )
     return None
-
-
-# --- secrets --------------------------------------------------------------------------------
-
-
-def check_secrets_by_reference(args: ResourceValidationArgs) -> Iterable[str]:
-    for variable, value in _plain_env(args.resource_type, args.props):
-        if looks_secret(variable) and isinstance(value, str) and value.strip():
-            yield (
-                f"{args.resource_type} '{args.name}': environment variable {variable} holds a plain value "
-                "and its name says secret; it would sit in the stack's config and state and be shown to "
-                "anyone who may read the service. Store it in Secret Manager and reference it (a job's "
-                f"secrets: {{{variable}: <secret>}}) so Cloud Run reads it when an instance starts."
-            )
-
-
-def _plain_env(resource_type: str, props: Any) -> Iterable[tuple[str, Any]]:
-    """(name, literal value) of every plain variable; secret references carry no value."""
-    if resource_type in (FUNCTION_V2, FUNCTION_V1):
-        path = (
-            ("serviceConfig", "environmentVariables")
-            if resource_type == FUNCTION_V2
-            else ("environmentVariables",)
-        )
-        env = lookup(props, *path)
-        if isinstance(env, Mapping):
-            yield from ((str(k), lookup(env, k)) for k in env)
-        return
-    template = ("template",) if resource_type == CLOUD_RUN_V2_SERVICE else ("template", "template")
-    containers = elements(props, *template, "containers")
-    for container in containers if isinstance(containers, list) else []:
-        envs = elements(container, "envs")
-        for env in envs if isinstance(envs, list) else []:
-            name = lookup(env, "name")
-            if isinstance(name, str):
-                yield name, lookup(env, "value")
-
-
-SECRET_ENV_TYPES: Final = (FUNCTION_V2, FUNCTION_V1, CLOUD_RUN_V2_SERVICE, CLOUD_RUN_V2_JOB)

@@ -1,5 +1,5 @@
-"""The build policies: functions build as a dedicated account, and roles/logging.logWriter is
-held project-wide only by that build account."""
+"""Who a function runs and builds as (policy/functions/identity.py): function-dedicated-service-account
+and function-build-service-account."""
 
 from __future__ import annotations
 
@@ -8,16 +8,62 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel
 
-from policy.policies import FUNCTION_V1, FUNCTION_V2, PROJECT_IAM_MEMBER
+from policy.policies import (
+    CLOUD_RUN_V2_SERVICE,
+    FUNCTION_V1,
+    FUNCTION_V2,
+)
 from tests.policy import fixtures
 from tests.policy.runner import (
     UNKNOWN_STRING,
+    check,
     resource_policy,
     run_resource_policy,
-    run_stack_policy,
-    stack_policy,
-    stack_resource,
 )
+
+# --- function-dedicated-service-account -----------------------------------------------------
+
+
+def test_dedicated_runtime_account_passes() -> None:
+    assert check("function-dedicated-service-account", FUNCTION_V2, fixtures.function()) == []
+
+
+def test_missing_runtime_account_is_reported() -> None:
+    function = fixtures.function()
+    del function["serviceConfig"]["serviceAccountEmail"]
+    [message] = check("function-dedicated-service-account", FUNCTION_V2, function)
+    assert "serviceConfig.serviceAccountEmail is not set" in message and "dedicated" in message
+
+
+def test_default_compute_account_is_reported() -> None:
+    function = fixtures.function()
+    function["serviceConfig"]["serviceAccountEmail"] = "123456789-compute@developer.gserviceaccount.com"
+    [message] = check("function-dedicated-service-account", FUNCTION_V2, function)
+    assert "default service account '123456789-compute@developer.gserviceaccount.com'" in message
+
+
+def test_default_accounts_on_v1_function_and_cloud_run_are_reported() -> None:
+    [v1] = check(
+        "function-dedicated-service-account",
+        FUNCTION_V1,
+        {"serviceAccountEmail": "my-project@appspot.gserviceaccount.com"},
+    )
+    assert "property serviceAccountEmail" in v1
+    [run] = check("function-dedicated-service-account", CLOUD_RUN_V2_SERVICE, {"template": {}})
+    assert "template.serviceAccount is not set" in run
+    ok = {"template": {"serviceAccount": fixtures.RUNTIME_SA}}
+    assert check("function-dedicated-service-account", CLOUD_RUN_V2_SERVICE, ok) == []
+
+
+def test_unknown_runtime_account_is_not_reported() -> None:
+    function = fixtures.function()
+    function["serviceConfig"]["serviceAccountEmail"] = UNKNOWN_STRING
+    assert check("function-dedicated-service-account", FUNCTION_V2, function) == []
+    function["serviceConfig"] = UNKNOWN_STRING
+    assert check("function-dedicated-service-account", FUNCTION_V2, function) == []
+
+
+# --- function-build-service-account ---------------------------------------------------------
 
 
 def build_check(resource_type: str, props: dict[str, Any]) -> list[str]:
@@ -68,30 +114,3 @@ def test_unknown_build_account_is_not_reported() -> None:
     assert build_check(FUNCTION_V2, with_build_account(UNKNOWN_STRING)) == []
     assert build_check(FUNCTION_V2, fixtures.function() | {"buildConfig": UNKNOWN_STRING}) == []
     assert build_check(FUNCTION_V1, {"buildServiceAccount": UNKNOWN_STRING}) == []
-
-
-# --- roles/logging.logWriter belongs to the build account --------------------------------------
-
-
-def holders(function: dict[str, Any], member: str) -> list[str]:
-    found = stack_policy("project-role-holders")
-    grant = {"project": "my-project", "role": "roles/logging.logWriter", "member": member}
-    resources = [
-        stack_resource(FUNCTION_V2, "eos-function", function),
-        stack_resource(PROJECT_IAM_MEMBER, "eos-builder-log-writer", grant),
-    ]
-    return run_stack_policy(found, resources).messages
-
-
-def test_log_writer_for_the_build_account_passes() -> None:
-    assert holders(fixtures.function(), f"serviceAccount:{fixtures.BUILDER_SA}") == []
-
-
-def test_log_writer_for_the_runtime_account_is_rejected() -> None:
-    [message] = holders(fixtures.function(), f"serviceAccount:{fixtures.RUNTIME_SA}")
-    assert "roles/logging.logWriter is granted project-wide" in message
-    assert "the build account (buildConfig.serviceAccount)" in message and fixtures.BUILDER_SA in message
-
-
-def test_log_writer_with_unknown_build_account_is_not_reported() -> None:
-    assert holders(with_build_account(UNKNOWN_STRING), f"serviceAccount:{fixtures.RUNTIME_SA}") == []

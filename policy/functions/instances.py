@@ -1,4 +1,4 @@
-"""The deduplicating function serves one request per instance.
+"""one-request-per-instance: the deduplicating function serves one request per instance.
 
 An attempt that overruns its time limit, or cannot keep its run's lease, is ended with its
 process, and a process-wide backstop timer is armed for it (function/exactly_once/delivery/
@@ -13,14 +13,15 @@ from collections.abc import Iterable
 
 from pulumi_policy import ResourceValidationArgs
 
-from policy.props import MISSING, TOKEN_CHECK_ENTRY_POINT, UNKNOWN, as_number, lookup
+from policy.engine.functions import is_token_check
+from policy.engine.props import MISSING, UNKNOWN, as_number, lookup
 
 CONCURRENCY = ("serviceConfig", "maxInstanceRequestConcurrency")
 
 
 def check_one_request_per_instance(args: ResourceValidationArgs) -> Iterable[str]:
     """Every Cloud Functions v2 function but the token check, which ends no process."""
-    if lookup(args.props, "buildConfig", "entryPoint") == TOKEN_CHECK_ENTRY_POINT:
+    if is_token_check(args.props):
         return
     concurrency = lookup(args.props, *CONCURRENCY)
     number = as_number(concurrency)

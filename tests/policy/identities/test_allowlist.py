@@ -1,12 +1,6 @@
-"""The IAM resource policies (no primitive roles, a conditional datastore grant, the project
-role allow-list): a crafted violation is reported with a useful message, a close variant that
-is fine is not, and preview-time unknowns are skipped without a crash."""
+"""The one list of project-wide roles (policy/identities/allowlist.py) and project-iam-allowlist."""
 
 from __future__ import annotations
-
-import json
-
-import pytest
 
 from bootstrap.deployer_roles import DEPLOYER_ROLES
 from policy.policies import (
@@ -21,59 +15,6 @@ from tests.policy.runner import (
     UNKNOWN_STRING,
     check,
 )
-
-# --- no-primitive-roles ----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("role", ["roles/owner", "roles/editor", "roles/viewer"])
-def test_primitive_roles_are_reported(role: str) -> None:
-    grant = fixtures.run_invoker_grant() | {"role": role}
-    [message] = check("no-primitive-roles", RUN_INVOKER_MEMBER, grant)
-    assert f"role {role}" in message and "primitive" in message and "narrowest predefined role" in message
-
-
-def test_predefined_role_passes_and_policy_data_is_checked() -> None:
-    assert check("no-primitive-roles", RUN_INVOKER_MEMBER, fixtures.run_invoker_grant()) == []
-    data = {"bindings": [{"role": "roles/editor", "members": [f"serviceAccount:{fixtures.RUNTIME_SA}"]}]}
-    [message] = check(
-        "no-primitive-roles", "gcp:projects/iAMPolicy:IAMPolicy", {"policyData": json.dumps(data)}
-    )
-    assert "roles/editor" in message
-
-
-def test_unknown_role_is_not_reported() -> None:
-    grant = fixtures.run_invoker_grant() | {"role": UNKNOWN_STRING}
-    assert check("no-primitive-roles", RUN_INVOKER_MEMBER, grant) == []
-
-
-# --- datastore-user-conditional --------------------------------------------------------------
-
-
-def test_conditional_datastore_grant_passes() -> None:
-    assert check("datastore-user-conditional", PROJECT_IAM_MEMBER, fixtures.datastore_grant()) == []
-
-
-@pytest.mark.parametrize("condition", [None, {"title": "t", "expression": ""}])
-def test_unconditional_datastore_grant_is_reported(condition: dict[str, str] | None) -> None:
-    grant = fixtures.datastore_grant()
-    if condition is None:
-        del grant["condition"]
-    else:
-        grant["condition"] = condition
-    [message] = check("datastore-user-conditional", PROJECT_IAM_MEMBER, grant)
-    assert "roles/datastore.user" in message and "has no condition" in message
-    assert "condition {title, expression}" in message
-
-
-def test_unknown_condition_is_not_reported() -> None:
-    grant = fixtures.datastore_grant()
-    grant["condition"] = UNKNOWN_STRING
-    assert check("datastore-user-conditional", PROJECT_IAM_MEMBER, grant) == []
-    grant["condition"] = {"title": "t", "expression": UNKNOWN_STRING}
-    assert check("datastore-user-conditional", PROJECT_IAM_MEMBER, grant) == []
-
-
-# --- project-iam-allowlist -------------------------------------------------------------------
 
 
 def test_allowlist_has_a_reason_for_every_role() -> None:
@@ -95,7 +36,15 @@ def test_allowlist_has_a_reason_for_every_role() -> None:
     assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].holders == (Holder.FUNCTION_BUILD,)
     assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].condition is not None
     assert all(allowed.reason.strip() for allowed in PROJECT_ROLE_ALLOWLIST.values())
-    assert PROJECT_ROLE_ALLOWLIST["roles/workflows.invoker"].holders == (Holder.WORKFLOWS_PROXY_RUNTIME,)
+    for role, module in (
+        ("roles/workflows.invoker", "jobs.workflows"),
+        ("roles/bigquery.jobUser", "jobs.bigquery_job"),
+    ):
+        allowed = PROJECT_ROLE_ALLOWLIST[role]
+        assert (allowed.holders, allowed.proxy_module) == ((Holder.PROXY_RUNTIME,), module)
+        assert (
+            allowed.holders_shown() == f"the runtime account of a function whose JOB_HANDLER(S) use {module}"
+        )
 
 
 def test_allow_listed_project_grants_to_service_accounts_pass() -> None:

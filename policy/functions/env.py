@@ -1,0 +1,56 @@
+"""What a deployed function's environment may not hold: the tests' switches, and plain secrets.
+
+- function-no-test-switches: no plaintext *_API_ENDPOINT (the proxies' endpoint overrides,
+  plaintext only on loopback, exactly_once/targets/endpoints.py) and no
+  DOWNSTREAM_ID_TOKEN_DISABLED (docs/proxy.md): both are for tests only;
+- secrets-by-reference: no plain environment variable whose name says secret; such values are
+  Secret Manager references (`secrets:`), read by Cloud Run when an instance starts, so they
+  sit neither in the stack's config and state nor in the service's description.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from pulumi_policy import ResourceValidationArgs
+
+from exactly_once.targets.endpoints import ENDPOINT_VARIABLES
+from infra.config.access import looks_secret
+from policy.engine.env import env_of, plain_env
+from policy.engine.props import MISSING, UNKNOWN
+from policy.engine.types import CLOUD_RUN_V2_JOB, CLOUD_RUN_V2_SERVICE, FUNCTION_V1, FUNCTION_V2
+
+# The test-only switch of function/jobs/ that sends downstream calls without an ID token.
+ID_TOKEN_DISABLED_ENV: Final = "DOWNSTREAM_ID_TOKEN_DISABLED"
+# The kinds whose plain environment variables secrets-by-reference reads (engine/env.py).
+SECRET_ENV_TYPES: Final = (FUNCTION_V2, FUNCTION_V1, CLOUD_RUN_V2_SERVICE, CLOUD_RUN_V2_JOB)
+
+
+def check_no_test_switches(args: ResourceValidationArgs) -> Iterable[str]:
+    for variable in ENDPOINT_VARIABLES:
+        endpoint = env_of(args.resource_type, args.props, variable)
+        if isinstance(endpoint, str) and endpoint.strip().lower().startswith("http://"):
+            yield (
+                f"{args.resource_type} '{args.name}': environment variable {variable}="
+                f"'{endpoint}' is the tests' plaintext endpoint without credentials. Remove it (the "
+                "library default is right), or give host[:port] / https://host[:port]."
+            )
+    disabled = env_of(args.resource_type, args.props, ID_TOKEN_DISABLED_ENV)
+    if disabled is not MISSING and disabled is not UNKNOWN:
+        yield (
+            f"{args.resource_type} '{args.name}': environment variable {ID_TOKEN_DISABLED_ENV} is set "
+            f"('{disabled}'); it is a test-only switch that sends downstream calls without an ID token. "
+            "Remove it from deployed functions."
+        )
+
+
+def check_secrets_by_reference(args: ResourceValidationArgs) -> Iterable[str]:
+    for variable, value in plain_env(args.resource_type, args.props):
+        if looks_secret(variable) and isinstance(value, str) and value.strip():
+            yield (
+                f"{args.resource_type} '{args.name}': environment variable {variable} holds a plain value "
+                "and its name says secret; it would sit in the stack's config and state and be shown to "
+                "anyone who may read the service. Store it in Secret Manager and reference it (a job's "
+                f"secrets: {{{variable}: <secret>}}) so Cloud Run reads it when an instance starts."
+            )

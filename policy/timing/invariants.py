@@ -1,0 +1,114 @@
+"""The timing rules across a Scheduler job and its function, as two stack policies.
+
+- scheduler-timing-invariants: lease, retries and retention fit together, so no run is lost
+  (retries that end inside the lease) or doubled (records that expire before the last retry);
+- scheduler-timing-advisories: the attempt deadline matches the job's time limit + 5 s, every
+  job's function can be told, and retries fit the schedule.
+
+One validator per enforcement level: a stack policy has a single level, and a fork must be
+able to silence advisories without silencing the rules that protect runs. Each message names
+the engine properties to change and how; the rules themselves are infra/timing/rules.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Final
+
+from pulumi_policy import ReportViolation, StackValidationArgs
+
+from exactly_once.config import JOB_TIME_LIMITS_ENV, LEASE_SECONDS_ENV, RETENTION_SECONDS_ENV, TIME_LIMIT_ENV
+from infra.timing import rules as timing
+from policy.engine.functions import ledger_functions
+from policy.engine.types import SCHEDULER_JOB, resources_of
+from policy.timing.reading import JobPlan, plan_job
+
+# Reported per resource, with that resource's URN, by scheduler-job-schedule-and-deadline.
+_RULES_CHECKED_PER_RESOURCE: Final = frozenset({"unix-cron", "attempt-deadline-range"})
+
+_FIELD_PROPERTIES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "schedule": "Job.schedule",
+        "attempt_deadline_seconds": "Job.attemptDeadline",
+        "function_timeout_seconds": "Function.serviceConfig.timeoutSeconds",
+        "time_limit_seconds": (
+            f"Function.serviceConfig.environmentVariables.{JOB_TIME_LIMITS_ENV}[<job>] "
+            f"(else {TIME_LIMIT_ENV})"
+        ),
+        "lease_seconds": f"Function.serviceConfig.environmentVariables.{LEASE_SECONDS_ENV}",
+        "retention_seconds": f"Function.serviceConfig.environmentVariables.{RETENTION_SECONDS_ENV}",
+        "retry.retry_count": "Job.retryConfig.retryCount",
+        "retry.min_backoff_seconds": "Job.retryConfig.minBackoffDuration",
+        "retry.max_backoff_seconds": "Job.retryConfig.maxBackoffDuration",
+        "retry.max_doublings": "Job.retryConfig.maxDoublings",
+        "retry.max_retry_duration_seconds": "Job.retryConfig.maxRetryDuration",
+    }
+)
+
+_RULE_FIXES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "function-timeout-range": "set serviceConfig.timeoutSeconds between 1 and 3600",
+        "retry-count-range": "set retryConfig.retryCount between 0 and 5",
+        "backoff-range": "set 0 < retryConfig.minBackoffDuration <= retryConfig.maxBackoffDuration",
+        "retry-non-negative": "make retryConfig.maxDoublings and maxRetryDuration zero or positive",
+        "lease-renewable": f"raise {LEASE_SECONDS_ENV} to at least 10 (the stack's default is 30)",
+        "time-limit-before-timeout": (
+            f"keep {TIME_LIMIT_ENV} and each {JOB_TIME_LIMITS_ENV} entry at most "
+            "serviceConfig.timeoutSeconds - 5"
+        ),
+        "retry-outlives-lease": (
+            "raise retryConfig.retryCount, minBackoffDuration or maxDoublings so the last retry arrives "
+            f"after the lease, or lower {LEASE_SECONDS_ENV}"
+        ),
+        "retention-outlives-retries": (
+            f"raise {RETENTION_SECONDS_ENV} past the latest retry, or shorten the retry window"
+        ),
+        "deadline-matches-timeout": "set attemptDeadline to the job's time limit + 5 s",
+        "retries-fit-schedule": (
+            "schedule the job less often, or lower retryConfig.retryCount, the backoffs or attemptDeadline"
+        ),
+    }
+)
+
+
+def _timing_message(plan: JobPlan, violation: timing.Violation) -> str:
+    assert plan.function is not None
+    properties = ", ".join(_FIELD_PROPERTIES.get(field, field) for field in violation.fields)
+    fix = _RULE_FIXES.get(violation.rule, "change the listed properties until the rule holds")
+    return (
+        f"Scheduler job '{plan.job.name}' -> function '{plan.function.name}' [{violation.rule}]: "
+        f"{violation.message}. Properties: {properties}. Fix: {fix}."
+    )
+
+
+def timing_validator(advisory: bool) -> Callable[[StackValidationArgs, ReportViolation], None]:
+    """One validator per enforcement level: a stack policy has a single level, and a fork must be
+    able to silence advisories without silencing the rules that protect runs."""
+
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        functions = ledger_functions(args.resources)
+        for job in resources_of(args.resources, SCHEDULER_JOB):
+            plan = plan_job(job, functions)
+            if plan is None:
+                continue  # an input is unknown during preview: checked on the update
+            if plan.function is None:
+                if advisory and functions:
+                    report_violation(
+                        f"Scheduler job '{job.name}': cannot tell which of {len(functions)} functions its "
+                        "httpTarget.uri calls, so its timing was not checked. Point httpTarget.uri at the "
+                        "function's url output.",
+                        job.urn,
+                    )
+                continue
+            if not advisory:
+                for problem in plan.problems:
+                    where = f"Scheduler job '{job.name}' -> function '{plan.function.name}'"
+                    report_violation(f"{where}: {problem}.", job.urn)
+            if plan.timing is None:
+                continue
+            for violation in timing.check_job_timing(plan.timing):
+                if violation.advisory == advisory and violation.rule not in _RULES_CHECKED_PER_RESOURCE:
+                    report_violation(_timing_message(plan, violation), job.urn)
+
+    return validate

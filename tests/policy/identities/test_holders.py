@@ -1,0 +1,163 @@
+"""project-role-holders (policy/identities/holders.py): each allow-listed project role is held
+only by the account it is listed for: the Workflows and BigQuery proxies' runtime accounts,
+the runtime account for roles/datastore.user, the build account for roles/logging.logWriter."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pulumi_policy import EnforcementLevel, PolicyResource
+
+from policy.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
+from tests.policy import fixtures
+from tests.policy.runner import (
+    UNKNOWN_STRING,
+    Reported,
+    run_stack_policy,
+    stack_policy,
+    stack_resource,
+)
+
+
+def test_level_is_mandatory() -> None:
+    assert stack_policy("project-role-holders").enforcement_level == EnforcementLevel.MANDATORY
+
+
+# --- the proxies' and the runtime account's roles -------------------------------------------
+
+
+WORKFLOWS_HANDLER = "jobs.workflows:start_workflow_execution"
+
+
+OTHER_SA = "someone@my-project.iam.gserviceaccount.com"
+
+
+def proxy_function(**env: str) -> dict[str, Any]:
+    function = fixtures.function()
+    function["serviceConfig"]["environmentVariables"] |= {
+        "JOB_HANDLER": "jobs.demo:run_demo_job",
+        "JOB_HANDLERS": json.dumps({"report": WORKFLOWS_HANDLER}),
+    } | env
+    return function
+
+
+def grant(role: str, account: Any) -> dict[str, Any]:
+    member = account if account == UNKNOWN_STRING else f"serviceAccount:{account}"
+    return {"project": "my-project", "role": role, "member": member}
+
+
+def holders(function: dict[str, Any], *grants: dict[str, Any]) -> Reported:
+    resources = [stack_resource(FUNCTION_V2, "eos-function", function)]
+    resources += [stack_resource(PROJECT_IAM_MEMBER, f"grant-{i}", g) for i, g in enumerate(grants)]
+    return run_stack_policy(stack_policy("project-role-holders"), resources)
+
+
+def test_workflows_invoker_for_the_proxy_functions_runtime_account_passes() -> None:
+    reported = holders(
+        proxy_function(),
+        grant("roles/workflows.invoker", fixtures.RUNTIME_SA),
+        fixtures.datastore_grant(),
+    )
+    assert reported.violations == []
+
+
+def test_workflows_invoker_via_job_handler_alone_passes() -> None:
+    function = proxy_function(JOB_HANDLER=WORKFLOWS_HANDLER, JOB_HANDLERS="{}")
+    assert holders(function, grant("roles/workflows.invoker", fixtures.RUNTIME_SA.upper())).violations == []
+
+
+def test_workflows_invoker_for_another_account_is_rejected() -> None:
+    [(message, urn)] = holders(proxy_function(), grant("roles/workflows.invoker", OTHER_SA)).violations
+    assert urn is not None and urn.endswith("::grant-0")
+    assert f"roles/workflows.invoker is granted project-wide to 'serviceAccount:{OTHER_SA}'" in message
+    assert "whose JOB_HANDLER(S) use jobs.workflows" in message and fixtures.RUNTIME_SA in message
+
+
+def test_workflows_invoker_without_a_proxy_job_is_rejected() -> None:
+    [(message, _)] = holders(
+        fixtures.function(), grant("roles/workflows.invoker", fixtures.RUNTIME_SA)
+    ).violations
+    assert "found: none in this stack" in message and "needs no grant" in message
+
+
+def test_datastore_user_for_a_non_runtime_account_is_rejected() -> None:
+    other = fixtures.datastore_grant() | {"member": f"serviceAccount:{OTHER_SA}"}
+    [(message, _)] = holders(fixtures.function(), other).violations
+    assert "roles/datastore.user" in message and "the runtime account of a function in this stack" in message
+
+
+def test_not_allow_listed_or_non_service_account_grants_are_left_to_the_allowlist_policy() -> None:
+    assert holders(fixtures.function(), grant("roles/pubsub.publisher", OTHER_SA)).violations == []
+    user = {"role": "roles/datastore.user", "member": "user:someone@example.com"}
+    assert holders(fixtures.function(), user).violations == []
+
+
+def test_unknown_member_account_or_handlers_are_not_reported() -> None:
+    assert holders(proxy_function(), grant("roles/workflows.invoker", UNKNOWN_STRING)).violations == []
+    unknown_account = proxy_function()
+    unknown_account["serviceConfig"]["serviceAccountEmail"] = UNKNOWN_STRING
+    assert holders(unknown_account, grant("roles/workflows.invoker", OTHER_SA)).violations == []
+    unknown_handlers = proxy_function(JOB_HANDLERS=UNKNOWN_STRING)
+    assert holders(unknown_handlers, grant("roles/workflows.invoker", OTHER_SA)).violations == []
+    unknown_service = fixtures.function() | {"serviceConfig": UNKNOWN_STRING}
+    assert holders(unknown_service, grant("roles/workflows.invoker", OTHER_SA)).violations == []
+
+
+RUNTIME = f"serviceAccount:{fixtures.RUNTIME_SA}"
+
+
+def stack_with(
+    grant_type: str, props: dict[str, Any], function: dict[str, Any] | None = None
+) -> list[PolicyResource]:
+    return [
+        stack_resource(FUNCTION_V2, "eos-handler", function or fixtures.function()),
+        stack_resource(grant_type, "grant", props),
+    ]
+
+
+def test_job_user_is_held_only_by_the_bigquery_proxy_s_runtime_account() -> None:
+    grant = {"project": "my-project", "role": "roles/bigquery.jobUser", "member": RUNTIME}
+    plain = stack_with(PROJECT_IAM_MEMBER, grant)
+    [message] = run_stack_policy(stack_policy("project-role-holders"), plain).messages
+    assert "jobs.bigquery_job" in message
+    function = fixtures.function()
+    handlers = {"eos-prod_rollup": "jobs.bigquery_job:run_bigquery_job"}
+    function["serviceConfig"]["environmentVariables"]["JOB_HANDLERS"] = json.dumps(handlers)
+    proxy = stack_with(PROJECT_IAM_MEMBER, grant, function)
+    assert run_stack_policy(stack_policy("project-role-holders"), proxy).messages == []
+
+
+# --- roles/logging.logWriter belongs to the build account -----------------------------------
+
+
+def with_build_account(account: Any) -> dict[str, Any]:
+    function = fixtures.function()
+    function["buildConfig"]["serviceAccount"] = account
+    return function
+
+
+def log_writer_holders(function: dict[str, Any], member: str) -> list[str]:
+    found = stack_policy("project-role-holders")
+    grant = {"project": "my-project", "role": "roles/logging.logWriter", "member": member}
+    resources = [
+        stack_resource(FUNCTION_V2, "eos-function", function),
+        stack_resource(PROJECT_IAM_MEMBER, "eos-builder-log-writer", grant),
+    ]
+    return run_stack_policy(found, resources).messages
+
+
+def test_log_writer_for_the_build_account_passes() -> None:
+    assert log_writer_holders(fixtures.function(), f"serviceAccount:{fixtures.BUILDER_SA}") == []
+
+
+def test_log_writer_for_the_runtime_account_is_rejected() -> None:
+    [message] = log_writer_holders(fixtures.function(), f"serviceAccount:{fixtures.RUNTIME_SA}")
+    assert "roles/logging.logWriter is granted project-wide" in message
+    assert "the build account (buildConfig.serviceAccount)" in message and fixtures.BUILDER_SA in message
+
+
+def test_log_writer_with_unknown_build_account_is_not_reported() -> None:
+    assert (
+        log_writer_holders(with_build_account(UNKNOWN_STRING), f"serviceAccount:{fixtures.RUNTIME_SA}") == []
+    )
