@@ -27,7 +27,7 @@ from infra.plan.needs import extra_apis, sample_cloud_run_jobs
 from infra.plan.outputs import outputs_of
 from infra.resources.build import BuildIdentity, build_identity, function_source
 from infra.resources.function import audit_horizons, dedup_function
-from infra.resources.identities import Identities, identities
+from infra.resources.identities import Identities, identities, run_invoker
 from infra.resources.ledger import RunLedger, run_ledger
 from infra.resources.propagation import SERVING_GRANTS_DELAY_SECONDS, pause_after
 from infra.resources.runtime_access import runtime_access
@@ -203,15 +203,12 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         function: gcp.cloudfunctionsv2.Function,
         invoker_account: gcp.serviceaccount.Account,
     ) -> gcp.cloudrunv2.ServiceIamMember:
-        # The invoker may call this one Cloud Run service, nothing else in the project.
-        return gcp.cloudrunv2.ServiceIamMember(
+        return run_invoker(
             f"{name}-invoker-run-invoker",
-            project=settings.project,
-            location=settings.region,
-            name=function.service_config.apply(service_name),
-            role="roles/run.invoker",
-            member=invoker_account.member,
-            opts=self._child(),
+            settings,
+            function.service_config.apply(service_name),
+            invoker_account.member,
+            self._child(),
         )
 
     def _token_check(

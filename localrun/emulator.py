@@ -110,12 +110,3 @@ def _group_ended(group: int, timeout: float) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
-
-
-def reset_emulator(host: str, project: str) -> None:
-    """Delete every document of `project` in the emulator (its documented reset endpoint)."""
-    request = urllib.request.Request(
-        f"http://{host}/emulator/v1/projects/{project}/databases/(default)/documents", method="DELETE"
-    )
-    with urllib.request.urlopen(request, timeout=10):
-        pass

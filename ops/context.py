@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
-import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import urlparse
@@ -12,6 +10,7 @@ from google.cloud import firestore
 
 from exactly_once.audit.config import AuditedJob
 from exactly_once.delivery.scheduler_request import parse_rfc3339
+from exactly_once.targets.loopback import is_loopback_host
 from infra.config.schema import SettingsError
 from infra.plan.audit_job import audited_jobs, with_audit_job
 from infra.settings.jobs import JobSettings
@@ -95,14 +94,4 @@ def utc_now() -> datetime:
 
 def is_loopback(url: str) -> bool:
     """True for http(s)://localhost or a loopback address: a local server needs no token."""
-    host = urlparse(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def emulator_in_use() -> bool:
-    return bool(os.environ.get(EMULATOR_HOST_ENV))
+    return is_loopback_host(urlparse(url).hostname)

@@ -55,8 +55,9 @@ _JOB_SEPARATOR = "_"
 _COMPONENT = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 
 
-def _tag(identity: str) -> str:
-    return hashlib.sha256(identity.encode()).hexdigest()[:TAG_LENGTH]
+def stable_tag(identity: str, length: int = TAG_LENGTH) -> str:
+    """A short hash of `identity`: the same on every deploy, so a name built with it is too."""
+    return hashlib.sha256(identity.encode()).hexdigest()[:length]
 
 
 def _slug(text: str) -> str:
@@ -94,7 +95,7 @@ class StackNames:
         exact = self.prefix == f"{self.component}-{self.stack}" and shown == suffix
         if exact and len(full) <= max_length:
             return full
-        tag = _tag(f"{self.component}\0{self.stack}\0{suffix}")
+        tag = stable_tag(f"{self.component}\0{self.stack}\0{suffix}")
         # Keep the suffix whole when there is room (it says what the thing is); else cut it too.
         room = max_length - len(shown) - len(tag) - 2
         if room >= len(self.component) + 2:
@@ -139,7 +140,7 @@ class StackNames:
         table = f"{job_name}_runs"
         if BIGQUERY_TABLE_ID.match(table):
             return table
-        return f"{re.sub(r'[^A-Za-z0-9_]', '_', job_name)}_{_tag(job_name)}_runs"
+        return f"{re.sub(r'[^A-Za-z0-9_]', '_', job_name)}_{stable_tag(job_name)}_runs"
 
     def monitoring_prefix(self) -> str:
         """Prefix of the log-based metric ids, alert policy and dashboard names."""
@@ -162,6 +163,6 @@ class StackNames:
         room = DISPLAY_NAME_MAX_BYTES - frame - TAG_LENGTH - 1
         if room < 1:
             raise ValueError(f"display name title {title!r} leaves no room for the stack name")
-        tag = _tag(f"{self.component}\0{self.stack}")
+        tag = stable_tag(f"{self.component}\0{self.stack}")
         shown = f"{self.stack.encode()[:room].decode(errors='ignore')}~{tag}"
         return _DISPLAY_NAME.format(stack=shown, title=title)

@@ -17,6 +17,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time as time
 
+from infra.resources.identities import service_account
 from infra.resources.propagation import BUILD_GRANTS_DELAY_SECONDS, pause_after
 from infra.resources.source import source_archive, source_hash
 from infra.settings.stack import StackSettings
@@ -112,13 +113,13 @@ def build_identity(
     """
     project, region = settings.project, settings.region
     child = pulumi.ResourceOptions(parent=parent)
-    account = gcp.serviceaccount.Account(
-        f"{name}-builder",
-        project=project,
-        account_id=settings.names.service_account_id("builder"),
-        display_name=settings.names.display_name("function builds"),
-        description="Builds the functions: writes logs, pushes to one repository, reads the sources.",
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[iam_api]),
+    account = service_account(
+        name,
+        "builder",
+        "function builds",
+        "Builds the functions: writes logs, pushes to one repository, reads the sources.",
+        settings,
+        pulumi.ResourceOptions(parent=parent, depends_on=[iam_api]),
     )
     repository = gcp.artifactregistry.Repository(
         f"{name}-images",

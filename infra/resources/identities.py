@@ -26,18 +26,51 @@ class Identities(NamedTuple):
     grants: list[pulumi.Resource]
 
 
+def service_account(
+    name: str,
+    role: str,
+    title: str,
+    description: str,
+    settings: StackSettings,
+    opts: pulumi.ResourceOptions,
+) -> gcp.serviceaccount.Account:
+    """One of the stack's accounts: one per job a principal does, named by `role` (its id is
+    unique per stack, infra/config/names.py), its description saying what it may do."""
+    return gcp.serviceaccount.Account(
+        f"{name}-{role}",
+        project=settings.project,
+        account_id=settings.names.service_account_id(role),
+        display_name=settings.names.display_name(title),
+        description=description,
+        opts=opts,
+    )
+
+
+def run_invoker(
+    resource_name: str,
+    settings: StackSettings,
+    service: pulumi.Input[str],
+    member: pulumi.Input[str],
+    opts: pulumi.ResourceOptions,
+) -> gcp.cloudrunv2.ServiceIamMember:
+    """`member` may call the one Cloud Run service `service`, nothing else in the project."""
+    return gcp.cloudrunv2.ServiceIamMember(
+        resource_name,
+        project=settings.project,
+        location=settings.region,
+        name=service,
+        role="roles/run.invoker",
+        member=member,
+        opts=opts,
+    )
+
+
 def identities(
     name: str, settings: StackSettings, *, parent: pulumi.Resource, iam_api: pulumi.Resource
 ) -> Identities:
     def account(role: str, title: str, description: str) -> gcp.serviceaccount.Account:
-        return gcp.serviceaccount.Account(
-            f"{name}-{role}",
-            project=settings.project,
-            account_id=settings.names.service_account_id(role),
-            display_name=settings.names.display_name(title),
-            description=description,
-            opts=pulumi.ResourceOptions(parent=parent, depends_on=[iam_api]),
-        )
+        opts = pulumi.ResourceOptions(parent=parent, depends_on=[iam_api])
+        return service_account(name, role, title, description, settings, opts)
 
     runtime = account(
         "runtime", "function runtime", "Runs the dedup function; Firestore access limited to one database."

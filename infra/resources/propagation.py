@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import pulumiverse_time as time
 
+from infra.timing.durations import duration
+
 # Before a function's first build: the build account's grants. A build that fails here costs
 # a whole `pulumi up` again, so the pause covers IAM's typical 2 minutes with a margin, above
 # the 120 s of Google's later samples.
@@ -42,11 +44,6 @@ SECRET_GRANTS_DELAY_SECONDS = 180
 # time, only "up to 10 minutes": this bets on the usual case, not the worst. A policy that
 # still meets the 404 fails the update; the next `pulumi up` creates it (no new pause then).
 METRIC_TYPES_DELAY_SECONDS = 180
-
-
-def duration(seconds: int) -> str:
-    """A pause in the form `pulumiverse_time.Sleep` takes ("180s")."""
-    return f"{seconds}s"
 
 
 def pause_after(

@@ -10,7 +10,6 @@ one that reads a dataset cannot read the next. The policy pack checks the same l
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 
 import pulumi
@@ -20,6 +19,7 @@ from pulumi_gcp.cloudfunctionsv2 import (
 )
 
 from infra.config.access import ResourceGrant
+from infra.config.names import stable_tag
 from infra.plan.needs import project_roles, runtime_grants
 from infra.settings.environment import function_secrets
 from infra.settings.stack import StackSettings
@@ -74,7 +74,7 @@ def secret_environment_variables(settings: StackSettings) -> list[SecretVariable
 
 def _tag(grant: ResourceGrant) -> str:
     """Stable per (kind, resource, role): a grant keeps its Pulumi name across deploys."""
-    return hashlib.sha256(f"{grant.kind}\0{grant.resource}\0{grant.role}".encode()).hexdigest()[:10]
+    return stable_tag(f"{grant.kind}\0{grant.resource}\0{grant.role}", length=10)
 
 
 def _member(

@@ -10,6 +10,7 @@ import pulumi_gcp as gcp
 from infra.plan.headers import headers_for
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
+from infra.timing.durations import duration
 
 
 def scheduler_job(
@@ -65,8 +66,3 @@ def _encoded(body: bytes | None) -> str:
     if body is None:
         raise ValueError("a job with a sample workflow has a body once the workflow is named")
     return base64.b64encode(body).decode()
-
-
-def duration(seconds: float) -> str:
-    """A protobuf Duration string as Cloud Scheduler takes it ("60s", "0.5s")."""
-    return f"{int(seconds)}s" if seconds == int(seconds) else f"{seconds:.9g}s"

@@ -15,6 +15,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.plan.needs import sample_bigquery_jobs, sample_cloud_run_jobs
+from infra.resources.identities import run_invoker, service_account
 from infra.settings.stack import StackSettings
 from infra.targets.cloud_run_job import CloudRunJobTarget, resource_name
 
@@ -46,22 +47,20 @@ def sample_targets(
     jobs = sample_cloud_run_jobs(settings)
     if jobs:
         assert token_check_uri is not None and token_check_service is not None
-        account = gcp.serviceaccount.Account(
-            f"{name}-crjob",
-            project=settings.project,
-            account_id=settings.names.service_account_id("crjob"),
-            display_name=settings.names.display_name("sample Cloud Run jobs"),
-            description="Runs the sample Cloud Run jobs; may invoke only the token-check function.",
-            opts=pulumi.ResourceOptions(parent=parent, depends_on=apis),
+        account = service_account(
+            name,
+            "crjob",
+            "sample Cloud Run jobs",
+            "Runs the sample Cloud Run jobs; may invoke only the token-check function.",
+            settings,
+            pulumi.ResourceOptions(parent=parent, depends_on=apis),
         )
-        binding = gcp.cloudrunv2.ServiceIamMember(
+        binding = run_invoker(
             f"{name}-crjob-run-invoker",
-            project=settings.project,
-            location=settings.region,
-            name=token_check_service,
-            role="roles/run.invoker",
-            member=account.member,
-            opts=pulumi.ResourceOptions(parent=parent),
+            settings,
+            token_check_service,
+            account.member,
+            pulumi.ResourceOptions(parent=parent),
         )
         grants.append(binding)
         script = SAMPLE_SCRIPT_FILE.read_text(encoding="utf-8")

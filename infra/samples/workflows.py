@@ -11,6 +11,7 @@ import pulumi_gcp as gcp
 
 from exactly_once.ledger.fields import EXPIRE_AT
 from infra.resources.build import BuildIdentity
+from infra.resources.identities import run_invoker, service_account
 from infra.resources.ledger import RunLedger
 from infra.settings.environment import token_check_environment
 from infra.settings.stack import StackSettings
@@ -99,22 +100,20 @@ def sample_workflows(
     the token check."""
     project, region = settings.project, settings.region
     token_check_uri = token_check.uri
-    workflow_account = gcp.serviceaccount.Account(
-        f"{name}-workflow",
-        project=project,
-        account_id=settings.names.service_account_id("workflow"),
-        display_name=settings.names.display_name("sample workflows"),
-        description="Runs the sample workflows; may invoke only the token-check function.",
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[iam_api]),
+    workflow_account = service_account(
+        name,
+        "workflow",
+        "sample workflows",
+        "Runs the sample workflows; may invoke only the token-check function.",
+        settings,
+        pulumi.ResourceOptions(parent=parent, depends_on=[iam_api]),
     )
-    token_check_binding = gcp.cloudrunv2.ServiceIamMember(
+    token_check_binding = run_invoker(
         f"{name}-workflow-run-invoker",
-        project=project,
-        location=region,
-        name=token_check.service,
-        role="roles/run.invoker",
-        member=workflow_account.member,
-        opts=pulumi.ResourceOptions(parent=parent),
+        settings,
+        token_check.service,
+        workflow_account.member,
+        pulumi.ResourceOptions(parent=parent),
     )
     workflow_source = SAMPLE_WORKFLOW_FILE.read_text(encoding="utf-8")
     workflows: dict[str, pulumi.Output[str]] = {}
