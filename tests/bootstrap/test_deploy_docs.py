@@ -10,7 +10,7 @@ from infra.component import REQUIRED_APIS
 from infra.config.names import StackNames
 from infra.config.settings import REPO_ROOT, load_stack_settings
 from infra.monitoring import log_filters
-from infra.monitoring.operations import ALERTS
+from infra.monitoring.alerts import ALERTS
 from infra.resources.propagation import (
     BUILD_GRANTS_DELAY_SECONDS,
     METRIC_TYPES_DELAY_SECONDS,

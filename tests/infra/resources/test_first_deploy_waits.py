@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from infra.monitoring import log_filters
-from infra.monitoring.operations import ALERTS, metric_id
+from infra.monitoring.alerts import ALERTS
+from infra.monitoring.log_filters import metric_id
 from infra.resources.propagation import (
     BUILD_GRANTS_DELAY_SECONDS,
     METRIC_TYPES_DELAY_SECONDS,
