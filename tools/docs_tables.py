@@ -4,6 +4,10 @@ A table that is typed by hand drifts from the code the day someone adds a config
 outcome; this one is rendered from the definitions themselves, between marker comments in the
 pages, and tests/docs/ fails when a page differs from what this would write. Everything
 outside the markers is left alone, so running it twice changes nothing.
+
+A table's markers stand on lines of their own; a figure's (a count, a list in a sentence or
+a table cell) hold their value on the same line, `<!-- BEGIN GENERATED: alert-count -->8<!--
+END GENERATED -->`, which Markdown shows as the bare value.
 """
 
 from __future__ import annotations
@@ -31,10 +35,13 @@ from infra.plan.outputs import STACK_OUTPUTS
 from infra.targets.kinds import BIGQUERY_KEYS, CLOUD_RUN_KEYS
 from policy.policies import POLICIES
 from tools.doc_texts import FUNCTION_ENVIRONMENT, JOB_FIELD_MEANINGS, OUTCOME_MEANINGS
+from tools.monitoring_docs import FIGURES, alerts_table, metrics_table
 
 DOCS = REPO_ROOT / "docs"
 _BLOCK = re.compile(
-    r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.S
+    r"(?P<begin><!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->(?P<newline>\n?))(?P<body>.*?)"
+    r"(?P<end><!-- END GENERATED -->)",
+    re.S,
 )
 
 
@@ -156,17 +163,26 @@ TABLES: dict[str, Callable[[], str]] = {
     "outcomes": outcomes_table,
     "function-environment": function_environment_table,
     "job-fields": job_fields_table,
+    "metrics": lambda: metrics_table(_table),
+    "alerts": lambda: alerts_table(_table),
 }
 
 
 def render(text: str, source: str = "page") -> str:
-    """`text` with every generated block rewritten; an unknown block name is an error."""
+    """`text` with every generated block rewritten; an unknown block name is an error, and so
+    is a table inside a line or a figure on lines of its own."""
 
     def block(match: re.Match[str]) -> str:
-        name = match["name"]
-        if name not in TABLES:
-            raise SystemExit(f"{source}: unknown generated block {name!r} (known: {', '.join(TABLES)})")
-        return f"{match[1]}{TABLES[name]()}{match[4]}"
+        name, own_lines = match["name"], bool(match["newline"])
+        if name in TABLES and own_lines:
+            return f"{match['begin']}{TABLES[name]()}{match['end']}"
+        if name in FIGURES and not own_lines:
+            return f"{match['begin']}{FIGURES[name]()}{match['end']}"
+        if name in TABLES or name in FIGURES:
+            where = "on lines of its own" if name in TABLES else "inside one line"
+            raise SystemExit(f"{source}: generated block {name!r} belongs {where}")
+        known = ", ".join([*TABLES, *FIGURES])
+        raise SystemExit(f"{source}: unknown generated block {name!r} (known: {known})")
 
     return _BLOCK.sub(block, text)
 

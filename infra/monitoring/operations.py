@@ -32,7 +32,7 @@ from infra.monitoring.alerts import ALERTS, AlertSpec, alert_filter
 from infra.monitoring.dashboard import dashboard_json
 from infra.monitoring.log_filters import LogMetric, metric_id
 from infra.plan.audit_job import audit_environment
-from infra.resources.propagation import METRIC_TYPES_DELAY_SECONDS, pause_after
+from infra.resources.propagation import METRIC_TYPES, pause_after
 
 # Latency buckets: 1 ms growing by 2x to about 9 minutes, past any function timeout.
 _LATENCY_BUCKETS: gcp.logging.MetricBucketOptionsArgsDict = {
@@ -72,8 +72,8 @@ def declare_operations(
     # Triggered by the metrics' names: a new stack, a stack brought up again after `pulumi
     # destroy`, or a renamed (so replaced) metric waits again; an unchanged stack does not.
     ready = pause_after(
-        f"{name_prefix}-metric-types-propagation",
-        METRIC_TYPES_DELAY_SECONDS,
+        name_prefix,
+        METRIC_TYPES,
         after=list(metrics.values()),
         triggers={suffix: metric.name for suffix, metric in metrics.items()},
         opts=opts or pulumi.ResourceOptions(),

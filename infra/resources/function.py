@@ -16,7 +16,7 @@ import pulumiverse_time
 from infra.config.settings import StackSettings
 from infra.monitoring.operations import audit_function_environment
 from infra.resources.build import BuildIdentity
-from infra.resources.propagation import SECRET_GRANTS_DELAY_SECONDS, pause_after
+from infra.resources.propagation import SECRET_GRANTS, pause_after
 from infra.resources.runtime_access import secret_environment_variables
 
 FUNCTION_ENTRY_POINT = "handle_scheduled_job"
@@ -66,8 +66,8 @@ def dedup_function(
         # added later is a new grant, so the secrets are triggers too.
         referenced = sorted({f"{secret['project_id']}/{secret['secret']}" for secret in secrets})
         ready = pause_after(
-            f"{name}-runtime-grants-propagation",
-            SECRET_GRANTS_DELAY_SECONDS,
+            name,
+            SECRET_GRANTS,
             after=access,
             triggers={"runtime": runtime_account.member, "secrets": " ".join(referenced)},
             opts=pulumi.ResourceOptions(parent=parent),
