@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pulumi_policy import StackValidationPolicy
 
+from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
 from exactly_once.delivery.outcomes import STATUS_AND_SEVERITY, Outcome
 from infra.config.access import GRANT_KINDS
 from infra.config.jobs import (
@@ -66,6 +67,8 @@ def _default(key: ConfigKey) -> str:
 
 
 def _job_defaults() -> dict[str, str]:
+    # An attempt ends this long before its deadline, while its request still has CPU.
+    margin = f"{TIME_LIMIT_MARGIN_SECONDS:g}"
     retry = {
         f"retry.{key}": f"`{getattr(DEFAULT_RETRY, attribute):g}`" for key, attribute in RETRY_KEYS.items()
     }
@@ -73,8 +76,8 @@ def _job_defaults() -> dict[str, str]:
         "name": "— (required)",
         "schedule": "— (required)",
         "timeZone": f"`{DEFAULT_TIME_ZONE}`",
-        "attemptDeadlineSeconds": "`timeLimitSeconds` + 5, else `functionTimeoutSeconds`",
-        "timeLimitSeconds": "`functionTimeoutSeconds` - 5",
+        "attemptDeadlineSeconds": f"`timeLimitSeconds` + {margin}, else `functionTimeoutSeconds`",
+        "timeLimitSeconds": f"`functionTimeoutSeconds` - {margin}",
         **retry,
         "handler": "`jobHandler`",
         "overlap": f"`{DEFAULT_OVERLAP}`",
