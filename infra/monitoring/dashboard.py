@@ -1,5 +1,5 @@
 """The stack's dashboard: infra/monitoring/dashboard.json with this stack's metrics and the
-outcomes each chart counts filled in.
+outcomes each chart counts (in its filter and its title) filled in.
 
 The JSON holds the layout; which outcomes a chart counts is decided here, from the handler's
 `Outcome` members, so the failures chart follows the alerts (infra/monitoring/alerts.py): an
@@ -66,8 +66,11 @@ def dashboard_json(name_prefix: str) -> str:
     values = {
         "title": f"Exactly-once scheduler ({name_prefix})",
         **{key: METRIC_TYPE_PREFIX + log_filters.metric_id(name_prefix, m) for key, m in metrics.items()},
+        "resource_type": log_filters.RESOURCE_TYPE,
         # Inside a JSON string: the clauses' quotes are escaped.
         **{key: json.dumps(outcome_clause(outcomes))[1:-1] for key, outcomes in CHARTED.items()},
+        # A chart's title names what it counts.
+        **{f"{key}_listed": ", ".join(outcomes) for key, outcomes in CHARTED.items()},
     }
     return json.dumps(without_defaults(json.loads(template.substitute(values))), sort_keys=True)
 
