@@ -29,7 +29,7 @@ from infra.resources.build import BuildIdentity, build_identity, function_source
 from infra.resources.function import audit_horizons, dedup_function
 from infra.resources.identities import Identities, identities, run_invoker
 from infra.resources.ledger import RunLedger, run_ledger
-from infra.resources.propagation import SERVING_GRANTS_DELAY_SECONDS, pause_after
+from infra.resources.propagation import SERVING_GRANTS, pause_after
 from infra.resources.runtime_access import runtime_access
 from infra.resources.scheduler_jobs import scheduler_job
 from infra.samples.targets import SampleTargets, sample_targets
@@ -303,8 +303,8 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         if identities.token_check is not None:
             members["tokens"] = identities.token_check.member
         return pause_after(
-            f"{name}-serving-grants-propagation",
-            SERVING_GRANTS_DELAY_SECONDS,
+            name,
+            SERVING_GRANTS,
             after=grants,
             triggers=members,
             opts=self._child(),

@@ -11,10 +11,42 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exactly_once.audit.config import AUDIT_JOBS_ENV
-from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS, FunctionConfig
+from exactly_once.config import (
+    DATABASE_ENV,
+    JOB_HANDLER_ENV,
+    JOB_HANDLERS_ENV,
+    JOB_OVERLAP_ENV,
+    JOB_TIME_LIMITS_ENV,
+    LEASE_SECONDS_ENV,
+    PROJECT_ENV,
+    RETENTION_SECONDS_ENV,
+    RUNS_COLLECTION_ENV,
+    SERVICE_ENV,
+    TIME_LIMIT_ENV,
+    TIME_LIMIT_MARGIN_SECONDS,
+    FunctionConfig,
+)
 from exactly_once.delivery.handler import MAX_BODY_BYTES
 from exactly_once.delivery.outcomes import Outcome
-from exactly_once.token_check.settings import TokenStoreConfig
+from exactly_once.targets.endpoints import (
+    BIGQUERY_ENDPOINT_ENV,
+    CLOUD_RUN_ENDPOINT_ENV,
+    ENDPOINT_VARIABLES,
+    ID_TOKEN_DISABLED_ENV,
+    WORKFLOWS_ENDPOINT_ENV,
+)
+from exactly_once.targets.job_specs import (
+    BIGQUERY_HANDLER,
+    BIGQUERY_JOBS_ENV,
+    CLOUD_RUN_HANDLER,
+    CLOUD_RUN_JOBS_ENV,
+    FENCE_ENV,
+    RUN_ID_ENV,
+    SCHEDULE_TIME_ENV,
+    SCHEDULER_JOB_ENV,
+    WORKFLOWS_HANDLER,
+)
+from exactly_once.token_check.settings import COLLECTION_ENV, RETENTION_ENV, TokenStoreConfig
 from infra.config.access import GRANT_KINDS
 
 # When each outcome happens. Kept with the docs rather than in the handler, whose table
@@ -63,68 +95,82 @@ class EnvVar:
     meaning: str
 
 
+# The API each endpoint switch of the proxy jobs redirects.
+_ENDPOINT_APIS = {
+    WORKFLOWS_ENDPOINT_ENV: "Workflows",
+    CLOUD_RUN_ENDPOINT_ENV: "Cloud Run Admin API",
+    BIGQUERY_ENDPOINT_ENV: "BigQuery",
+}
+# A test-only switch of the shipped `jobs.downstream_http` job. It is defined in function/jobs/,
+# which is deployed beside the package but not installed with it, so `make docs` cannot import it.
+
+
 def _function_environment() -> tuple[EnvVar, ...]:
-    """What the function reads at start-up. Defaults come from the config classes themselves;
-    a test checks that every variable function/ reads is listed here and nothing else."""
+    """What the function reads at start-up. Names and defaults come from the function's own
+    definitions; a test checks that every variable function/ reads is listed here and nothing else."""
     runs, tokens = FunctionConfig(), TokenStoreConfig()
     return (
-        EnvVar("GOOGLE_CLOUD_PROJECT", "from the runtime", "project of the Firestore database"),
-        EnvVar("FIRESTORE_DATABASE", f"`{runs.database}`", "Firestore database id (`databaseName`)"),
+        EnvVar(PROJECT_ENV, "from the runtime", "project of the Firestore database"),
+        EnvVar(DATABASE_ENV, f"`{runs.database}`", "Firestore database id (`databaseName`)"),
         EnvVar(
-            "RUNS_COLLECTION", f"`{runs.runs_collection}`", "collection of run records (`runsCollection`)"
+            RUNS_COLLECTION_ENV, f"`{runs.runs_collection}`", "collection of run records (`runsCollection`)"
         ),
         EnvVar(
-            "LEASE_SECONDS",
+            LEASE_SECONDS_ENV,
             f"`{runs.lease_seconds:g}`",
             "a run's lease (`leaseSeconds`), renewed every third of it while the job runs: how "
             "long a crashed attempt blocks its run",
         ),
         EnvVar(
-            "JOB_TIME_LIMIT_SECONDS",
+            TIME_LIMIT_ENV,
             f"`{runs.time_limit_seconds:g}`",
             "how long an attempt's job may run before its instance is ended (the stack sets "
             f"`functionTimeoutSeconds` - {TIME_LIMIT_MARGIN_SECONDS:g}); every job's limit, and the "
-            "ceiling of `JOB_TIME_LIMITS`",
+            f"ceiling of `{JOB_TIME_LIMITS_ENV}`",
         ),
         EnvVar(
-            "RETENTION_SECONDS",
+            RETENTION_SECONDS_ENV,
             f"`{runs.retention_seconds:g}`",
-            "`expire_at` = the owner's last write + this (`retentionSeconds`); at least `LEASE_SECONDS`",
+            "`expire_at` = the owner's last write + this (`retentionSeconds`); at least "
+            f"`{LEASE_SECONDS_ENV}`",
         ),
         EnvVar(
-            "JOB_HANDLER", f"`{runs.job_handler}`", "default job logic, `module:callable` inside `function/`"
+            JOB_HANDLER_ENV,
+            f"`{runs.job_handler}`",
+            "default job logic, `module:callable` inside `function/`",
         ),
         EnvVar(
-            "K_SERVICE",
+            SERVICE_ENV,
             "set by Cloud Run",
             "the service's name: recorded with each run as part of its target, so two functions sharing "
             "a runs collection never answer each other's runs",
         ),
         EnvVar(
-            "JOB_HANDLERS",
+            JOB_HANDLERS_ENV,
             "none",
-            'JSON `{"<job id>": "module:callable"}` overriding `JOB_HANDLER` per job (`jobs[].handler`); '
+            f'JSON `{{"<job id>": "module:callable"}}` overriding `{JOB_HANDLER_ENV}` per job '
+            "(`jobs[].handler`); "
             "keys are `X-CloudScheduler-JobName`, in a stack the deployed id (`eos-dev_nightly-report`)",
         ),
         EnvVar(
-            "JOB_TIME_LIMITS",
+            JOB_TIME_LIMITS_ENV,
             "none",
             'JSON `{"<job id>": <seconds>}`: jobs whose own limit (`jobs[].timeLimitSeconds`) is shorter '
-            "than `JOB_TIME_LIMIT_SECONDS`, keyed like `JOB_HANDLERS`",
+            f"than `{TIME_LIMIT_ENV}`, keyed like `{JOB_HANDLERS_ENV}`",
         ),
         EnvVar(
-            "JOB_OVERLAP",
+            JOB_OVERLAP_ENV,
             "none",
-            'JSON `{"<job id>": "skip" | "wait"}` (`jobs[].overlap`), keyed like `JOB_HANDLERS`; '
+            f'JSON `{{"<job id>": "skip" | "wait"}}` (`jobs[].overlap`), keyed like `{JOB_HANDLERS_ENV}`; '
             "absent jobs allow",
         ),
         EnvVar(
-            "IDEMPOTENCY_COLLECTION",
+            COLLECTION_ENV,
             f"`{tokens.collection}`",
             "the token check's collection (`idempotencyCollection`)",
         ),
         EnvVar(
-            "IDEMPOTENCY_RETENTION_SECONDS",
+            RETENTION_ENV,
             f"`{tokens.retention_seconds:g}`",
             "a token record's lifetime (`idempotencyRetentionSeconds`)",
         ),
@@ -134,31 +180,29 @@ def _function_environment() -> tuple[EnvVar, ...]:
             "the jobs the missed-run audit checks (JSON, set by the stack)",
         ),
         EnvVar(
-            "CLOUD_RUN_JOBS",
+            CLOUD_RUN_JOBS_ENV,
             "none",
             'JSON `{"job name": {job, args?, env?, taskCount?, timeoutSeconds?}}`: what '
-            "`jobs.cloud_run_job` runs (`jobs[].cloudRunJob`, set by the stack)",
+            f"`{CLOUD_RUN_HANDLER.split(':')[0]}` runs (`jobs[].cloudRunJob`, set by the stack)",
         ),
         EnvVar(
-            "BIGQUERY_JOBS",
+            BIGQUERY_JOBS_ENV,
             "none",
             'JSON `{"job name": {project, location, query, destinationTable?, writeDisposition?, '
-            "labels?}}`: what `jobs.bigquery_job` runs (`jobs[].bigquery`, set by the stack)",
+            f"labels?}}}}`: what `{BIGQUERY_HANDLER.split(':')[0]}` runs (`jobs[].bigquery`, set by the "
+            "stack)",
         ),
         *(
             EnvVar(
                 variable,
                 "the library's",
-                f"another {api} endpoint (`host[:port]`, TLS); `http://` on loopback only, for tests",
+                f"another {_ENDPOINT_APIS[variable]} endpoint (`host[:port]`, TLS); `http://` on loopback "
+                "only, for tests",
             )
-            for variable, api in (
-                ("WORKFLOWS_API_ENDPOINT", "Workflows"),
-                ("CLOUD_RUN_API_ENDPOINT", "Cloud Run Admin API"),
-                ("BIGQUERY_API_ENDPOINT", "BigQuery"),
-            )
+            for variable in ENDPOINT_VARIABLES
         ),
         EnvVar(
-            "DOWNSTREAM_ID_TOKEN_DISABLED",
+            ID_TOKEN_DISABLED_ENV,
             "`0`",
             "`1`: send no ID token downstream; tests only, loopback only",
         ),
@@ -189,7 +233,8 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
     "timeLimitSeconds": (
         "number",
         "How long one attempt of this job may run before the function ends it (goes into "
-        "`JOB_TIME_LIMITS`). At most `functionTimeoutSeconds` - 5: one function runs every job of "
+        f"`{JOB_TIME_LIMITS_ENV}`). At most `functionTimeoutSeconds` - {TIME_LIMIT_MARGIN_SECONDS:g}: one "
+        "function runs every job of "
         "the stack, so its timeout is the ceiling; give short jobs a limit of their own beside a long one.",
     ),
     "retry.retryCount": ("integer", "Retries after a failed attempt, 0..5."),
@@ -200,14 +245,14 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
     "body": ("object", "JSON request body (the demo job reads `sleep_seconds` and `fail`)."),
     "handler": (
         "string",
-        "`module:callable` for this job only (goes into `JOB_HANDLERS`). A job run by "
-        "`jobs.workflows:start_workflow_execution` without a `workflow` setting must have a body "
+        f"`module:callable` for this job only (goes into `{JOB_HANDLERS_ENV}`). A job run by "
+        f"`{WORKFLOWS_HANDLER}` without a `workflow` setting must have a body "
         '`{"workflow": "projects/…/workflows/…", "argument"?: {...}}`.',
     ),
     "workflow.sample": (
         "boolean",
         "`true`: deploy the sample workflow for this job (plus the token check). The handler "
-        "defaults to `jobs.workflows:start_workflow_execution` (any other is rejected) and the "
+        f"defaults to `{WORKFLOWS_HANDLER}` (any other is rejected) and the "
         "body is built by the stack, so `body` must not be set.",
     ),
     "workflow.name": (
@@ -222,12 +267,12 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
     "overlap": (
         "string",
         "`allow`, `skip` or `wait`: what a run does while another run of this job holds its lease"
-        " (goes into `JOB_OVERLAP`).",
+        f" (goes into `{JOB_OVERLAP_ENV}`).",
     ),
     "cloudRunJob.sample": (
         "boolean",
         "`true`: deploy the sample Cloud Run job for this job (plus the token check). The handler is "
-        "`jobs.cloud_run_job:run_cloud_run_job` (any other is rejected); `body` must not be set. "
+        f"`{CLOUD_RUN_HANDLER}` (any other is rejected); `body` must not be set. "
         "One of `workflow`, `cloudRunJob`, `bigquery` per job.",
     ),
     "cloudRunJob.job": (
@@ -242,15 +287,16 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
     ),
     "cloudRunJob.env": (
         "object",
-        "Container environment overrides for every execution; `RUN_ID`, `FENCE`, `SCHEDULE_TIME`, "
-        "`SCHEDULER_JOB` are the run's own and cannot be set.",
+        "Container environment overrides for every execution; "
+        f"{', '.join(f'`{name}`' for name in (RUN_ID_ENV, FENCE_ENV, SCHEDULE_TIME_ENV, SCHEDULER_JOB_ENV))} "
+        "are the run's own and cannot be set.",
     ),
     "cloudRunJob.taskCount": ("integer", "Tasks per execution (1..10000); default: the job's."),
     "cloudRunJob.timeoutSeconds": ("integer", "Task timeout (1..86400 s); default: the job's."),
     "bigquery.sample": (
         "boolean",
         "`true`: the stack's sample query, appending one row per run to a table of the stack's sample "
-        "dataset (in `gcp:region`). The handler is `jobs.bigquery_job:run_bigquery_job`.",
+        f"dataset (in `gcp:region`). The handler is `{BIGQUERY_HANDLER}`.",
     ),
     "bigquery.query": (
         "string",

@@ -4,6 +4,10 @@ A table that is typed by hand drifts from the code the day someone adds a config
 outcome; this one is rendered from the definitions themselves, between marker comments in the
 pages, and tests/docs/ fails when a page differs from what this would write. Everything
 outside the markers is left alone, so running it twice changes nothing.
+
+A table's markers stand on lines of their own; a figure's (a count, a list in a sentence or
+a table cell) hold their value on the same line, `<!-- BEGIN GENERATED: alert-count -->8<!--
+END GENERATED -->`, which Markdown shows as the bare value.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 
 from pulumi_policy import StackValidationPolicy
 
+from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
 from exactly_once.delivery.outcomes import STATUS_AND_SEVERITY, Outcome
 from infra.config.access import GRANT_KINDS
 from infra.config.schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
@@ -30,10 +35,13 @@ from infra.settings.jobs import (
 from infra.targets.registry import TARGET_KINDS
 from policy.policies import POLICIES
 from tools.doc_texts import FUNCTION_ENVIRONMENT, JOB_FIELD_MEANINGS, OUTCOME_MEANINGS
+from tools.monitoring_docs import FIGURES, alerts_table, metrics_table
 
 DOCS = REPO_ROOT / "docs"
 _BLOCK = re.compile(
-    r"(<!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.S
+    r"(?P<begin><!-- BEGIN GENERATED: (?P<name>[a-z-]+) -->(?P<newline>\n?))(?P<body>.*?)"
+    r"(?P<end><!-- END GENERATED -->)",
+    re.S,
 )
 
 
@@ -58,6 +66,8 @@ def _default(key: ConfigKey) -> str:
 
 
 def _job_defaults() -> dict[str, str]:
+    # An attempt ends this long before its deadline, while its request still has CPU.
+    margin = f"{TIME_LIMIT_MARGIN_SECONDS:g}"
     retry = {
         f"retry.{key}": f"`{getattr(DEFAULT_RETRY, attribute):g}`" for key, attribute in RETRY_KEYS.items()
     }
@@ -65,8 +75,8 @@ def _job_defaults() -> dict[str, str]:
         "name": "— (required)",
         "schedule": "— (required)",
         "timeZone": f"`{DEFAULT_TIME_ZONE}`",
-        "attemptDeadlineSeconds": "`timeLimitSeconds` + 5, else `functionTimeoutSeconds`",
-        "timeLimitSeconds": "`functionTimeoutSeconds` - 5",
+        "attemptDeadlineSeconds": f"`timeLimitSeconds` + {margin}, else `functionTimeoutSeconds`",
+        "timeLimitSeconds": f"`functionTimeoutSeconds` - {margin}",
         **retry,
         "handler": "`jobHandler`",
         "overlap": f"`{DEFAULT_OVERLAP}`",
@@ -153,17 +163,26 @@ TABLES: dict[str, Callable[[], str]] = {
     "outcomes": outcomes_table,
     "function-environment": function_environment_table,
     "job-fields": job_fields_table,
+    "metrics": lambda: metrics_table(_table),
+    "alerts": lambda: alerts_table(_table),
 }
 
 
 def render(text: str, source: str = "page") -> str:
-    """`text` with every generated block rewritten; an unknown block name is an error."""
+    """`text` with every generated block rewritten; an unknown block name is an error, and so
+    is a table inside a line or a figure on lines of its own."""
 
     def block(match: re.Match[str]) -> str:
-        name = match["name"]
-        if name not in TABLES:
-            raise SystemExit(f"{source}: unknown generated block {name!r} (known: {', '.join(TABLES)})")
-        return f"{match[1]}{TABLES[name]()}{match[4]}"
+        name, own_lines = match["name"], bool(match["newline"])
+        if name in TABLES and own_lines:
+            return f"{match['begin']}{TABLES[name]()}{match['end']}"
+        if name in FIGURES and not own_lines:
+            return f"{match['begin']}{FIGURES[name]()}{match['end']}"
+        if name in TABLES or name in FIGURES:
+            where = "on lines of its own" if name in TABLES else "inside one line"
+            raise SystemExit(f"{source}: generated block {name!r} belongs {where}")
+        known = ", ".join([*TABLES, *FIGURES])
+        raise SystemExit(f"{source}: unknown generated block {name!r} (known: {known})")
 
     return _BLOCK.sub(block, text)
 

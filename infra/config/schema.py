@@ -16,6 +16,7 @@ from typing import Any, Literal, cast
 import yaml
 
 # Re-exported: the settings and their tests name the repository through this module.
+from exactly_once.config import DEFAULT_DATABASE as DEFAULT_DATABASE
 from infra.config.paths import FUNCTION_DIR as FUNCTION_DIR
 from infra.config.paths import REPO_ROOT as REPO_ROOT
 
@@ -23,7 +24,6 @@ PROJECT_FILE = "Pulumi.yaml"
 
 INGRESS_SETTINGS = ("ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB", "ALLOW_ALL")
 # The database most projects already have. It is never created (a create would get 409).
-DEFAULT_DATABASE = "(default)"
 ConfigType = Literal["string", "integer", "boolean", "array"]
 
 

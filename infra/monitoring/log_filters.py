@@ -19,14 +19,6 @@ from exactly_once import log_fields
 # Cloud Run functions (2nd gen) write their stdout to this monitored resource.
 RESOURCE_TYPE = "cloud_run_revision"
 
-# Outcomes the alerts watch (the handler's Outcome values; a test keeps them members of it).
-LEASE_LOST = "lease_lost"
-STORE_ERROR = "store_error"
-INTERNAL_ERROR = "internal_error"
-FAILED_TERMINAL = "failed_terminal"
-FAILED_RELEASED = "failed_released"
-WRONG_TARGET = "wrong_target"
-
 
 @dataclass(frozen=True)
 class LogMetric:
@@ -95,6 +87,11 @@ ENDED_ATTEMPTS = LogMetric(
     labels=(log_fields.CAUSE, log_fields.JOB),
 )
 METRICS = (DELIVERIES, LATENCY, MISSED_RUNS, ENDED_ATTEMPTS)
+
+
+def metric_id(name_prefix: str, metric: LogMetric) -> str:
+    """The metric's id in the project: several stacks share one without clashing."""
+    return f"{name_prefix}-{metric.suffix}"
 
 
 def log_entry(line: Mapping[str, Any], service_name: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import pulumi_gcp as gcp
 import pulumiverse_time as time
 
 from infra.resources.identities import service_account
-from infra.resources.propagation import BUILD_GRANTS_DELAY_SECONDS, pause_after
+from infra.resources.propagation import BUILD_GRANTS, pause_after
 from infra.resources.source import source_archive, source_hash
 from infra.settings.stack import StackSettings
 
@@ -164,8 +164,8 @@ def build_identity(
     # Cloud Functions') in the background, and a build that starts first fails the same way.
     # A new build account (new grants) sleeps again; see infra/resources/propagation.py for the length.
     ready = pause_after(
-        f"{name}-build-grants-propagation",
-        BUILD_GRANTS_DELAY_SECONDS,
+        name,
+        BUILD_GRANTS,
         after=[*grants, *build_apis],
         triggers={"builder": account.member},
         opts=child,

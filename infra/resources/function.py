@@ -17,7 +17,7 @@ from exactly_once.audit.config import AUDIT_JOBS_ENV
 from exactly_once.delivery.scheduler_request import parse_rfc3339
 from infra.plan.audit_job import audit_environment
 from infra.resources.build import BuildIdentity
-from infra.resources.propagation import SECRET_GRANTS_DELAY_SECONDS, pause_after
+from infra.resources.propagation import SECRET_GRANTS, pause_after
 from infra.resources.runtime_access import secret_environment_variables
 from infra.settings.environment import function_environment
 from infra.settings.stack import StackSettings
@@ -69,8 +69,8 @@ def dedup_function(
         # added later is a new grant, so the secrets are triggers too.
         referenced = sorted({f"{secret['project_id']}/{secret['secret']}" for secret in secrets})
         ready = pause_after(
-            f"{name}-runtime-grants-propagation",
-            SECRET_GRANTS_DELAY_SECONDS,
+            name,
+            SECRET_GRANTS,
             after=access,
             triggers={"runtime": runtime_account.member, "secrets": " ".join(referenced)},
             opts=pulumi.ResourceOptions(parent=parent),

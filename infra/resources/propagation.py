@@ -21,6 +21,7 @@ unchanged stack never waits.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import pulumi
 import pulumiverse_time as time
@@ -46,21 +47,42 @@ SECRET_GRANTS_DELAY_SECONDS = 180
 METRIC_TYPES_DELAY_SECONDS = 180
 
 
+@dataclass(frozen=True)
+class Pause:
+    """One pause of the stack: the end of its resource name ("<prefix>-<suffix>"), its length,
+    and whether every stack has it or only one whose jobs reference secrets."""
+
+    suffix: str
+    seconds: int
+    only_with_secrets: bool = False
+
+
+BUILD_GRANTS = Pause("build-grants-propagation", BUILD_GRANTS_DELAY_SECONDS)
+SECRET_GRANTS = Pause("runtime-grants-propagation", SECRET_GRANTS_DELAY_SECONDS, only_with_secrets=True)
+SERVING_GRANTS = Pause("serving-grants-propagation", SERVING_GRANTS_DELAY_SECONDS)
+METRIC_TYPES = Pause("metric-types-propagation", METRIC_TYPES_DELAY_SECONDS)
+# Every pause a stack can have: `pause_after` declares no other, and the docs count these.
+PAUSES = (BUILD_GRANTS, SECRET_GRANTS, SERVING_GRANTS, METRIC_TYPES)
+
+
 def pause_after(
-    name: str,
-    seconds: int,
+    prefix: str,
+    pause: Pause,
     after: Sequence[pulumi.Resource],
     triggers: Mapping[str, pulumi.Input[str]],
     opts: pulumi.ResourceOptions,
 ) -> time.Sleep:
-    """A pause of `seconds` after `after` are created, slept again when `triggers` change.
+    """`pause` (named "<prefix>-<its suffix>") after `after` are created, slept again when
+    `triggers` change.
 
     `opts` carries the parent and any further dependencies; the pause is never protected or
     retained, so `pulumi destroy` removes it and the next `pulumi up` sleeps again.
     """
+    if pause not in PAUSES:
+        raise ValueError(f"{pause.suffix}: not one of PAUSES, which the docs count")
     return time.Sleep(
-        name,
-        create_duration=duration(seconds),
+        f"{prefix}-{pause.suffix}",
+        create_duration=duration(pause.seconds),
         triggers=dict(triggers),
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(after))),
     )

@@ -26,7 +26,7 @@ from exactly_once.config import (
     RUNS_COLLECTION_ENV,
     TIME_LIMIT_ENV,
 )
-from exactly_once.targets.endpoints import ENDPOINT_VARIABLES
+from exactly_once.targets.endpoints import ENDPOINT_VARIABLES, ID_TOKEN_DISABLED_ENV
 from exactly_once.targets.job_specs import render_table
 from exactly_once.token_check.settings import COLLECTION_ENV as TOKEN_COLLECTION_ENV
 from exactly_once.token_check.settings import RETENTION_ENV as TOKEN_RETENTION_ENV
@@ -38,7 +38,7 @@ from infra.targets.registry import kind_of
 # Cloud Run functions: all runtime environment variable names and values together.
 MAX_ENVIRONMENT_BYTES: Final = 32 * 1024
 # Set by the function's test harnesses and switches: a job's `env` may not take them either.
-_FUNCTION_SWITCHES: Final = frozenset({*ENDPOINT_VARIABLES, "DOWNSTREAM_ID_TOKEN_DISABLED", AUDIT_JOBS_ENV})
+_FUNCTION_SWITCHES: Final = frozenset({*ENDPOINT_VARIABLES, ID_TOKEN_DISABLED_ENV, AUDIT_JOBS_ENV})
 
 
 def token_check_environment(settings: StackSettings) -> dict[str, str]:

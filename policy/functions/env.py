@@ -15,14 +15,13 @@ from typing import Final
 
 from pulumi_policy import ResourceValidationArgs
 
-from exactly_once.targets.endpoints import ENDPOINT_VARIABLES
+from exactly_once.targets.endpoints import ENDPOINT_VARIABLES, ID_TOKEN_DISABLED_ENV
 from infra.config.access import looks_secret
 from policy.engine.env import env_of, plain_env
 from policy.engine.props import MISSING, UNKNOWN
 from policy.engine.types import CLOUD_RUN_V2_JOB, CLOUD_RUN_V2_SERVICE, FUNCTION_V1, FUNCTION_V2
 
 # The test-only switch of function/jobs/ that sends downstream calls without an ID token.
-ID_TOKEN_DISABLED_ENV: Final = "DOWNSTREAM_ID_TOKEN_DISABLED"
 # The kinds whose plain environment variables secrets-by-reference reads (engine/env.py).
 SECRET_ENV_TYPES: Final = (FUNCTION_V2, FUNCTION_V1, CLOUD_RUN_V2_SERVICE, CLOUD_RUN_V2_JOB)
 

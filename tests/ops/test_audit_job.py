@@ -10,8 +10,9 @@ from datetime import UTC, datetime, timedelta
 import requests
 
 from exactly_once import log_fields
+from exactly_once.delivery.outcomes import Outcome
 from infra.monitoring import log_filters
-from infra.monitoring.operations import ALERTS
+from infra.monitoring.alerts import ALERTS
 from infra.plan.headers import delivery_headers
 from infra.settings.jobs import AUDIT_JOB_NAME
 from tests.ops.conftest import DevFunction, serve_dev_function
@@ -181,7 +182,7 @@ def test_a_run_another_function_recorded_is_refused_alerted_and_reported_missed(
     )
 
     # The refusals are what the wrong_target alert counts: one series, two deliveries.
-    (alert,) = [alert for alert in ALERTS if alert.key == log_filters.WRONG_TARGET]
+    (alert,) = [alert for alert in ALERTS if alert.outcome is Outcome.WRONG_TARGET]
     entries = [log_filters.log_entry(line, SERVICE) for line in stack.log_lines()[earlier:]]
     watched = Counter(
         alert.metric.labels_of(entry)["job"]

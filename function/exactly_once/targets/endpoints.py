@@ -26,6 +26,8 @@ BIGQUERY_ENDPOINT_ENV = "BIGQUERY_API_ENDPOINT"
 # Every endpoint switch of the shipped proxy jobs; the policy pack refuses a plaintext one in a
 # deployed function.
 ENDPOINT_VARIABLES: Final = (WORKFLOWS_ENDPOINT_ENV, CLOUD_RUN_ENDPOINT_ENV, BIGQUERY_ENDPOINT_ENV)
+# The downstream HTTP proxy's switch that sends no ID token, to a loopback server only (tests).
+ID_TOKEN_DISABLED_ENV = "DOWNSTREAM_ID_TOKEN_DISABLED"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from exactly_once.ledger.fields import UNINDEXED_RUN_FIELDS
 from infra.component import COMPONENT_TYPE, REQUIRED_APIS
 from infra.config.schema import REPO_ROOT
 from infra.monitoring import log_filters
-from infra.monitoring.operations import ALERTS
+from infra.monitoring.alerts import ALERTS
 from infra.plan.audit_job import AUDIT_HANDLER, with_audit_job
 from infra.plan.headers import headers_for
 from infra.resources.source import source_hash

@@ -3,25 +3,29 @@ audit job exist, are named per stack, agree with the function's log lines, and p
 
 from __future__ import annotations
 
+import io
 import json
-import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pytest
 
 from exactly_once import log_fields
 from exactly_once.audit.config import AuditConfig
-from exactly_once.delivery.outcomes import Outcome
-from infra.config.schema import REPO_ROOT, project_name
+from exactly_once.delivery.handler import ScheduledRunHandler
+from exactly_once.delivery.outcomes import Answer, Outcome
+from infra.config.schema import project_name
 from infra.monitoring import log_filters
-from infra.monitoring.operations import (
-    ALERTS,
+from infra.monitoring.alerts import ALERTS, OUTCOME_ALERTS, AlertSpec, alert_filter
+from infra.monitoring.dashboard import (
+    CHARTED,
     DASHBOARD_FILE,
-    declare_operations,
+    dashboard_json,
+    outcome_clause,
     without_defaults,
 )
+from infra.monitoring.operations import declare_operations
 from infra.plan.audit_job import AUDIT_HANDLER, audit_environment, with_audit_job
 from infra.resources.function import audit_function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
@@ -106,45 +110,95 @@ def test_the_metrics_use_the_field_names_the_function_writes() -> None:
     for metric in log_filters.METRICS:
         for name in (*metric.present, *metric.equals, *metric.labels):
             assert name in vars(log_fields).values()
-    watched = [alert.label_filter["outcome"] for alert in ALERTS if alert.metric is log_filters.DELIVERIES]
-    assert len(watched) == 6
-    assert set(watched) <= {o.value for o in Outcome}
 
 
-def test_alert_policies_name_the_outcomes_and_carry_a_runbook() -> None:
+def test_an_outcome_alert_watches_its_outcome_on_the_deliveries_metric() -> None:
+    outcome_alerts = [alert for alert in ALERTS if alert.outcome is not None]
+    assert [alert.outcome for alert in outcome_alerts] == list(OUTCOME_ALERTS)
+    for alert in outcome_alerts:
+        assert alert.outcome is not None and alert.metric is log_filters.DELIVERIES
+        assert alert.key == alert.name == alert.outcome.value
+        assert alert.label_filter == {log_fields.OUTCOME: alert.outcome.value}
+        assert set(alert.label_filter) <= set(alert.metric.labels)
+    metric_alerts = [alert for alert in ALERTS if alert.outcome is None]
+    assert all(alert.label_filter == {} and alert.key == alert.metric.suffix for alert in metric_alerts)
+    assert len({alert.key for alert in ALERTS}) == len(ALERTS)
+
+
+def _delivery_line(outcome: Outcome) -> dict[str, Any]:
+    """The line the handler writes for a delivery that came to `outcome`, by its own writer
+    (nothing else of the handler runs, so it needs no ledger)."""
+    stream = io.StringIO()
+    handler = ScheduledRunHandler(
+        cast(Any, None),
+        cast(Any, None),
+        new_attempt_id=lambda: "attempt",
+        time_limit_seconds=55,
+        end_attempt=cast(Any, None),
+        log_stream=stream,
+    )
+    handler._reply(
+        Answer(outcome, "what happened"), {log_fields.JOB: "eos-dev_nightly", log_fields.LATENCY_MS: 3.5}
+    )
+    (line,) = stream.getvalue().splitlines()
+    return cast(dict[str, Any], json.loads(line))
+
+
+def _counted_by(alert: AlertSpec, entry: dict[str, Any], service: str) -> bool:
+    """Whether `alert`'s series counts `entry`: the metric's filter, then the policy's labels."""
+    labels = alert.metric.labels_of(entry)
+    return alert.metric.matches(entry, service) and all(
+        labels[name] == value for name, value in alert.label_filter.items()
+    )
+
+
+def test_each_outcome_alert_counts_the_functions_line_for_its_outcome_and_no_other() -> None:
+    service = "eos-dev-handler"
+    entries = {outcome: log_filters.log_entry(_delivery_line(outcome), service) for outcome in Outcome}
+    for alert in ALERTS:
+        if alert.outcome is None:
+            continue
+        counted = {outcome for outcome, entry in entries.items() if _counted_by(alert, entry, service)}
+        assert counted == {alert.outcome}, alert.key
+        assert alert.metric.labels_of(entries[alert.outcome])[log_fields.JOB] == "eos-dev_nightly"
+        assert not _counted_by(alert, entries[alert.outcome], "other-service")
+
+
+def test_alert_policies_are_the_alerts_with_their_filters_thresholds_and_runbooks() -> None:
     policies = of_type(declared(), ALERT)
-    assert len(policies) == len(ALERTS) == 8
-    names = " | ".join(p["displayName"] for p in policies)
-    for needle in (
-        "lease_lost",
-        "store_error",
-        "internal_error",
-        "failed_terminal",
-        "failed_released",
-        "wrong_target",
-        "missed run",
-        "attempt ended",
-    ):
-        assert needle in names
+    assert len(policies) == len(ALERTS)
     # Policies register once their metric's name resolves, in no fixed order.
     by_key = {
-        alert.key: next(p for p in policies if p["displayName"].endswith(alert.title)) for alert in ALERTS
+        alert.key: next(p for p in policies if p["displayName"] == f"eos-dev: {alert.title}")
+        for alert in ALERTS
     }
+    for alert in ALERTS:
+        policy = by_key[alert.key]
+        condition = policy["conditions"][0]["conditionThreshold"]
+        assert condition["filter"] == alert_filter(log_filters.metric_id("eos-dev", alert.metric), alert)
+        assert condition["thresholdValue"] == alert.alert.threshold
+        assert condition["aggregations"][0]["alignmentPeriod"] == f"{alert.alert.window_seconds}s"
+        assert policy["severity"] == alert.alert.severity
+        assert policy["documentation"]["content"] == (
+            f"**What it means.** {alert.alert.meaning}\n\n**Runbook.** {alert.alert.runbook}"
+        )
     lease = by_key["lease_lost"]["conditions"][0]["conditionThreshold"]
     assert lease["filter"] == (
         'metric.type="logging.googleapis.com/user/eos-dev-deliveries" AND '
         'resource.type="cloud_run_revision" AND metric.label.outcome="lease_lost"'
     )
-    refused = by_key["wrong_target"]["conditions"][0]["conditionThreshold"]
-    assert refused["filter"].endswith('metric.label.outcome="wrong_target"')
-    assert (refused["thresholdValue"], by_key["wrong_target"]["severity"]) == (0, "ERROR")
     missed = by_key["missed-runs"]["conditions"][0]["conditionThreshold"]
-    assert 'metric.type="logging.googleapis.com/user/eos-dev-missed-runs"' in missed["filter"]
-    assert by_key["failed_released"]["conditions"][0]["conditionThreshold"]["thresholdValue"] == 2
+    assert missed["filter"] == (
+        'metric.type="logging.googleapis.com/user/eos-dev-missed-runs" AND resource.type="cloud_run_revision"'
+    )
+    assert by_key["lease_lost"]["displayName"] == (
+        "eos-dev: lease_lost: a run was taken over while its job was still running"
+    )
     for policy in policies:
         assert policy["notificationChannels"] == list(CHANNELS)
-        content = policy["documentation"]["content"]
-        assert "**What it means.**" in content and "**Runbook.**" in content
+        assert policy["conditions"][0]["conditionThreshold"]["aggregations"][0]["groupByFields"] == [
+            "metric.label.job"
+        ]
 
 
 def test_without_channels_the_policies_still_exist() -> None:
@@ -200,25 +254,35 @@ def test_a_forks_zero_positions_and_empty_lists_are_left_out_but_set_messages_st
     }
 
 
-def test_the_dashboard_charts_the_handlers_outcomes() -> None:
-    body = json.loads(DASHBOARD_FILE.read_text())
-    filters = [
+def _chart_filters(prefix: str) -> list[str]:
+    body = json.loads(dashboard_json(prefix))
+    return [
         data_set["timeSeriesQuery"]["timeSeriesFilter"]["filter"]
         for tile in body["mosaicLayout"]["tiles"]
         for data_set in tile["widget"]["xyChart"]["dataSets"]
     ]
-    charted = {
-        value
-        for text in filters
-        for clause in re.findall(r"metric\.label\.outcome=(?:one_of\(([^)]*)\)|(\"[a-z_]+\"))", text)
-        for value in re.findall(r"[a-z_]+", "".join(clause))
+
+
+def _counted_by_chart(text: str, entry: dict[str, Any]) -> bool:
+    """Whether a deliveries chart with filter `text` counts `entry`, read from the filter."""
+    outcome = entry["jsonPayload"][log_fields.OUTCOME]
+    return f'metric.label.outcome="{outcome}"' in text or (
+        "one_of(" in text and f'"{outcome}"' in text.split("one_of(", 1)[1].split(")", 1)[0]
+    )
+
+
+def test_every_outcome_is_on_a_chart_and_every_alerted_one_on_the_failures_chart() -> None:
+    """The failures chart is where the on-call looks after an alert, so it holds every outcome
+    an alert watches; and no outcome the handler can come to is left off the dashboard."""
+    filters = [text for text in _chart_filters("eos-dev") if "user/eos-dev-deliveries" in text]
+    entries = {
+        outcome: log_filters.log_entry(_delivery_line(outcome), "eos-dev-handler") for outcome in Outcome
     }
-    assert charted <= {o.value for o in Outcome}
-    alerted = {a.label_filter["outcome"] for a in ALERTS if a.metric is log_filters.DELIVERIES}
-    assert {"executed", "duplicate_completed", "lease_taken_over", *alerted} <= charted
-    # The failures chart holds every outcome an alert watches: the chart is where the on-call looks next.
-    (failures,) = [text for text in filters if "lease_lost" in text]
-    assert all(f'"{outcome}"' in failures for outcome in alerted)
+    assert all(any(_counted_by_chart(text, entry) for text in filters) for entry in entries.values())
+    (failures,) = [text for text in filters if outcome_clause(CHARTED["failures"]) in text]
+    for alert in ALERTS:
+        if alert.outcome is not None:
+            assert _counted_by_chart(failures, entries[alert.outcome]), alert.key
 
 
 def test_names_are_unique_per_stack() -> None:
@@ -295,9 +359,3 @@ def test_the_audit_job_is_scheduled_hourly_through_the_handler(dev_stack_with_au
 def test_the_stack_with_the_audit_job_passes_every_policy(dev_stack_with_audit) -> None:
     resources = [(r.type, r.name, r.inputs, r.outputs) for r in dev_stack_with_audit]
     assert violations(resources) == []
-
-
-def test_the_operations_page_shows_each_alerts_runbook_verbatim() -> None:
-    page = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
-    for alert in ALERTS:
-        assert f"| {alert.meaning} | {alert.runbook} |" in page, alert.key

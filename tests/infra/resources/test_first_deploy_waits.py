@@ -10,10 +10,12 @@ from __future__ import annotations
 import pytest
 
 from infra.monitoring import log_filters
-from infra.monitoring.operations import ALERTS, metric_id
+from infra.monitoring.alerts import ALERTS
+from infra.monitoring.log_filters import metric_id
 from infra.resources.propagation import (
     BUILD_GRANTS_DELAY_SECONDS,
     METRIC_TYPES_DELAY_SECONDS,
+    PAUSES,
     SECRET_GRANTS_DELAY_SECONDS,
     SERVING_GRANTS_DELAY_SECONDS,
 )
@@ -141,3 +143,18 @@ def test_a_secret_added_later_sleeps_again() -> None:
 
 def test_no_secrets_no_secrets_pause(prod: MockedStack) -> None:
     assert SECRETS_PAUSE not in {p.name for p in prod.of_type(SLEEP)}
+
+
+def test_the_stacks_pauses_are_the_registered_ones(prod: MockedStack) -> None:
+    """The docs count PAUSES: every stack has those not tied to secrets, one with secrets all."""
+
+    def registered(stack: MockedStack) -> list[str]:
+        return sorted(
+            next(pause.suffix for pause in PAUSES if sleep.name.endswith(f"-{pause.suffix}"))
+            for sleep in stack.of_type(SLEEP)
+        )
+
+    assert registered(prod) == sorted(pause.suffix for pause in PAUSES if not pause.only_with_secrets)
+    assert registered(with_secrets({"DB_PASSWORD": "db-password"})) == sorted(
+        pause.suffix for pause in PAUSES
+    )
