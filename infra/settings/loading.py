@@ -139,13 +139,24 @@ def check_untargeted_jobs(
             errors.append(f"{errors.key(problem[0])}: {problem[1]}")
 
 
-def load_stack_settings(stack: str = "dev", root: Path = REPO_ROOT) -> StackSettings:
+def stack_names(folder: Path = REPO_ROOT) -> list[str]:
+    """The stacks whose `Pulumi.<stack>.yaml` is in `folder` (the project's own: the forker's)."""
+    return sorted(
+        path.name.removeprefix("Pulumi.").removesuffix(".yaml") for path in folder.glob("Pulumi.*.yaml")
+    )
+
+
+def load_stack_settings(
+    stack: str = "dev", root: Path = REPO_ROOT, stacks_dir: Path | None = None
+) -> StackSettings:
     """Settings of `stack` straight from the YAML files, for code that runs without Pulumi
     (the local scheduler, the operations tooling, tests). Project defaults come from
-    Pulumi.yaml, and so does the config namespace: its `name:`."""
+    Pulumi.yaml, and so does the config namespace: its `name:`. `stacks_dir` holds
+    `Pulumi.<stack>.yaml`: the project's root (the forker's stacks) unless the template's own
+    stacks are meant (its test fixtures, the demo's stack)."""
     project_file = read_yaml(root / PROJECT_FILE)
     namespace = project_name(root)
-    stack_file = read_yaml(root / f"Pulumi.{stack}.yaml")
+    stack_file = read_yaml((stacks_dir or root) / f"Pulumi.{stack}.yaml")
     values: dict[str, Any] = {}
     for key, schema in (project_file.get("config") or {}).items():
         name = key.removeprefix(f"{namespace}:")
