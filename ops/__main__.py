@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn, TextIO
 
 from google.api_core import exceptions as google_exceptions
@@ -38,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--stack", required=True, help="the stack whose Pulumi.<stack>.yaml to read")
         sub.add_argument("--firestore-project", help="read the ledger in this project (default: the stack's)")
         sub.add_argument("--database", help="read the ledger in this database (default: the stack's)")
+        sub.add_argument(
+            "--stacks-dir", type=Path, help="the folder of Pulumi.<stack>.yaml (default: the project's root)"
+        )
         return sub
 
     status = command("status", "latest runs per job: schedule time, status, result, attempt, duration")
@@ -75,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
 def run(argv: Sequence[str], out: TextIO | None = None) -> int:
     args = _parser().parse_args(argv)
     stdout = out or sys.stdout
-    context = StackContext.load(args.stack, args.firestore_project, args.database)
+    context = StackContext.load(args.stack, args.firestore_project, args.database, args.stacks_dir)
     if args.command == "status":
         until = parse_time(args.until, "--until") if args.until else None
         return ledger_view.status(context, stdout, job=args.job, limit=args.limit, until=until)

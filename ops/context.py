@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from urllib.parse import urlparse
 
 from google.cloud import firestore
@@ -36,11 +37,15 @@ class StackContext:
 
     @classmethod
     def load(
-        cls, stack: str, firestore_project: str | None = None, database: str | None = None
+        cls,
+        stack: str,
+        firestore_project: str | None = None,
+        database: str | None = None,
+        stacks_dir: Path | None = None,
     ) -> StackContext:
         try:
             # The stack schedules the missed-run audit as one more job: it is audited too.
-            settings = with_audit_job(load_stack_settings(stack))
+            settings = with_audit_job(load_stack_settings(stack, stacks_dir=stacks_dir))
         except SettingsError as error:
             raise UserError(str(error)) from None
         return cls(

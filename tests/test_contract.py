@@ -57,7 +57,7 @@ CONTRACT = _contract()
 
 def _docstrings(tree: ast.AST) -> set[int]:
     """The ids of the nodes that are docstrings: a module's, a class's or a function's."""
-    found = set()
+    found: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             body = node.body
@@ -68,7 +68,7 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def _export_lists(tree: ast.AST) -> set[int]:
     """The strings of `__all__`: Python names a module re-exports, not values it spells."""
-    found = set()
+    found: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(
             isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets

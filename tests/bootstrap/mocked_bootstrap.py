@@ -1,6 +1,6 @@
 """Run the bootstrap program under the stack harness's mocks, in applied or preview mode.
 
-Reuses tests/support/pulumi_harness.py (its Google Cloud mocks, recording monitor and
+Reuses tools/mocked_program.py (its Google Cloud mocks, recording monitor and
 MockedResource) and adds only what the bootstrap's resource types compute: the pool's and the
 provider's full names (which carry the project *number*) and KMS ids.
 """
@@ -13,7 +13,7 @@ import pulumi
 
 from bootstrap.github_deployer import GithubDeployer
 from bootstrap.settings import BootstrapSettings
-from tests.support.pulumi_harness import GcpMocks, MockedResource, MockedStack, run_under_mocks
+from tools.mocked_program import GcpMocks, MockedResource, MockedStack, run_under_mocks
 
 PROJECT_NUMBER = "123456789012"
 BOOTSTRAP_PROJECT = "exactly-once-scheduler-bootstrap"

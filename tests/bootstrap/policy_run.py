@@ -1,6 +1,6 @@
 """Every policy of the pack over a list of mocked resources, as the engine would apply them.
 
-The same path as the main stack's pack tests (tests/policy/runner.py): resource policies see
+The same path as the main stack's pack tests (policy/offline.py): resource policies see
 the inputs, stack policies the outputs; in preview, values Google computes are unknown.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tests.policy.runner import UNKNOWN_STRING
-from tests.policy.runner import violations as all_violations
-from tests.support.pulumi_harness import MockedResource
+from policy.offline import UNKNOWN_STRING
+from policy.offline import violations as all_violations
+from tools.mocked_program import MockedResource
 
 # Values a first preview cannot know: they name or derive from resources not yet created.
 COMPUTED_KEYS = frozenset({"member", "email", "name", "url", "serviceAccountId", "cryptoKeyId", "keyRing"})

@@ -9,7 +9,8 @@ from bootstrap.settings import BootstrapSettings
 from policy.identities.ci import READ_ONLY_ROLES
 from tests.bootstrap.mocked_bootstrap import run_bootstrap
 from tests.bootstrap.policy_run import violations
-from tests.support.pulumi_harness import MockedResource
+from tests.support.stacks import dev_stack_resources
+from tools.mocked_program import MockedResource
 
 FULL = BootstrapSettings(
     project="acme-prod", repository="acme/eos", state_bucket="acme-pulumi-state", secrets_key_ring="pulumi"
@@ -167,9 +168,8 @@ def test_the_previewer_may_hold_its_read_roles_and_the_deployer_everything_liste
 
 def test_deployer_roles_stay_off_the_main_stacks_own_accounts() -> None:
     """Granting a deploy role to, say, the function's runtime account is still refused."""
-    from tests.support import pulumi_harness as harness
 
-    stack = harness.dev_stack_resources()
+    stack = dev_stack_resources()
     grant = next(r for r in stack if r.type == "gcp:projects/iAMMember:IAMMember")
     run_admin = MockedResource(
         grant.type,

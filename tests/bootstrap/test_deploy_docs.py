@@ -17,9 +17,9 @@ from infra.resources.propagation import (
     SECRET_GRANTS_DELAY_SECONDS,
     SERVING_GRANTS_DELAY_SECONDS,
 )
-from infra.settings.loading import load_stack_settings
 from tests.infra.conftest import build, valid_job, valid_values
-from tests.support.pulumi_harness import SLEEP, mock_stack, pause_seconds
+from tests.support.stacks import fixture_stack
+from tools.mocked_program import SLEEP, mock_stack, pause_seconds
 
 DOC = (REPO_ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
 
@@ -50,7 +50,7 @@ def test_the_names_shown_are_the_dev_stacks() -> None:
         StackNames("a" * 29 + "b").service_account_id("runtime"),
     ]
     assert all(f"`{name}`" in DOC for name in shown), [n for n in shown if f"`{n}`" not in DOC]
-    assert load_stack_settings("dev").database_name == names.database_id()
+    assert fixture_stack("dev").database_name == names.database_id()
 
 
 def test_every_required_api_is_named() -> None:

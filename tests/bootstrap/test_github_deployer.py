@@ -18,7 +18,7 @@ from bootstrap.github_oidc import WORKLOAD_IDENTITY_USER
 from bootstrap.settings import GITHUB_OIDC_ISSUER, BootstrapConfigError, BootstrapSettings
 from tests.bootstrap.github_tokens import admitted, run
 from tests.bootstrap.mocked_bootstrap import BOOTSTRAP_PROJECT, POOLS, bootstrap_stack, run_bootstrap
-from tests.support.pulumi_harness import MockedResource
+from tools.mocked_program import MockedResource
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parents[2] / "bootstrap"
 REPO = "acme/exactly-once-scheduler"

@@ -18,6 +18,7 @@ from infra.timing.rules import RetryConfig
 from localrun.demo import SimulationOptions, simulate
 from localrun.faults import Fault, FaultRates, RunFaults
 from tests.function.test_job_example import example_source
+from tests.support.stacks import FIXTURE_STACKS, fixture_stack
 
 # A hard bound on a whole simulation, not a performance assertion: a hang fails, it never waits forever.
 HARD_TIMEOUT_SECONDS = 180.0
@@ -45,7 +46,7 @@ def simulate_bounded(**kwargs: Any) -> dict[str, Any]:
 
 @pytest.mark.chaos
 def test_every_run_executes_exactly_once_under_every_fault(emulator_host, project, tmp_path):
-    settings = load_stack_settings("dev")
+    settings = fixture_stack("dev")
     job = settings.jobs[0]
     assert not [v for v in timing.check_job_timing(settings.job_timing(job)) if not v.advisory]
     options = SimulationOptions(
@@ -77,7 +78,7 @@ def test_every_run_executes_exactly_once_under_every_fault(emulator_host, projec
 
 
 def test_a_retry_policy_that_ends_inside_the_lease_loses_a_crashed_run(emulator_host, project, tmp_path):
-    settings = load_stack_settings("dev")
+    settings = fixture_stack("dev")
     # One retry, 10 s after the crash: the crashed attempt's lease (30 s) still blocks the run.
     short = RetryConfig(retry_count=1, min_backoff_seconds=10, max_backoff_seconds=300, max_doublings=3)
     job = dataclasses.replace(settings.jobs[0], retry=short)
@@ -108,7 +109,7 @@ def test_every_run_executes_exactly_once_with_every_firestore_round_trip_half_a_
     """The demo's own scenario (default rates and seed: a crash, a slow job, a failure, lost
     answers, duplicates) with the function's Firestore half a second away: nothing may depend
     on a Firestore call being fast."""
-    settings = load_stack_settings("dev")
+    settings = fixture_stack("dev")
     job = settings.jobs[0]
     options = SimulationOptions(runs=8, firestore_rtt_seconds=0.5)
     assert options.compressed(settings, job).problems(settings, job) == []
@@ -146,7 +147,7 @@ def test_a_job_of_your_own_written_as_the_docs_show_passes_the_demo(emulator_hos
     )
     (root / "function" / "jobs" / "my_job.py").write_text(example_source("jobs/my_job.py"))
     shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
-    dev = yaml.safe_load((REPO_ROOT / "Pulumi.dev.yaml").read_text())
+    dev = yaml.safe_load((FIXTURE_STACKS / "Pulumi.dev.yaml").read_text())
     jobs = dev["config"][f"{project_name()}:jobs"]
     jobs.append({**jobs[0], "name": "my-report", "handler": "jobs.my_job:run", "body": {"region": "apac"}})
     (root / "Pulumi.dev.yaml").write_text(yaml.safe_dump(dev))

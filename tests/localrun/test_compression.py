@@ -8,7 +8,6 @@ import dataclasses
 import pytest
 
 from exactly_once.config import FunctionConfig
-from infra.settings.loading import load_stack_settings
 from localrun import demo
 from localrun.compression import (
     BUSY_ROUND_TRIP_SECONDS,
@@ -17,11 +16,12 @@ from localrun.compression import (
     lease_floor_seconds,
     per_call_seconds,
 )
+from tests.support.stacks import fixture_stack
 
 
 @pytest.fixture
 def settings():
-    return load_stack_settings("dev")
+    return fixture_stack("dev")
 
 
 @pytest.mark.parametrize("round_trip", [0.25, 1.0, 1.5])
@@ -102,7 +102,7 @@ def test_a_negative_round_trip_time_is_a_usage_error(capsys):
 def test_a_job_with_a_limit_of_its_own_is_compressed_from_it():
     """The local function serves the one job under test: its time limit is that job's own, and
     Scheduler waits as long for it, relative to that limit, as in the cloud."""
-    settings = load_stack_settings("prod")  # a 295 s function time limit
+    settings = fixture_stack("prod")  # a 295 s function time limit
     job = dataclasses.replace(settings.jobs[0], time_limit_seconds=55.0, attempt_deadline_seconds=60.0)
     compressed = CompressedTiming.of(settings, 1.0, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS, job=job)
     assert compressed.time_limit_seconds == 55.0

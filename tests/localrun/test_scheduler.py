@@ -17,13 +17,13 @@ from exactly_once.delivery.scheduler_request import (
     SCHEDULE_TIME_HEADER,
     run_key_from_headers,
 )
-from infra.settings.loading import load_stack_settings
 from infra.timing import rules as timing
 from infra.timing.rules import RetryConfig
 from localrun.delivery import DeliveryDropped, DeliveryTimeout, HttpReply
 from localrun.faults import PRIMARY_FAULTS, Fault, FaultRates, RunFaults, fault_counts, plan_faults
 from localrun.scheduler import ENDED, CompressedClock, LocalScheduler, fire_times
 from tests.support.clock import FakeMonotonic
+from tests.support.stacks import fixture_stack
 
 
 def utc(text: str) -> datetime:
@@ -79,7 +79,7 @@ class RecordingTransport:
 
 @pytest.fixture
 def settings():
-    return load_stack_settings("dev")
+    return fixture_stack("dev")
 
 
 def scheduler_for(settings, job, transport, fake, speedup=60.0):

@@ -21,10 +21,10 @@ from infra.plan.audit_job import audit_environment, with_audit_job
 from infra.plan.headers import delivery_headers
 from infra.settings.environment import function_environment
 from infra.settings.jobs import JobSettings
-from infra.settings.loading import load_stack_settings
 from infra.settings.stack import StackSettings
 from jobs.demo import EXECUTIONS_COLLECTION
 from localrun.function_server import FunctionServer
+from tests.support.stacks import FIXTURE_STACKS, fixture_stack
 
 STACK = "dev"
 
@@ -41,6 +41,7 @@ class Cli:
     ) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "FIRESTORE_EMULATOR_HOST": self.emulator_host, **(extra_env or {})}
         storage = ["--firestore-project", self.firestore_project, "--database", "(default)"]
+        storage += ["--stacks-dir", str(FIXTURE_STACKS)]
         return subprocess.run(
             [sys.executable, "-m", "ops", *args, "--stack", stack, *storage],
             cwd=REPO_ROOT,
@@ -89,7 +90,7 @@ class DevFunction:
 
 @pytest.fixture
 def dev_settings() -> StackSettings:
-    return with_audit_job(load_stack_settings(STACK))
+    return with_audit_job(fixture_stack(STACK))
 
 
 def serve_dev_function(

@@ -30,8 +30,8 @@ from infra.plan.audit_job import (
 )
 from infra.settings.environment import function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
-from infra.settings.loading import load_stack_settings
 from infra.timing.rules import check_job_timing, latest_retry_arrival_seconds
+from tests.support.stacks import fixture_stack
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
@@ -198,7 +198,7 @@ def test_consecutive_audit_intervals_judge_every_run_exactly_once() -> None:
 
 
 def test_the_stack_writes_the_audit_config_the_job_reads() -> None:
-    settings = with_audit_job(load_stack_settings("dev"))
+    settings = with_audit_job(fixture_stack("dev"))
     config = AuditConfig.from_json(audit_environment(settings)["AUDIT_JOBS"])
     assert config.jobs == audited_jobs(settings)
     assert [job.name for job in config.jobs] == [settings.scheduler_job_id(job) for job in settings.jobs]
@@ -219,7 +219,7 @@ def test_the_stack_writes_the_audit_config_the_job_reads() -> None:
 
 
 def test_runs_before_a_job_was_deployed_are_never_missed() -> None:
-    settings = with_audit_job(load_stack_settings("dev"))
+    settings = with_audit_job(fixture_stack("dev"))
     demo = settings.jobs[0]
     deployed = utc(2026, 3, 1, 10, 20)
     config = AuditConfig.from_json(audit_environment(settings, {demo.name: deployed})["AUDIT_JOBS"])
@@ -234,7 +234,7 @@ def test_runs_before_a_job_was_deployed_are_never_missed() -> None:
 
 
 def test_a_config_job_may_not_take_the_audit_jobs_name() -> None:
-    settings = with_audit_job(load_stack_settings("dev"))
+    settings = with_audit_job(fixture_stack("dev"))
     assert with_audit_job(settings) == settings  # adding it twice is adding it once
     impostor = dataclasses.replace(settings.jobs[-1], handler="jobs.demo:run_demo_job")
     with pytest.raises(ValueError, match="reserved"):
@@ -248,7 +248,7 @@ def test_a_config_job_may_not_take_the_audit_jobs_name() -> None:
 def test_the_audit_job_obeys_every_timing_rule(stack: str, timeout: int | None, lease: int | None) -> None:
     """Its retries must outlive a crashed attempt's lease like every job's, whatever the
     function timeout and the lease of the stack."""
-    settings = load_stack_settings(stack)
+    settings = fixture_stack(stack)
     if timeout is not None and lease is not None:
         settings = dataclasses.replace(
             settings,
@@ -303,5 +303,5 @@ def test_a_bad_audit_jobs_variable_stops_the_instance_naming_it(raw: str, proble
 
 @pytest.fixture(autouse=True)
 def _audit_jobs_env(monkeypatch) -> None:
-    settings = with_audit_job(load_stack_settings("dev"))
+    settings = with_audit_job(fixture_stack("dev"))
     monkeypatch.setenv("AUDIT_JOBS", audit_environment(settings)["AUDIT_JOBS"])

@@ -14,9 +14,9 @@ from exactly_once.ledger.store import FirestoreRunStore
 from infra.plan.audit_job import with_audit_job
 from infra.plan.headers import delivery_headers
 from infra.settings.jobs import AUDIT_JOB_NAME
-from infra.settings.loading import load_stack_settings
 from tests.ops.conftest import Cli, DevFunction, serve_dev_function
 from tests.ops.fakes import RecordingFunction
+from tests.support.stacks import fixture_stack
 
 
 def _past_day_at(hour: int, minute: int) -> datetime:
@@ -119,7 +119,7 @@ def test_backfill_asks_the_function_to_decide_from_the_ledger(cli: Cli) -> None:
     would have sent for that run."""
     function = RecordingFunction().start()
     try:
-        settings = with_audit_job(load_stack_settings("dev"))
+        settings = with_audit_job(fixture_stack("dev"))
         job = settings.jobs[0]
         at = _past_day_at(10, 30)
         result = cli("backfill", "--job", job.name, "--at", _stamp(10, 30), "--url", function.url)

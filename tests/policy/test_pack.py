@@ -1,4 +1,5 @@
-"""The pack as a whole: the dev stack passes it (applied and in preview), and Pulumi can start it."""
+"""The pack as a whole: the template's fixture stacks pass it (applied and in preview), and Pulumi
+can start it. Your own stacks are held to it by tests/test_fork_checks.py."""
 
 from __future__ import annotations
 
@@ -13,15 +14,12 @@ import pytest
 from pulumi.output import Unknown
 from pulumi_policy import EnforcementLevel
 
+import tools.mocked_program as harness
 from bootstrap.github_oidc import Reach, reach
-from infra.config.handlers import handler_problem
-from infra.config.schema import FUNCTION_DIR
-from infra.plan.audit_job import AUDIT_HANDLER
 from infra.settings.loading import load_stack_settings
-from infra.settings.timing_checks import timing_advisories
+from policy.offline import UNKNOWN_STRING, violations
 from policy.policies import PACK_NAME, POLICIES
-from tests.policy.runner import UNKNOWN_STRING, violations
-from tests.support import pulumi_harness as harness
+from tests.support.stacks import dev_stack_resources
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Values a fresh stack's preview cannot know: they come from resources not yet created.
@@ -38,7 +36,7 @@ def _as_in_preview(value: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def dev_resources() -> list[Any]:
-    resources: list[Any] = harness.dev_stack_resources()
+    resources: list[Any] = dev_stack_resources()
     return resources
 
 
@@ -79,27 +77,6 @@ def test_a_first_preview_runs_the_program_and_every_policy_cleanly(stack_name: s
         for r in resources
     ]
     assert _violations(as_engine_sends, preview=False) == []
-
-
-STACK_FILES = sorted(REPO_ROOT.glob("Pulumi.*.yaml"))
-
-
-@pytest.mark.parametrize("stack_file", STACK_FILES, ids=[path.name for path in STACK_FILES])
-def test_every_shipped_stack_passes_every_policy_and_timing_rule(stack_file: Path) -> None:
-    """A forker copies these files: each must deploy cleanly, advisories included, and every
-    handler it names (the default, each job's, the audit's) must be one the function can run."""
-    stack_name = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
-    settings = load_stack_settings(stack_name)
-    assert timing_advisories(settings) == []
-    handlers = {settings.job_handler, AUDIT_HANDLER, *(settings.handler_of(job) for job in settings.jobs)}
-    assert {spec: handler_problem(spec, FUNCTION_DIR) for spec in handlers} == dict.fromkeys(handlers)
-    resources = harness.run_mocked_stack(settings)
-    assert _violations(resources, preview=False) == []
-    assert _violations(resources, preview=True) == []
-
-
-def test_the_example_stacks_are_shipped() -> None:
-    assert {path.name for path in STACK_FILES} >= {"Pulumi.dev.yaml", "Pulumi.prod.yaml"}
 
 
 def test_a_broken_dev_stack_is_caught(dev_resources: list[Any]) -> None:

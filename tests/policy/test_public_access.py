@@ -8,23 +8,21 @@ import json
 import pytest
 from pulumi_policy import EnforcementLevel
 
+from policy.offline import UNKNOWN_BOOL, UNKNOWN_STRING, resource_policy
 from policy.policies import (
     BUCKET,
     CLOUD_RUN_V2_SERVICE,
     FUNCTION_V2,
 )
 from tests.policy import fixtures
-from tests.policy.runner import (
+from tests.policy.crafted import (
     BUCKET_IAM_BINDING,
     BUCKET_IAM_POLICY,
     FUNCTION_IAM_MEMBER,
     FUNCTION_V1_IAM_MEMBER,
     RUN_INVOKER_BINDING,
     RUN_INVOKER_MEMBER,
-    UNKNOWN_BOOL,
-    UNKNOWN_STRING,
     check,
-    resource_policy,
 )
 
 # --- no-public-principals -------------------------------------------------------------------

@@ -10,17 +10,13 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel
 
+from policy.offline import UNKNOWN_STRING, resource_policy, run_resource_policy
 from policy.policies import (
     BUCKET,
     SCHEDULER_JOB,
 )
 from tests.policy import fixtures
-from tests.policy.runner import (
-    UNKNOWN_STRING,
-    check,
-    resource_policy,
-    run_resource_policy,
-)
+from tests.policy.crafted import check
 
 # --- scheduler-job-oidc-auth ----------------------------------------------------------------
 

@@ -8,19 +8,13 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel, PolicyResource
 
+from policy.offline import UNKNOWN_STRING, Reported, run_stack_policy, stack_policy, stack_resource
 from policy.policies import (
     FIRESTORE_FIELD,
     FUNCTION_V2,
     SCHEDULER_JOB,
 )
 from tests.policy import fixtures
-from tests.policy.runner import (
-    UNKNOWN_STRING,
-    Reported,
-    run_stack_policy,
-    stack_policy,
-    stack_resource,
-)
 
 
 def stack(

@@ -19,10 +19,10 @@ from infra.monitoring.alerts import ALERTS
 from infra.plan.audit_job import AUDIT_HANDLER, with_audit_job
 from infra.plan.headers import headers_for
 from infra.resources.source import source_hash
-from infra.settings.loading import load_stack_settings
 from infra.settings.stack import StackSettings
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
-from tests.support.pulumi_harness import OFFSET, MockedResource, MockedStack, dev_stack_resources, mock_stack
+from tests.support.stacks import dev_stack_resources, fixture_stack
+from tools.mocked_program import OFFSET, MockedResource, MockedStack, mock_stack
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 JOB = "gcp:cloudscheduler/job:Job"
@@ -296,7 +296,7 @@ def test_advisory_timing_is_logged_as_a_warning_not_an_error() -> None:
 
 
 def test_dev_stack_declares_one_job_per_configured_job() -> None:
-    settings = load_stack_settings("dev")
+    settings = fixture_stack("dev")
     resources = dev_stack_resources()
     names = sorted(r.inputs["name"] for r in resources if r.type == JOB)
     assert names == sorted(settings.scheduler_job_id(job) for job in with_audit_job(settings).jobs)

@@ -22,7 +22,7 @@ from infra.config.names import (
     WORKFLOW_NAME,
 )
 from tests.infra.conftest import build, valid_job, valid_values
-from tests.support.pulumi_harness import MockedResource, MockedStack, mock_stack
+from tools.mocked_program import MockedResource, MockedStack, mock_stack
 
 # Capitals, dots, underscores and hyphens, as `pulumi stack init` allows: 90 characters, and
 # Pulumi's longest, 100.

@@ -7,7 +7,7 @@ import pytest
 
 from infra.plan.outputs import STACK_OUTPUTS
 from tests.infra.conftest import build, valid_job, valid_values
-from tests.support.pulumi_harness import mock_stack
+from tools.mocked_program import mock_stack
 
 ALWAYS = {o.name for o in STACK_OUTPUTS if o.only_with is None}
 TOKEN_CHECK = {"tokenCheckUri", "tokenCheckServiceAccount"}

@@ -14,7 +14,7 @@ from infra.settings.environment import function_environment
 from infra.settings.timing_checks import timing_advisories, timing_errors
 from infra.timing import rules as timing
 from tests.infra.conftest import NAMESPACE, build, valid_job
-from tests.support.pulumi_harness import run_mocked_stack
+from tools.mocked_program import run_mocked_stack
 
 RETRY = {"retryCount": 5, "minBackoffSeconds": 60, "maxBackoffSeconds": 3600, "maxDoublings": 4}
 

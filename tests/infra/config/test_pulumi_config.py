@@ -12,17 +12,17 @@ import pytest
 from pulumi.runtime import config as runtime_config
 
 from infra.settings.from_pulumi import settings_from_pulumi_config
-from infra.settings.loading import load_stack_settings
 from tests.infra.conftest import NAMESPACE, valid_job
-from tests.support import pulumi_harness
-from tests.support.pulumi_harness import MOCK_STACK, run_mocked_stack
+from tests.support.stacks import fixture_stack
+from tools import mocked_program as pulumi_harness
+from tools.mocked_program import MOCK_STACK, run_mocked_stack
 
 
 @pytest.fixture
 def pulumi_config() -> Iterator[dict[str, str]]:
     """The config bag as the Pulumi engine hands it to a program: every value a string."""
     # Any mocked run configures the runtime (stack name, project) the way the engine would.
-    run_mocked_stack(load_stack_settings("dev"))
+    run_mocked_stack(fixture_stack("dev"))
     values = {
         "gcp:project": "p-123",
         "gcp:region": "us-east1",

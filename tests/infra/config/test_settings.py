@@ -22,6 +22,7 @@ from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_advisories, timing_errors
 from infra.timing import rules as timing
 from tests.infra.conftest import NAMESPACE, PROJECT, REGION, build, error_of, valid_job, valid_values
+from tests.support.stacks import fixture_stack
 
 # --- defaults and derived values -------------------------------------------------------------
 
@@ -205,7 +206,7 @@ def test_advisory_violation_is_not_an_error() -> None:
 
 
 def test_dev_stack_loads_and_passes_every_timing_check() -> None:
-    settings = load_stack_settings("dev")
+    settings = fixture_stack("dev")
     # The local demo fires the first job; the proxy demos are appended after it.
     assert [job.name for job in settings.jobs] == [
         "demo-every-15-minutes",

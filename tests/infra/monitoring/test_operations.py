@@ -11,6 +11,7 @@ from typing import Any, cast
 import pulumi
 import pytest
 
+import tools.mocked_program as harness
 from exactly_once import log_fields
 from exactly_once.audit.config import AuditConfig
 from exactly_once.delivery.handler import ScheduledRunHandler
@@ -29,9 +30,8 @@ from infra.monitoring.operations import declare_operations
 from infra.plan.audit_job import AUDIT_HANDLER, audit_environment, with_audit_job
 from infra.resources.function import audit_function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
-from infra.settings.loading import load_stack_settings
-from tests.policy.runner import violations
-from tests.support import pulumi_harness as harness
+from policy.offline import violations
+from tests.support.stacks import dev_stack_resources, fixture_stack
 
 METRIC = "gcp:logging/metric:Metric"
 ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"
@@ -308,7 +308,7 @@ def test_preview_declares_the_same_resources() -> None:
 
 
 def test_the_audit_environment_carries_when_each_job_was_created() -> None:
-    settings = with_audit_job(load_stack_settings("dev"))
+    settings = with_audit_job(fixture_stack("dev"))
     pulumi.runtime.set_mocks(harness.GcpMocks("acme"), project=project_name(), stack="dev", preview=False)
 
     @pulumi.runtime.test
@@ -338,14 +338,14 @@ def test_the_monitoring_resources_pass_every_policy() -> None:
 @pytest.fixture(scope="module")
 def dev_stack_with_audit() -> list[harness.MockedResource]:
     # The component adds the audit job itself.
-    return harness.dev_stack_resources()
+    return dev_stack_resources()
 
 
 def test_the_audit_job_is_scheduled_hourly_through_the_handler(dev_stack_with_audit) -> None:
     jobs = {
         r.inputs["name"]: r.inputs for r in dev_stack_with_audit if r.type == "gcp:cloudscheduler/job:Job"
     }
-    audit = jobs[load_stack_settings("dev").scheduler_job_id(AUDIT_JOB_NAME)]
+    audit = jobs[fixture_stack("dev").scheduler_job_id(AUDIT_JOB_NAME)]
     assert audit["schedule"] == "5 * * * *"
     (function,) = [
         r.inputs
@@ -353,7 +353,7 @@ def test_the_audit_job_is_scheduled_hourly_through_the_handler(dev_stack_with_au
         if r.type == "gcp:cloudfunctionsv2/function:Function" and r.inputs["name"].endswith("handler")
     ]
     handlers = json.loads(function["serviceConfig"]["environmentVariables"]["JOB_HANDLERS"])
-    assert handlers[load_stack_settings("dev").scheduler_job_id(AUDIT_JOB_NAME)] == AUDIT_HANDLER
+    assert handlers[fixture_stack("dev").scheduler_job_id(AUDIT_JOB_NAME)] == AUDIT_HANDLER
 
 
 def test_the_stack_with_the_audit_job_passes_every_policy(dev_stack_with_audit) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from infra.resources.propagation import BUILD_GRANTS_DELAY_SECONDS, SERVING_GRANTS_DELAY_SECONDS
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
-from tests.support.pulumi_harness import PROJECT_NUMBER, SLEEP, MockedStack, mock_stack, pause_seconds
+from tools.mocked_program import PROJECT_NUMBER, SLEEP, MockedStack, mock_stack, pause_seconds
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 ACCOUNT = "gcp:serviceaccount/account:Account"

@@ -24,7 +24,8 @@ from infra.targets.bigquery import BIGQUERY_API
 from infra.targets.workflow import KIND as WORKFLOW_KIND
 from infra.timing import rules as timing
 from tests.infra.conftest import build, valid_job, valid_values
-from tests.support.pulumi_harness import OFFSET, SLEEP, MockedResource, MockedStack, mock_stack
+from tests.support.stacks import FIXTURE_STACKS, fixture_stack
+from tools.mocked_program import OFFSET, SLEEP, MockedResource, MockedStack, mock_stack
 
 DATABASE = "gcp:firestore/database:Database"
 FIELD = "gcp:firestore/field:Field"
@@ -80,7 +81,7 @@ def repo_copy(tmp_path: Path, stacks: dict[str, str], project: str | None = None
     """Pulumi.yaml, function/ (linked) and a copy of Pulumi.dev.yaml per stack name, keys under
     `project`."""
     text = (REPO_ROOT / "Pulumi.yaml").read_text(encoding="utf-8")
-    dev = (REPO_ROOT / "Pulumi.dev.yaml").read_text(encoding="utf-8")
+    dev = (FIXTURE_STACKS / "Pulumi.dev.yaml").read_text(encoding="utf-8")
     if project is not None:
         namespace = project_name()
         text = text.replace(f"name: {namespace}\n", f"name: {project}\n", 1)
@@ -119,13 +120,13 @@ def test_a_renamed_project_reads_its_config(tmp_path: Path) -> None:
     root = repo_copy(tmp_path, {"dev": "dev"}, project="acme-nightly-jobs")
     settings = load_stack_settings("dev", root=root)
     assert settings.config_namespace == "acme-nightly-jobs"
-    assert [job.name for job in settings.jobs] == [job.name for job in load_stack_settings("dev").jobs]
+    assert [job.name for job in settings.jobs] == [job.name for job in fixture_stack("dev").jobs]
     assert settings.max_instances == 3  # the stack file's value, not the project default 10
     # Keys left in the old namespace are not read: there is no job then.
     stale = tmp_path / "stale"
     stale.mkdir()
     shutil.copy(root / "Pulumi.yaml", stale / "Pulumi.yaml")
-    shutil.copy(REPO_ROOT / "Pulumi.dev.yaml", stale / "Pulumi.dev.yaml")
+    shutil.copy(FIXTURE_STACKS / "Pulumi.dev.yaml", stale / "Pulumi.dev.yaml")
     with pytest.raises(SettingsError, match="acme-nightly-jobs:jobs: at least one job is required"):
         load_stack_settings("dev", root=stale)
 
@@ -177,7 +178,7 @@ def test_a_named_database_is_created_by_default_and_default_never() -> None:
 
 @pytest.fixture(scope="module")
 def dev() -> MockedStack:
-    return mock_stack(load_stack_settings("dev"))
+    return mock_stack(fixture_stack("dev"))
 
 
 def test_first_deploy_apis_are_enabled(dev: MockedStack) -> None:
@@ -240,7 +241,7 @@ def test_scheduler_jobs_fire_only_after_the_serving_grants_propagated(dev: Mocke
 
 
 def test_the_deployed_job_id_is_the_one_the_settings_give_the_tools(dev: MockedStack) -> None:
-    settings = with_audit_job(load_stack_settings("dev"))
+    settings = with_audit_job(fixture_stack("dev"))
     deployed = {r.name.removeprefix("eos-job-"): r.inputs["name"] for r in dev.of_type(JOB)}
     assert deployed == {job.name: settings.scheduler_job_id(job.name) for job in settings.jobs}
 

@@ -20,7 +20,7 @@ from infra.resources.propagation import (
     SERVING_GRANTS_DELAY_SECONDS,
 )
 from tests.infra.conftest import build, valid_job, valid_values
-from tests.support.pulumi_harness import SLEEP, MockedResource, MockedStack, mock_stack, pause_seconds
+from tools.mocked_program import SLEEP, MockedResource, MockedStack, mock_stack, pause_seconds
 
 METRIC = "gcp:logging/metric:Metric"
 ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"

@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 
 from infra.resources.function import FUNCTION_ENTRY_POINT
-from infra.settings.loading import load_stack_settings
-from tests.policy.runner import UNKNOWN_NUMBER, resource_policy, run_resource_policy
-from tests.support.pulumi_harness import MockedResource, as_policy_value, mock_stack
+from policy.offline import UNKNOWN_NUMBER, resource_policy, run_resource_policy
+from tests.support.stacks import fixture_stack
+from tools.mocked_program import MockedResource, as_policy_value, mock_stack
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 PROPERTY = "serviceConfig.maxInstanceRequestConcurrency"
 
 
 def functions_of(stack: str) -> list[MockedResource]:
-    return mock_stack(load_stack_settings(stack)).of_type(FUNCTION)
+    return mock_stack(fixture_stack(stack)).of_type(FUNCTION)
 
 
 def check(props: dict[str, Any]) -> list[str]:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from exactly_once.targets.job_specs import BIGQUERY_HANDLER, CLOUD_RUN_HANDLER
+from policy.offline import violations
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
-from tests.policy.runner import violations
-from tests.support.pulumi_harness import MockedStack, mock_stack
+from tools.mocked_program import MockedStack, mock_stack
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 SCHEDULER_JOB = "gcp:cloudscheduler/job:Job"

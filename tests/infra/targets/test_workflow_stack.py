@@ -18,7 +18,8 @@ from infra.plan.audit_job import AUDIT_HANDLER
 from infra.samples.workflows import SAMPLE_WORKFLOW_FILE
 from infra.targets.workflow import KIND as WORKFLOW_KIND
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
-from tests.support.pulumi_harness import MockedStack, dev_stack_resources, mock_stack
+from tests.support.stacks import dev_stack_resources
+from tools.mocked_program import MockedStack, mock_stack
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 JOB = "gcp:cloudscheduler/job:Job"

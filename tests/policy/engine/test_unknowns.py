@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from pulumi_policy import ResourceValidationPolicy
 
+from policy.offline import UNKNOWN_BOOL, UNKNOWN_NUMBER, UNKNOWN_STRING, run_resource_policy
 from policy.policies import (
     BUCKET,
     CLOUD_RUN_V2_SERVICE,
@@ -15,13 +16,7 @@ from policy.policies import (
     PROJECT_IAM_MEMBER,
     SCHEDULER_JOB,
 )
-from tests.policy.runner import (
-    RUN_INVOKER_MEMBER,
-    UNKNOWN_BOOL,
-    UNKNOWN_NUMBER,
-    UNKNOWN_STRING,
-    run_resource_policy,
-)
+from tests.policy.crafted import RUN_INVOKER_MEMBER
 
 
 @pytest.mark.parametrize("resource_policy", [p for p in POLICIES if isinstance(p, ResourceValidationPolicy)])

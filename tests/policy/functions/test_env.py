@@ -8,17 +8,13 @@ from typing import Any
 import pytest
 from pulumi_policy import EnforcementLevel
 
+from policy.offline import UNKNOWN_STRING, resource_policy, run_resource_policy
 from policy.policies import (
     CLOUD_RUN_V2_SERVICE,
     FUNCTION_V1,
     FUNCTION_V2,
 )
 from tests.policy import fixtures
-from tests.policy.runner import (
-    UNKNOWN_STRING,
-    resource_policy,
-    run_resource_policy,
-)
 
 
 def test_levels() -> None:

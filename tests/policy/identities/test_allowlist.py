@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bootstrap.deployer_roles import DEPLOYER_ROLES
+from policy.offline import UNKNOWN_STRING
 from policy.policies import (
     PROJECT_IAM_BINDING,
     PROJECT_IAM_MEMBER,
@@ -10,11 +11,7 @@ from policy.policies import (
     Holder,
 )
 from tests.policy import fixtures
-from tests.policy.runner import (
-    RUN_INVOKER_MEMBER,
-    UNKNOWN_STRING,
-    check,
-)
+from tests.policy.crafted import RUN_INVOKER_MEMBER, check
 
 
 def test_allowlist_has_a_reason_for_every_role() -> None:

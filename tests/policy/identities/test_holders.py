@@ -9,15 +9,9 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyResource
 
+from policy.offline import UNKNOWN_STRING, Reported, run_stack_policy, stack_policy, stack_resource
 from policy.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
 from tests.policy import fixtures
-from tests.policy.runner import (
-    UNKNOWN_STRING,
-    Reported,
-    run_stack_policy,
-    stack_policy,
-    stack_resource,
-)
 
 
 def test_level_is_mandatory() -> None:

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from infra.settings.loading import load_stack_settings
+import tools.mocked_program as harness
 from policy.engine.types import is_iam_type
 from policy.identities import outside
-from tests.policy.runner import UNKNOWN_STRING, violations
-from tests.support import pulumi_harness as harness
-from tests.support.pulumi_harness import MockedResource
+from policy.offline import UNKNOWN_STRING, violations
+from tests.support.stacks import dev_stack_resources, fixture_stack
+from tools.mocked_program import MockedResource
 
 POLICY = "grants-to-own-accounts-only"
-PROJECT = load_stack_settings("dev").project
+PROJECT = fixture_stack("dev").project
 PREVIEWER = f"serviceAccount:ci-previewer@{PROJECT}.iam.gserviceaccount.com"
 BUCKET_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 ACCOUNT_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
@@ -27,7 +27,7 @@ TOKEN_CREATOR = "roles/iam.serviceAccountTokenCreator"
 
 @pytest.fixture(scope="module")
 def dev() -> list[MockedResource]:
-    return harness.dev_stack_resources()
+    return dev_stack_resources()
 
 
 def grant(type_: str, name: str, props: dict[str, Any]) -> MockedResource:
@@ -63,7 +63,7 @@ def found(resources: list[MockedResource]) -> list[str]:
 @pytest.mark.parametrize("stack_name", ["dev", "prod"])
 @pytest.mark.parametrize("preview", [False, True], ids=["applied", "preview"])
 def test_the_shipped_stacks_grant_only_to_their_own_accounts(stack_name: str, preview: bool) -> None:
-    resources = harness.run_mocked_stack(load_stack_settings(stack_name), preview=preview)
+    resources = harness.run_mocked_stack(fixture_stack(stack_name), preview=preview)
     as_engine_sends = [
         MockedResource(
             r.type, r.name, r.urn, harness.as_policy_value(r.inputs), harness.as_policy_value(r.outputs)

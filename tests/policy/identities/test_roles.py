@@ -8,15 +8,12 @@ import json
 
 import pytest
 
+from policy.offline import UNKNOWN_STRING
 from policy.policies import (
     PROJECT_IAM_MEMBER,
 )
 from tests.policy import fixtures
-from tests.policy.runner import (
-    RUN_INVOKER_MEMBER,
-    UNKNOWN_STRING,
-    check,
-)
+from tests.policy.crafted import RUN_INVOKER_MEMBER, check
 
 # --- no-primitive-roles ---------------------------------------------------------------------
 

@@ -9,14 +9,9 @@ import pytest
 from pulumi_policy import EnforcementLevel, PolicyResource
 
 from infra.config.access import GRANT_KINDS
+from policy.offline import UNKNOWN_STRING, run_stack_policy, stack_policy, stack_resource
 from policy.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
 from tests.policy import fixtures
-from tests.policy.runner import (
-    UNKNOWN_STRING,
-    run_stack_policy,
-    stack_policy,
-    stack_resource,
-)
 
 RUNTIME = f"serviceAccount:{fixtures.RUNTIME_SA}"
 

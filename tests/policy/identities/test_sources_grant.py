@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 
 from infra.resources.build import sources_read_condition
-from policy.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
-from tests.policy import fixtures
-from tests.policy.runner import (
+from policy.offline import (
     UNKNOWN_STRING,
     resource_policy,
     run_resource_policy,
@@ -18,6 +16,8 @@ from tests.policy.runner import (
     stack_policy,
     stack_resource,
 )
+from policy.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
+from tests.policy import fixtures
 
 VIEWER = "roles/storage.objectViewer"
 

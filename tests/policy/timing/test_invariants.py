@@ -10,13 +10,7 @@ import pytest
 from pulumi_policy import EnforcementLevel, PolicyResource
 
 from infra.timing import rules as timing
-from policy.policies import (
-    FIRESTORE_FIELD,
-    FUNCTION_V2,
-    SCHEDULER_JOB,
-)
-from tests.policy import fixtures
-from tests.policy.runner import (
+from policy.offline import (
     UNKNOWN_NUMBER,
     UNKNOWN_STRING,
     Reported,
@@ -24,6 +18,12 @@ from tests.policy.runner import (
     stack_policy,
     stack_resource,
 )
+from policy.policies import (
+    FIRESTORE_FIELD,
+    FUNCTION_V2,
+    SCHEDULER_JOB,
+)
+from tests.policy import fixtures
 
 
 def stack(

@@ -23,7 +23,6 @@ from pulumi.runtime import rpc
 from infra.component import COMPONENT_TYPE, ExactlyOnceScheduler, export_outputs
 from infra.config.paths import FUNCTION_DIR
 from infra.config.schema import project_name
-from infra.settings.loading import load_stack_settings
 from infra.settings.stack import StackSettings
 
 MOCK_STACK = "test"
@@ -208,7 +207,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         self.registered_outputs: dict[str, dict[str, Any]] = {}
 
     def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         self.parents[response.urn] = request.parent
         self.dependencies[response.urn] = list(request.dependencies)
         self.options[response.urn] = (bool(request.protect), bool(request.retainOnDelete))
@@ -218,7 +217,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         from pulumi.runtime import rpc
 
         self.registered_outputs[request.urn] = rpc.deserialize_properties(request.outputs)
-        return super().RegisterResourceOutputs(request)
+        return super().RegisterResourceOutputs(request)  # type: ignore[no-untyped-call]
 
 
 class _WarningLog(logging.Handler):
@@ -250,7 +249,7 @@ def run_under_mocks(
         mocks, project=project, stack=stack, preview=preview, logger=logger, monitor=monitor
     )
     try:
-        pulumi.runtime.test(program)()
+        pulumi.runtime.test(program)()  # type: ignore[no-untyped-call]
     finally:
         logger.removeHandler(log)
     resources = []
@@ -311,8 +310,3 @@ def run_mocked_stack(
 ) -> list[MockedResource]:
     """Every resource the component registers (the component itself included), in order."""
     return mock_stack(settings, function_dir, preview=preview).resources
-
-
-def dev_stack_resources() -> list[MockedResource]:
-    """The dev stack as `pulumi up -s dev` would declare it."""
-    return run_mocked_stack(load_stack_settings("dev"))

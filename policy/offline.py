@@ -1,4 +1,5 @@
-"""Run a policy's validate callback the way the Pulumi engine would, without the CLI.
+"""Run the pack's policies the way the Pulumi engine would, without the CLI: `make check`
+runs them on every stack under mocks, and the policy tests on resources they craft.
 
 Properties go through the same path as in `pulumi_policy`'s analyzer: the SDK's wire
 encoding, a protobuf Struct (numbers become floats), `MessageToDict`, `deserialize_properties`, then the
@@ -14,6 +15,7 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2  # type: ignore[import-untyped]
 from pulumi_policy import (
+    EnforcementLevel,
     PolicyCustomTimeouts,
     PolicyResource,
     PolicyResourceOptions,
@@ -125,34 +127,44 @@ def stack_policy(name: str) -> StackValidationPolicy:
     return found
 
 
-def violations(resources: Iterable[tuple[str, str, Mapping[str, Any], Mapping[str, Any]]]) -> list[str]:
-    """'<policy> <resource>: <message>' for every violation of every policy of the pack, as the
-    engine applies them: resource policies see each (type, name, inputs, outputs)'s inputs,
-    stack policies every resource's outputs."""
-    found: list[str] = []
+@dataclass(frozen=True)
+class Violation:
+    policy: str
+    resource: str | None  # None: reported by a stack policy
+    message: str
+    advisory: bool  # the policy's enforcement level: advisory ones are printed, never fail
+
+    def __str__(self) -> str:
+        where = f" {self.resource}" if self.resource is not None else ""
+        return f"{self.policy}{where}: {self.message}"
+
+
+def pack_violations(
+    resources: Iterable[tuple[str, str, Mapping[str, Any], Mapping[str, Any]]],
+) -> list[Violation]:
+    """Every violation of every policy of the pack, as the engine applies them: resource
+    policies see each (type, name, inputs, outputs)'s inputs, stack policies every resource's
+    outputs."""
+    found: list[Violation] = []
     stack = []
     for typ, name, inputs, outputs in resources:
         stack.append(stack_resource(typ, name, outputs))
         for policy in POLICIES:
             if isinstance(policy, ResourceValidationPolicy):
+                advisory = policy.enforcement_level == EnforcementLevel.ADVISORY
                 found += [
-                    f"{policy.name} {name}: {m}" for m in run_resource_policy(policy, typ, inputs, name)
+                    Violation(policy.name, name, m, advisory)
+                    for m in run_resource_policy(policy, typ, inputs, name)
                 ]
     for policy in POLICIES:
         if isinstance(policy, StackValidationPolicy):
-            found += [f"{policy.name}: {m}" for m in run_stack_policy(policy, stack).messages]
+            advisory = policy.enforcement_level == EnforcementLevel.ADVISORY
+            found += [
+                Violation(policy.name, None, m, advisory) for m in run_stack_policy(policy, stack).messages
+            ]
     return found
 
 
-# Resource types the policy tests craft that the pack names nowhere itself.
-RUN_INVOKER_MEMBER = "gcp:cloudrunv2/serviceIamMember:ServiceIamMember"
-RUN_INVOKER_BINDING = "gcp:cloudrunv2/serviceIamBinding:ServiceIamBinding"
-FUNCTION_IAM_MEMBER = "gcp:cloudfunctionsv2/functionIamMember:FunctionIamMember"
-FUNCTION_V1_IAM_MEMBER = "gcp:cloudfunctions/functionIamMember:FunctionIamMember"
-BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
-BUCKET_IAM_POLICY = "gcp:storage/bucketIAMPolicy:BucketIAMPolicy"
-
-
-def check(name: str, resource_type: str, props: Mapping[str, Any]) -> list[str]:
-    """The messages the resource policy `name` reports for one crafted resource."""
-    return run_resource_policy(resource_policy(name), resource_type, props, name="crafted")
+def violations(resources: Iterable[tuple[str, str, Mapping[str, Any], Mapping[str, Any]]]) -> list[str]:
+    """'<policy> <resource>: <message>' for every violation, advisory ones included."""
+    return [str(violation) for violation in pack_violations(resources)]

@@ -1,0 +1,1 @@
+"""Your jobs' tests: `make check` lints them, `make test` runs them (docs/jobs.md)."""

@@ -1,0 +1,88 @@
+"""Your own files, held to every rule: each `Pulumi.<stack>.yaml` at the root, your job modules
+and your tests. These are the checks `make check` runs (tools/fork_check.py), so the two never
+disagree; they pass for any valid stack, whatever its jobs are called.
+
+The template's own behaviour is tested on fixtures of its own (tests/fixtures/stacks/); only
+this module reads your stacks.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.config.paths import REPO_ROOT
+from infra.settings.loading import stack_names
+from policy.offline import Violation
+from tools import fork_check
+from tools.fork_check import check_stack, lint
+
+YOUR_STACKS = stack_names(REPO_ROOT)
+NOOP = "jobs.noop:do_nothing"
+
+
+@pytest.mark.parametrize("stack", YOUR_STACKS)
+def test_your_stack_passes_every_rule(stack: str) -> None:
+    errors = [str(finding) for finding in check_stack(stack) if not finding.advisory]
+    assert errors == []
+
+
+def test_your_job_modules_and_tests_are_lint_and_type_clean() -> None:
+    assert [str(finding) for finding in lint()] == []
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project holding the template's Pulumi.yaml and function/, and no stack yet."""
+    shutil.copy(REPO_ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    shutil.copytree(
+        REPO_ROOT / "function", tmp_path / "function", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return tmp_path
+
+
+def _stack(project: Path, name: str, jobs: list[dict[str, object]], **config: object) -> None:
+    values: dict[str, object] = {"gcp:project": "acme-prod", "gcp:region": "europe-west1"}
+    values["exactly-once-scheduler:jobs"] = jobs
+    values.update({f"exactly-once-scheduler:{key}": value for key, value in config.items()})
+    (project / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": values}), encoding="utf-8")
+
+
+def test_a_broken_stack_fails_naming_its_key(project: Path) -> None:
+    _stack(project, "broken", [{"name": "nightly", "schedule": "0 3 * * *", "handler": "jobs.nope:run"}])
+    [finding] = check_stack("broken", project)
+    assert not finding.advisory and "jobs[0].handler: 'jobs.nope:run': no module" in finding.message
+
+
+def test_an_advisory_is_printed_and_fails_nothing(project: Path) -> None:
+    """A five-minute job with the default retries: they outlast its next run, which Cloud
+    Scheduler says by dropping them; the check says so, and passes."""
+    _stack(project, "every5", [{"name": "often", "schedule": "*/5 * * * *", "handler": NOOP}])
+    findings = check_stack("every5", project)
+    assert findings and all(finding.advisory for finding in findings)
+
+
+def test_a_mandatory_policy_fails_the_check_and_an_advisory_one_does_not(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stack(project, "nightly", [{"name": "nightly", "schedule": "0 3 * * *", "handler": NOOP}])
+    reported = [
+        Violation("no-public-principals", "eos-function", "allUsers may invoke", advisory=False),
+        Violation("function-ingress-restricted", "eos-function", "ingress is open", advisory=True),
+    ]
+    monkeypatch.setattr(fork_check, "pack_violations", lambda resources: reported)
+    findings = {finding.message: finding.advisory for finding in check_stack("nightly", project)}
+    assert findings == {str(reported[0]): False, str(reported[1]): True}
+
+
+def test_make_check_exits_with_its_verdict(project: Path) -> None:
+    _stack(project, "broken", [{"name": "nightly", "schedule": "0 3 * * *", "handler": "jobs.nope:run"}])
+    command = [sys.executable, "-m", "tools.fork_check", "--root", str(project)]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FAIL  Pulumi.broken.yaml" in result.stdout
