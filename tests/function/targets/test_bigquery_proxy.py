@@ -75,7 +75,7 @@ def test_the_job_id_is_derived_from_the_run_id_and_the_run_starts_one_job(start_
     again = deliver(server, {})
     assert again.json()["outcome"] == "duplicate_completed"
     assert again.json()["output"]["job"] == OUTPUT_NAME  # the duplicate's answer names the job
-    assert len(fake.server.calls) == 1  # answered from the ledger
+    assert len(fake.calls) == 1  # answered from the ledger
 
     (job,) = fake.created()
     assert job["jobReference"] == {"projectId": "acme-data", "jobId": JOB_ID, "location": "EU"}
@@ -187,10 +187,10 @@ def test_too_little_time_for_a_call_releases_the_run_and_calls_nothing(start_ser
     reply = deliver(server, {})
     assert (reply.status_code, reply.json()["outcome"]) == (500, "failed_released")
     assert "not called" in released_errors(log_path)[0]
-    assert fake.server.calls == [] and not run_record(db).exists
+    assert fake.calls == [] and not run_record(db).exists
 
 
 def test_a_body_is_refused_and_calls_nothing(start_server, fake):
     server = start_server()
     assert deliver(server, {"query": "DROP TABLE x"}).json()["outcome"] == "failed_terminal"
-    assert fake.server.calls == []
+    assert fake.calls == []

@@ -74,11 +74,11 @@ def test_one_execution_per_run_carries_the_token_and_the_overrides(start_server,
     assert (first.status_code, first.json()["outcome"]) == (200, "executed"), first.json()
     (execution,) = fake.started(JOB)
     assert first.json()["output"] == {"execution": execution["name"], "reused": False}
-    assert fake.server.calls == [("GET", f"/v2/{JOB}/executions"), ("POST", f"/v2/{JOB}:run")]
+    assert fake.calls == [("GET", f"/v2/{JOB}/executions"), ("POST", f"/v2/{JOB}:run")]
     again = deliver(server, {})
     assert again.json()["outcome"] == "duplicate_completed"
     assert again.json()["output"]["execution"] == execution["name"]
-    assert len(fake.server.calls) == 2  # the duplicate is answered from the ledger
+    assert len(fake.calls) == 2  # the duplicate is answered from the ledger
 
     assert env_of(execution) == {
         "TARGET": "warehouse",
@@ -153,7 +153,7 @@ def test_too_little_time_for_a_call_releases_the_run_and_calls_nothing(start_ser
     reply = deliver(server, {})
     assert (reply.status_code, reply.json()["outcome"]) == (500, "failed_released")
     assert "not called" in released_errors(log_path)[0]
-    assert fake.server.calls == [] and not run_record(db).exists
+    assert fake.calls == [] and not run_record(db).exists
 
 
 def test_eight_concurrent_deliveries_start_one_execution(start_server, fake):
@@ -210,14 +210,14 @@ def test_a_refused_run_is_terminal(start_server, fake, db):
 def test_a_body_is_refused_and_calls_nothing(start_server, fake, body):
     server = start_server()
     assert deliver(server, body).json()["outcome"] == "failed_terminal"
-    assert fake.server.calls == []
+    assert fake.calls == []
 
 
 def test_a_job_without_settings_is_terminal(function_servers, emulator_host, project, fake):
     env = proxy_env(emulator_host, project, CLOUD_RUN_HANDLER, CLOUD_RUN_API_ENDPOINT=fake.endpoint)
     reply = deliver(function_servers(env), {})
     assert reply.json()["outcome"] == "failed_terminal"
-    assert fake.server.calls == []
+    assert fake.calls == []
 
 
 def test_malformed_settings_stop_the_instance_naming_the_variable(emulator_host, project, log_path, fake):
