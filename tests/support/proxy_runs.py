@@ -10,6 +10,7 @@ from typing import Any
 
 import requests
 
+from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER, NO_CACHE
 from exactly_once.delivery.scheduler_request import (
     JOB_NAME_HEADER,
     LOCATION_HEADER,
@@ -43,6 +44,13 @@ def proxy_env(emulator_host: str, project: str, handler: str, **extra: str) -> d
 
 def deliver(server: FunctionServer, body: dict[str, Any]) -> requests.Response:
     return requests.post(server.url, headers=HEADERS, data=json.dumps(body).encode(), timeout=60)
+
+
+def redo(server: FunctionServer, body: dict[str, Any]) -> requests.Response:
+    """The delivery `ops redo` sends once it has deleted the run's record: the same run, as
+    no-cache, so that no instance answers it from memory."""
+    headers = {**HEADERS, CACHE_CONTROL_HEADER: NO_CACHE}
+    return requests.post(server.url, headers=headers, data=json.dumps(body).encode(), timeout=60)
 
 
 def concurrent(count: int, call: Callable[[int], Any]) -> list[Any]:
