@@ -9,6 +9,7 @@ times in one pytest process: every call installs fresh mocks and waits for its o
 from __future__ import annotations
 
 import logging
+import runpy
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 
 import pulumi
 from pulumi.output import Unknown
+from pulumi.runtime import config as runtime_config
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
@@ -329,3 +331,25 @@ def run_mocked_stack(
 def dev_stack_resources() -> list[MockedResource]:
     """The dev stack as `pulumi up -s dev` would declare it."""
     return run_mocked_stack(load_stack_settings("dev"))
+
+
+def run_main(pulumi_config: dict[str, str], mocks: GcpMocks, project: str | None = None) -> dict[str, Any]:
+    """Run __main__.py as `pulumi up` would, under mocks; collect resource types and exports."""
+    from pulumi.runtime.settings import get_root_resource
+
+    from infra.config.settings import REPO_ROOT
+
+    pulumi.runtime.set_mocks(mocks, project=project or project_name(), stack=MOCK_STACK, preview=False)
+    runtime_config.set_all_config(pulumi_config)
+    root = get_root_resource()
+    assert isinstance(root, pulumi.runtime.stack.Stack)
+    root.outputs.clear()
+    exports: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program() -> pulumi.Output[Any]:
+        runpy.run_path(str(REPO_ROOT / "__main__.py"), run_name="__main__")
+        return pulumi.Output.all(**root.outputs).apply(exports.update)
+
+    program()
+    return exports

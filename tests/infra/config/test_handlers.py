@@ -18,9 +18,9 @@ from infra.config.jobs import WORKFLOWS_HANDLER
 from infra.config.schema import FUNCTION_DIR, SettingsError
 from infra.config.settings import StackSettings
 from infra.plan.audit_job import AUDIT_HANDLER
-from tests.infra.config.test_pulumi_config import _run_main, pulumi_config  # noqa: F401
 from tests.infra.conftest import NAMESPACE, build, valid_job, valid_values
 from tests.support import pulumi_harness
+from tests.support.pulumi_harness import run_main
 
 
 @pytest.fixture
@@ -139,10 +139,10 @@ def test_every_handler_the_function_ships_passes() -> None:
     assert {spec: handler_problem(spec, FUNCTION_DIR) for spec in shipped} == dict.fromkeys(shipped)
 
 
-def test_under_mocks_a_missing_handler_registers_no_resource(pulumi_config: dict[str, str]) -> None:  # noqa: F811
+def test_under_mocks_a_missing_handler_registers_no_resource(pulumi_config: dict[str, str]) -> None:
     pulumi_config[f"{NAMESPACE}:jobs"] = json.dumps([valid_job(handler="jobs.my_job:missing")])
     mocks = pulumi_harness.GcpMocks("p-123")
     with pytest.raises(pulumi.RunError, match=rf"{NAMESPACE}:jobs\[0\]\.handler: 'jobs.my_job:missing'"):
-        _run_main(pulumi_config, mocks)
+        run_main(pulumi_config, mocks)
     assert mocks.registered == []
     runtime_config.set_all_config({})
