@@ -1,7 +1,7 @@
 """The one base of the tests' loopback fakes: a server on 127.0.0.1 at a port the system picks,
 every request recorded, a script for the next answers, and answers held until the fake stops.
 
-`LoopbackFake` is the lifecycle and the bookkeeping; `HttpFake` serves HTTP/1.1 with it (the
+`LoopbackFake` is the lifecycle and the bookkeeping; `HttpFake` serves HTTP with it (the
 REST APIs, a downstream, a function), `GrpcFake` serves gRPC (the APIs whose official client
 speaks only gRPC). A fake answers as the real service does on the wire; the script only says
 which of the next calls fail, lose their answer or are held.
@@ -37,7 +37,7 @@ class LoopbackFake(Generic[R]):
     """Lifecycle, request recording and held answers; a subclass opens the server.
 
     `requests` holds every request in arrival order; `script` the steps for the next ones
-    (what a step means is the subclass's; `next_step` pops one as a request is recorded)."""
+    (what a step means is the subclass's; `record` pops one as it records a request)."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
