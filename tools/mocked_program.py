@@ -9,6 +9,7 @@ times in one pytest process: every call installs fresh mocks and waits for its o
 from __future__ import annotations
 
 import logging
+import runpy
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from typing import Any
 
 import pulumi
 from pulumi.output import Unknown
+from pulumi.runtime import config as runtime_config
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
@@ -310,3 +312,25 @@ def run_mocked_stack(
 ) -> list[MockedResource]:
     """Every resource the component registers (the component itself included), in order."""
     return mock_stack(settings, function_dir, preview=preview).resources
+
+
+def run_main(pulumi_config: dict[str, str], mocks: GcpMocks, project: str | None = None) -> dict[str, Any]:
+    """Run __main__.py as `pulumi up` would, under mocks; collect resource types and exports."""
+    from pulumi.runtime.settings import get_root_resource
+
+    from infra.config.schema import REPO_ROOT
+
+    pulumi.runtime.set_mocks(mocks, project=project or project_name(), stack=MOCK_STACK, preview=False)
+    runtime_config.set_all_config(pulumi_config)
+    root = get_root_resource()
+    assert isinstance(root, pulumi.runtime.stack.Stack)
+    root.outputs.clear()
+    exports: dict[str, Any] = {}
+
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
+    def program() -> pulumi.Output[Any]:
+        runpy.run_path(str(REPO_ROOT / "__main__.py"), run_name="__main__")
+        return pulumi.Output.all(**root.outputs).apply(exports.update)
+
+    program()
+    return exports

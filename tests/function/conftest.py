@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.function import sample_jobs
-from tests.function.delivery.test_http import server_env
+from tests.support.demo_runs import server_env
 
 
 @pytest.fixture(autouse=True)

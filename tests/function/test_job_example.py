@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -27,12 +26,12 @@ from exactly_once.delivery.scheduler_request import (
 from localrun import FUNCTION_DIR
 from localrun.function_log import executions
 from localrun.tcp_proxy import tcp_proxy
-from tests.function.delivery.test_http import executions as demo_executions
-from tests.function.delivery.test_http import server_env
+from tests.support.demo_runs import executions as demo_executions
+from tests.support.demo_runs import server_env
+from tests.support.doc_examples import example_source
 from tests.support.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-JOBS_DOC = REPO_ROOT / "docs" / "jobs.md"
 JOB_MODULE = "jobs/my_job.py"
 UNIT_TEST = "tests/function/test_my_job.py"
 SERVED_TEST = "tests/function/test_my_job_served.py"
@@ -72,13 +71,6 @@ def function_servers(log_path):
     for server in started:
         server.stop()
 """
-
-
-def example_source(name: str) -> str:
-    text = JOBS_DOC.read_text(encoding="utf-8")
-    found = re.search(rf"<!-- example: {re.escape(name)} -->\n```python\n(.*?)```", text, re.DOTALL)
-    assert found, f"docs/jobs.md has no example block for {name}"
-    return found.group(1)
 
 
 @pytest.fixture

@@ -3,79 +3,19 @@ Firestore RPCs of every path counted on the wire."""
 
 from __future__ import annotations
 
-import io
-import itertools
 import json
-import threading
-from datetime import timedelta
 
 import pytest
 
 from exactly_once.config import OverlapPolicy
 from exactly_once.context import MAX_OUTPUT_BYTES
-from exactly_once.delivery.handler import ScheduledRunHandler
-from exactly_once.delivery.overlap import JobLocks
 from exactly_once.delivery.scheduler_request import (
-    JOB_NAME_HEADER,
-    LOCATION_HEADER,
-    PROJECT_HEADER,
-    SCHEDULE_TIME_HEADER,
     run_key_from_headers,
 )
 from exactly_once.delivery.warm_cache import ENTRY_OVERHEAD_BYTES, CompletedRuns
-from exactly_once.ledger.protocol import RunLedger
-from exactly_once.ledger.store import FirestoreRunStore
-from localrun.firestore_rpcs import counted_emulator_client
-from tests.function.ledger.test_ledger import SHORT_LEASE
-from tests.support.attempts import EndedAttempts
-from tests.support.clock import FakeClock
+from tests.support.instances import SECOND, Gate, Instance, headers, hold_first_run
+from tests.support.ledger_runs import SHORT_LEASE
 from tests.support.waiting import wait_until
-
-LEASE = timedelta(seconds=70)
-
-
-def headers(job: str = "nightly", time: str = "2026-10-16T12:00:00Z") -> dict[str, str]:
-    return {
-        JOB_NAME_HEADER: job,
-        SCHEDULE_TIME_HEADER: time,
-        PROJECT_HEADER: "acme",
-        LOCATION_HEADER: "europe-west1",
-    }
-
-
-class Instance:
-    """One function instance: its own counted client, ledger, locks and warm cache."""
-
-    _ids = itertools.count(1)
-
-    def __init__(self, emulator_host, project, job, overlap=None, lease=LEASE) -> None:
-        self.client, self.rpcs = counted_emulator_client(emulator_host, project)
-        store = FirestoreRunStore(self.client, "scheduler_runs")
-        ledger = RunLedger(store, lease=lease, retention=timedelta(hours=1), clock=FakeClock())
-        self.locks = JobLocks(
-            store, lease=lease, retention=timedelta(hours=1), clock=FakeClock(), deadline_seconds=5
-        )
-        self.logs = io.StringIO()
-        self.cache = CompletedRuns()
-        self.ended = EndedAttempts()
-        self.handler = ScheduledRunHandler(
-            ledger,
-            job,
-            new_attempt_id=lambda: f"attempt-{next(self._ids)}",
-            time_limit_seconds=60,
-            end_attempt=self.ended,
-            overlap=overlap or {},
-            locks=self.locks,
-            cache=self.cache,
-            log_stream=self.logs,
-        )
-
-    def deliver(self, hdrs=None, body=b""):
-        self.rpcs.reset()
-        return self.handler.handle("POST", hdrs or headers(), body)
-
-    def cost(self) -> int:
-        return sum(self.rpcs.snapshot().values())
 
 
 @pytest.fixture
@@ -165,32 +105,6 @@ def test_the_cache_is_bounded_least_recently_used_first():
 
 
 # --- overlap ----------------------------------------------------------------------------------
-
-
-class Gate:
-    """A job that holds its run open until the test lets it finish."""
-
-    def __init__(self) -> None:
-        self.started = threading.Event()
-        self.finish = threading.Event()
-        self.runs: list[str] = []
-
-    def __call__(self, run):
-        self.runs.append(run.schedule_time.isoformat())
-        if len(self.runs) == 1:
-            self.started.set()
-            assert self.finish.wait(timeout=60)
-        return {"run": len(self.runs)}
-
-
-def hold_first_run(instance_under_test, gate) -> threading.Thread:
-    thread = threading.Thread(target=instance_under_test.deliver)
-    thread.start()
-    assert gate.started.wait(timeout=20)
-    return thread
-
-
-SECOND = headers(time="2026-10-16T12:15:00Z")
 
 
 def test_allow_jobs_keep_the_two_rpc_path(instance):

@@ -12,7 +12,7 @@ import shutil
 import requests
 
 from localrun import FUNCTION_DIR
-from tests.function.delivery.test_http import HEADERS, server_env
+from tests.support.demo_runs import HEADERS, server_env
 
 POISON = 'raise RuntimeError("the function imported {where} {name}.py: a name it must not own")\n'
 # Names a library would give its modules, among them what the function's own were once called.

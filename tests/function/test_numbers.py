@@ -21,8 +21,8 @@ from exactly_once.delivery.scheduler_request import (
 )
 from jobs.demo import MAX_SLEEP_SECONDS, demo_parameters
 from jobs.downstream_http import DownstreamRequest
-from tests.function.delivery.test_http import HEADERS, server_env
-from tests.function.test_job_features import Instance
+from tests.support.demo_runs import HEADERS, server_env
+from tests.support.instances import Instance
 
 DIGITS_401 = "9" * 401
 INT64_RANGE = "outside the signed 64-bit range"

@@ -15,7 +15,7 @@ from exactly_once.config import DEFAULT_LEASE_SECONDS
 from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER
 from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator
 from localrun.tcp_proxy import tcp_proxy
-from tests.function.delivery.test_http import HEADERS, deliver, executions, run_record, server_env
+from tests.support.demo_runs import HEADERS, deliver, executions, run_record, server_env
 from tests.support.waiting import wait_until
 
 # The lease a stack deploys unless its config says otherwise (the dev stack's), whose claim

@@ -11,45 +11,24 @@ run on the way, must reach nothing beyond the standard library.
 from __future__ import annotations
 
 import ast
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 from infra.config.schema import REPO_ROOT
+from tests.support.python_imports import (
+    FUNCTION,
+    FUNCTION_ROOTS,
+    function_module,
+    imports_of,
+    is_stdlib,
+)
 
-FUNCTION = REPO_ROOT / "function"
 # Top-level import names of function/requirements.txt's distributions and of the two they are
 # built on (Flask under the Functions Framework, gRPC under the Google Cloud clients).
 FUNCTION_PACKAGES = {"functions_framework", "flask", "google", "grpc", "requests", "croniter"}
-# What the function may import of its own: its library and the forker's job modules.
-FUNCTION_ROOTS = {"exactly_once", "jobs"}
 # What this stack deploys around the library, which the library itself never imports.
 DEPLOYMENT_MODULES = {"main", "jobs"}
 # Folders .gitignore keeps out of the repository: interpreter and tool caches, pip's build
 # output (egg-info folders are matched by their suffix).
 UNTRACKED_FOLDERS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build"}
-
-
-def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
-    """Every node but those under `if TYPE_CHECKING:`, which never run."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            yield from (n for child in node.orelse for n in (child, *_runtime_nodes(child)))
-            continue
-        yield node
-        yield from _runtime_nodes(node)
-
-
-def _imports(path: Path) -> Iterator[str]:
-    """Modules `path` imports when it runs: `from package import submodule` names both."""
-    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.module
-            for alias in node.names:
-                if _function_module(f"{node.module}.{alias.name}") is not None:
-                    yield f"{node.module}.{alias.name}"
 
 
 def _imported_names(node: ast.AST) -> list[str]:
@@ -61,37 +40,25 @@ def _imported_names(node: ast.AST) -> list[str]:
     return []
 
 
-def _function_module(name: str) -> Path | None:
-    base = FUNCTION / name.replace(".", "/")
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.exists():
-            return candidate
-    return None
-
-
 def _with_packages(name: str) -> list[str]:
     """`a.b.c` and the packages whose inits run first: `a`, `a.b`."""
     parts = name.split(".")
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def _is_stdlib(name: str) -> bool:
-    return name.split(".")[0] in sys.stdlib_module_names or name == "__future__"
-
-
 def test_the_function_imports_nothing_outside_itself() -> None:
     foreign = {
         f"{path.relative_to(REPO_ROOT)}: {name}"
         for path in FUNCTION.rglob("*.py")
-        for name in _imports(path)
-        if not _is_stdlib(name) and name.split(".")[0] not in FUNCTION_ROOTS | FUNCTION_PACKAGES
+        for name in imports_of(path)
+        if not is_stdlib(name) and name.split(".")[0] not in FUNCTION_ROOTS | FUNCTION_PACKAGES
     }
     assert foreign == set()
     unresolved = {
         name
         for path in FUNCTION.rglob("*.py")
-        for name in _imports(path)
-        if name.split(".")[0] in FUNCTION_ROOTS and _function_module(name) is None
+        for name in imports_of(path)
+        if name.split(".")[0] in FUNCTION_ROOTS and function_module(name) is None
     }
     assert unresolved == set()
 
@@ -133,21 +100,21 @@ def test_what_the_program_and_the_pack_share_with_the_function_needs_only_the_st
     pending = [
         (module, str(path.relative_to(REPO_ROOT)))
         for path in users
-        for name in _imports(path)
+        for name in imports_of(path)
         for module in _with_packages(name)
     ]
     shared: set[str] = set()
     beyond: set[str] = set()
     while pending:
         name, importer = pending.pop()
-        module = _function_module(name)
+        module = function_module(name)
         if module is None or name in shared:
             continue
         shared.add(name)
-        for imported in _imports(module):
-            if _function_module(imported) is not None:
+        for imported in imports_of(module):
+            if function_module(imported) is not None:
                 pending.extend((package, name) for package in _with_packages(imported))
-            elif not _is_stdlib(imported):
+            elif not is_stdlib(imported):
                 beyond.add(f"{name} (used by {importer}) imports {imported}")
     # The check sees the imports: the header names and the record fields are shared.
     assert {"exactly_once.delivery.scheduler_request", "exactly_once.ledger.fields"} <= shared

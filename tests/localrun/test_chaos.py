@@ -17,7 +17,7 @@ from infra.timing import rules as timing
 from infra.timing.rules import RetryConfig
 from localrun.demo import SimulationOptions, simulate
 from localrun.faults import Fault, FaultRates, RunFaults
-from tests.function.test_job_example import example_source
+from tests.support.doc_examples import example_source
 from tests.support.stacks import FIXTURE_STACKS, fixture_stack
 
 # A hard bound on a whole simulation, not a performance assertion: a hang fails, it never waits forever.

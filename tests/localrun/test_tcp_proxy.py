@@ -11,30 +11,40 @@ from collections.abc import Iterator
 import pytest
 
 from localrun.tcp_proxy import tcp_proxy
+from tests.support.loopback_fake import LoopbackFake
 from tests.support.waiting import wait_until
+
+
+class EchoServer(LoopbackFake[bytes]):
+    """A loopback server that sends back every byte it receives, on each connection; records
+    what each read brought."""
+
+    def _open(self) -> int:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        threading.Thread(target=self._accept, daemon=True).start()
+        return int(self._listener.getsockname()[1])
+
+    def _close(self) -> None:
+        self._listener.close()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self._listener.accept()
+                threading.Thread(target=self._echo, args=(conn,), daemon=True).start()
+
+    def _echo(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            while data := conn.recv(65536):
+                self.record(data)
+                conn.sendall(data)
 
 
 @contextlib.contextmanager
 def echo_server() -> Iterator[str]:
-    """A loopback server that sends back every byte it receives, on each connection."""
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def echo(conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            while data := conn.recv(65536):
-                conn.sendall(data)
-
-    def accept() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = listener.accept()
-                threading.Thread(target=echo, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        listener.close()
+    """An EchoServer's host:port for as long as the block runs."""
+    with EchoServer() as server:
+        yield f"127.0.0.1:{server.port}"
 
 
 def connect(host: str) -> socket.socket:

@@ -76,7 +76,7 @@ def test_smoke_passes_on_a_working_deployment(
         "PASS  TTL policy on scheduler_runs.expire_at",
     ]
     # The audit was force-run, and it alone: none of the stack's own jobs ran unasked.
-    assert [(method, path) for method, path, _ in apis.requests if path.endswith(":run")] == [
+    assert [(method, path) for method, path, _ in apis.calls if path.endswith(":run")] == [
         ("POST", f"/v1/{job_name}:run")
     ]
     assert apis.deliveries == [200]
@@ -164,7 +164,7 @@ def test_smoke_calls_the_apis_through_googles_client_libraries(
     result = cli("smoke", *_endpoints(apis), "--wait", "60")
 
     assert result.returncode == 0, result.stdout + result.stderr
-    calls = {(method, path): headers for method, path, headers in apis.requests}
+    calls = {(method, path): headers for method, path, headers in apis.calls}
     for call, distribution in (
         (("POST", f"/v1/{job_name}:run"), "google-cloud-scheduler"),
         (("GET", f"/v1/{field_name}"), "google-cloud-firestore"),

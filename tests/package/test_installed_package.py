@@ -15,7 +15,7 @@ import requests
 
 from localrun import FUNCTION_DIR
 from localrun.function_server import FunctionServer
-from tests.function.delivery.test_http import HEADERS
+from tests.support.demo_runs import HEADERS
 
 JOBS_DOC = Path(__file__).resolve().parents[2] / "docs" / "jobs.md"
 EXAMPLE = "service_main.py"

@@ -24,7 +24,7 @@ class FakeBigQuery(GoogleApiFake):
     inserts: list[dict[str, Any]] = field(default_factory=list)
 
     def created(self) -> list[dict[str, Any]]:
-        with self.server.lock:
+        with self.lock:
             return list(self.jobs.values())
 
     def _route(self, method: str, path: str, query: dict[str, str], body: Any) -> Any:

@@ -30,12 +30,12 @@ class FakeCloudRun(GoogleApiFake):
     list_pages: int = 0
 
     def started(self, job: str) -> list[dict[str, Any]]:
-        with self.server.lock:
+        with self.lock:
             return list(self.executions.get(job, []))
 
     def seed(self, job: str, created: datetime, run_id: str = "other-run") -> dict[str, Any]:
         """An execution started before, by someone else or for another run."""
-        with self.server.lock:
+        with self.lock:
             return self._create(job, [{"name": "RUN_ID", "value": run_id}], [], created)
 
     def _create(self, job: str, env: list[Any], args: list[str], created: datetime) -> dict[str, Any]:

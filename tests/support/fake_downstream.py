@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any
 
-from tests.support.google_rest_fake import HELD
+from tests.support.loopback_fake import HELD, Held, HttpAnswer, HttpFake, HttpRequest
+
+Step = int | tuple[str, float] | Held
 
 
 @dataclass(frozen=True)
@@ -19,57 +19,27 @@ class Call:
     body: Any
 
 
-class FakeDownstream:
+class FakeDownstream(HttpFake):
     """`script` answers the next calls in order: an int status, ("sleep", seconds) to outlast
     the caller's timeout, or HELD to answer only once the fake stops. Once it runs out, every
     call gets 200."""
 
-    def __init__(self, script: list[int | tuple[str, float] | Literal["held"]] | None = None) -> None:
+    def __init__(self, script: list[Step] | None = None) -> None:
+        super().__init__()
         self.script = list(script or [])
-        self.calls: list[Call] = []
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                body = json.loads(self.rfile.read(length) or b"null")
-                with fake._lock:
-                    fake.calls.append(Call(self.path, dict(self.headers.items()), body))
-                    step = fake.script.pop(0) if fake.script else 200
-                if isinstance(step, tuple):
-                    time.sleep(step[1])
-                    step = 200
-                elif step == HELD:
-                    fake._stopping.wait()
-                    step = 200
-                payload = json.dumps({"status": step}).encode()
-                try:
-                    self.send_response(step)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the caller gave up waiting, as scripted
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+    @property
+    def calls(self) -> list[Call]:
+        with self.lock:
+            return [Call(request.path, dict(request.headers), request.json()) for request in self.requests]
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/apply"
+        return f"{self.endpoint}/apply"
 
-    def start(self) -> FakeDownstream:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
+    def answer(self, request: HttpRequest, step: Step | None) -> HttpAnswer:
+        status = step if isinstance(step, int) else 200
+        if isinstance(step, tuple):
+            time.sleep(step[1])  # scripted: outlast the caller's timeout
+        assert step is None or step == HELD or isinstance(step, int | tuple)
+        return HttpAnswer(status, json.dumps({"status": status}).encode())

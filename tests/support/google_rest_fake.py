@@ -1,6 +1,7 @@
-"""What the loopback fakes of Google's JSON REST APIs share: a threaded HTTP server on
-127.0.0.1, JSON in and out, errors in Google's shape ({"error": {"code", "message", "status"}},
-which google-api-core turns into its exceptions), and a script of failures for the next calls.
+"""What the loopback fakes of Google's JSON REST APIs share, on the tests' one HTTP fake
+(tests/support/loopback_fake.py): JSON in and out, errors in Google's shape ({"error": {"code",
+"message", "status"}}, which google-api-core turns into its exceptions), and a script of
+failures for the next calls (`failures`, the fake's `script`).
 
 A script entry is None (answer normally), an HTTP status (the call fails before anything is
 created), ("lost", status): the call takes effect, then its answer is replaced by that
@@ -10,16 +11,13 @@ answer is held until the fake stops, as from a server too slow for any client's 
 
 from __future__ import annotations
 
-import contextlib
-import json
-import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Final, Literal, Self
-from urllib.parse import parse_qs, urlsplit
+from typing import Any
 
-HELD: Final = "held"
-Failure = int | tuple[str, int] | Literal["held"] | None
+from tests.support.loopback_fake import HELD, Held, HttpAnswer, HttpFake, HttpRequest
+
+__all__ = ["HELD", "ApiError", "Failure", "GoogleApiFake", "error_body"]
+
+Failure = int | tuple[str, int] | Held | None
 _STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
     403: "PERMISSION_DENIED",
@@ -51,100 +49,36 @@ def error_body(status: int, message: str, reason: str = "") -> dict[str, Any]:
     return {"error": error}
 
 
-# A route: (method, path, query, body) -> JSON answer.
-Route = Callable[[str, str, dict[str, str], Any], Any]
-
-
-class GoogleRestFake:
-    """Serves `route` on loopback; `failures` scripts the next calls (see the module doc)."""
-
-    def __init__(self, route: Route) -> None:
-        self.failures: list[Failure] = []
-        self.calls: list[tuple[str, str]] = []
-        self.lock = threading.RLock()
-        # Set when the fake stops: the held answers go out (to clients long gone).
-        self._stopping = threading.Event()
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _serve(self, method: str) -> None:
-                parts = urlsplit(self.path)
-                query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-                length = int(self.headers.get("Content-Length", "0"))
-                body = json.loads(self.rfile.read(length) or b"null")
-                with fake.lock:
-                    fake.calls.append((method, parts.path))
-                    failure = fake.failures.pop(0) if fake.failures else None
-                    status, answer = 200, None
-                    if isinstance(failure, int):
-                        status, answer = failure, error_body(failure, f"fake failure {failure}")
-                    else:
-                        try:
-                            answer = route(method, parts.path, query, body)
-                        except ApiError as error:
-                            status, answer = error.status, error_body(error.status, str(error), error.reason)
-                        if isinstance(failure, tuple):  # ("lost", status): it happened, the answer is lost
-                            status, answer = failure[1], error_body(failure[1], "fake lost answer")
-                if failure == HELD:
-                    fake._stopping.wait()  # outside the lock: other calls are answered meanwhile
-                payload = json.dumps(answer).encode()
-                with contextlib.suppress(OSError):  # a held answer's client has gone
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
-
-            def do_GET(self) -> None:
-                self._serve("GET")
-
-            def do_POST(self) -> None:
-                self._serve("POST")
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> GoogleRestFake:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._server.shutdown()
-        self._server.server_close()
-
-
-class GoogleApiFake:
+class GoogleApiFake(HttpFake):
     """What each API fake shares: its server, lifecycle and failure script. A subclass (a
-    dataclass) holds the API's state and answers `_route` under `server.lock`."""
-
-    server: GoogleRestFake
+    dataclass) holds the API's state and answers `_route` under `lock`."""
 
     def __post_init__(self) -> None:
-        self.server = GoogleRestFake(self._route)
+        HttpFake.__init__(self)
 
     def _route(self, method: str, path: str, query: dict[str, str], body: Any) -> Any:
         raise NotImplementedError
 
     @property
-    def endpoint(self) -> str:
-        return self.server.endpoint
+    def failures(self) -> list[Failure]:
+        return self.script
 
     @property
-    def failures(self) -> list[Failure]:
-        return self.server.failures
+    def calls(self) -> list[tuple[str, str]]:
+        """(method, path) of every call, in arrival order."""
+        with self.lock:
+            return [(request.method, request.path) for request in self.requests]
 
-    def start(self) -> Self:
-        self.server.start()
-        return self
-
-    def stop(self) -> None:
-        self.server.stop()
+    def answer(self, request: HttpRequest, step: Failure) -> HttpAnswer:
+        if isinstance(step, int):  # the call fails before anything is created
+            return HttpAnswer.of_json(step, error_body(step, f"fake failure {step}"))
+        with self.lock:
+            try:
+                answer = HttpAnswer.of_json(
+                    200, self._route(request.method, request.path, dict(request.query), request.json())
+                )
+            except ApiError as error:
+                answer = HttpAnswer.of_json(error.status, error_body(error.status, str(error), error.reason))
+        if isinstance(step, tuple):  # ("lost", status): it happened, the answer is lost
+            return HttpAnswer.of_json(step[1], error_body(step[1], "fake lost answer"))
+        return answer

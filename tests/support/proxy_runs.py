@@ -1,4 +1,5 @@
-"""Deliveries of one scheduled run to a real function server, for the proxy job tests."""
+"""Deliveries of one scheduled run to a real function server, for the proxy job tests: the
+same run as the demo job's HTTP tests (tests/support/demo_runs.py), served by a proxy job."""
 
 from __future__ import annotations
 
@@ -10,23 +11,14 @@ from typing import Any
 
 import requests
 
-from exactly_once.delivery.scheduler_request import (
-    JOB_NAME_HEADER,
-    LOCATION_HEADER,
-    PROJECT_HEADER,
-    SCHEDULE_TIME_HEADER,
-    run_key_from_headers,
-)
+from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER, NO_CACHE
+from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER
 from localrun.function_server import FunctionServer
+from tests.support.demo_runs import HEADERS, RUN_ID, run_record
 
-JOB_NAME = "nightly"
-HEADERS = {
-    JOB_NAME_HEADER: JOB_NAME,
-    SCHEDULE_TIME_HEADER: "2026-10-16T12:00:00Z",
-    PROJECT_HEADER: "acme",
-    LOCATION_HEADER: "europe-west1",
-}
-RUN_ID = run_key_from_headers(HEADERS).run_id
+__all__ = ["HEADERS", "JOB_NAME", "RUN_ID", "concurrent", "deliver", "proxy_env", "redo", "run_record"]
+
+JOB_NAME = HEADERS[JOB_NAME_HEADER]
 
 
 def proxy_env(emulator_host: str, project: str, handler: str, **extra: str) -> dict[str, str]:
@@ -45,6 +37,13 @@ def deliver(server: FunctionServer, body: dict[str, Any]) -> requests.Response:
     return requests.post(server.url, headers=HEADERS, data=json.dumps(body).encode(), timeout=60)
 
 
+def redo(server: FunctionServer, body: dict[str, Any]) -> requests.Response:
+    """The delivery `ops redo` sends once it has deleted the run's record: the same run, as
+    no-cache, so that no instance answers it from memory."""
+    headers = {**HEADERS, CACHE_CONTROL_HEADER: NO_CACHE}
+    return requests.post(server.url, headers=headers, data=json.dumps(body).encode(), timeout=60)
+
+
 def concurrent(count: int, call: Callable[[int], Any]) -> list[Any]:
     """`count` calls released together by a barrier, so they really overlap."""
     barrier = threading.Barrier(count)
@@ -55,7 +54,3 @@ def concurrent(count: int, call: Callable[[int], Any]) -> list[Any]:
 
     with ThreadPoolExecutor(max_workers=count) as pool:
         return list(pool.map(one, range(count)))
-
-
-def run_record(db: Any) -> Any:
-    return db.collection("scheduler_runs").document(RUN_ID).get()

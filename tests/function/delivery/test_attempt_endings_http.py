@@ -27,9 +27,8 @@ from google.cloud import firestore
 
 from localrun.function_server import FunctionServer
 from localrun.tcp_proxy import tcp_proxy
-from tests.function.delivery.test_http import HEADERS, run_record, server_env
-from tests.function.delivery.test_overrun_http import REPO_ROOT, ended_lines, outcome_of
 from tests.function.marked_jobs import MARKS
+from tests.support.demo_runs import HEADERS, REPO_ROOT, ended_lines, outcome_of, run_record, server_env
 from tests.support.waiting import wait_until
 
 LEASE_SECONDS = 9

@@ -10,8 +10,8 @@ from google.cloud import firestore
 from exactly_once.errors import MAX_ERROR_BYTES
 from exactly_once.router import JobRouter
 from tests.function import sample_jobs
-from tests.function.delivery.test_handler import HEADERS, Harness
-from tests.function.ledger.test_ledger import KEY
+from tests.support.handler_harness import HEADERS, Harness
+from tests.support.ledger_runs import KEY
 
 NO_CACHE = {**HEADERS, "cache-control": "no-cache"}
 

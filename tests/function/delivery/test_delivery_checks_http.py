@@ -9,9 +9,8 @@ import json
 import requests
 
 from exactly_once.errors import MAX_ERROR_BYTES
-from tests.function.delivery.test_http import HEADERS, deliver, executions, run_record, server_env
-from tests.function.delivery.test_overrun_http import REPO_ROOT
 from tests.function.marked_jobs import MARKS
+from tests.support.demo_runs import HEADERS, REPO_ROOT, deliver, executions, run_record, server_env
 
 
 def test_a_redo_with_no_cache_runs_again_where_scheduler_retries_are_answered_from_memory(start_server, db):

@@ -11,7 +11,7 @@ import pytest
 
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER
 from localrun.function_log import log_lines
-from tests.function.delivery.test_http import HEADERS, deliver, executions, run_record
+from tests.support.demo_runs import HEADERS, deliver, executions, run_record
 
 
 def raw_exchange(port: int, head: str, body: bytes, *, close_after_send: bool) -> tuple[int, dict[str, Any]]:

@@ -11,53 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-from google.cloud.firestore_v1.base_query import FieldFilter
 
 from exactly_once.delivery.scheduler_request import (
-    JOB_NAME_HEADER,
-    LOCATION_HEADER,
-    PROJECT_HEADER,
     SCHEDULE_TIME_HEADER,
-    run_key_from_headers,
 )
-from localrun.function_server import FunctionServer
+from tests.support.demo_runs import HEADERS, RUN_ID, deliver, executions, run_record
 from tests.support.waiting import wait_until
-
-SCHEDULE_TIME = "2026-10-16T12:00:00Z"
-HEADERS = {
-    JOB_NAME_HEADER: "nightly",
-    SCHEDULE_TIME_HEADER: SCHEDULE_TIME,
-    PROJECT_HEADER: "acme",
-    LOCATION_HEADER: "europe-west1",
-}
-RUN_ID = run_key_from_headers(HEADERS).run_id
-
-
-def server_env(emulator_host: str, project: str, **extra: str) -> dict[str, str]:
-    return {
-        "FIRESTORE_EMULATOR_HOST": emulator_host,
-        "GOOGLE_CLOUD_PROJECT": project,
-        "JOB_HANDLER": "jobs.demo:run_demo_job",
-        "THREADS": "48",  # gunicorn threads: let a burst really run concurrently
-        **extra,
-    }
-
-
-Body = dict[str, object]
-
-
-def deliver(server: FunctionServer, body: Body | None = None, headers=HEADERS) -> requests.Response:
-    data = json.dumps(body).encode() if body is not None else b""
-    return requests.post(server.url, headers=headers, data=data, timeout=60)
-
-
-def executions(db, run_id=RUN_ID) -> list[Body]:
-    query = db.collection("job_executions").where(filter=FieldFilter("run_id", "==", run_id))
-    return [doc.to_dict() for doc in query.stream()]
-
-
-def run_record(db):
-    return db.collection("scheduler_runs").document(RUN_ID).get()
 
 
 def test_first_delivery_runs_and_duplicates_do_not(start_server, db):

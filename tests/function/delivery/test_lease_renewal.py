@@ -14,8 +14,8 @@ from exactly_once.ledger.protocol import RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
 from localrun.firestore_rpcs import counted_emulator_client
 from tests.function import sample_jobs
-from tests.function.delivery.test_handler import HEADERS, Harness
-from tests.function.ledger.test_ledger import KEY, ledger_on
+from tests.support.handler_harness import HEADERS, Harness
+from tests.support.ledger_runs import KEY, ledger_on
 from tests.support.waiting import wait_until
 
 # Renewed every 2 s. Shorter leases give Firestore calls sub-second budgets (a ledger call may
@@ -194,7 +194,7 @@ def test_the_lock_of_a_long_skip_job_holds_while_its_run_renews(emulator_host, p
     """A `skip` job's lock is live as long as its run's lease: a second run arriving after
     the first run has renewed past its original lease is still skipped."""
     from exactly_once.config import OverlapPolicy
-    from tests.function.test_job_features import SECOND, Gate, Instance, hold_first_run
+    from tests.support.instances import SECOND, Gate, Instance, hold_first_run
 
     gate = Gate()
     skip = {"nightly": OverlapPolicy.SKIP}

@@ -4,21 +4,16 @@ itself, before its lease can be taken over. No two attempts of one run ever over
 
 from __future__ import annotations
 
-import json
 import threading
 from datetime import datetime
-from pathlib import Path
-from typing import Any
 
 import requests
 
 from infra.monitoring import log_filters
 from localrun.function_server import FunctionServer
-from tests.function.delivery.test_http import HEADERS, RUN_ID, server_env
 from tests.function.marked_jobs import MARKS
+from tests.support.demo_runs import HEADERS, REPO_ROOT, RUN_ID, ended_lines, outcome_of, server_env
 from tests.support.waiting import wait_until
-
-REPO_ROOT = str(Path(__file__).resolve().parents[3])
 
 
 def marked_server(function_servers, emulator_host, project, **extra: str):
@@ -40,18 +35,9 @@ def post(server: FunctionServer, seconds: float) -> requests.Response | None:
         return None
 
 
-def outcome_of(reply: requests.Response | None) -> str:
-    return str(reply.json()["outcome"]) if reply is not None else "no answer"
-
-
 def attempt_intervals(db) -> list[tuple[datetime, datetime]]:
     marks = [doc.to_dict() for doc in db.collection(MARKS).stream()]
     return sorted((mark["started_at"], mark.get("alive_at", mark["started_at"])) for mark in marks)
-
-
-def ended_lines(log_path) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
-    return [line for line in lines if line.get("event") == "attempt_ended"]
 
 
 def test_an_attempt_past_its_time_limit_is_ended_before_a_retry_takes_the_run(

@@ -8,7 +8,7 @@ import tracemalloc
 
 from exactly_once.delivery.warm_cache import ENTRY_OVERHEAD_BYTES, CompletedRuns
 from exactly_once.errors import TerminalJobError
-from tests.function.test_job_features import Instance
+from tests.support.instances import Instance
 
 ASTRAL = "\U0001f600"  # outside the BMP: four bytes in UTF-8, and in a Python str
 

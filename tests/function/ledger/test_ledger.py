@@ -8,7 +8,7 @@ skew to show that no decision depends on it.
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -26,12 +26,8 @@ from exactly_once.ledger.protocol import (
 from exactly_once.ledger.store import FirestoreRunStore, StaleWrite
 from localrun.firestore_rpcs import counted_emulator_client
 from tests.support.clock import FakeClock
+from tests.support.ledger_runs import KEY, LEASE, RETENTION, SHORT_LEASE, DelayedCreate, ledger_on, record
 from tests.support.waiting import wait_until
-
-LEASE = timedelta(seconds=70)
-SHORT_LEASE = timedelta(seconds=2)  # for tests that wait for a lease to run out
-RETENTION = timedelta(hours=1)
-KEY = RunKey("acme", "europe-west1", "nightly", datetime(2026, 10, 16, 12, tzinfo=UTC))
 
 
 @pytest.fixture
@@ -42,15 +38,6 @@ def clock() -> FakeClock:
 @pytest.fixture
 def ledger(db, clock) -> RunLedger:
     return RunLedger(FirestoreRunStore(db, "scheduler_runs"), lease=LEASE, retention=RETENTION, clock=clock)
-
-
-def record(db, run_id=KEY.run_id):
-    return db.collection("scheduler_runs").document(run_id).get()
-
-
-def ledger_on(db, clock=None, store=None, lease=LEASE, retention=RETENTION) -> RunLedger:
-    store = store or FirestoreRunStore(db, "scheduler_runs")
-    return RunLedger(store, lease=lease, retention=retention, clock=clock or FakeClock())
 
 
 def claim_when_free(ledger: RunLedger, attempt_id: str, timeout: float = 20) -> Claim:
@@ -215,22 +202,6 @@ def test_losing_a_takeover_race_reads_again(db):
         store.update(KEY.run_id, {"attempt_id": "attempt-3"}, if_updated_at=stale_view.update_time, timeout=5)
     with pytest.raises(RunInProgress):
         ledger.claim(KEY, "attempt-3")
-
-
-class DelayedCreate(FirestoreRunStore):
-    """The real store, whose create() commits and then holds its answer until released:
-    what a slow network or an overloaded client looks like from the claimer's side."""
-
-    def __init__(self, db, collection: str) -> None:
-        super().__init__(db, collection)
-        self.committed = threading.Event()
-        self.answer = threading.Event()
-
-    def create(self, run_id, fields, *, timeout):
-        update_time = super().create(run_id, fields, timeout=timeout)
-        self.committed.set()
-        self.answer.wait(timeout=60)
-        return update_time
 
 
 def test_a_claim_answered_after_its_lease_never_starts_the_job(db):

@@ -18,7 +18,7 @@ from exactly_once.ledger.protocol import ClaimKind, RunLedger
 from exactly_once.ledger.store import ATTEMPT_SHARE, FirestoreRunStore
 from localrun.firestore_rpcs import counted_emulator_client
 from localrun.tcp_proxy import tcp_proxy
-from tests.function.ledger.test_ledger import KEY, RETENTION, record
+from tests.support.ledger_runs import KEY, RETENTION, record
 
 LEASE = timedelta(seconds=30)
 HOLD_SHARE = 7 / 12

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import requests
 
+from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION as COLLECTION
 from exactly_once.ledger.store import FirestoreRunStore
 from exactly_once.token_check.endpoint import TokenCheckEndpoint, handle_token_request
 from exactly_once.token_check.tokens import IdempotencyTokens, token_document_id
 from localrun.tcp_proxy import tcp_proxy
-from tests.function.test_idempotency import COLLECTION
 from tests.support.proxy_runs import RUN_ID, concurrent
 from tests.support.waiting import wait_until
 

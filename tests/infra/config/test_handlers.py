@@ -18,9 +18,9 @@ from infra.config.schema import FUNCTION_DIR, SettingsError
 from infra.plan.audit_job import AUDIT_HANDLER
 from infra.settings.loading import settings_from_config
 from infra.settings.stack import StackSettings
-from tests.infra.config.test_pulumi_config import _run_main, pulumi_config  # noqa: F401
 from tests.infra.conftest import NAMESPACE, build, valid_job, valid_values
 from tools import mocked_program as pulumi_harness
+from tools.mocked_program import run_main
 
 
 @pytest.fixture
@@ -146,10 +146,10 @@ def test_every_handler_the_function_ships_passes() -> None:
     assert {spec: handler_problem(spec, FUNCTION_DIR) for spec in shipped} == dict.fromkeys(shipped)
 
 
-def test_under_mocks_a_missing_handler_registers_no_resource(pulumi_config: dict[str, str]) -> None:  # noqa: F811
+def test_under_mocks_a_missing_handler_registers_no_resource(pulumi_config: dict[str, str]) -> None:
     pulumi_config[f"{NAMESPACE}:jobs"] = json.dumps([valid_job(handler="jobs.my_job:missing")])
     mocks = pulumi_harness.GcpMocks("p-123")
     with pytest.raises(pulumi.RunError, match=rf"{NAMESPACE}:jobs\[0\]\.handler: 'jobs.my_job:missing'"):
-        _run_main(pulumi_config, mocks)
+        run_main(pulumi_config, mocks)
     assert mocks.registered == []
     runtime_config.set_all_config({})

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import runpy
-from collections.abc import Iterator
-from typing import Any
 
 import pulumi
 import pytest
@@ -13,25 +10,8 @@ from pulumi.runtime import config as runtime_config
 
 from infra.settings.from_pulumi import settings_from_pulumi_config
 from tests.infra.conftest import NAMESPACE, valid_job
-from tests.support.stacks import fixture_stack
 from tools import mocked_program as pulumi_harness
-from tools.mocked_program import MOCK_STACK, run_mocked_stack
-
-
-@pytest.fixture
-def pulumi_config() -> Iterator[dict[str, str]]:
-    """The config bag as the Pulumi engine hands it to a program: every value a string."""
-    # Any mocked run configures the runtime (stack name, project) the way the engine would.
-    run_mocked_stack(fixture_stack("dev"))
-    values = {
-        "gcp:project": "p-123",
-        "gcp:region": "us-east1",
-        f"{NAMESPACE}:functionTimeoutSeconds": "60",
-        f"{NAMESPACE}:deletionProtection": "false",
-        f"{NAMESPACE}:jobs": json.dumps([valid_job()]),
-    }
-    yield values
-    runtime_config.set_all_config({})
+from tools.mocked_program import MOCK_STACK, run_main
 
 
 def test_string_values_are_parsed_by_declared_type(pulumi_config: dict[str, str]) -> None:
@@ -71,33 +51,9 @@ def test_non_integer_string_names_the_key(pulumi_config: dict[str, str]) -> None
         settings_from_pulumi_config()
 
 
-def _run_main(
-    pulumi_config: dict[str, str], mocks: pulumi_harness.GcpMocks, project: str = NAMESPACE
-) -> dict[str, Any]:
-    """Run __main__.py as `pulumi up` would, under mocks; collect resource types and exports."""
-    from pulumi.runtime.settings import get_root_resource
-
-    from infra.config.schema import REPO_ROOT
-
-    pulumi.runtime.set_mocks(mocks, project=project, stack=MOCK_STACK, preview=False)
-    runtime_config.set_all_config(pulumi_config)
-    root = get_root_resource()
-    assert isinstance(root, pulumi.runtime.stack.Stack)
-    root.outputs.clear()
-    exports: dict[str, Any] = {}
-
-    @pulumi.runtime.test
-    def program() -> pulumi.Output[Any]:
-        runpy.run_path(str(REPO_ROOT / "__main__.py"), run_name="__main__")
-        return pulumi.Output.all(**root.outputs).apply(exports.update)
-
-    program()
-    return exports
-
-
 def test_main_exports_the_stack_outputs(pulumi_config: dict[str, str]) -> None:
     mocks = pulumi_harness.GcpMocks("p-123")
-    exports = _run_main(pulumi_config, mocks)
+    exports = run_main(pulumi_config, mocks)
     # The configured job and the stack's own missed-run audit.
     assert [typ for typ, *_ in mocks.registered].count("gcp:cloudscheduler/job:Job") == 2
     assert exports == {
@@ -116,7 +72,7 @@ def test_main_exports_the_proxy_outputs_only_with_a_sample_workflow(pulumi_confi
     pulumi_config[f"{NAMESPACE}:jobs"] = json.dumps(
         [{k: v for k, v in job.items() if v is not None} for job in jobs]
     )
-    exports = _run_main(pulumi_config, pulumi_harness.GcpMocks("p-123"))
+    exports = run_main(pulumi_config, pulumi_harness.GcpMocks("p-123"))
     assert exports["tokenCheckUri"].startswith("https://eos-test-token-check-")
     assert exports["tokenCheckServiceAccount"] == "eos-test-tokens@p-123.iam.gserviceaccount.com"
     assert exports["workflowServiceAccount"] == "eos-test-workflow@p-123.iam.gserviceaccount.com"
@@ -127,7 +83,7 @@ def test_main_with_bad_config_registers_no_resource(pulumi_config: dict[str, str
     pulumi_config[f"{NAMESPACE}:retentionSeconds"] = "60"
     mocks = pulumi_harness.GcpMocks("p-123")
     with pytest.raises(pulumi.RunError, match=f"{NAMESPACE}:retentionSeconds"):
-        _run_main(pulumi_config, mocks)
+        run_main(pulumi_config, mocks)
     assert mocks.registered == []
 
 
@@ -139,10 +95,10 @@ def test_a_renamed_project_reads_its_keys_from_its_own_namespace(pulumi_config: 
     }
     renamed["acme-nightly:maxInstances"] = "4"
     mocks = pulumi_harness.GcpMocks("p-123")
-    exports = _run_main(renamed, mocks, project="acme-nightly")
+    exports = run_main(renamed, mocks, project="acme-nightly")
     assert exports["jobNames"] == ["eos-test_every-5", "eos-test_missed-run-audit"]
     (function,) = [inputs for typ, _, inputs, *_ in mocks.registered if typ.endswith("function:Function")]
     assert function["serviceConfig"]["maxInstanceCount"] == 4
     # The old namespace is not read at all: with only its keys, no job is configured.
     with pytest.raises(pulumi.RunError, match="acme-nightly:jobs: at least one job is required"):
-        _run_main(pulumi_config, pulumi_harness.GcpMocks("p-123"), project="acme-nightly")
+        run_main(pulumi_config, pulumi_harness.GcpMocks("p-123"), project="acme-nightly")

@@ -13,7 +13,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from infra.config.schema import REPO_ROOT
-from tests.infra.test_boundaries import FUNCTION, FUNCTION_ROOTS, _imports, _is_stdlib
+from tests.support.python_imports import FUNCTION, FUNCTION_ROOTS, imports_of, is_stdlib
 
 REQUIREMENTS = FUNCTION / "requirements.txt"
 
@@ -87,8 +87,8 @@ def test_every_import_under_function_is_pinned_or_installed_by_a_pin() -> None:
     installed = frozenset().union(*(_requires(name) for name in pinned()))
     undeclared = set()
     for path in FUNCTION.rglob("*.py"):
-        for module in _imports(path):
-            if _is_stdlib(module) or module.split(".")[0] in FUNCTION_ROOTS:
+        for module in imports_of(path):
+            if is_stdlib(module) or module.split(".")[0] in FUNCTION_ROOTS:
                 continue
             distribution = _distribution_of(module)
             if distribution != NAMESPACE and (distribution is None or distribution not in installed):

@@ -1,0 +1,16 @@
+"""The code examples of docs/jobs.md, read as a forker copies them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+JOBS_DOC = Path(__file__).resolve().parents[2] / "docs" / "jobs.md"
+
+
+def example_source(name: str) -> str:
+    """The example block docs/jobs.md marks `<!-- example: name -->`."""
+    text = JOBS_DOC.read_text(encoding="utf-8")
+    found = re.search(rf"<!-- example: {re.escape(name)} -->\n```python\n(.*?)```", text, re.DOTALL)
+    assert found, f"docs/jobs.md has no example block for {name}"
+    return found.group(1)
