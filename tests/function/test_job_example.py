@@ -33,8 +33,8 @@ from tests.support.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOB_MODULE = "jobs/my_job.py"
-UNIT_TEST = "tests/function/test_my_job.py"
-SERVED_TEST = "tests/function/test_my_job_served.py"
+UNIT_TEST = "tests/jobs/test_my_job.py"
+SERVED_TEST = "tests/jobs/test_my_job_served.py"
 # The job as the dev stack would deploy it: config name nightly-report, handler jobs.my_job:run.
 JOB_ID = "eos-dev_nightly-report"
 BIN = Path(sys.executable).parent
@@ -76,13 +76,13 @@ def function_servers(log_path):
 @pytest.fixture
 def fork(tmp_path: Path) -> Path:
     """A fork as its owner would have it after following docs/jobs.md: the repository's
-    settings, function/ with jobs/my_job.py, and the two documented tests in tests/function/.
+    settings, function/ with jobs/my_job.py, and the two documented tests in tests/jobs/.
     Its conftest takes the repository's fixtures and serves this copy of function/."""
     shutil.copy(REPO_ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     ignored = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
     shutil.copytree(FUNCTION_DIR, tmp_path / "function", ignore=ignored)
     (tmp_path / "function" / JOB_MODULE).write_text(example_source(JOB_MODULE))
-    (tmp_path / "tests" / "function").mkdir(parents=True)
+    (tmp_path / "tests" / "jobs").mkdir(parents=True)
     for name in (UNIT_TEST, SERVED_TEST):
         (tmp_path / name).write_text(example_source(name))
     (tmp_path / "tests" / "conftest.py").write_text(

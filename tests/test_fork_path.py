@@ -1,0 +1,127 @@
+"""The fork path, followed literally: what README.md and docs/jobs.md tell a forker to do,
+done to a copy of the repository, and then every check a fork runs.
+
+The copy gets the first job and its two tests exactly as docs/jobs.md prints them, the
+documented job entry appended after the dev stack's jobs, the README's `pulumi config set`
+example applied, and the prod stack replaced by the documented one that holds only the
+forker's job. Then `make check`'s checks, the forker's tests and the template tests a
+forker's files could break run there. If the docs and the checks ever disagree, this fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.config.paths import REPO_ROOT
+from infra.config.schema import project_name
+from tests.support.doc_examples import JOBS_DOC, example_source
+
+README = REPO_ROOT / "README.md"
+# The template's tests that read what a forker changes: their own stacks, the jobs folder.
+FORK_SENSITIVE_TESTS = (
+    "tests/jobs",
+    "tests/test_fork_checks.py",
+    "tests/infra/config/test_handlers.py",
+    "tests/docs",
+)
+TIMEOUT_SECONDS = 600
+
+
+def _yaml_example(name: str) -> Any:
+    text = JOBS_DOC.read_text(encoding="utf-8")
+    found = re.search(rf"<!-- example: {re.escape(name)} -->\n```yaml\n(.*?)```", text, re.DOTALL)
+    assert found, f"docs/jobs.md has no yaml example {name}"
+    return yaml.safe_load(found.group(1))
+
+
+def _readme_config_sets() -> list[tuple[str, str]]:
+    """Every `pulumi config set --path KEY VALUE` the README shows, as (path, value)."""
+    text = README.read_text(encoding="utf-8")
+    return re.findall(r"pulumi config set\s+--path\s+'([^']+)'\s+'([^']+)'", text)
+
+
+def _set_path(config: dict[str, Any], path: str, value: str) -> None:
+    """What `pulumi config set --path` does to a stack file, for a path like jobs[0].schedule."""
+    parts = [part for part in re.split(r"\.|\[(\d+)\]", path) if part]
+    target: Any = config
+    for part, following in zip(parts, [*parts[1:], None], strict=True):
+        key: Any = int(part) if part.isdigit() else part
+        if following is None:
+            target[key] = value
+        else:
+            target = target[key]
+
+
+@pytest.fixture(scope="module")
+def fork(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("fork")
+    tracked = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
+    for name in filter(None, tracked):
+        source = REPO_ROOT / name
+        if source.is_file():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, root / name)
+    for name in ("jobs/my_job.py", "tests/jobs/test_my_job.py", "tests/jobs/test_my_job_served.py"):
+        target = root / ("function" / Path(name) if name.startswith("jobs/") else Path(name))
+        target.write_text(example_source(name), encoding="utf-8")
+    namespace = project_name(root)
+    dev_file = root / "Pulumi.dev.yaml"
+    dev = yaml.safe_load(dev_file.read_text(encoding="utf-8"))
+    jobs = dev["config"][f"{namespace}:jobs"]
+    jobs.extend(_yaml_example("jobs entry"))
+    sets = _readme_config_sets()
+    assert sets, "the README shows no `pulumi config set --path` example"
+    for path, value in sets:
+        key = re.split(r"[.\[]", path, maxsplit=1)[0]
+        holder = {key: dev["config"][f"{namespace}:{key}"]}
+        _set_path(holder, path, value)
+    dev_file.write_text(yaml.safe_dump(dev, sort_keys=False), encoding="utf-8")
+    prod = yaml.safe_dump(_yaml_example("Pulumi.prod.yaml"))
+    (root / "Pulumi.prod.yaml").write_text(prod, encoding="utf-8")
+    return root
+
+
+def _run(fork: Path, *command: str) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    return subprocess.run(
+        [sys.executable, *command],
+        cwd=fork,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_SECONDS,
+        check=False,
+    )
+
+
+def test_the_fork_holds_what_the_docs_said(fork: Path) -> None:
+    dev = yaml.safe_load((fork / "Pulumi.dev.yaml").read_text(encoding="utf-8"))["config"]
+    jobs = dev[f"{project_name(fork)}:jobs"]
+    assert jobs[-1]["name"] == "regional-report" and jobs[-1]["handler"] == "jobs.my_job:run"
+    assert jobs[0]["schedule"] == "*/5 * * * *"
+    prod = yaml.safe_load((fork / "Pulumi.prod.yaml").read_text(encoding="utf-8"))["config"]
+    assert [job["name"] for job in prod[f"{project_name(fork)}:jobs"]] == ["regional-report"]
+
+
+def test_make_check_passes_on_the_fork(fork: Path) -> None:
+    result = _run(fork, "-m", "tools.fork_check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok    Pulumi.prod.yaml" in result.stdout and "ok    Pulumi.dev.yaml" in result.stdout
+
+
+def test_the_forkers_tests_and_the_template_tests_they_could_break_pass(fork: Path) -> None:
+    result = _run(fork, "-m", "pytest", "-q", "-p", "no:cacheprovider", *FORK_SENSITIVE_TESTS)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
