@@ -35,6 +35,7 @@ from infra.config.schema import (
 )
 from infra.settings.environment import access_errors, stack_environment
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings, parse_jobs
+from infra.settings.samples import SAMPLE_JOB_NAMES, with_samples
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_errors
 from infra.targets.registry import kind_for_handler
@@ -78,14 +79,20 @@ def settings_from_config(
     ledger = ledger_keys(scalars, errors)
     channels = notification_channels(scalars["alertNotificationChannels"], errors)
 
-    jobs = parse_jobs(values.get(JOBS_KEY), timeout, errors)
-    check_untargeted_jobs(values.get(JOBS_KEY), jobs, job_handler, errors)
-    check_handlers(job_handler, values.get(JOBS_KEY), function_dir, errors)
+    own_jobs = values.get(JOBS_KEY)
+    samples = bool(scalars["samples"])
+    raw_jobs = with_samples(own_jobs) if samples else own_jobs
+    jobs = parse_jobs(raw_jobs, timeout, errors)
+    check_untargeted_jobs(raw_jobs, jobs, job_handler, errors)
+    check_handlers(job_handler, raw_jobs, function_dir, errors)
+    reserved = {AUDIT_JOB_NAME: "the stack's own missed-run audit job"}
+    if samples:
+        reserved.update(dict.fromkeys(SAMPLE_JOB_NAMES, "a sample job (samples: true)"))
     errors.extend(
-        f"{errors.key(f'jobs[{index}].name')}: {AUDIT_JOB_NAME!r} is the name of the stack's own "
-        "missed-run audit job; choose another"
-        for index, raw in enumerate(values.get(JOBS_KEY) or [])
-        if isinstance(raw, Mapping) and raw.get("name") == AUDIT_JOB_NAME
+        f"{errors.key(f'jobs[{index}].name')}: {raw['name']!r} is the name of {reserved[raw['name']]}; "
+        "choose another"
+        for index, raw in enumerate(own_jobs if isinstance(own_jobs, list) else [])
+        if isinstance(raw, Mapping) and raw.get("name") in reserved
     )
     try:
         StackNames(stack)
