@@ -21,14 +21,15 @@ import pulumi_gcp as gcp
 
 from infra.config.names import COMPONENT_NAME
 from infra.config.schema import FUNCTION_DIR
-from infra.monitoring.operations import Operations, declare_operations
+from infra.monitoring.operations import declare_operations
 from infra.plan.audit_job import with_audit_job
 from infra.plan.needs import extra_apis, sample_cloud_run_jobs
 from infra.plan.outputs import outputs_of
 from infra.resources.build import BuildIdentity, build_identity, function_source
 from infra.resources.function import audit_horizons, dedup_function
-from infra.resources.identities import Identities, identities, run_invoker
-from infra.resources.ledger import RunLedger, run_ledger
+from infra.resources.identities import Identities, run_invoker
+from infra.resources.identities import identities as make_identities
+from infra.resources.ledger import LedgerDatabase, ledger_database
 from infra.resources.propagation import SERVING_GRANTS, pause_after
 from infra.resources.runtime_access import runtime_access
 from infra.resources.scheduler_jobs import scheduler_job
@@ -105,14 +106,24 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             pulumi.log.warn(advisory, resource=self)
 
         apis = self._enable_apis(name, settings)
-        ledger = self._run_ledger(name, settings, apis)
-        identities = self._identities(name, settings, apis)
+        ledger = ledger_database(name, settings, parent=self, firestore_api=apis["firestore.googleapis.com"])
+        identities = make_identities(name, settings, parent=self, iam_api=apis["iam.googleapis.com"])
         build = self._build(name, settings, apis, function_dir)
-        audit_from = self._audit_horizons(name, settings)
+        audit_from = audit_horizons(name, settings, parent=self)
         checker = self._token_check(name, settings, apis, ledger, identities, build)
         targets = self._sample_targets(name, settings, apis, checker)
         access = self._runtime_access(name, settings, apis, identities.runtime, targets)
-        function = self._dedup_function(name, settings, apis, build, identities.runtime, audit_from, access)
+        # The function every scheduled job calls; its first build needs the builder's grants.
+        function = dedup_function(
+            name,
+            settings,
+            parent=self,
+            opts=self._function_opts(apis, build),
+            build=build,
+            runtime_account=identities.runtime,
+            audit_from=audit_from,
+            access=access,
+        )
         function_uri = function.service_config.apply(service_uri)
         invoker_binding = self._invoker_binding(name, settings, function, identities.invoker)
         samples = self._sample_workflows(name, settings, apis, identities, checker)
@@ -120,7 +131,14 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             name, identities, [invoker_binding, *access, *targets.grants], samples
         )
         jobs = self._scheduler_jobs(name, settings, apis, function_uri, identities.invoker, serving, samples)
-        self._operations(settings, apis, function)
+        # Log-based metrics on the function's lines, alert policies with runbooks, a dashboard.
+        declare_operations(
+            settings.names.monitoring_prefix(),
+            project=settings.project,
+            function_service=function.service_config.apply(service_name),
+            notification_channels=settings.alert_notification_channels,
+            opts=self._after(apis, "logging.googleapis.com", "monitoring.googleapis.com"),
+        )
         self._publish_outputs(
             settings, function_uri, jobs, identities, build.account, ledger, checker, samples
         )
@@ -153,12 +171,6 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             for api in REQUIRED_APIS + extra_apis(settings)
         }
 
-    def _run_ledger(self, name: str, settings: StackSettings, apis: _Apis) -> RunLedger:
-        return run_ledger(name, settings, parent=self, firestore_api=apis["firestore.googleapis.com"])
-
-    def _identities(self, name: str, settings: StackSettings, apis: _Apis) -> Identities:
-        return identities(name, settings, parent=self, iam_api=apis["iam.googleapis.com"])
-
     def _build(self, name: str, settings: StackSettings, apis: _Apis, function_dir: Path) -> BuildIdentity:
         source = function_source(name, settings, function_dir, self._after(apis, "storage.googleapis.com"))
         return build_identity(
@@ -170,31 +182,6 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             registry_api=apis["artifactregistry.googleapis.com"],
             build_apis=[apis[api] for api in FUNCTION_APIS],
         )
-
-    def _dedup_function(
-        self,
-        name: str,
-        settings: StackSettings,
-        apis: _Apis,
-        build: BuildIdentity,
-        runtime_account: gcp.serviceaccount.Account,
-        audit_from: Mapping[str, pulumi.Input[str]],
-        access: list[pulumi.Resource],
-    ) -> gcp.cloudfunctionsv2.Function:
-        """The function every scheduled job calls (infra/resources/function.py)."""
-        return dedup_function(
-            name,
-            settings,
-            parent=self,
-            opts=self._function_opts(apis, build),
-            build=build,
-            runtime_account=runtime_account,
-            audit_from=audit_from,
-            access=access,
-        )
-
-    def _audit_horizons(self, name: str, settings: StackSettings) -> dict[str, pulumi.Input[str]]:
-        return audit_horizons(name, settings, parent=self)
 
     def _invoker_binding(
         self,
@@ -216,7 +203,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         name: str,
         settings: StackSettings,
         apis: _Apis,
-        ledger: RunLedger,
+        ledger: LedgerDatabase,
         identities: Identities,
         build: BuildIdentity,
     ) -> TokenCheck | None:
@@ -332,19 +319,6 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             for job in settings.jobs
         ]
 
-    def _operations(
-        self, settings: StackSettings, apis: _Apis, function: gcp.cloudfunctionsv2.Function
-    ) -> Operations:
-        """Log-based metrics on the function's log lines, alert policies with runbooks, and a
-        dashboard (infra/monitoring/operations.py)."""
-        return declare_operations(
-            settings.names.monitoring_prefix(),
-            project=settings.project,
-            function_service=function.service_config.apply(service_name),
-            notification_channels=settings.alert_notification_channels,
-            opts=self._after(apis, "logging.googleapis.com", "monitoring.googleapis.com"),
-        )
-
     def _publish_outputs(
         self,
         settings: StackSettings,
@@ -352,7 +326,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         jobs: list[gcp.cloudscheduler.Job],
         identities: Identities,
         builder_account: gcp.serviceaccount.Account,
-        ledger: RunLedger,
+        ledger: LedgerDatabase,
         checker: TokenCheck | None,
         samples: SampleWorkflows | None,
     ) -> None:

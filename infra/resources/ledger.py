@@ -2,7 +2,7 @@
 policy on run records and the indexing exemptions that keep the run collection fast.
 
 Firestore runs one field operation per database at a time, so every field setting here waits
-for the one before it, and `RunLedger.last_field` is what a further field setting of the stack
+for the one before it, and `LedgerDatabase.last_field` is what a further field setting of the stack
 (the token records' TTL) waits for.
 """
 
@@ -17,7 +17,7 @@ from exactly_once.ledger.fields import EXPIRE_AT, UNINDEXED_RUN_FIELDS
 from infra.settings.stack import StackSettings
 
 
-class RunLedger(NamedTuple):
+class LedgerDatabase(NamedTuple):
     # The database resource, or None when the stack uses an existing one as it is.
     database: gcp.firestore.Database | None
     database_name: pulumi.Output[str]
@@ -25,9 +25,9 @@ class RunLedger(NamedTuple):
     last_field: gcp.firestore.Field
 
 
-def run_ledger(
+def ledger_database(
     name: str, settings: StackSettings, *, parent: pulumi.Resource, firestore_api: pulumi.Resource
-) -> RunLedger:
+) -> LedgerDatabase:
     database: gcp.firestore.Database | None = None
     database_name: pulumi.Output[str] = pulumi.Output.from_input(settings.database_name)
     after: pulumi.Resource = firestore_api
@@ -74,4 +74,4 @@ def run_ledger(
             index_config={},
             opts=pulumi.ResourceOptions(parent=parent, depends_on=[last]),
         )
-    return RunLedger(database=database, database_name=database_name, runs_ttl=runs_ttl, last_field=last)
+    return LedgerDatabase(database=database, database_name=database_name, runs_ttl=runs_ttl, last_field=last)

@@ -12,7 +12,7 @@ import pulumi_gcp as gcp
 from exactly_once.ledger.fields import EXPIRE_AT
 from infra.resources.build import BuildIdentity
 from infra.resources.identities import run_invoker, service_account
-from infra.resources.ledger import RunLedger
+from infra.resources.ledger import LedgerDatabase
 from infra.settings.environment import token_check_environment
 from infra.settings.stack import StackSettings
 
@@ -42,7 +42,7 @@ def token_check(
     settings: StackSettings,
     *,
     parent: pulumi.Resource,
-    ledger: RunLedger,
+    ledger: LedgerDatabase,
     build: BuildIdentity,
     token_check_account: gcp.serviceaccount.Account,
     function_opts: pulumi.ResourceOptions,
