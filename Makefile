@@ -42,9 +42,23 @@ check: $(STAMP)
 	$(BIN)/python -m tools.fork_check
 
 # libfaketime runs one function instance with its clock 120 s off in the clock-skew tests
-# (Debian package faketime; CI runs as root).
+# (Debian package faketime). As root (CI) it is installed, and a failure fails the build; any
+# other user installs it through sudo when there is one, else is told that those tests will be
+# skipped (they skip themselves without faketime) and how to install it.
+FAKETIME_INSTALL := apt-get install -y faketime
+FAKETIME_MISSING := faketime is not installed, so the clock-skew tests (tests/function/test_reliability.py) \
+	will be skipped. To run them, install it: sudo $(FAKETIME_INSTALL) (Debian/Ubuntu), \
+	or brew install libfaketime (macOS)
 faketime:
-	command -v faketime >/dev/null || apt-get install -y faketime || { apt-get update && apt-get install -y faketime; }
+	@command -v faketime >/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then \
+		$(FAKETIME_INSTALL) || { apt-get update && $(FAKETIME_INSTALL); }; \
+	elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
+		sudo $(FAKETIME_INSTALL) || { sudo apt-get update && sudo $(FAKETIME_INSTALL); } \
+			|| echo "$(FAKETIME_MISSING)"; \
+	else \
+		echo "$(FAKETIME_MISSING)"; \
+	fi
 
 # The tests start the Firestore emulator themselves on a free loopback port (or use
 # FIRESTORE_EMULATOR_HOST when it is set) and stop it at the end.

@@ -1,14 +1,13 @@
 """`python -m ops status|audit|backfill|redo|smoke --stack NAME`: day-2 operations of a stack.
 
-Exit status: 0 fine; 1 the check found a problem (a missed run, a failed smoke step, a
-delivery that did not succeed); 2 the command itself was wrong (unknown stack or job, a bad
-time, a time off the job's schedule), with one line saying what, and nothing done.
+Exit statuses are ops.exit_codes.ExitCode, listed at the end of every `--help`.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
@@ -16,26 +15,58 @@ from typing import NoReturn, TextIO
 from google.api_core import exceptions as google_exceptions
 from google.auth import exceptions as auth_exceptions
 
+import exactly_once
+from infra.config.schema import REPO_ROOT
 from ops import ledger_view
-from ops.context import StackContext, UserError, parse_time
+from ops.context import CloudUnreachable, StackContext, UserError, parse_time
 from ops.delivery import backfill, redo
+from ops.exit_codes import ExitCode, exit_codes_text
 from ops.smoke import DEFAULT_WAIT_SECONDS, Endpoints, Smoke
 
-USAGE_ERROR = 2
+PROG = "python -m ops"
+
+
+def version_text() -> str:
+    """The repository's version (its pyproject.toml, where ops belongs) and the function
+    package's it shares code with: an operator's report then says which of each ran."""
+    with (REPO_ROOT / "pyproject.toml").open("rb") as file:
+        project = tomllib.load(file)["project"]
+    return f"{project['name']} {project['version']} (exactly_once {exactly_once.__version__})"
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option's default in its help: a value as `(default: ...)`, unless the help text
+    already says it in words (a default taken from the stack, or computed at run time)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        shown = "default" in text or action.default in (None, argparse.SUPPRESS)
+        if shown or action.required or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+        self.exit(ExitCode.USAGE_ERROR, f"{self.prog}: error: {message}\n")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m ops", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    epilog = exit_codes_text()
+    parser = _Parser(
+        prog=PROG,
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        epilog=epilog,
+        formatter_class=_HelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=version_text())
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub = commands.add_parser(
+            name, help=help_text, description=help_text, epilog=epilog, formatter_class=_HelpFormatter
+        )
         sub.add_argument("--stack", required=True, help="the stack whose Pulumi.<stack>.yaml to read")
         sub.add_argument("--firestore-project", help="read the ledger in this project (default: the stack's)")
         sub.add_argument("--database", help="read the ledger in this database (default: the stack's)")
@@ -45,12 +76,14 @@ def _parser() -> argparse.ArgumentParser:
         return sub
 
     status = command("status", "latest runs per job: schedule time, status, result, attempt, duration")
-    status.add_argument("--job", help="only this job (its name in the stack config)")
+    status.add_argument("--job", help="only this job (its name in the stack config; default: every job)")
     status.add_argument("--limit", type=int, default=ledger_view.STATUS_RUNS, help="runs per job")
     status.add_argument("--until", help="latest schedule time to show (RFC 3339; default now)")
 
-    audit = command("audit", "expected runs against the ledger; exit 1 when a run was missed")
-    audit.add_argument("--job", help="only this job (its name in the stack config)")
+    audit = command(
+        "audit", f"expected runs against the ledger; exit {ExitCode.RUN_PROBLEM.value} when a run was missed"
+    )
+    audit.add_argument("--job", help="only this job (its name in the stack config; default: every job)")
     audit.add_argument("--since", help="first schedule time (RFC 3339; default now - retention)")
     audit.add_argument("--until", help="last schedule time (RFC 3339; default now)")
 
@@ -80,6 +113,10 @@ def run(argv: Sequence[str], out: TextIO | None = None) -> int:
     args = _parser().parse_args(argv)
     stdout = out or sys.stdout
     context = StackContext.load(args.stack, args.firestore_project, args.database, args.stacks_dir)
+    if args.job is not None:
+        # From the config alone, before any client looks for credentials: a typo is a typo
+        # on a machine without them too.
+        context.job(args.job)
     if args.command == "status":
         until = parse_time(args.until, "--until") if args.until else None
         return ledger_view.status(context, stdout, job=args.job, limit=args.limit, until=until)
@@ -101,18 +138,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return run(sys.argv[1:] if argv is None else argv)
     except UserError as error:
-        print(f"python -m ops: error: {error}", file=sys.stderr)
-        return USAGE_ERROR
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return ExitCode.USAGE_ERROR
+    except CloudUnreachable as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return ExitCode.CLOUD_UNREACHABLE
     except auth_exceptions.GoogleAuthError as error:
         print(
-            f"python -m ops: no usable Google credentials ({error}); run "
+            f"{PROG}: no usable Google credentials ({error}); run "
             "`gcloud auth application-default login`, or set FIRESTORE_EMULATOR_HOST for a local ledger",
             file=sys.stderr,
         )
-        return 1
+        return ExitCode.CLOUD_UNREACHABLE
     except google_exceptions.GoogleAPIError as error:
-        print(f"python -m ops: a Google API call failed: {error}", file=sys.stderr)
-        return 1
+        print(f"{PROG}: a Google API call failed: {error}", file=sys.stderr)
+        return ExitCode.CLOUD_UNREACHABLE
 
 
 if __name__ == "__main__":

@@ -22,7 +22,12 @@ EMULATOR_HOST_ENV = "FIRESTORE_EMULATOR_HOST"
 
 
 class UserError(Exception):
-    """A mistake in what the operator asked for: printed as one line, exit status 2."""
+    """A mistake in what the operator asked for: printed as one line, ExitCode.USAGE_ERROR."""
+
+
+class CloudUnreachable(Exception):
+    """Google Cloud could not be asked (no credentials, say): printed as one line with the fix,
+    ExitCode.CLOUD_UNREACHABLE, so a script does not take it for a finding about a run."""
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ from exactly_once.delivery.request_checks import NO_CACHE as NO_CACHE_DIRECTIVE
 from exactly_once.delivery.scheduler_request import format_rfc3339, run_key_from_headers
 from exactly_once.ledger.store import FirestoreRunStore, StaleWrite
 from infra.plan.headers import delivery_headers
-from ops.context import StackContext, UserError, is_loopback
+from ops.context import CloudUnreachable, StackContext, UserError, is_loopback
+from ops.exit_codes import ExitCode
 
 # The function answers within its timeout; the request waits a little longer than that.
 TIMEOUT_MARGIN_SECONDS = 15.0
@@ -70,7 +71,7 @@ def id_token_for(invoker_email: str, audience: str) -> str:
     try:
         return _impersonated_id_token(invoker_email, audience)
     except auth_exceptions.GoogleAuthError as error:
-        raise UserError(
+        raise CloudUnreachable(
             f"cannot mint an ID token as {invoker_email}: {str(error).rstrip('.')}. Log in with "
             "`gcloud auth application-default login` and hold roles/iam.serviceAccountTokenCreator "
             "on that account; nothing was sent"
@@ -114,9 +115,10 @@ def backfill(
     url: str | None = None,
     invoker: str | None = None,
     body: str | None = None,
-) -> int:
-    """Deliver the run of `job` scheduled at `at`; 0 when the function accepted it (executed
-    or already completed), 1 otherwise. A time off the job's schedule is refused unsent."""
+) -> ExitCode:
+    """Deliver the run of `job` scheduled at `at`; OK when the function accepted it (executed
+    or already completed), RUN_PROBLEM when it did not, CLOUD_UNREACHABLE when the request
+    never reached it. A time off the job's schedule is refused unsent."""
     headers = _run_headers(context, job, at)
     data = delivery_body(context, job, body)
     target, headers = _addressed(context, headers, url, invoker)
@@ -132,9 +134,9 @@ def redo(
     url: str | None = None,
     invoker: str | None = None,
     body: str | None = None,
-) -> int:
-    """Delete the completed record of `job`'s run at `at`, then deliver the run again; 1 and
-    nothing deleted when the run is in progress or its record changes meanwhile. Everything
+) -> ExitCode:
+    """Delete the completed record of `job`'s run at `at`, then deliver the run again;
+    RUN_PROBLEM and nothing deleted when the run is in progress or its record changes meanwhile. Everything
     that can be refused (the time, the body, the URL, the token) is settled before the delete."""
     headers = _run_headers(context, job, at)
     data = delivery_body(context, job, body)
@@ -150,13 +152,13 @@ def redo(
             f"{fields.get('attempt_id')}); redo deletes only a completed run's record: wait for it to "
             "finish, or, if its attempt died, backfill it once its lease has ended\n"
         )
-        return 1
+        return ExitCode.RUN_PROBLEM
     if record is not None:
         try:
             store.delete(run_id, if_updated_at=record.update_time, timeout=LEDGER_TIMEOUT_SECONDS)
         except StaleWrite:
             out.write(f"redo of the {run}: not done, its record changed while redo read it; run redo again\n")
-            return 1
+            return ExitCode.RUN_PROBLEM
         out.write(
             f"redo of the {run}: deleted its record (result {fields.get('result')}, attempt "
             f"{fields.get('attempt_id')})\n"
@@ -190,20 +192,21 @@ def _addressed(
 
 def _send(
     context: StackContext, out: TextIO, about: str, target: str, headers: dict[str, str], data: bytes
-) -> int:
+) -> ExitCode:
     timeout = context.settings.function_timeout_seconds + TIMEOUT_MARGIN_SECONDS
     try:
         response = requests.post(target, headers=headers, data=data, timeout=timeout)
     except requests.RequestException as error:
         out.write(f"{about}: no answer from {target}: {error}\n")
-        return 1
+        return ExitCode.CLOUD_UNREACHABLE
     try:
         answer = response.json()
     except ValueError:
         answer = None
     if not isinstance(answer, dict) or "outcome" not in answer:
+        # Stopped before the function (its front end's page): the run was not judged at all.
         out.write(f"{about}: {not_the_function(response.status_code, target, context.settings.ingress)}\n")
-        return 1
+        return ExitCode.CLOUD_UNREACHABLE
     outcome = answer.get("outcome")
     out.write(f"{about}: HTTP {response.status_code}, outcome {outcome}: {answer.get('message')}\n")
     if answer.get("output") is not None:
@@ -211,7 +214,7 @@ def _send(
         # earlier attempt's was reused), so an operator sees what a redo led to.
         out.write(f"{about}: output {json.dumps(answer['output'], sort_keys=True)}\n")
     # A terminal failure is answered 200 (retrying cannot help), but the run did not succeed.
-    return 0 if response.ok and outcome != "failed_terminal" else 1
+    return ExitCode.OK if response.ok and outcome != "failed_terminal" else ExitCode.RUN_PROBLEM
 
 
 def not_the_function(status: int, url: str, ingress: str) -> str:

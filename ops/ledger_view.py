@@ -26,6 +26,7 @@ from exactly_once.audit.reads import firestore_reader
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
 from infra.settings.jobs import AUDIT_JOB_NAME
 from ops.context import StackContext, UserError, utc_now
+from ops.exit_codes import ExitCode
 
 # How many of the latest runs `status` shows per job by default.
 STATUS_RUNS = 5
@@ -92,8 +93,8 @@ def audit(
     since: datetime | None = None,
     until: datetime | None = None,
     now: datetime | None = None,
-) -> int:
-    """One line per expected run in [since, until]; 0 when none is missed, 1 otherwise."""
+) -> ExitCode:
+    """One line per expected run in [since, until]; OK when none is missed, else RUN_PROBLEM."""
     now = now or utc_now()
     until = until or now
     since = since or until - timedelta(seconds=context.settings.retention_seconds)
@@ -116,7 +117,7 @@ def audit(
         out.write(f"{format_rfc3339(run.schedule_time)}  {run.job}  {run.state.value}{detail}\n")
     missed = [run for run in runs if run.state is RunState.MISSED]
     out.write(f"{len(runs)} expected runs, {len(missed)} missed\n")
-    return 1 if missed else 0
+    return ExitCode.RUN_PROBLEM if missed else ExitCode.OK
 
 
 def status(
@@ -127,7 +128,7 @@ def status(
     limit: int = STATUS_RUNS,
     until: datetime | None = None,
     now: datetime | None = None,
-) -> int:
+) -> ExitCode:
     """The latest `limit` scheduled runs of each job up to `until`, as the ledger records them."""
     if limit < 1:
         raise UserError(f"--limit: expected a positive number of runs, got {limit}")
@@ -144,7 +145,7 @@ def status(
             out.write("  no scheduled runs in the retention window\n")
         for run in reversed(runs):
             out.write("  " + _status_line(run) + "\n")
-    return 0
+    return ExitCode.OK
 
 
 def _status_line(run: ExpectedRun) -> str:

@@ -34,6 +34,7 @@ from google.cloud.scheduler_v1 import CloudSchedulerClient
 from exactly_once.ledger.fields import CLAIMED_AT, EXPIRE_AT
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
 from ops.context import StackContext, UserError, is_loopback, utc_now
+from ops.exit_codes import ExitCode
 
 SCHEDULER_ENDPOINT_ENV = "OPS_SCHEDULER_ENDPOINT"
 FIRESTORE_ADMIN_ENDPOINT_ENV = "OPS_FIRESTORE_ADMIN_ENDPOINT"
@@ -94,6 +95,20 @@ def _reasons(error: api_exceptions.GoogleAPICallError) -> set[str]:
     return reasons
 
 
+def _service_disabled(error: api_exceptions.GoogleAPICallError) -> bool:
+    return isinstance(error, api_exceptions.Forbidden) and (
+        "SERVICE_DISABLED" in _reasons(error) or "has not been used" in error.message
+    )
+
+
+def _caller_refused(error: api_exceptions.GoogleAPICallError) -> bool:
+    """The caller's identity was refused, not the deployment found wanting: the smoke test
+    could not look, which is CLOUD_UNREACHABLE and not a failed step."""
+    return isinstance(error, api_exceptions.Unauthorized) or (
+        isinstance(error, api_exceptions.Forbidden) and not _service_disabled(error)
+    )
+
+
 def _likely_fix(api: str, error: api_exceptions.GoogleAPICallError) -> str:
     """The fix an operator most likely needs for a failed Google API call. REST answers map
     to the HTTP-status classes (Unauthorized, Forbidden), gRPC ones to their subclasses."""
@@ -101,9 +116,7 @@ def _likely_fix(api: str, error: api_exceptions.GoogleAPICallError) -> str:
     text = " ".join([*sorted(reasons), error.message]).strip()
     if isinstance(error, api_exceptions.Unauthorized):
         return "authenticate: `gcloud auth application-default login`"
-    if isinstance(error, api_exceptions.Forbidden) and (
-        "SERVICE_DISABLED" in reasons or "has not been used" in error.message
-    ):
+    if _service_disabled(error):
         return f"enable the API: `gcloud services enable {api}` (pulumi up enables it; wait a minute)"
     if isinstance(error, api_exceptions.Forbidden):
         return f"IAM: your identity lacks the permission ({text})"
@@ -113,7 +126,8 @@ def _likely_fix(api: str, error: api_exceptions.GoogleAPICallError) -> str:
 
 
 class Smoke:
-    """The three steps; `out` gets one PASS/FAIL line per step."""
+    """The three steps; `out` gets one PASS/FAIL line per step. A step that could not ask
+    Google Cloud fails too, but the exit status tells it from a step that found a problem."""
 
     def __init__(
         self,
@@ -129,8 +143,9 @@ class Smoke:
         self._endpoints = endpoints
         self._wait = wait_seconds
         self._clock = clock
+        self._found_problem = False
 
-    def run(self, job_name: str | None) -> int:
+    def run(self, job_name: str | None) -> ExitCode:
         settings = self._context.job(job_name) if job_name else self.default_job()
         job_id = self._context.settings.scheduler_job_id(settings)
         # A little slack for the clock difference between this machine and the function.
@@ -138,7 +153,10 @@ class Smoke:
         passed = self._force_run(job_id) and self._wait_for_completed(job_id, started)
         passed = self._ttl_active() and passed
         self._out.write(f"smoke test of stack {self._context.stack}: {'PASS' if passed else 'FAIL'}\n")
-        return 0 if passed else 1
+        if passed:
+            return ExitCode.OK
+        # A problem found outweighs a step that could not look: the deployment is known broken.
+        return ExitCode.RUN_PROBLEM if self._found_problem else ExitCode.CLOUD_UNREACHABLE
 
     def default_job(self) -> JobSettings:
         """The job smoke force-runs unasked: the stack's missed-run audit, which every stack
@@ -152,8 +170,9 @@ class Smoke:
             "smoke force-runs by default; name one of your jobs with --job, knowing it will really run"
         )
 
-    def _step(self, ok: bool, step: str, detail: str) -> bool:
+    def _step(self, ok: bool, step: str, detail: str, *, unreachable: bool = False) -> bool:
         self._out.write(f"{'PASS' if ok else 'FAIL'}  {step}: {detail}\n")
+        self._found_problem |= not ok and not unreachable
         return ok
 
     def _force_run(self, job_id: str) -> bool:
@@ -164,11 +183,12 @@ class Smoke:
             scheduler = CloudSchedulerClient(**client_options(self._endpoints.scheduler))
             job = scheduler.run_job(name=name, timeout=_API_TIMEOUT_SECONDS)
         except auth_exceptions.DefaultCredentialsError as error:
-            return self._step(False, step, _NO_CREDENTIALS.format(error=error))
+            return self._step(False, step, _NO_CREDENTIALS.format(error=error), unreachable=True)
         except api_exceptions.GoogleAPICallError as error:
-            return self._step(False, step, _likely_fix(SCHEDULER_API, error))
+            refused = _caller_refused(error)
+            return self._step(False, step, _likely_fix(SCHEDULER_API, error), unreachable=refused)
         except _UNREACHABLE as error:
-            return self._step(False, step, f"cannot reach the Cloud Scheduler API: {error}")
+            return self._step(False, step, f"cannot reach the Cloud Scheduler API: {error}", unreachable=True)
         return self._step(True, step, f"accepted ({job.name or name})")
 
     def _wait_for_completed(self, job_id: str, since: datetime) -> bool:
@@ -224,11 +244,12 @@ class Smoke:
             admin = FirestoreAdminClient(**client_options(self._endpoints.firestore_admin))
             field = admin.get_field(name=name, timeout=_API_TIMEOUT_SECONDS)
         except auth_exceptions.DefaultCredentialsError as error:
-            return self._step(False, step, _NO_CREDENTIALS.format(error=error))
+            return self._step(False, step, _NO_CREDENTIALS.format(error=error), unreachable=True)
         except api_exceptions.GoogleAPICallError as error:
-            return self._step(False, step, _likely_fix(FIRESTORE_API, error))
+            refused = _caller_refused(error)
+            return self._step(False, step, _likely_fix(FIRESTORE_API, error), unreachable=refused)
         except _UNREACHABLE as error:
-            return self._step(False, step, f"cannot reach the Firestore admin API: {error}")
+            return self._step(False, step, f"cannot reach the Firestore admin API: {error}", unreachable=True)
         state = field.ttl_config.state
         if state == Field.TtlConfig.State.ACTIVE:
             return self._step(True, step, "ACTIVE")

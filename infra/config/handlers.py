@@ -51,6 +51,25 @@ def check_handlers(job_handler: str, raw_jobs: Any, function_dir: Path, errors: 
             errors.append(f"{errors.key(key)}: {spec!r}: {problem}")
 
 
+# What a handler looks like, shown when a spelling cannot be turned into one.
+HANDLER_EXAMPLE = "jobs.my_job:run"
+
+
+def malformed_handler(spec: object) -> str:
+    """Why `spec` is not module:callable, with the spelling it most likely meant: a file path
+    (`jobs/x.py:run`) is the usual slip, and the import path is `jobs.x:run`."""
+    example = HANDLER_EXAMPLE
+    if isinstance(spec, str) and ":" in spec:
+        path, _, attribute = spec.partition(":")
+        module = path.strip().replace("\\", "/").removeprefix("function/").removesuffix(".py")
+        if HANDLER_PATTERN.match(meant := f"{module.replace('/', '.')}:{attribute.strip()}"):
+            example = meant
+    return (
+        f"{spec!r} is not module:callable: the module's dotted import path inside function/, a colon, "
+        f"then the function's name, e.g. {example!r}"
+    )
+
+
 def handler_problem(spec: str, function_dir: Path) -> str | None:
     """Why `spec` (module:callable, already well-formed) cannot be a handler of the function
     deployed from `function_dir`; None when it can."""

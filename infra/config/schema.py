@@ -7,6 +7,7 @@ out; the program asks `pulumi.get_project()` and the local tools read Pulumi.yam
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -110,6 +111,20 @@ class ConfigProblems(list[str]):
     def key(self, name: str) -> str:
         """`name` as `pulumi config set` and `Pulumi.<stack>.yaml` spell it."""
         return f"{self.namespace}:{name}"
+
+
+def unknown_keys(
+    raw: Mapping[str, Any], key: str, known: tuple[str, ...], errors: ConfigProblems, what: str = "key"
+) -> None:
+    """Each unknown key, with the known one it most resembles (`timeout`: `timeoutSeconds`,
+    `timezone`: `timeZone`): a typo is the usual cause, and YAML keys are case-sensitive.
+    `key` is the object's own key (empty: the top level); `what` names the kind of key."""
+    for name in raw:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(str(name), known, n=1)
+        hint = f"; did you mean {close[0]}?" if close else f"; expected one of {', '.join(known)}"
+        errors.append(f"{errors.key(f'{key}.{name}' if key else str(name))}: unknown {what}{hint}")
 
 
 def project_name(root: Path = REPO_ROOT) -> str:

@@ -16,7 +16,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from exactly_once.config import HANDLER_PATTERN, TIME_LIMIT_MARGIN_SECONDS, OverlapPolicy
 from infra.config.access import ACCESS_KEYS, JobAccess, parse_access
-from infra.config.schema import JOBS_KEY, ConfigProblems
+from infra.config.handlers import malformed_handler
+from infra.config.schema import JOBS_KEY, ConfigProblems, unknown_keys
 from infra.targets.registry import TARGET_KEYS, check_target_job, kind_of, parse_target
 from infra.targets.workflow import WorkflowTarget
 from infra.timing.rules import RetryConfig
@@ -66,6 +67,7 @@ RETRY_KEYS = {
 _INTEGER_RETRY_FIELDS = {"retry_count", "max_doublings"}
 
 _JOB_NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
+_NAME_RULE = "1-100 of A-Z, a-z, 0-9, '-', '_'"
 
 
 @dataclass(frozen=True)
@@ -140,11 +142,13 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         errors.append(f"{errors.key(prefix)}: expected an object, got {item!r}")
         return None
     before = len(errors)
-    errors.extend(f"{errors.key(f'{prefix}.{key}')}: unknown job key" for key in item if key not in _JOB_KEYS)
+    unknown_keys(item, prefix, _JOB_KEYS, errors, what="job key")
 
     name = item.get("name")
-    if not isinstance(name, str) or not _JOB_NAME.match(name):
-        errors.append(f"{errors.key(f'{prefix}.name')}: {name!r} must be 1-100 of A-Z, a-z, 0-9, '-', '_'")
+    if name is None:
+        errors.append(f"{errors.key(f'{prefix}.name')}: name is missing: every job needs one, {_NAME_RULE}")
+    elif not isinstance(name, str) or not _JOB_NAME.match(name):
+        errors.append(f"{errors.key(f'{prefix}.name')}: {name!r} must be {_NAME_RULE}")
     schedule = item.get("schedule")
     if not isinstance(schedule, str):
         errors.append(f"{errors.key(f'{prefix}.schedule')}: expected a unix-cron string, got {schedule!r}")
@@ -163,7 +167,7 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         errors.append(f"{errors.key(f'{prefix}.body')}: expected a JSON object, got {body!r}")
     handler = item.get("handler")
     if handler is not None and (not isinstance(handler, str) or not HANDLER_PATTERN.match(handler)):
-        errors.append(f"{errors.key(f'{prefix}.handler')}: {handler!r} is not module:callable")
+        errors.append(f"{errors.key(f'{prefix}.handler')}: {malformed_handler(handler)}")
     overlap = item.get("overlap", DEFAULT_OVERLAP)
     if overlap not in OVERLAP_POLICIES:
         errors.append(
@@ -204,9 +208,7 @@ def _retry(raw: Any, prefix: str, errors: ConfigProblems) -> RetryConfig | None:
         errors.append(f"{errors.key(prefix)}: expected an object, got {raw!r}")
         return None
     before = len(errors)
-    errors.extend(
-        f"{errors.key(f'{prefix}.{key}')}: unknown retry key" for key in raw if key not in RETRY_KEYS
-    )
+    unknown_keys(raw, prefix, tuple(RETRY_KEYS), errors, what="retry key")
     fields: dict[str, float] = {}
     for key, field in RETRY_KEYS.items():
         if key in raw:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from exactly_once.config import HANDLER_PATTERN
-from infra.config.handlers import check_handlers
+from infra.config.handlers import check_handlers, malformed_handler
 from infra.config.ledger import ledger_keys
 from infra.config.names import StackNames
 from infra.config.schema import (
@@ -32,6 +32,7 @@ from infra.config.schema import (
     project_name,
     read_yaml,
     scalar_value,
+    unknown_keys,
 )
 from infra.settings.environment import access_errors, stack_environment
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings, parse_jobs
@@ -61,8 +62,7 @@ def settings_from_config(
         errors.append("gcp:project is not set (pulumi config set gcp:project <project-id>)")
     if not region:
         errors.append("gcp:region is not set (pulumi config set gcp:region <region>)")
-    unknown = sorted(set(values) - set(KEYS_BY_NAME) - {JOBS_KEY})
-    errors.extend(f"{errors.key(key)}: unknown config key" for key in unknown)
+    unknown_keys(values, "", (*KEYS_BY_NAME, JOBS_KEY), errors, what="config key")
 
     scalars = {key.name: scalar_value(values, key, errors) for key in CONFIG_KEYS}
     timeout = int(integer_value(scalars["functionTimeoutSeconds"]))
@@ -75,7 +75,7 @@ def settings_from_config(
         errors.append(f"{errors.key('maxInstances')}: {max_instances} must be at least 1")
     job_handler = str(scalars["jobHandler"])
     if not HANDLER_PATTERN.match(job_handler):
-        errors.append(f"{errors.key('jobHandler')}: {job_handler!r} is not module:callable")
+        errors.append(f"{errors.key('jobHandler')}: {malformed_handler(job_handler)}")
     ledger = ledger_keys(scalars, errors)
     channels = notification_channels(scalars["alertNotificationChannels"], errors)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS, OverlapPolicy
 from exactly_once.targets.call_timeout import CALL_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
+from infra.config.schema import JOBS_KEY
 from infra.settings.jobs import RETRY_KEYS, JobSettings
 from infra.settings.stack import StackSettings
 from infra.targets.registry import kind_for_handler
@@ -40,30 +41,65 @@ def violation_text(violation: Violation, index: int, job: JobSettings, settings:
     return f"{', '.join(settings.config_key(key) for key in keys)}: job {job.name!r}: {violation.message}"
 
 
+def _stack_level_text(
+    violation: Violation, index: int, job: JobSettings, settings: StackSettings
+) -> str | None:
+    """A violation only stack-wide keys can fix (functionTimeoutSeconds, leaseSeconds), phrased
+    without the job: every job breaks it alike, and the user has one key to edit, not one per
+    job. None when a key of the job's own is involved."""
+    own_limit = job.time_limit_seconds is not None
+    keys = dict.fromkeys(key for field in violation.fields for key in timing_keys(field, index, own_limit))
+    if any(key.startswith(f"{JOBS_KEY}[") for key in keys):
+        return None
+    return f"{', '.join(settings.config_key(key) for key in keys)}: {violation.message}"
+
+
+def _once(settings: StackSettings, violations: list[tuple[int, JobSettings, Violation]]) -> list[str]:
+    """Each finding once: a stack-wide one whose message is the same for every job is shown
+    without a job; one whose message depends on the job (a retention each job's retries
+    outlive differently) keeps the job's name."""
+    texts: dict[str, list[str]] = {}
+    for index, job, violation in violations:
+        stack_level = _stack_level_text(violation, index, job, settings)
+        if stack_level is not None:
+            texts.setdefault(stack_level, []).append(violation_text(violation, index, job, settings))
+        else:
+            texts.setdefault(violation_text(violation, index, job, settings), [])
+    lines: list[str] = []
+    for text, per_job in texts.items():
+        shared = len(per_job) == len(settings.jobs)
+        lines.extend([text] if not per_job or shared else per_job)
+    return list(dict.fromkeys(lines))
+
+
 def number_text(value: float) -> str:
     return str(int(value)) if value == int(value) else repr(value)
 
 
 def timing_errors(settings: StackSettings) -> list[str]:
-    """Every job's non-advisory timing violations, each once."""
-    return list(
-        dict.fromkeys(
-            violation_text(violation, index, job, settings)
+    """Every job's non-advisory timing violations, each once (a stack-wide one once in all)."""
+    return _once(
+        settings,
+        [
+            (index, job, violation)
             for index, job in enumerate(settings.jobs)
             for violation in timing.check_job_timing(settings.job_timing(job))
             if not violation.advisory
-        )
+        ],
     )
 
 
 def timing_advisories(settings: StackSettings) -> list[str]:
     """Every job's advisory findings: its own timing, its overlap policy, its proxy's calls."""
-    advisories = [
-        violation_text(violation, index, job, settings)
-        for index, job in enumerate(settings.jobs)
-        for violation in timing.check_job_timing(settings.job_timing(job))
-        if violation.advisory
-    ]
+    advisories = _once(
+        settings,
+        [
+            (index, job, violation)
+            for index, job in enumerate(settings.jobs)
+            for violation in timing.check_job_timing(settings.job_timing(job))
+            if violation.advisory
+        ],
+    )
     advisories.extend(
         violation_text(violation, index, job, settings)
         for index, job in enumerate(settings.jobs)

@@ -15,8 +15,8 @@ from typing import Any, ClassVar, Final
 from exactly_once.targets.job_specs import BIGQUERY_HANDLER, BIGQUERY_JOBS_ENV, BigQueryJobSpec
 from exactly_once.targets.resource_names import BIGQUERY_DATASET
 from infra.config.access import DATASET_ROLES, ResourceGrant
-from infra.config.schema import ConfigProblems
-from infra.targets.kind import Placement, ProjectRole, TargetKind, sample_or_named, unknown_keys
+from infra.config.schema import ConfigProblems, unknown_keys
+from infra.targets.kind import Placement, ProjectRole, TargetKind, sample_or_named
 
 KEYS: Final = (
     "sample",

@@ -15,8 +15,8 @@ from typing import Any, ClassVar, Final
 from exactly_once.targets.job_specs import CLOUD_RUN_HANDLER, CLOUD_RUN_JOBS_ENV, CloudRunJobSpec
 from exactly_once.targets.resource_names import CLOUD_RUN_JOB_ID
 from infra.config.access import CLOUD_RUN_TARGET_ROLES, ResourceGrant
-from infra.config.schema import ConfigProblems
-from infra.targets.kind import Placement, TargetKind, sample_or_named, unknown_keys
+from infra.config.schema import ConfigProblems, unknown_keys
+from infra.targets.kind import Placement, TargetKind, sample_or_named
 
 KEYS: Final = ("sample", "job", "args", "env", "taskCount", "timeoutSeconds")
 

@@ -11,7 +11,6 @@ the policy tests and the docs read the same answers the program deploys from.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -94,16 +93,6 @@ class TargetKind:
         what is wrong, or None when such a job is fine (its body says what to start).
         `handler_key` is where its handler was set (the job's own or the stack's default)."""
         return handler_key, f"{self.handler} runs a job's {self.key} setting; set jobs[{index}].{self.key}"
-
-
-def unknown_keys(raw: Mapping[str, Any], key: str, known: tuple[str, ...], errors: ConfigProblems) -> None:
-    """Each unknown key, with the known one it most resembles (`timeout`: `timeoutSeconds`)."""
-    for name in raw:
-        if name in known:
-            continue
-        close = difflib.get_close_matches(str(name), known, n=1)
-        hint = f"; did you mean {close[0]}?" if close else f"; expected one of {', '.join(known)}"
-        errors.append(f"{errors.key(f'{key}.{name}')}: unknown key{hint}")
 
 
 def sample_or_named(raw: Mapping[str, Any], key: str, named: str, errors: ConfigProblems) -> bool | None:

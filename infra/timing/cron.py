@@ -26,6 +26,25 @@ _CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ),
     ("day of week", 0, 7, {d: i for i, d in enumerate(_WEEKDAYS)}),
 )
+# What each field's step repeats within, and how many values that holds: a step counts only
+# inside its field's range and starts again at each hour, day, ... (day of week: 7 is Sunday too).
+_STEP_SPANS = {
+    "minute": ("hour", 60, "minutes"),
+    "hour": ("day", 24, "hours"),
+    "day of month": ("month", 31, "days"),
+    "month": ("year", 12, "months"),
+    "day of week": ("week", 7, "days"),
+}
+# The macros of Vixie cron, which Cloud Scheduler does not read, and the unix-cron they stand for.
+CRON_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
 _CRON_ITEM = re.compile(r"^(?:\*|(?P<lo>\w+)(?:-(?P<hi>\w+))?)(?:/(?P<step>\d+))?$")
 
 
@@ -52,6 +71,10 @@ class _CronSpec:
 
 def _parse_cron(schedule: str) -> _CronSpec:
     fields = schedule.split()
+    if fields[:1] and fields[0].startswith("@"):
+        macro = fields[0].lower()
+        instead = f"use `{CRON_MACROS[macro]}`" if macro in CRON_MACROS else "write the five fields"
+        raise ValueError(f"schedule {schedule!r}: macros are not unix-cron: {instead}")
     if len(fields) != 5:
         hint = " (groc syntax such as 'every 5 minutes' is not supported)" if fields[:1] == ["every"] else ""
         raise ValueError(f"schedule {schedule!r} has {len(fields)} fields, unix-cron needs 5{hint}")
@@ -73,6 +96,13 @@ def _parse_cron(schedule: str) -> _CronSpec:
             step = int(match["step"]) if match["step"] is not None else 1
             if step == 0:
                 raise ValueError(f"schedule {schedule!r}: {name} step must be positive")
+            span, size, unit = _STEP_SPANS[name]
+            if step > size:
+                raise ValueError(
+                    f"schedule {schedule!r}: {name} step {step} is larger than the field's range "
+                    f"{low}-{high}: the step starts again each {span}, so {item!r} would fire once "
+                    f"per {span}, not every {step} {unit}"
+                )
             if not bounds:
                 first, last = low, high  # "*" or "*/15"
             elif len(bounds) == 1:

@@ -29,7 +29,10 @@ UNREACHABLE_ANSWER_SECONDS = 20.0
 # --- clocks ------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(shutil.which("faketime") is None, reason="needs faketime (make test installs it)")
+@pytest.mark.skipif(
+    shutil.which("faketime") is None,
+    reason="needs faketime (Debian package faketime; make test installs it as root or with sudo)",
+)
 @pytest.mark.parametrize(("offset", "skewed_claims_first"), [("+120s", False), ("-120s", True)])
 def test_an_instance_with_a_skewed_clock_never_runs_a_live_run_again(
     function_servers, emulator_host, project, db, offset, skewed_claims_first

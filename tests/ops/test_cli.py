@@ -4,19 +4,28 @@ backfill runs it exactly once, audit then finds nothing; status shows the job.""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import tomllib
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+import exactly_once
 from exactly_once.delivery.scheduler_request import run_key_from_headers
 from exactly_once.ledger.protocol import RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
+from infra.config.schema import REPO_ROOT
 from infra.plan.audit_job import with_audit_job
 from infra.plan.headers import delivery_headers
 from infra.settings.jobs import AUDIT_JOB_NAME
+from ops import ledger_view
+from ops.exit_codes import ExitCode
+from ops.smoke import DEFAULT_WAIT_SECONDS
 from tests.ops.conftest import Cli, DevFunction, serve_dev_function
 from tests.ops.fakes import RecordingFunction
-from tests.support.stacks import fixture_stack
+from tests.support.stacks import FIXTURE_STACKS, fixture_stack
 
 
 def _past_day_at(hour: int, minute: int) -> datetime:
@@ -154,7 +163,7 @@ def test_an_answer_that_is_not_the_functions_is_explained_in_one_line(
         result = cli("backfill", *args)
     finally:
         front_end.stop()
-    assert result.returncode == 1
+    assert result.returncode == ExitCode.CLOUD_UNREACHABLE  # the function never saw the run
     (line,) = result.stdout.splitlines()
     assert line.startswith(f"backfill of demo-every-15-minutes at {_stamp(10, 30)}: HTTP {status} from ")
     assert explained in line and "<" not in line, line
@@ -266,7 +275,7 @@ def test_without_credentials_nothing_is_sent_and_the_fix_is_named(cli: Cli) -> N
         "i@p.iam.gserviceaccount.com",
         extra_env=no_credentials,
     )
-    assert backfill.returncode == 2
+    assert backfill.returncode == ExitCode.CLOUD_UNREACHABLE
     assert "cannot mint an ID token as i@p.iam.gserviceaccount.com" in backfill.stderr
     assert "roles/iam.serviceAccountTokenCreator" in backfill.stderr and "Traceback" not in backfill.stderr
 
@@ -280,7 +289,7 @@ def test_without_credentials_nothing_is_sent_and_the_fix_is_named(cli: Cli) -> N
         "https://firestore.invalid",
         extra_env=no_credentials,
     )
-    assert smoke.returncode == 1
+    assert smoke.returncode == ExitCode.CLOUD_UNREACHABLE
     fails = [line for line in smoke.stdout.splitlines() if line.startswith("FAIL")]
     assert len(fails) == 2 and all("gcloud auth application-default login" in line for line in fails)
 
@@ -293,3 +302,85 @@ def test_an_unknown_stack_is_a_user_error(cli: Cli) -> None:
 
 def _stamp(hour: int, minute: int) -> str:
     return _past_day_at(hour, minute).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- without Google Cloud: what the CLI says on a machine with no credentials ------------------
+
+NO_CREDENTIALS = {"GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent/key.json"}
+
+
+def _offline(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m ops` with no credentials and no emulator: the case on this machine, and on
+    an operator's before `gcloud auth application-default login`."""
+    env = {name: value for name, value in os.environ.items() if name != "FIRESTORE_EMULATOR_HOST"}
+    stacks = ["--stacks-dir", str(FIXTURE_STACKS)] if "--stack" in args else []
+    return subprocess.run(
+        [sys.executable, "-m", "ops", *args, *stacks],
+        cwd=REPO_ROOT,
+        env={**env, **NO_CREDENTIALS},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_exit_codes_are_distinct_and_listed_in_help_and_docs() -> None:
+    assert len({int(code) for code in ExitCode}) == len(ExitCode.__members__) == 4
+    assert ExitCode.RUN_PROBLEM not in (ExitCode.USAGE_ERROR, ExitCode.CLOUD_UNREACHABLE)
+    operations = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    for args in (("--help",), ("audit", "--help"), ("smoke", "--help")):
+        result = _offline(*args)
+        assert result.returncode == ExitCode.OK, result.stderr
+        help_text = " ".join(result.stdout.split())  # the meanings are wrapped
+        for code in ExitCode:
+            assert f"{code.value} {code.meaning}" in help_text, (args, code)
+    for code in ExitCode:
+        assert f"| {code.value} | {code.meaning} |" in operations, code
+
+
+def test_help_shows_the_defaults() -> None:
+    status = " ".join(_offline("status", "--help").stdout.split())
+    assert f"runs per job (default: {ledger_view.STATUS_RUNS})" in status
+    smoke = " ".join(_offline("smoke", "--help").stdout.split())
+    assert f"seconds to wait for the run (default: {DEFAULT_WAIT_SECONDS})" in smoke
+    # A default stated in words (the stack's own) is not repeated as "(default: None)".
+    assert "None" not in status + smoke
+
+
+def test_version_is_the_projects_and_the_function_packages() -> None:
+    with (REPO_ROOT / "pyproject.toml").open("rb") as file:
+        project = tomllib.load(file)["project"]
+    result = _offline("--version")
+    assert result.returncode == ExitCode.OK, result.stderr
+    assert result.stdout.strip() == (
+        f"{project['name']} {project['version']} (exactly_once {exactly_once.__version__})"
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("status",),
+        ("audit",),
+        ("smoke",),
+        ("backfill", "--at", "2026-01-01T10:30:00Z", "--url", "https://x.a.run.app"),
+        ("redo", "--at", "2026-01-01T10:30:00Z", "--url", "https://x.a.run.app"),
+    ],
+)
+def test_an_unknown_job_is_named_before_credentials_are_looked_for(command: tuple[str, ...]) -> None:
+    result = _offline(*command, "--job", "no-such-job", "--stack", "dev")
+    assert result.returncode == ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    jobs = ", ".join(job.name for job in with_audit_job(fixture_stack("dev")).jobs)
+    assert result.stderr == (
+        f"python -m ops: error: stack 'dev' has no job 'no-such-job'; its jobs are: {jobs}\n"
+    )
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["status", "audit"])
+def test_without_credentials_the_exit_status_is_not_a_missed_run(command: str) -> None:
+    result = _offline(command, "--stack", "dev")
+    assert result.returncode == ExitCode.CLOUD_UNREACHABLE, result.stdout + result.stderr
+    assert "no usable Google credentials" in result.stderr
+    assert "gcloud auth application-default login" in result.stderr and "Traceback" not in result.stderr

@@ -15,6 +15,7 @@ from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.settings.stack import StackSettings
 from localrun.emulator import free_loopback_port
 from ops.context import StackContext, UserError
+from ops.exit_codes import ExitCode
 from ops.smoke import Endpoints, Smoke
 from tests.ops.conftest import Cli, DevFunction
 from tests.ops.fakes import FakeError, FakeGoogleApis, FakeJob
@@ -204,7 +205,7 @@ def test_smoke_says_when_an_api_endpoint_cannot_be_reached(cli: Cli) -> None:
         "smoke", "--scheduler-endpoint", nothing, "--firestore-admin-endpoint", nothing, "--wait", "1"
     )
 
-    assert result.returncode == 1
+    assert result.returncode == ExitCode.CLOUD_UNREACHABLE
     fails = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
     assert [line.split(": ")[1] for line in fails] == [
         "cannot reach the Cloud Scheduler API",

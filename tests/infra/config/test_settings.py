@@ -141,7 +141,7 @@ def test_function_timeout_above_http_limit_is_rejected() -> None:
     message = error_of(
         valid_values(functionTimeoutSeconds=4000, jobs=[valid_job(attemptDeadlineSeconds=1800)])
     )
-    assert f"{NAMESPACE}:functionTimeoutSeconds: job 'every-5': function timeout 4000s" in message
+    assert f"{NAMESPACE}:functionTimeoutSeconds: function timeout 4000s" in message
 
 
 def test_every_problem_is_reported_at_once() -> None:

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from infra.timing.cron import schedule_min_interval_seconds, unix_cron_error
+from infra.timing.cron import CRON_MACROS, schedule_min_interval_seconds, unix_cron_error
 from infra.timing.rules import (
     JobTiming,
     RetryConfig,
@@ -79,6 +79,44 @@ def test_schedule_min_interval(schedule, seconds):
 def test_unix_cron_errors_say_why(schedule, problem):
     error = unix_cron_error(schedule)
     assert error is not None and problem in error
+
+
+@pytest.mark.parametrize(("macro", "fields"), sorted(CRON_MACROS.items()))
+def test_a_macro_is_refused_with_its_unix_cron_spelling(macro: str, fields: str) -> None:
+    assert unix_cron_error(macro) == f"schedule {macro!r}: macros are not unix-cron: use `{fields}`"
+    assert unix_cron_error(fields) is None  # what the message proposes is accepted
+
+
+def test_the_macro_table_spells_what_cron_means() -> None:
+    assert CRON_MACROS["@hourly"] == "0 * * * *"
+    assert CRON_MACROS["@daily"] == CRON_MACROS["@midnight"] == "0 0 * * *"
+    assert CRON_MACROS["@yearly"] == CRON_MACROS["@annually"] == "0 0 1 1 *"
+    assert unix_cron_error("@reboot") == "schedule '@reboot': macros are not unix-cron: write the five fields"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        (
+            "*/70 * * * *",
+            "schedule '*/70 * * * *': minute step 70 is larger than the field's range 0-59: the step "
+            "starts again each hour, so '*/70' would fire once per hour, not every 70 minutes",
+        ),
+        (
+            "0 */25 * * *",
+            "schedule '0 */25 * * *': hour step 25 is larger than the field's range 0-23: the step "
+            "starts again each day, so '*/25' would fire once per day, not every 25 hours",
+        ),
+    ],
+)
+def test_a_step_larger_than_its_fields_range_is_refused(schedule: str, message: str) -> None:
+    assert unix_cron_error(schedule) == message
+
+
+def test_a_step_as_long_as_its_field_is_still_unix_cron() -> None:
+    """`*/60` fires on the hour, as meant; only a step past the field's range is a mistake."""
+    assert unix_cron_error("*/60 * * * *") is None
+    assert schedule_min_interval_seconds("*/60 * * * *") == 3600
 
 
 SOUND = JobTiming(
