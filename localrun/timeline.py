@@ -81,7 +81,7 @@ def write_timeline(report: dict[str, Any], path: Path) -> Path:
     span = max(
         [max(d.answered_at_s or d.sent_at_s, d.sent_at_s) for deliveries in sent for d in deliveries] + [1.0]
     )
-    figure, axes = plt.subplots(figsize=(12, 1.4 + 0.6 * max(len(runs), 1)))
+    figure, axes = plt.subplots(figsize=(12, 2.0 + 0.5 * max(len(runs), 1)))
     for row, deliveries in enumerate(sent):
         holders = _lease_holders(deliveries)
         held = {n for n, d in enumerate(deliveries, start=1) if d.fence is not None} | set(holders.values())
@@ -122,7 +122,8 @@ def write_timeline(report: dict[str, Any], path: Path) -> Path:
     handles = [Patch(color=colour, label=label) for label, colour in _LEGEND]
     handles.append(Patch(facecolor="white", edgecolor="black", linewidth=1.6, label="held the run's lease"))
     handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label="answer lost (lost_ack)"))
-    axes.legend(handles=handles, fontsize=6, loc="lower right", framealpha=0.9)
+    # Below the axes, where it hides no delivery.
+    axes.legend(handles=handles, fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=4)
     counts = report["verdicts"]
     axes.set_title(
         f"{report['job']}: {report['runs']} runs at speed-up x{report['speedup']:g}, seed {report['seed']}; "
@@ -131,6 +132,6 @@ def write_timeline(report: dict[str, Any], path: Path) -> Path:
     )
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=90)
     plt.close(figure)
     return path
