@@ -268,8 +268,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _pick_job(settings: StackSettings, name: str | None) -> JobSettings:
-    """The job `--job` names as the stack config does (default: the stack's first job)."""
-    return settings.jobs[0] if name is None else settings.job_named(name)
+    """The job `--job` names as the stack config does (default: the stack's first job). A job
+    missing from the demo's own stack is most likely one of the forker's: say where it is."""
+    if name is None:
+        return settings.jobs[0]
+    try:
+        return settings.job_named(name)
+    except SettingsError as error:
+        if settings.stack != DEMO_STACK:
+            raise
+        hint = f"a job of your own stack is run with --stack NAME --job {name}"
+        raise SettingsError(f"{error}; {hint}") from None
 
 
 if __name__ == "__main__":

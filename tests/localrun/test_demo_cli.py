@@ -150,3 +150,10 @@ def test_the_timeline_draws_every_run(tmp_path: Path) -> None:
     }
     path = write_timeline(report, tmp_path / "timeline.png")
     assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_a_job_missing_from_the_demo_stack_points_at_the_forkers_stack(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert demo.main(["--job", "nightly-report", "--output-dir", str(tmp_path / "out")]) == EXIT_CANNOT_RUN
+    assert "--stack NAME --job nightly-report" in capsys.readouterr().err
