@@ -1,4 +1,4 @@
-"""A local Cloud Scheduler: the dev stack's jobs, delivered at least once, on a compressed clock.
+"""A local Cloud Scheduler: a stack's jobs, delivered at least once, on a compressed clock.
 
 It exists so a forker can watch exactly-once hold before deploying anything, and so CI can
 throw the faults Cloud Scheduler really produces (duplicates, lost acks, slow targets, crashed

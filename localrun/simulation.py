@@ -44,7 +44,7 @@ class SimulationOptions:
     seed: int = 7
     speedup: float = 20.0
     interval_seconds: float = 0.25  # wall clock between two fired runs
-    instances: int = 3  # the dev stack's maxInstances
+    instances: int = 3  # the stacks' maxInstances
     rates: FaultRates = field(default_factory=FaultRates)
     # Added to every Firestore round trip of the function (a delaying proxy in front of the
     # emulator), as if the database were far away; 0: none.
@@ -70,8 +70,8 @@ def simulate(
     start: datetime | None = None,
     function_dir: Path = FUNCTION_DIR,
 ) -> dict[str, Any]:
-    """Serve the function (from `function_dir`), deliver `options.runs` runs of `job`, count
-    executions; the JSON report. `plan` overrides the seeded fault plan (tests force a crash
+    """Serve the function (from `function_dir`), deliver `options.runs` runs of `job`, judge
+    each run; the JSON report. `plan` overrides the seeded fault plan (tests force a crash
     on a given run)."""
     began = time.monotonic()
     log_dir.mkdir(parents=True, exist_ok=True)
