@@ -76,8 +76,14 @@ test-runtime: $(RUNTIME_VENV)/.installed
 	$(RUNTIME_VENV)/bin/python --version
 	$(RUNTIME_VENV)/bin/python -m pytest tests/function
 
+# make itself exits 2 when a recipe fails, whatever the recipe's code; the demo's own exit code
+# (docs/local-run.md: 1 not exactly once, 2 could not run, 3 the job failed terminally) is
+# therefore named on the last line and kept in .demo/exit-code, and
+# `venv/bin/python -m localrun.demo` exits with it directly.
 demo: $(STAMP)
-	$(BIN)/python -m localrun.demo $(ARGS)
+	@$(BIN)/python -m localrun.demo $(ARGS); code=$$?; mkdir -p .demo; echo $$code > .demo/exit-code; \
+	if [ $$code -ne 0 ]; then echo "make demo: the demo exited with code $$code (.demo/exit-code)" >&2; fi; \
+	exit $$code
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run $(ARGS)

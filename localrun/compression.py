@@ -191,3 +191,24 @@ class CompressedTiming:
                 f"lease of {self.lease_seconds:g}s"
             )
         return found
+
+
+# The speed-ups tried, fastest first, when the default one cannot honour a job's timing.
+_SLOWER_SPEEDUPS = (15.0, 12.0, 10.0, 8.0, 6.0, 5.0, 4.0, 3.0, 2.5, 2.0, 1.5, 1.25, 1.0)
+
+
+def fitting_speedup(
+    settings: StackSettings, job: JobSettings, wanted: float, *, round_trip_seconds: float
+) -> float:
+    """The fastest speed-up up to `wanted` at which a local run of `job` can pass.
+
+    The floors are wall-clock seconds, so they weigh more in simulated time the faster the
+    clock runs: a job whose retries outlast the stack's 30 s lease but not the floored one
+    (120 s of simulated time at x20) could not pass at x20, although the real stack accepts it.
+    Compressing less shrinks the floors back toward the stack's own durations; at x1 nothing
+    is compressed, and a stack that loads is run as it is, whatever the floors still say."""
+    for speedup in (wanted, *(s for s in _SLOWER_SPEEDUPS if s < wanted)):
+        timing_at = CompressedTiming.of(settings, speedup, round_trip_seconds=round_trip_seconds, job=job)
+        if not timing_at.problems(settings, job):
+            return speedup
+    return min(wanted, 1.0)

@@ -23,6 +23,12 @@ import requests
 class HttpReply:
     status: int
     outcome: str | None  # the handler's `outcome`, when the body says
+    # What the answer says about the attempt, for the report and the timeline: its id, the
+    # fence of the lease it held (only an attempt that claimed the run has one), and the
+    # recorded reason of a terminal failure.
+    attempt_id: str = ""
+    fence: int | None = None
+    error: str = ""
 
 
 class DeliveryTimeout(Exception):
@@ -48,12 +54,20 @@ class RequestsTransport:
             raise DeliveryTimeout(str(error)) from None
         except requests.ConnectionError as error:
             raise DeliveryDropped(str(error)) from None
-        outcome: str | None = None
+        payload: Any = None
         with contextlib.suppress(ValueError):
             payload = response.json()
-            if isinstance(payload, dict) and isinstance(payload.get("outcome"), str):
-                outcome = payload["outcome"]
-        return HttpReply(response.status_code, outcome)
+        if not isinstance(payload, dict):
+            return HttpReply(response.status_code, None)
+        outcome, attempt_id, reason = (payload.get(k) for k in ("outcome", "attempt_id", "error"))
+        fence = payload.get("fence")
+        return HttpReply(
+            response.status_code,
+            outcome if isinstance(outcome, str) else None,
+            attempt_id if isinstance(attempt_id, str) else "",
+            fence if isinstance(fence, int) and not isinstance(fence, bool) else None,
+            reason if isinstance(reason, str) else "",
+        )
 
 
 class Router(Protocol):
@@ -98,6 +112,13 @@ class Delivery:
     status: int | None  # None: no response (timeout, dropped connection)
     outcome: str  # the handler's outcome, or timeout / dropped / lost_ack:<outcome>
     faults: list[str] = field(default_factory=list)
+    answered_at_s: float | None = None  # simulated seconds when the answer (or its absence) was known
+    attempt_id: str = ""  # the function's id of the attempt, when it answered
+    fence: int | None = None  # the lease's fence, when this attempt claimed the run
+    # The attempt that held the run's lease when this one was turned away (409 in_progress),
+    # read from the function's log line; "" when none did.
+    lease_holder: str = ""
+    error: str = ""  # a terminal failure's recorded reason, as answered
 
 
 @dataclass
@@ -108,19 +129,17 @@ class RunResult:
     faults: list[str]
     deliveries: list[Delivery] = field(default_factory=list)
     acknowledged: bool = False  # a 2xx reached the scheduler
-    executions: int = 0  # counted in Firestore, filled in after the run settles
+    # Filled in after the runs settle (localrun/verdicts.py): how often the job ran to its end
+    # (a terminal failure included), what that came to, and why, when it was not a success.
+    executions: int = 0
+    verdict: str = ""
+    reason: str = ""
 
     @property
     def retries_exhausted(self) -> bool:
         return not self.acknowledged
 
-    @property
-    def verdict(self) -> str:
-        if self.executions == 1:
-            return "exactly-once"
-        return "lost" if self.executions == 0 else "duplicate"
-
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data.update(retries_exhausted=self.retries_exhausted, verdict=self.verdict)
+        data.update(retries_exhausted=self.retries_exhausted)
         return data

@@ -1,8 +1,8 @@
 """What a local run reports: the JSON report, the table of runs and the verdict line.
 
-Everything counted here comes from the function's own log lines (localrun/function_log.py),
-read after the runs, not from the answers the scheduler saw; the answers are shown too, as the
-story of each run.
+Everything counted here comes from the function's own log lines and the run ledger, read after
+the runs (localrun/verdicts.py), not from the answers the scheduler saw; the answers are shown
+too, as the story of each run.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from localrun.compression import CompressedTiming
 from localrun.delivery import Delivery, RunResult
 from localrun.faults import Fault, RunFaults, fault_counts
 from localrun.scheduler import ENDED
+from localrun.verdicts import Verdict
 
 
 @dataclass(frozen=True)
@@ -48,14 +49,14 @@ def build_report(
     for result in results:
         for fault in {f for d in result.deliveries for f in d.faults}:
             injected[fault] += 1
-    duplicates = sum(r.verdict == "duplicate" for r in results)
-    lost = sum(r.verdict == "lost" for r in results)
+    verdicts = {verdict.value: sum(r.verdict == verdict for r in results) for verdict in Verdict}
     arrivals = timing.retry_arrivals_if_every_attempt_fails_instantly(job.retry)
     retry_waits = [later - earlier for earlier, later in zip([0.0, *arrivals], arrivals, strict=False)]
     compressed = facts.compressed
     speedup = facts.speedup
     return {
-        "ok": duplicates == 0 and lost == 0,
+        # Every run executed exactly once and the job succeeded on each.
+        "ok": verdicts[Verdict.SUCCEEDED] == len(results),
         "job": job.name,
         "schedule": job.schedule,
         "time_zone": job.time_zone,
@@ -65,9 +66,11 @@ def build_report(
         "firestore_rtt_seconds": facts.firestore_rtt_seconds,
         "firestore_connections_delayed": facts.delayed_connections,
         "runs": len(results),
-        "exactly_once": sum(r.verdict == "exactly-once" for r in results),
-        "duplicate": duplicates,
-        "lost": lost,
+        "verdicts": verdicts,
+        # Runs whose job ran to its end once, whether it succeeded or failed terminally.
+        "exactly_once": verdicts[Verdict.SUCCEEDED] + verdicts[Verdict.FAILED],
+        "duplicate": verdicts[Verdict.DUPLICATE],
+        "never": verdicts[Verdict.NEVER],
         "retries_exhausted": sum(r.retries_exhausted for r in results),
         "deliveries": sum(len(r.deliveries) for r in results),
         "faults_planned": fault_counts(plan),
@@ -133,7 +136,7 @@ def render_table(report: dict[str, Any]) -> str:
     for run in report["results"]:
         deliveries = in_order_sent([Delivery(**d) for d in run["deliveries"]])
         tokens = " ".join(delivery_token(d) for d in deliveries)
-        outcome = run["verdict"] + ("; scheduler gave up" if run["retries_exhausted"] else "")
+        outcome = Verdict(run["verdict"]).shown + ("; scheduler gave up" if run["retries_exhausted"] else "")
         shown = {fault for d in deliveries for fault in d.faults}
         rows.append(
             (
@@ -158,15 +161,29 @@ def render_table(report: dict[str, Any]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def reasons(report: dict[str, Any]) -> list[str]:
+    """Why each run that did not succeed came to what it did, for the terminal: a terminal
+    failure's reason as the ledger recorded it, the last failure of a run that never executed."""
+    lines = []
+    for run in report["results"]:
+        verdict = Verdict(run["verdict"])
+        if verdict is not Verdict.SUCCEEDED:
+            lines.append(f"run {run['index'] + 1} ({run['schedule_time']}) {verdict.shown}: {run['reason']}")
+    return lines
+
+
 def verdict_line(report: dict[str, Any]) -> str:
     injected = ", ".join(f"{name} {count}" for name, count in report["faults_injected"].items())
     ended = f"; attempts ended at their time limit: {report['attempts_ended']}"
+    counts = report["verdicts"]
     if report["ok"]:
         return (
-            f"PASS: {report['exactly_once']}/{report['runs']} runs executed exactly once "
+            f"PASS: {counts[Verdict.SUCCEEDED]}/{report['runs']} runs executed exactly once and succeeded "
             f"({report['deliveries']} deliveries; faults injected: {injected}{ended})"
         )
     return (
-        f"FAIL: {report['duplicate']} run(s) executed more than once, {report['lost']} never "
-        f"(of {report['runs']}; faults injected: {injected}{ended})"
+        f"FAIL: of {report['runs']} runs, {counts[Verdict.SUCCEEDED]} executed once and succeeded, "
+        f"{counts[Verdict.FAILED]} executed once and failed terminally, {counts[Verdict.NEVER]} never "
+        f"executed, {counts[Verdict.DUPLICATE]} executed more than once "
+        f"({report['deliveries']} deliveries; faults injected: {injected}{ended})"
     )

@@ -1,4 +1,4 @@
-"""A local Cloud Scheduler: the dev stack's jobs, delivered at least once, on a compressed clock.
+"""A local Cloud Scheduler: a stack's jobs, delivered at least once, on a compressed clock.
 
 It exists so a forker can watch exactly-once hold before deploying anything, and so CI can
 throw the faults Cloud Scheduler really produces (duplicates, lost acks, slow targets, crashed
@@ -269,13 +269,17 @@ class LocalScheduler:
         self, url: str, headers: Mapping[str, str], body: bytes, timeout: float, delivery: Delivery
     ) -> None:
         """One request; its answer (or why there was none) goes into `delivery`."""
+        began = self.clock.now()
         try:
             reply = self._transport.post(url, headers, body, timeout)
             delivery.status, delivery.outcome = reply.status, reply.outcome or "?"
+            delivery.attempt_id, delivery.fence, delivery.error = reply.attempt_id, reply.fence, reply.error
         except DeliveryTimeout:
             delivery.outcome = "timeout"
         except DeliveryDropped:
             delivery.outcome = "dropped"
+        finally:
+            delivery.answered_at_s = round(delivery.sent_at_s + self.clock.now() - began, 3)
 
     def _send_copy(
         self,

@@ -15,10 +15,10 @@ from infra.config.schema import FUNCTION_DIR, REPO_ROOT, project_name
 from infra.settings.loading import load_stack_settings
 from infra.timing import rules as timing
 from infra.timing.rules import RetryConfig
-from localrun.demo import SimulationOptions, simulate
+from localrun.demo import DEMO_STACKS_DIR, load_settings
 from localrun.faults import Fault, FaultRates, RunFaults
+from localrun.simulation import SimulationOptions, simulate
 from tests.support.doc_examples import example_source
-from tests.support.stacks import FIXTURE_STACKS, fixture_stack
 
 # A hard bound on a whole simulation, not a performance assertion: a hang fails, it never waits forever.
 HARD_TIMEOUT_SECONDS = 180.0
@@ -46,7 +46,7 @@ def simulate_bounded(**kwargs: Any) -> dict[str, Any]:
 
 @pytest.mark.chaos
 def test_every_run_executes_exactly_once_under_every_fault(emulator_host, project, tmp_path):
-    settings = fixture_stack("dev")
+    settings = load_settings(None)
     job = settings.jobs[0]
     assert not [v for v in timing.check_job_timing(settings.job_timing(job)) if not v.advisory]
     options = SimulationOptions(
@@ -71,14 +71,15 @@ def test_every_run_executes_exactly_once_under_every_fault(emulator_host, projec
     assert report["attempts_ended"] >= 1  # a slow job, ended with its instance by the watchdog
     bad = [(r["index"], r["executions"], r["deliveries"]) for r in report["results"] if r["executions"] != 1]
     assert bad == []
-    assert (report["exactly_once"], report["duplicate"], report["lost"]) == (24, 0, 0)
+    assert (report["exactly_once"], report["duplicate"], report["never"]) == (24, 0, 0)
+    assert report["verdicts"]["succeeded"] == 24
     assert report["ok"]
     # The function really was hit more often than it ran: the faults produced redeliveries.
     assert report["deliveries"] > report["runs"]
 
 
 def test_a_retry_policy_that_ends_inside_the_lease_loses_a_crashed_run(emulator_host, project, tmp_path):
-    settings = fixture_stack("dev")
+    settings = load_settings(None)
     # One retry, 10 s after the crash: the crashed attempt's lease (30 s) still blocks the run.
     short = RetryConfig(retry_count=1, min_backoff_seconds=10, max_backoff_seconds=300, max_doublings=3)
     job = dataclasses.replace(settings.jobs[0], retry=short)
@@ -98,8 +99,9 @@ def test_a_retry_policy_that_ends_inside_the_lease_loses_a_crashed_run(emulator_
     (run,) = report["results"]
     assert report["faults_injected"][Fault.CRASH.value] == 1
     assert [d["outcome"] for d in run["deliveries"]] == ["dropped", "in_progress"]
-    assert run["retries_exhausted"] and run["executions"] == 0 and run["verdict"] == "lost"
-    assert (report["lost"], report["ok"]) == (1, False)
+    assert run["retries_exhausted"] and run["executions"] == 0 and run["verdict"] == "never_executed"
+    assert "scheduler gave up" in run["reason"]
+    assert (report["never"], report["ok"]) == (1, False)
 
 
 @pytest.mark.chaos
@@ -109,7 +111,7 @@ def test_every_run_executes_exactly_once_with_every_firestore_round_trip_half_a_
     """The demo's own scenario (default rates and seed: a crash, a slow job, a failure, lost
     answers, duplicates) with the function's Firestore half a second away: nothing may depend
     on a Firestore call being fast."""
-    settings = fixture_stack("dev")
+    settings = load_settings(None)
     job = settings.jobs[0]
     options = SimulationOptions(runs=8, firestore_rtt_seconds=0.5)
     assert options.compressed(settings, job).problems(settings, job) == []
@@ -131,7 +133,7 @@ def test_every_run_executes_exactly_once_with_every_firestore_round_trip_half_a_
     assert report["instance_restart_errors"] == []
     bad = [(r["index"], r["executions"], r["deliveries"]) for r in report["results"] if r["executions"] != 1]
     assert bad == []
-    assert (report["exactly_once"], report["duplicate"], report["lost"]) == (8, 0, 0)
+    assert (report["exactly_once"], report["duplicate"], report["never"]) == (8, 0, 0)
     assert report["ok"]
 
 
@@ -147,7 +149,7 @@ def test_a_job_of_your_own_written_as_the_docs_show_passes_the_demo(emulator_hos
     )
     (root / "function" / "jobs" / "my_job.py").write_text(example_source("jobs/my_job.py"))
     shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
-    dev = yaml.safe_load((FIXTURE_STACKS / "Pulumi.dev.yaml").read_text())
+    dev = yaml.safe_load((DEMO_STACKS_DIR / "Pulumi.demo.yaml").read_text())
     jobs = dev["config"][f"{project_name()}:jobs"]
     jobs.append({**jobs[0], "name": "my-report", "handler": "jobs.my_job:run", "body": {"region": "apac"}})
     (root / "Pulumi.dev.yaml").write_text(yaml.safe_dump(dev))
@@ -168,7 +170,7 @@ def test_a_job_of_your_own_written_as_the_docs_show_passes_the_demo(emulator_hos
     assert injected["duplicate"] >= 1 and injected["lost_ack"] >= 1
     assert (injected["slow"], injected["crash"], injected["fail"]) == (0, 0, 0)
     assert report["deliveries"] > report["runs"]
-    assert (report["exactly_once"], report["duplicate"], report["lost"], report["ok"]) == (8, 0, 0, True)
+    assert (report["exactly_once"], report["duplicate"], report["never"], report["ok"]) == (8, 0, 0, True)
     # The job's own side effect agrees: one report per run, written by the region it was given.
     reports = list(firestore.Client(project=project).collection("reports").stream())
     assert len(reports) == 8 and {doc.get("region") for doc in reports} == {"apac"}

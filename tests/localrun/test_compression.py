@@ -16,12 +16,14 @@ from localrun.compression import (
     lease_floor_seconds,
     per_call_seconds,
 )
+from localrun.demo import load_settings
+from localrun.verdicts import EXIT_CANNOT_RUN
 from tests.support.stacks import fixture_stack
 
 
 @pytest.fixture
 def settings():
-    return fixture_stack("dev")
+    return load_settings(None)
 
 
 @pytest.mark.parametrize("round_trip", [0.25, 1.0, 1.5])
@@ -85,7 +87,7 @@ def test_a_speedup_whose_floored_lease_outlasts_the_retries_is_named(settings):
 
 
 def test_the_demo_refuses_such_a_speedup_before_starting_anything(capsys, tmp_path):
-    assert demo.main(["--speedup", "1000", "--output-dir", str(tmp_path / "out")]) == demo.EXIT_CANNOT_RUN
+    assert demo.main(["--speedup", "1000", "--output-dir", str(tmp_path / "out")]) == EXIT_CANNOT_RUN
     err = capsys.readouterr().err
     assert "x1000" in err and "retry-outlives-lease" in err and "smaller --speedup" in err
     assert "starting the Firestore emulator" not in err

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
+from localrun.demo import load_settings
 from localrun.function_log import executions
 from localrun.function_server import FunctionServer
 from localrun.instances import InstancePool, WarmUpError
 from localrun.scheduler import WARM_UP_JOB
 from localrun.tcp_proxy import tcp_proxy
-from tests.support.stacks import fixture_stack
 from tests.support.waiting import wait_until
 
 # --- routing, with stand-ins for the servers (only their URL, workers and liveness matter) ---
@@ -128,7 +128,7 @@ def test_an_attempt_sent_alone_that_answered_is_given_back_after_its_time_limit(
 
 
 def test_warm_up_retries_a_5xx_until_the_instance_answers_2xx(emulator_host, project, db, tmp_path):
-    settings = fixture_stack("dev")
+    settings = load_settings(None)
     job = settings.jobs[0]
     log_path = tmp_path / "function.log"
     compressed = CompressedTiming.of(settings, 20.0, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS)
@@ -158,7 +158,7 @@ def test_warm_up_retries_a_5xx_until_the_instance_answers_2xx(emulator_host, pro
 
 
 def test_warm_up_gives_up_with_a_clear_error_at_its_deadline(emulator_host, project, db, tmp_path):
-    settings = fixture_stack("dev")
+    settings = load_settings(None)
     compressed = CompressedTiming.of(settings, 20.0, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS)
     with tcp_proxy(emulator_host) as proxy:
         env = compressed.function_env(settings, firestore_project=project, emulator_host=proxy.host)

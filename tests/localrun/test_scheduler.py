@@ -20,10 +20,10 @@ from exactly_once.delivery.scheduler_request import (
 from infra.timing import rules as timing
 from infra.timing.rules import RetryConfig
 from localrun.delivery import DeliveryDropped, DeliveryTimeout, HttpReply
+from localrun.demo import load_settings
 from localrun.faults import PRIMARY_FAULTS, Fault, FaultRates, RunFaults, fault_counts, plan_faults
 from localrun.scheduler import ENDED, CompressedClock, LocalScheduler, fire_times
 from tests.support.clock import FakeMonotonic
-from tests.support.stacks import fixture_stack
 
 
 def utc(text: str) -> datetime:
@@ -79,7 +79,7 @@ class RecordingTransport:
 
 @pytest.fixture
 def settings():
-    return fixture_stack("dev")
+    return load_settings(None)
 
 
 def scheduler_for(settings, job, transport, fake, speedup=60.0):
@@ -109,7 +109,7 @@ def test_deliveries_carry_cloud_scheduler_and_stack_headers(settings):
     # The function identifies the run from exactly these headers.
     key = run_key_from_headers(first_headers)
     assert (key.project, key.location) == (settings.project, settings.region)
-    assert key.job_name == settings.scheduler_job_id(job) == f"eos-dev_{job.name}"
+    assert key.job_name == settings.scheduler_job_id(job) == f"eos-demo_{job.name}"
     assert key.schedule_time == utc("2026-10-16T12:05:00Z")
 
 

@@ -107,6 +107,8 @@ class ScheduledRunHandler:
         structured_log.emit(severity, f"{outcome.value}: {answer.message}", fields, self._log_stream)
         reply_body: dict[str, Any] = {"outcome": outcome.value, "message": answer.message}
         reply_body.update({k: entry[k] for k in ANSWERED_FIELDS if k in entry})
+        if answer.error is not None:
+            reply_body["error"] = answer.error
         if outcome in WITH_OUTPUT:
             output = answer.output_json
             reply_body["output"] = strict_json.loads(output) if output is not None else None
@@ -152,7 +154,7 @@ class ScheduledRunHandler:
         elif (seen := self._cache.get(key.run_id)) is not None:
             entry.update(result=seen.result, cached=True)
             _flag_other_body(entry, seen.fingerprint.hex(), fingerprint)
-            return self._duplicate(seen.result, seen.output_json)
+            return self._duplicate(seen.result, seen.output_json, seen.error)
         entry["attempt_id"] = attempt_id = self._new_attempt_id()
 
         try:
@@ -160,10 +162,16 @@ class ScheduledRunHandler:
         except RunAlreadyCompleted as done:
             entry["result"] = done.result
             _flag_other_body(entry, done.fingerprint, fingerprint)
+            reason = self._recorded_error(key.run_id) if done.result == JobResult.TERMINAL_FAILURE else None
             self._cache.remember(
-                key.run_id, done.result, done.output_json, done.seconds_left, fingerprint=done.fingerprint
+                key.run_id,
+                done.result,
+                done.output_json,
+                done.seconds_left,
+                fingerprint=done.fingerprint,
+                error=reason,
             )
-            return self._duplicate(done.result, done.output_json)
+            return self._duplicate(done.result, done.output_json, reason)
         except RunInProgress as busy:
             entry.update(holder_attempt_id=busy.holder, retry_after_s=busy.retry_after_seconds)
             _flag_other_body(entry, busy.fingerprint, fingerprint)
@@ -187,11 +195,25 @@ class ScheduledRunHandler:
         entry["overlap"] = policy.value
         return self._run_alone(key, claim, body, entry, policy, ends_at)
 
-    def _duplicate(self, result: str, output_json: str | None) -> Answer:
+    def _duplicate(self, result: str, output_json: str | None, error: str | None = None) -> Answer:
         outcome = _DUPLICATE_OUTCOME.get(result, Outcome.DUPLICATE_COMPLETED)
         if outcome is Outcome.OVERLAP_SKIPPED:
             return Answer(outcome, "skipped: another run of the job was running (overlap policy skip)")
+        if result == JobResult.TERMINAL_FAILURE:
+            message = "duplicate of a run that failed terminally: job not run"
+            return Answer(outcome, message, output_json=output_json, error=error)
         return Answer(outcome, "duplicate of a completed run: job not run", output_json=output_json)
+
+    def _recorded_error(self, run_id: str) -> str | None:
+        """The reason a terminally failed run recorded, for its duplicate's answer. One read, and
+        only for such duplicates (the run's other answers need none); should it fail, the
+        duplicate is still answered, without the reason."""
+        try:
+            stored = self._ledger.store.get(run_id, timeout=self._ledger.deadline_seconds)
+        except google_exceptions.GoogleAPIError:
+            return None
+        error = stored.fields.get("error") if stored is not None else None
+        return error if isinstance(error, str) else None
 
     def _run_alone(
         self,
@@ -284,8 +306,12 @@ class ScheduledRunHandler:
             if isinstance(failure, TerminalJobError):
                 entry["error"] = message = error_text(failure)
                 self._ledger.complete(claim, JobResult.TERMINAL_FAILURE, message)
-                self._remember(claim, JobResult.TERMINAL_FAILURE, None)
-                return Answer(Outcome.FAILED_TERMINAL, "job failed terminally: recorded, will not be retried")
+                self._remember(claim, JobResult.TERMINAL_FAILURE, None, error=message)
+                return Answer(
+                    Outcome.FAILED_TERMINAL,
+                    "job failed terminally: recorded, will not be retried",
+                    error=message,
+                )
             if failure is not None:
                 trace = "".join(traceback.format_exception(failure))
                 entry.update(error=error_text(repr(failure)), traceback=error_text(trace))
@@ -310,11 +336,13 @@ class ScheduledRunHandler:
             )
         return Answer(Outcome.EXECUTED, "job ran", output_json=output_json)
 
-    def _remember(self, claim: Claim, result: JobResult, output_json: str | None) -> None:
+    def _remember(
+        self, claim: Claim, result: JobResult, output_json: str | None, *, error: str | None = None
+    ) -> None:
         """The record expires retention after the owner's last write, at most a lease ago."""
         valid_for = (self._ledger.retention - self._ledger.lease).total_seconds()
         self._cache.remember(
-            claim.run_id, result.value, output_json, valid_for, fingerprint=claim.fingerprint
+            claim.run_id, result.value, output_json, valid_for, fingerprint=claim.fingerprint, error=error
         )
 
 

@@ -73,3 +73,6 @@ class Answer:
     message: str
     headers: dict[str, str] = field(default_factory=dict)
     output_json: str | None = None
+    # The recorded reason of a terminal failure: answered to the attempt that failed and to its
+    # duplicates, so whoever reads the answer learns why without the logs.
+    error: str | None = None

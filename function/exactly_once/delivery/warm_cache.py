@@ -7,11 +7,12 @@ of one run tend to reach the same instance, and so does a burst of duplicates.
 
 Bounded by entries and by bytes, least recently used first out, so a job with large outputs
 cannot grow an instance's memory without limit. An entry keeps only what a duplicate's answer
-uses (the result and the output, as UTF-8 bytes): a Python str of one astral character takes
-four bytes per character however many of its others are ASCII, while the UTF-8 bytes take
-exactly what they count. Each entry is counted as its output's bytes plus a fixed overhead
-for the key, the entry and its slot. An entry is forgotten before the record's own retention
-could end, so a run past retention is decided by the ledger.
+uses (the result, and the output and a terminal failure's recorded reason as UTF-8 bytes): a
+Python str of one astral character takes four bytes per character however many of its others
+are ASCII, while the UTF-8 bytes take exactly what they count. Each entry is counted as its
+output's and reason's bytes plus a fixed overhead for the key, the entry and its slot. An
+entry is forgotten before the record's own retention could end, so a run past retention is
+decided by the ledger.
 """
 
 from __future__ import annotations
@@ -39,15 +40,21 @@ class CompletedRun:
     # SHA-256 of the body that ran the job (empty when unknown): a duplicate with other bytes
     # is flagged, even when answered from memory.
     fingerprint: bytes = b""
+    # A terminal failure's recorded reason (error_text bounds it), which its duplicates are answered.
+    error_utf8: bytes | None = None
 
     @property
     def output_json(self) -> str | None:
         return None if self.output_utf8 is None else self.output_utf8.decode("utf-8")
 
     @property
+    def error(self) -> str | None:
+        return None if self.error_utf8 is None else self.error_utf8.decode("utf-8")
+
+    @property
     def size(self) -> int:
         """The bytes this entry is counted as."""
-        return ENTRY_OVERHEAD_BYTES + len(self.output_utf8 or b"")
+        return ENTRY_OVERHEAD_BYTES + len(self.output_utf8 or b"") + len(self.error_utf8 or b"")
 
 
 class CompletedRuns:
@@ -76,12 +83,21 @@ class CompletedRuns:
             return entry
 
     def remember(
-        self, run_id: str, result: str, output_json: str | None, valid_for: float, *, fingerprint: str = ""
+        self,
+        run_id: str,
+        result: str,
+        output_json: str | None,
+        valid_for: float,
+        *,
+        fingerprint: str = "",
+        error: str | None = None,
     ) -> None:
         if valid_for <= 0:
             return
         output_utf8 = None if output_json is None else output_json.encode("utf-8")
-        entry = CompletedRun(result, output_utf8, self._clock() + valid_for, bytes.fromhex(fingerprint))
+        error_utf8 = None if error is None else error.encode("utf-8")
+        valid_until = self._clock() + valid_for
+        entry = CompletedRun(result, output_utf8, valid_until, bytes.fromhex(fingerprint), error_utf8)
         with self._lock:
             if run_id in self._entries:
                 self._drop(run_id)

@@ -7,7 +7,7 @@ import json
 import tracemalloc
 
 from exactly_once.delivery.warm_cache import ENTRY_OVERHEAD_BYTES, CompletedRuns
-from exactly_once.errors import TerminalJobError
+from exactly_once.errors import MAX_ERROR_BYTES, TerminalJobError
 from tests.support.instances import Instance
 
 ASTRAL = "\U0001f600"  # outside the BMP: four bytes in UTF-8, and in a Python str
@@ -59,15 +59,20 @@ def test_the_bound_holds_in_measured_memory_for_astral_outputs():
     assert held <= max_bytes, f"{kept} entries hold {held} bytes against a bound of {max_bytes}"
 
 
-def test_a_terminal_failure_keeps_no_error_text_in_memory(emulator_host, project):
-    """No duplicate's answer carries the error, so the cache does not keep it."""
+def test_a_terminal_failure_keeps_its_recorded_reason_bounded_and_counted(emulator_host, project):
+    """A duplicate's answer carries the recorded reason, so the cache keeps it: the text the
+    ledger recorded, cut to MAX_ERROR_BYTES whatever the job raised, and counted in bytes."""
 
     def fails_with_a_long_message(run: object) -> None:
         raise TerminalJobError(ASTRAL * 50_000)
 
     cache_of = Instance(emulator_host, project, fails_with_a_long_message)
-    assert cache_of.deliver().body["outcome"] == "failed_terminal"
+    failed = cache_of.deliver().body
+    assert failed["outcome"] == "failed_terminal"
+    recorded = failed["error"].encode()
+    assert len(recorded) <= MAX_ERROR_BYTES
     assert len(cache_of.cache) == 1
-    assert cache_of.cache.bytes_counted == ENTRY_OVERHEAD_BYTES
+    assert cache_of.cache.bytes_counted == ENTRY_OVERHEAD_BYTES + len(recorded)
     duplicate = cache_of.deliver()
     assert (duplicate.body["outcome"], cache_of.cost()) == ("duplicate_completed", 0)
+    assert duplicate.body["error"] == failed["error"]

@@ -1,0 +1,203 @@
+"""One local run: serve the function, deliver a job's runs with faults, judge every run.
+
+Kept apart from the command line (localrun/demo.py) so the chaos tests drive the same run
+with their own stacks, jobs and fault plans.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from google.cloud import firestore
+
+from infra.config.schema import FUNCTION_DIR
+from infra.settings.jobs import JobSettings
+from infra.settings.stack import StackSettings
+from jobs.demo import run_demo_job
+from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
+from localrun.delivery import RunResult
+from localrun.emulator import EMULATOR_HOST_ENV
+from localrun.faults import JOB_FAULTS, FaultRates, RunFaults, plan_faults
+from localrun.function_log import attempts_ended
+from localrun.function_server import FunctionServer
+from localrun.instances import InstancePool, live_claims, wait_for
+from localrun.report import RunFacts, build_report, delivery_token, in_order_sent
+from localrun.scheduler import CompressedClock, LocalScheduler, fire_times
+from localrun.tcp_proxy import TcpProxy, tcp_proxy
+from localrun.verdicts import judge, ledger_records
+
+# The handler whose body the slow, crash and fail faults speak (function/jobs/demo.py).
+DEMO_JOB = f"{run_demo_job.__module__}:{run_demo_job.__name__}"
+
+
+@dataclass(frozen=True)
+class SimulationOptions:
+    runs: int = 20
+    seed: int = 7
+    speedup: float = 20.0
+    interval_seconds: float = 0.25  # wall clock between two fired runs
+    instances: int = 3  # the stacks' maxInstances
+    rates: FaultRates = field(default_factory=FaultRates)
+    # Added to every Firestore round trip of the function (a delaying proxy in front of the
+    # emulator), as if the database were far away; 0: none.
+    firestore_rtt_seconds: float = 0.0
+
+    def compressed(self, settings: StackSettings, job: JobSettings) -> CompressedTiming:
+        """The function's timing for a run of `job`: the slowest round trip it must ride out
+        is a busy machine's, plus the delay added on purpose."""
+        round_trip = BUSY_ROUND_TRIP_SECONDS + self.firestore_rtt_seconds
+        return CompressedTiming.of(settings, self.speedup, round_trip_seconds=round_trip, job=job)
+
+
+def simulate(
+    settings: StackSettings,
+    job: JobSettings,
+    options: SimulationOptions,
+    *,
+    emulator_host: str,
+    firestore_project: str,
+    log_dir: Path,
+    plan: Sequence[RunFaults] | None = None,
+    progress: TextIO | None = None,
+    start: datetime | None = None,
+    function_dir: Path = FUNCTION_DIR,
+) -> dict[str, Any]:
+    """Serve the function (from `function_dir`), deliver `options.runs` runs of `job`, judge
+    each run; the JSON report. `plan` overrides the seeded fault plan (tests force a crash
+    on a given run)."""
+    began = time.monotonic()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / "function.log"
+    log_path.unlink(missing_ok=True)
+    say = _printer(progress)
+
+    handler = settings.handler_of(job)
+    rates = options.rates
+    if handler != DEMO_JOB and any(rates.rate(fault) for fault in JOB_FAULTS):
+        rates = rates.without(JOB_FAULTS)
+        say(
+            f"{job.name!r} runs {handler}, not the demo job: injecting duplicates and lost answers only "
+            f"({', '.join(fault.value for fault in JOB_FAULTS)} are carried out by the demo job's body)"
+        )
+    faults = list(plan) if plan is not None else plan_faults(options.runs, rates, options.seed)
+    times = fire_times(job.schedule, job.time_zone, start or datetime.now(UTC), len(faults))
+    clock = CompressedClock(options.speedup)
+    compressed = options.compressed(settings, job)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_environment(EMULATOR_HOST_ENV, emulator_host))
+        proxy: TcpProxy | None = None
+        if options.firestore_rtt_seconds:
+            # The function reaches Firestore through a delaying proxy; the counts read it directly.
+            delay = tcp_proxy(emulator_host, round_trip_seconds=options.firestore_rtt_seconds)
+            proxy = stack.enter_context(delay)
+        function_firestore = proxy.host if proxy else emulator_host
+        env = compressed.function_env(
+            settings, firestore_project=firestore_project, emulator_host=function_firestore
+        )
+        db = firestore.Client(project=firestore_project)
+        servers = [
+            FunctionServer(env, log_path, source=function_dir / "main.py") for _ in range(options.instances)
+        ]
+        pool = InstancePool(
+            servers, db, settings.runs_collection, time_limit_seconds=compressed.time_limit_seconds
+        )
+        say(f"serving the function on {', '.join(s.url for s in servers)} (log: {shown_path(log_path)})")
+        if options.firestore_rtt_seconds:
+            say(f"every Firestore round trip of the function delayed by {options.firestore_rtt_seconds:g}s")
+        deadline = compressed.attempt_deadline_seconds(settings, job)
+        lease, limit = compressed.lease_seconds, compressed.time_limit_seconds
+        floors = compressed.floors()
+        say(
+            f"wall clock: lease {lease:g}s, time limit {limit:g}s, attempt deadline {deadline:g}s"
+            + (f" ({floors})" if floors else "")
+        )
+        done = 0
+        lock = threading.Lock()
+
+        def on_run_done(result: RunResult) -> None:
+            nonlocal done
+            with lock:
+                done += 1
+                codes = " ".join(delivery_token(d) for d in in_order_sent(result.deliveries))
+                state = "acknowledged" if result.acknowledged else "retries exhausted"
+                run = f"run {result.index + 1:>3} {result.schedule_time}"
+                say(f"  [{done:>3}/{len(times)}] {run}: {codes} ({state})")
+
+        scheduler = LocalScheduler(
+            settings,
+            job,
+            pool,
+            clock=clock,
+            compressed=compressed,
+            crash=pool.crash_when_inside,
+            on_run_done=on_run_done,
+        )
+        try:
+            pool.start()
+            pool.warm_up(settings, job)
+            say(
+                f"firing {len(times)} runs of {job.name!r} ({job.schedule}, {job.time_zone}) "
+                f"at speed-up x{options.speedup:g}, seed {options.seed}"
+            )
+            results = scheduler.run_all(times, faults, interval_seconds=options.interval_seconds)
+            pool.wait_until_serving()
+            # An attempt the scheduler gave up on may still be inside the job: let it end.
+            settle = compressed.lease_seconds * 2 + 10
+            job_id = settings.scheduler_job_id(job)
+            wait_for(lambda: not live_claims(db, settings.runs_collection, job_id), timeout=settle)
+        finally:
+            pool.stop()
+        judge(results, log_path, job_id, ledger_records(db, settings.runs_collection, job_id))
+    facts = RunFacts(
+        seed=options.seed,
+        speedup=options.speedup,
+        interval_seconds=options.interval_seconds,
+        instances=options.instances,
+        firestore_rtt_seconds=options.firestore_rtt_seconds,
+        compressed=compressed,
+        instance_crashes=pool.crashes,
+        instance_restart_errors=pool.errors,
+        attempts_ended=attempts_ended(log_path),
+        delayed_connections=proxy.forwarded if proxy else 0,
+        duration_seconds=time.monotonic() - began,
+    )
+    return build_report(settings, job, faults, results, facts)
+
+
+# --- output -----------------------------------------------------------------------------------
+
+
+def _printer(stream: TextIO | None) -> Any:
+    def say(text: str) -> None:
+        if stream is not None:
+            print(text, file=stream, flush=True)
+
+    return say
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+
+def shown_path(path: Path) -> str:
+    """`path` as a person typed it: relative to where the demo runs, when inside it."""
+    with contextlib.suppress(ValueError):
+        return str(path.resolve().relative_to(Path.cwd()))
+    return str(path)
