@@ -1,5 +1,6 @@
 # Two commands matter: `make demo` (see exactly-once work locally) and `make test`.
-# Every target creates venv/ and installs the pinned requirements when they changed.
+# Every target creates venv/ and installs the pinned requirements when they changed; `make install`
+# also prepares policy/venv/, the policy pack's own virtualenv, for `pulumi up --policy-pack policy`.
 PYTHON ?= python3
 VENV := venv
 BIN := $(VENV)/bin
@@ -11,6 +12,11 @@ REQUIREMENTS := requirements.txt requirements-dev.txt function/requirements.txt 
 RUNTIME_PYTHON ?= $(shell for p in python3.12 $$(pyenv root 2>/dev/null)/versions/3.12*/bin/python3.12; \
 	do "$$p" --version >/dev/null 2>&1 && echo "$$p" && break; done)
 RUNTIME_VENV := venv-py312
+# The policy pack runs in the virtualenv its PulumiPolicy.yaml names (virtualenv: venv), from
+# policy/requirements.txt alone: policy/__main__.py finds infra/, bootstrap/ and the function's
+# package in this checkout, not in the virtualenv.
+POLICY_VENV := policy/venv
+POLICY_STAMP := $(POLICY_VENV)/.installed
 LINTED := function infra policy localrun bench bootstrap ops tools tests __main__.py
 
 .PHONY: install lint lint-workflows typecheck check test test-runtime demo bench docs clean faketime
@@ -20,7 +26,14 @@ $(STAMP): $(REQUIREMENTS)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $(STAMP)
 
-install: $(STAMP)
+$(POLICY_STAMP): policy/requirements.txt
+	test -x $(POLICY_VENV)/bin/python || $(PYTHON) -m venv $(POLICY_VENV)
+	$(POLICY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r policy/requirements.txt
+	touch $(POLICY_STAMP)
+
+# venv/ for the program, the tests and the ops CLI; policy/venv/ for the pack. Each is updated
+# only when its requirements changed: a second `make install` does nothing.
+install: $(STAMP) $(POLICY_STAMP)
 
 lint: $(STAMP) lint-workflows
 	$(BIN)/ruff check $(LINTED)
@@ -95,4 +108,4 @@ docs: $(STAMP)
 	$(BIN)/python -m tools.docs_tables
 
 clean:
-	rm -rf $(VENV) $(RUNTIME_VENV) .pytest_cache .mypy_cache .ruff_cache .demo
+	rm -rf $(VENV) $(RUNTIME_VENV) $(POLICY_VENV) .pytest_cache .mypy_cache .ruff_cache .demo
