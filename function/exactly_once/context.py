@@ -75,9 +75,13 @@ MAX_OUTPUT_BYTES = 64 * 1024
 
 def encode_output(value: Any) -> str | None:
     """The job's return value as stored JSON text. A value that cannot be stored is a terminal
-    failure: running the job again would return the same value."""
+    failure: running the job again would return the same value. Too large or too deep is told
+    first, by a walk that stops once it has seen enough (`_too_large_or_deep`): a 50 MB value
+    is refused in microseconds, where encoding and scanning it would take seconds."""
     if value is None:
         return None
+    if (problem := _too_large_or_deep(value)) is not None:
+        raise TerminalJobError(f"the job's return value {problem}")
     try:
         text = strict_json.dumps(value)
     except strict_json.StrictJsonError as error:
@@ -89,3 +93,36 @@ def encode_output(value: Any) -> str | None:
             f"the job's return value is {size} bytes of JSON, more than the {MAX_OUTPUT_BYTES} a run stores"
         )
     return text
+
+
+def _too_large_or_deep(value: Any) -> str | None:
+    """Why `value` cannot be stored, judged without encoding it, or None when it may fit.
+
+    Walks the value counting bytes its JSON text has at the very least (a character of a
+    string is one byte or more, a container two brackets and a separator per item), and
+    stops as soon as that count passes MAX_OUTPUT_BYTES or the walk passes
+    strict_json.MAX_DEPTH: it looks at no more than MAX_OUTPUT_BYTES items, whatever the
+    value's size. A cycle is too deep. What passes is encoded and measured exactly."""
+    least = 0
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list | tuple):
+            if depth > strict_json.MAX_DEPTH:
+                return f"nests deeper than {strict_json.MAX_DEPTH} levels"
+            least += 2 + max(len(item) - 1, 0)
+            if isinstance(item, dict):
+                for key, member in item.items():
+                    least += (len(key) if isinstance(key, str) else 1) + 3  # "key":
+                    pending.append((member, depth + 1))
+                    if least > MAX_OUTPUT_BYTES:
+                        break
+            else:
+                pending.extend((member, depth + 1) for member in item[: MAX_OUTPUT_BYTES + 1])
+        elif isinstance(item, str):
+            least += len(item) + 2
+        else:
+            least += 1
+        if least > MAX_OUTPUT_BYTES:
+            return f"more than the {MAX_OUTPUT_BYTES} bytes of JSON a run stores"
+    return None

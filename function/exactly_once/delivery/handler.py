@@ -261,15 +261,22 @@ class ScheduledRunHandler:
             about=about,
             log_stream=self._log_stream,
         )
-        failure: Exception | None = None
+        failure: BaseException | None = None
         output_json: str | None = None
         returned = False
+        value: Any = None
         with keeper:
             try:
                 value = self._job(context)
                 returned = True
+            except BaseException as error:  # sys.exit(), KeyboardInterrupt...: the job failed
+                failure = error
+        # Outside the watched block: the job has returned, and what its value costs to check
+        # is bounded by the stored size, not by the value (context.encode_output).
+        if returned:
+            try:
                 output_json = encode_output(value)
-            except Exception as error:
+            except TerminalJobError as error:
                 failure = error
         entry[log_fields.JOB_RETURNED] = returned
         if keeper.renewals:
@@ -277,7 +284,7 @@ class ScheduledRunHandler:
         return self._finish(keeper.claim, output_json, failure, entry)
 
     def _finish(
-        self, claim: Claim, output_json: str | None, failure: Exception | None, entry: dict[str, Any]
+        self, claim: Claim, output_json: str | None, failure: BaseException | None, entry: dict[str, Any]
     ) -> Answer:
         """Record what the job came to, as the owner of the run's latest lease."""
         try:
