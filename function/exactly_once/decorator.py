@@ -40,7 +40,7 @@ from exactly_once.delivery.outcomes import Reply
 from exactly_once.delivery.overlap import JobLocks
 from exactly_once.delivery.warm_cache import CompletedRuns
 from exactly_once.ledger.protocol import RunLedger, new_attempt_id
-from exactly_once.ledger.store import FirestoreRunStore
+from exactly_once.ledger.store import FirestoreRunStore, store_deadline_for
 from exactly_once.once import OncePerInstance
 
 __all__ = ["CONFIG", "build_handler", "exactly_once", "firestore_client", "json_response", "request_body"]
@@ -56,8 +56,9 @@ View = Callable[[flask.Request], flask.Response]
 
 def build_handler(config: FunctionConfig, job: Callable[[RunContext], Any]) -> ScheduledRunHandler:
     client = firestore_client()
-    store = FirestoreRunStore(client, config.runs_collection)
     lease, retention = timedelta(seconds=config.lease_seconds), timedelta(seconds=config.retention_seconds)
+    deadline = store_deadline_for(lease).total_seconds()
+    store = FirestoreRunStore(client, config.runs_collection, deadline_seconds=deadline)
     ledger = RunLedger(store, lease=lease, retention=retention)
     locks = JobLocks(
         store, lease=lease, retention=retention, clock=ledger.clock, deadline_seconds=ledger.deadline_seconds
