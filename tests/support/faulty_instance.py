@@ -9,7 +9,8 @@ test rewrites the file to change the faults while the server runs (`Faults.set`)
 
 A rule matches an RPC by method name ("*": any) and by the fields its write sets (all of
 them: ["attempt_id"] is a claim's write, ["renewed_at"] a renewal, ["completed_at"] a
-completion); `times` bounds how often it applies. What it does:
+completion); `times` bounds how often it applies, and `after` (another rule's id) holds it
+back until that rule has applied. What it does:
 
 - lose:    the RPC is sent and answered, then the answer is dropped: the client waits out the
            call's timeout and sees DEADLINE_EXCEEDED. A write has committed.
@@ -93,6 +94,22 @@ class _RpcFailure(grpc.RpcError):
     def trailing_metadata(self) -> tuple[Any, ...]:
         return ()
 
+    # What gRPC expects of a finished call when an outer interceptor receives this as one.
+    def result(self, timeout: float | None = None) -> Any:
+        raise self
+
+    def exception(self, timeout: float | None = None) -> BaseException:
+        return self
+
+    def traceback(self, timeout: float | None = None) -> Any:
+        return self.__traceback__
+
+    def done(self) -> bool:
+        return True
+
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
+        callback(self)
+
 
 class _Replayed:
     """A server-streaming call's answers, read in full before they are handed on."""
@@ -133,6 +150,8 @@ class FaultInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientI
                 continue
             if not set(rule.get("fields", ())) <= set(fields):
                 continue
+            if "after" in rule and not self._used.get(rule["after"]):
+                continue  # active once the rule it follows has applied
             with self._lock:
                 used = self._used.get(rule["id"], 0)
                 if "times" in rule and used >= rule["times"]:
@@ -329,3 +348,45 @@ def instance_env(emulator_host: str, project: str, faults: Faults, job: str, **e
 def marks(db: Any) -> list[dict[str, Any]]:
     """Every attempt's mark, with its attempt id."""
     return [{"attempt_id": doc.id, **(doc.to_dict() or {})} for doc in db.collection(MARKS).stream()]
+
+
+def process_running(pid: int) -> bool:
+    """Whether the process exists and has not exited (a stopped one has not). Linux /proc."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def process_stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal (SIGSTOP). Linux /proc."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except (OSError, IndexError):
+        return False
+
+
+class GoneWatch:
+    """Writes, on Firestore's clock, when the test sees a process ended: just after it ended."""
+
+    COLLECTION = "process_ends"
+
+    def __init__(self, db: Any, pid: int, name: str, *, watch_seconds: float = 120.0) -> None:
+        self._db, self._pid, self._name = db, pid, name
+        self._watch_seconds = watch_seconds
+        self._thread = threading.Thread(target=self._record, daemon=True)
+        self._thread.start()
+
+    def _record(self) -> None:
+        deadline = time.monotonic() + self._watch_seconds
+        while process_running(self._pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not process_running(self._pid):
+            self._db.collection(self.COLLECTION).document(self._name).set({"at": firestore.SERVER_TIMESTAMP})
+
+    def gone_at(self) -> Any:
+        self._thread.join(timeout=self._watch_seconds + 30)
+        seen = self._db.collection(self.COLLECTION).document(self._name).get()
+        assert seen.exists, f"process {self._pid} never ended"
+        return seen.to_dict()["at"]
