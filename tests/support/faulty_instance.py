@@ -17,7 +17,8 @@ back until that rule has applied. What it does:
 - delay:   the answer comes `seconds` late; past the call's timeout, as `lose` at the timeout.
 - fail:    the RPC is not sent: UNAVAILABLE, as with Firestore cut off.
 - refresh: the RPC is not sent: the credentials' refresh fails (not a Google API error).
-- freeze:  the process stops itself (SIGSTOP) before sending; the test thaws it (SIGCONT).
+- freeze:  the process stops itself (SIGSTOP) before sending, until the test thaws it
+           (`Faults.thaw`).
 
 Every RPC's fate is appended to the file's `.events` sibling as one JSON line, in order.
 
@@ -70,6 +71,11 @@ class Faults:
         staging = self.path.with_name(self.path.name + ".new")
         staging.write_text(json.dumps(list(rules)))
         staging.replace(self.path)
+
+    def thaw(self, pid: int) -> None:
+        """Let a process its `freeze` rule stopped go on."""
+        self.path.with_name(self.path.name + ".thawed").touch()
+        os.kill(pid, signal.SIGCONT)
 
     def events(self) -> list[dict[str, Any]]:
         if not self.events_path.exists():
@@ -163,7 +169,7 @@ class FaultInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientI
     def _log(self, method: str, fields: list[str], event: str, rule: Rule | None) -> None:
         with self._lock:
             self._sequence += 1
-            line = {"seq": self._sequence, "rpc": method, "fields": fields, "event": event}
+            line = {"seq": self._sequence, "rpc": method, "fields": fields, "event": event, "at": time.time()}
             line["rule"] = rule["id"] if rule else None
             with self._events_path.open("a") as events:
                 events.write(json.dumps(line) + "\n")
@@ -179,7 +185,10 @@ class FaultInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientI
             raise RefreshError("credentials could not be refreshed (injected by the test)")
         if action == "freeze":
             self._log(method, fields, "frozen", rule)
-            os.kill(os.getpid(), signal.SIGSTOP)
+            thawed = self._rules_path.with_name(self._rules_path.name + ".thawed")
+            while not thawed.exists():  # only the test's thaw counts, not a stray SIGCONT
+                os.kill(os.getpid(), signal.SIGSTOP)
+                time.sleep(0.01)
         self._log(method, fields, "sent", rule)
 
     def _late(self, method: str, rule: Rule | None, fields: list[str], timeout: float | None) -> None:
@@ -345,9 +354,27 @@ def instance_env(emulator_host: str, project: str, faults: Faults, job: str, **e
     }
 
 
-def marks(db: Any) -> list[dict[str, Any]]:
-    """Every attempt's mark, with its attempt id."""
-    return [{"attempt_id": doc.id, **(doc.to_dict() or {})} for doc in db.collection(MARKS).stream()]
+def marks(db: Any, run_id: str | None = None) -> list[dict[str, Any]]:
+    """Every attempt's mark (of the run `run_id`, if given), with its attempt id."""
+    found = [{"attempt_id": doc.id, **(doc.to_dict() or {})} for doc in db.collection(MARKS).stream()]
+    return [mark for mark in found if run_id is None or mark.get("run_id") == run_id]
+
+
+def warm_up(url: str, headers: dict[str, str]) -> None:
+    """Deliver another run (`headers` name it) until it is executed, before the faults are
+    set: an emulator's first answers in a new project may take longer than a scaled-down
+    lease allows an RPC, and the instance's channel is up afterwards."""
+    import requests
+
+    ends = time.monotonic() + 60
+    outcomes: list[str] = []
+    while time.monotonic() < ends:
+        outcome = requests.post(url, headers=headers, json={"seconds": 0}, timeout=60).json()["outcome"]
+        outcomes.append(outcome)
+        if outcome in ("executed", "duplicate_completed", "lease_taken_over"):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the warm-up run was never executed: {outcomes}")
 
 
 def process_running(pid: int) -> bool:

@@ -16,15 +16,17 @@ from typing import Any
 
 import requests
 
-from exactly_once.delivery.scheduler_request import run_key_from_headers
+from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER, run_key_from_headers
 from exactly_once.ledger.records import in_progress_record, lease_seconds_left, utc_now
 from exactly_once.ledger.store import FirestoreRunStore
 from localrun.function_log import log_lines
-from tests.function.test_http import HEADERS, run_record
-from tests.support.faulty_instance import Faults, GoneWatch, instance_env, marks
+from tests.function.test_http import HEADERS, RUN_ID, run_record
+from tests.support.faulty_instance import Faults, GoneWatch, instance_env, marks, warm_up
 from tests.support.waiting import wait_until
 
 LEASE_SECONDS = 9
+# Delivered to each server before the faults are set.
+OTHER_RUN = {**HEADERS, SCHEDULE_TIME_HEADER: "2026-10-16T12:15:00Z"}
 # The takeover's update (a claim's write carries attempt_id), once.
 LOSE_TAKEOVER = {"id": "lose", "rpc": "Commit", "fields": ["attempt_id"], "action": "lose", "times": 1}
 
@@ -58,6 +60,7 @@ def test_a_takeover_whose_answer_was_lost_is_answered_as_a_takeover_and_runs_onc
     faults = Faults(tmp_path / "faults.json")
     env = instance_env(emulator_host, project, faults, "marked_sleep", LEASE_SECONDS=str(LEASE_SECONDS))
     server = function_servers(env)
+    warm_up(server.url, OTHER_RUN)
     faults.set([LOSE_TAKEOVER])
 
     reply = post(server, {"seconds": 0})
@@ -65,14 +68,14 @@ def test_a_takeover_whose_answer_was_lost_is_answered_as_a_takeover_and_runs_onc
     assert reply is not None
     assert (reply.status_code, reply.json()["outcome"]) == (200, "lease_taken_over"), reply.text
     assert [event["event"] for event in faults.events() if event["rule"]] == ["sent", "lost"]
-    (mark,) = marks(db)
+    (mark,) = marks(db, RUN_ID)
     record = run_record(db).to_dict()
     assert (record["status"], record["attempt_id"]) == ("completed", mark["attempt_id"])
     (line,) = [line for line in log_lines(log_path) if line.get("attempt_id") == mark["attempt_id"]]
     assert line["claim"] == "took_over_lease"
     again = post(server, {"seconds": 0})
     assert again is not None and again.json()["outcome"] == "duplicate_completed"
-    assert len(marks(db)) == 1
+    assert len(marks(db, RUN_ID)) == 1
 
 
 def test_the_attempt_whose_takeover_answer_was_lost_ends_before_its_real_lease_does(
@@ -85,14 +88,18 @@ def test_the_attempt_whose_takeover_answer_was_lost_ends_before_its_real_lease_d
     faults = Faults(tmp_path / "faults.json")
     env = instance_env(emulator_host, project, faults, "marked_sleep", LEASE_SECONDS=str(LEASE_SECONDS))
     cut_off = function_servers(env)
+    warm_up(cut_off.url, OTHER_RUN)
     no_faults = Faults(tmp_path / "none.json")
     retrier = function_servers({**env, **instance_env(emulator_host, project, no_faults, "marked_sleep")})
+    warm_up(retrier.url, {**OTHER_RUN, "X-CloudScheduler-JobName": "warm-up"})
     faults.set([LOSE_TAKEOVER])
     (worker,) = cut_off.worker_pids()
     answers: list[requests.Response | None] = []
     delivery = threading.Thread(target=lambda: answers.append(post(cut_off, {"seconds": 60})))
     delivery.start()
-    (first,) = wait_until(lambda: marks(db), timeout=30, what="the taking-over attempt's job to start")
+    (first,) = wait_until(
+        lambda: marks(db, RUN_ID), timeout=30, what="the taking-over attempt's job to start"
+    )
     faults.set([{"id": "cut", "rpc": "*", "action": "fail"}])
     gone = GoneWatch(db, worker, first["attempt_id"])
     taken: dict[str, Any] = run_record(db).to_dict() or {}
@@ -113,7 +120,7 @@ def test_the_attempt_whose_takeover_answer_was_lost_ends_before_its_real_lease_d
     assert [line["cause"] for line in ended] == ["renewal_failed"]
     # Gone before its lease could end, on Firestore's clock: the lease ran from the commit.
     assert gone.gone_at() < takeover_commit + timedelta(seconds=LEASE_SECONDS)
-    by_attempt = {mark["attempt_id"]: mark for mark in marks(db)}
+    by_attempt = {mark["attempt_id"]: mark for mark in marks(db, RUN_ID)}
     (retry,) = [mark for attempt, mark in by_attempt.items() if attempt != first["attempt_id"]]
     assert by_attempt[first["attempt_id"]].get("alive_at", first["started_at"]) < retry["started_at"]
     assert not by_attempt[first["attempt_id"]].get("finished") and retry.get("finished")

@@ -11,9 +11,9 @@ from typing import Any
 import requests
 
 from localrun.function_log import log_lines
-from tests.function.ledger.test_claim_lease_clock_http import crashed_run
-from tests.function.test_http import HEADERS, run_record
-from tests.support.faulty_instance import Faults, instance_env, marks
+from tests.function.ledger.test_claim_lease_clock_http import OTHER_RUN, crashed_run
+from tests.function.test_http import HEADERS, RUN_ID, run_record
+from tests.support.faulty_instance import Faults, instance_env, marks, warm_up
 
 # Each answer this late: the takeover's update is the third RPC of its claim, sent 4.4 s in.
 LATE_SECONDS = 2.2
@@ -29,18 +29,19 @@ def test_with_every_answer_late_a_crashed_run_is_taken_over_and_run_once(
     crashed_run(db)
     faults = Faults(tmp_path / "faults.json")
     server = function_servers(instance_env(emulator_host, project, faults, "marked_sleep"))
+    warm_up(server.url, OTHER_RUN)
     faults.set([{"id": "slow", "rpc": "*", "action": "delay", "seconds": LATE_SECONDS}])
 
     reply = post(server, {"seconds": 0})
 
     assert (reply.status_code, reply.json()["outcome"]) == (200, "lease_taken_over"), reply.text
     assert {event["event"] for event in faults.events() if event["rule"]} == {"sent", "answered"}
-    (mark,) = marks(db)
+    (mark,) = marks(db, RUN_ID)
     record = run_record(db).to_dict()
     assert (record["status"], record["attempt_id"]) == ("completed", mark["attempt_id"])
     again = post(server, {"seconds": 0})
     assert (again.status_code, again.json()["outcome"]) == (200, "duplicate_completed")
-    assert len(marks(db)) == 1
+    assert len(marks(db, RUN_ID)) == 1
 
 
 def test_a_takeover_given_up_after_its_write_committed_is_continued_by_the_next_delivery(
@@ -53,6 +54,7 @@ def test_a_takeover_given_up_after_its_write_committed_is_continued_by_the_next_
     crashed_run(db)
     faults = Faults(tmp_path / "faults.json")
     server = function_servers(instance_env(emulator_host, project, faults, "marked_sleep"))
+    warm_up(server.url, OTHER_RUN)
     faults.set(
         [
             {"id": "lose", "rpc": "Commit", "fields": ["attempt_id"], "action": "lose", "times": 1},
@@ -69,7 +71,7 @@ def test_a_takeover_given_up_after_its_write_committed_is_continued_by_the_next_
     reply = post(server, {"seconds": 0})
 
     assert (reply.status_code, reply.json()["outcome"]) == (200, "lease_taken_over"), reply.text
-    (mark,) = marks(db)
+    (mark,) = marks(db, RUN_ID)
     record = run_record(db).to_dict()
     assert (record["status"], record["attempt_id"]) == ("completed", mark["attempt_id"])
     assert mark["attempt_id"] == reply.json()["attempt_id"] != abandoned
