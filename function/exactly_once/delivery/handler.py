@@ -179,7 +179,16 @@ class ScheduledRunHandler:
             entry["error"] = error_text(repr(error))
             return Answer(Outcome.STORE_ERROR, "could not claim the run: Firestore failed")
         entry.update(fence=claim.fence, claim=claim.kind.value)
-        ends_at = started + self._time_limits.get(key.job_name, self._time_limit)
+        time_limit = self._time_limits.get(key.job_name, self._time_limit)
+        ends_at = started + time_limit
+        if time.monotonic() >= ends_at:
+            # The watchdog would end the instance as the job starts: give the claim back unrun.
+            entry["error"] = f"the claim took longer than the job's {time_limit:g}s time limit"
+            with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
+                self._ledger.release(claim)
+            return Answer(
+                Outcome.STORE_ERROR, "Firestore answered the claim past the time limit: job not run"
+            )
 
         policy = self._overlap.get(key.job_name, OverlapPolicy.ALLOW)
         if policy is OverlapPolicy.ALLOW:

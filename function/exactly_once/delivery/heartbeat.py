@@ -41,15 +41,17 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Protocol
 
-from google.api_core import exceptions as google_exceptions
-
 from exactly_once import log_fields, structured_log
 from exactly_once.config import RENEWALS_PER_LEASE, TIME_LIMIT_MARGIN_SECONDS
+from exactly_once.errors import error_text
 from exactly_once.ledger.protocol import Claim, LeaseLost, RunLedger
 
 # The watchdog gives up this share of a lease before an unrenewed lease could end, so the
 # process is gone well before a retry can take the run over.
 SAFETY_SHARE = 1 / 6
+# How long the end of an attempt waits for a renewal in flight: a Firestore answering in
+# time saves the finishing write a refusal and a second try; a slow one must not hold it.
+RENEWAL_WAIT_SECONDS = 0.5
 # After a failed renewal, the next try waits at most this long.
 RETRY_PAUSE_SECONDS = 1.0
 # Exit status of a process ended by the watchdog (EX_SOFTWARE): visible in Cloud Run's logs.
@@ -59,6 +61,7 @@ ENDED_EXIT_STATUS = 70
 TIME_LIMIT = "time_limit"
 RENEWAL_FAILED = "renewal_failed"
 TAKEN_OVER = "taken_over"
+WATCHER_FAILED = "watcher_failed"
 
 # What ends the attempt: in production the process; tests pass their own.
 EndAttempt = Callable[[str], None]
@@ -110,6 +113,7 @@ class Watched(Protocol):
     """What a watcher runs: LeaseKeeper.watch, until the attempt ends."""
 
     def watch(self) -> None: ...
+    def failed(self, error: BaseException) -> None: ...
 
 
 class Watchers:
@@ -147,7 +151,11 @@ class Watchers:
 
     def _serve(self, inbox: queue.SimpleQueue[Watched]) -> None:
         while True:
-            inbox.get().watch()
+            keeper = inbox.get()
+            try:
+                keeper.watch()
+            except BaseException as error:  # a watcher that dies silently keeps no lease
+                keeper.failed(error)
             with self._lock:
                 self._idle.append(inbox)
 
@@ -180,8 +188,8 @@ class LeaseKeeper:
         self._backstop = _BACKSTOP if end_attempt is end_instance else None
         self._done = threading.Event()
         self._ending = threading.Lock()
-        # Held while the watcher decides to renew and renews: the attempt's end waits for a
-        # renewal in flight (its commit moves update_time) without waiting for the thread.
+        # Held while the watcher decides to renew and renews: the attempt's end waits a
+        # little for a renewal in flight (RENEWAL_WAIT_SECONDS), never for the thread.
         self._renewing = threading.Lock()
         self.renewals = 0
 
@@ -198,12 +206,19 @@ class LeaseKeeper:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
+        """The job has returned: nothing is ended after this, and no renewal starts. A
+        renewal in flight is waited for RENEWAL_WAIT_SECONDS at most: answered by then, its
+        commit is what the finishing write is conditioned on, and that write goes through at
+        once. A slower one is not waited for: the finishing write, conditioned on the claim as
+        of the last confirmed renewal, is refused if that renewal commits first, and then
+        finds the record still ours and is sent again (ledger.RunLedger._write_as_owner); if
+        the finishing write commits first, the renewal is refused and ends nothing."""
         with self._ending:
             self._done.set()
-        with self._renewing:
-            pass  # a renewal in flight has finished; none starts after this
-        if self._backstop is not None:
-            self._backstop.cancel(self)
+            if self._backstop is not None:
+                self._backstop.cancel(self)
+        if self._renewing.acquire(timeout=RENEWAL_WAIT_SECONDS):
+            self._renewing.release()
 
     def _give_up_at(self, claim: Claim) -> float:
         return claim.sent_at + self._lease * (1 - SAFETY_SHARE)
@@ -211,14 +226,18 @@ class LeaseKeeper:
     def _arm_backstop(self) -> None:
         """For halfway between the watchdog's deadline and the moment that must not be passed:
         the function timeout after the time limit, the lease's earliest end after the give-up
-        point (sent_at + lease: the claim or renewal committed after it was sent)."""
+        point (sent_at + lease: the claim or renewal committed after it was sent). Never once
+        the job has returned: a renewal confirmed after that must not arm a timer that would
+        end the process under a later request."""
         if self._backstop is None:
             return
         at = min(
             self._ends_at + TIME_LIMIT_MARGIN_SECONDS / 2,
             self._give_up_at(self._claim) + self._lease * SAFETY_SHARE / 2,
         )
-        self._backstop.arm(self, at)
+        with self._ending:
+            if not self._done.is_set():
+                self._backstop.arm(self, at)
 
     def watch(self) -> None:
         """Renew every third of a lease until the attempt ends; end it when it must."""
@@ -252,14 +271,19 @@ class LeaseKeeper:
         except LeaseLost:
             self._end(TAKEN_OVER, "another attempt took the run over")
             return None
-        except google_exceptions.GoogleAPIError as error:
-            self._fields["renewal_error"] = repr(error)
+        except Exception as error:  # a Google API error, or one before the RPC (credentials)
+            self._fields["renewal_error"] = error_text(repr(error))
             # Never past the give-up point: the attempt is ended there, not a pause later.
             left = max(0.0, give_up_at - time.monotonic())
             return min(RETRY_PAUSE_SECONDS, self._lease / RENEWALS_PER_LEASE / 4, left)
         self.renewals += 1
         self._arm_backstop()
         return 0.0
+
+    def failed(self, error: BaseException) -> None:
+        """The watcher itself failed: nothing keeps the lease or the time limit any more."""
+        self._fields["watcher_error"] = error_text(repr(error))
+        self._end(WATCHER_FAILED, "the lease watcher failed")
 
     def _end(self, cause: str, reason: str) -> None:
         with self._ending:
