@@ -325,15 +325,27 @@ def _wait_for_renewal(deadline: float) -> bool:
     rules = os.environ.get(FAULTS_ENV)
     if not rules:
         return False
-    events = Path(rules).with_name(Path(rules).name + ".events")
+    faults = Faults.__new__(Faults)
+    faults.events_path = Path(rules).with_name(Path(rules).name + ".events")
+
+    def renewals_sent() -> int:
+        return sum(is_renewal(event) and event["event"] == "sent" for event in faults.events())
+
+    earlier = renewals_sent()  # of attempts before this one
     ends = time.monotonic() + deadline
     while time.monotonic() < ends:
-        if events.exists() and any(
-            '"renewed_at"' in line and '"sent"' in line for line in events.read_text().splitlines()
-        ):
+        if renewals_sent() > earlier:
             return True
         time.sleep(0.02)
     return False
+
+
+def is_renewal(event: dict[str, Any]) -> bool:
+    return bool(event["rpc"] == "Commit" and event["fields"] == ["renewed_at"])
+
+
+def is_completion(event: dict[str, Any]) -> bool:
+    return bool(event["rpc"] == "Commit" and "completed_at" in event["fields"])
 
 
 # --- the test's side ---------------------------------------------------------------------------
