@@ -20,6 +20,9 @@ back until that rule has applied. What it does:
 - freeze:  the process stops itself (SIGSTOP) before sending, until the test thaws it
            (`Faults.thaw`).
 
+With INSTANCE_CLOCK_OFFSET_SECONDS set, the instance's wall clock (as the function reads
+it) is that far off.
+
 Every RPC's fate is appended to the file's `.events` sibling as one JSON line, in order.
 
 The jobs mark each attempt in `attempt_marks/{attempt_id}` with a client of their own, never
@@ -35,6 +38,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +52,7 @@ from exactly_once import RunContext, TerminalJobError
 from exactly_once.once import OncePerInstance
 
 FAULTS_ENV = "FIRESTORE_FAULTS"
+CLOCK_OFFSET_ENV = "INSTANCE_CLOCK_OFFSET_SECONDS"
 MARKS = "attempt_marks"
 ALIVE_EVERY_SECONDS = 0.25
 
@@ -258,7 +263,27 @@ def _install() -> None:
     decorator.firestore_client._build = lambda: _faulty_client(Path(rules))
 
 
+def _skew_clock() -> None:
+    """The instance's wall clock, as the function reads it (ledger.records.utc_now), off by
+    INSTANCE_CLOCK_OFFSET_SECONDS: what libfaketime does to a whole process, for one module."""
+    offset = os.environ.get(CLOCK_OFFSET_ENV)
+    if not offset:
+        return
+    from exactly_once.ledger import records
+
+    shift = timedelta(seconds=float(offset))
+
+    class Skewed(datetime):
+        @classmethod
+        def now(cls, tz: tzinfo | None = None) -> Skewed:
+            moment = datetime.now(tz) + shift
+            return cls.fromtimestamp(moment.timestamp(), tz)
+
+    setattr(records, "datetime", Skewed)  # noqa: B010 - a module global, replaced for the process
+
+
 _install()
+_skew_clock()
 
 # --- jobs ------------------------------------------------------------------------------------
 
