@@ -70,19 +70,19 @@ def build_handler(config: FunctionConfig, job: Callable[[RunContext], Any]) -> S
         time_limit_seconds=config.time_limit_seconds,
         end_attempt=end_instance,
         time_limits=config.job_time_limits,
-        target=target_of(config, job),
+        target=target_of(config),
         overlap=config.overlap,
         locks=locks,
         cache=CompletedRuns(),
     )
 
 
-def target_of(config: FunctionConfig, job: Callable[[RunContext], Any]) -> str:
-    """What runs this function's jobs, as recorded with each run: the Cloud Run service and
-    the decorated function. Two functions sharing a runs collection and a job name would
-    otherwise answer each other's runs as duplicates, and one of them would never run."""
-    name = f"{job.__module__}.{job.__qualname__}"
-    return f"{config.service}/{name}" if config.service else name
+def target_of(config: FunctionConfig) -> str:
+    """What runs this function's jobs, as recorded with each run: RUN_TARGET, else the Cloud
+    Run service. Two functions sharing a runs collection and a job name would otherwise answer
+    each other's runs as duplicates, and one of them would never run. Never the decorated
+    function's name: a deploy that renames it must not strand the runs it interrupted."""
+    return config.target
 
 
 def exactly_once(job: Callable[[RunContext], Any]) -> View:
