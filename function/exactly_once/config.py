@@ -76,13 +76,10 @@ class FunctionConfig:
     job_handlers: Mapping[str, str] = field(default_factory=dict)
     # Per-job overlap policy, keyed by X-CloudScheduler-JobName; absent jobs allow overlap.
     overlap: Mapping[str, OverlapPolicy] = field(default_factory=dict)
-    # The Cloud Run service (K_SERVICE, set by Cloud Run): the target's default.
+    # The Cloud Run service (K_SERVICE, set by Cloud Run): the target recorded with each run
+    # unless @exactly_once(target=...) names one, so two functions that share a runs
+    # collection and a job name cannot decide each other's runs.
     service: str = ""
-    # What runs this function's jobs, recorded with each run (RUN_TARGET, else the service):
-    # two functions that share a runs collection and a job name refuse each other's runs. A
-    # name chosen once, never derived from code, so a deploy that renames the Python function
-    # is still the same target to the runs it left behind.
-    target: str = ""
 
     def overlap_for(self, job_name: str) -> OverlapPolicy:
         return self.overlap.get(job_name, OverlapPolicy.ALLOW)
@@ -113,17 +110,8 @@ class FunctionConfig:
             job_handler=_handler_spec("JOB_HANDLER", env.get("JOB_HANDLER") or defaults.job_handler),
             job_handlers=_handler_map(env),
             overlap=_overlap_map(env),
-            service=(service := env.get("K_SERVICE", "").strip()),
-            target=_target(env.get("RUN_TARGET", "").strip() or service),
+            service=env.get("K_SERVICE", "").strip(),
         )
-
-
-def _target(value: str) -> str:
-    """A target never holds "/": the form "<service>/<module>.<function>" is what functions
-    recorded before the target was a setting, and a record of that form is its service's."""
-    if "/" in value:
-        raise ConfigError("RUN_TARGET", f"{value!r} must not contain '/'")
-    return value
 
 
 def _non_empty(env: Mapping[str, str], name: str, default: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -104,25 +104,32 @@ def _too_large_or_deep(value: Any) -> str | None:
     strict_json.MAX_DEPTH: it looks at no more than MAX_OUTPUT_BYTES items, whatever the
     value's size. A cycle is too deep. What passes is encoded and measured exactly."""
     least = 0
-    pending: list[tuple[Any, int]] = [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        if isinstance(item, dict | list | tuple):
-            if depth > strict_json.MAX_DEPTH:
+    # Iterators over the containers being walked, innermost last; a dict's yields its items.
+    walking: list[tuple[Iterator[Any], bool]] = [(iter((value,)), False)]
+    while walking:
+        members, of_dict = walking[-1]
+        member: Any = next(members, _WALKED)
+        if member is _WALKED:
+            walking.pop()
+            continue
+        if of_dict:
+            key, member = member
+            least += (len(key) if isinstance(key, str) else 1) + 3  # "key":
+        if isinstance(member, dict | list | tuple):
+            if len(walking) > strict_json.MAX_DEPTH:
                 return f"nests deeper than {strict_json.MAX_DEPTH} levels"
-            least += 2 + max(len(item) - 1, 0)
-            if isinstance(item, dict):
-                for key, member in item.items():
-                    least += (len(key) if isinstance(key, str) else 1) + 3  # "key":
-                    pending.append((member, depth + 1))
-                    if least > MAX_OUTPUT_BYTES:
-                        break
+            least += 2 + max(len(member) - 1, 0)
+            if isinstance(member, dict):
+                walking.append((iter(member.items()), True))
             else:
-                pending.extend((member, depth + 1) for member in item[: MAX_OUTPUT_BYTES + 1])
-        elif isinstance(item, str):
-            least += len(item) + 2
+                walking.append((iter(member), False))
+        elif isinstance(member, str):
+            least += len(member) + 2
         else:
             least += 1
         if least > MAX_OUTPUT_BYTES:
             return f"more than the {MAX_OUTPUT_BYTES} bytes of JSON a run stores"
     return None
+
+
+_WALKED = object()

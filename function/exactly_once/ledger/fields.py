@@ -19,7 +19,7 @@ COMPLETED_AT: Final = "completed_at"
 # The commit time of the owner's last lease renewal (null until the job outlives a renewal).
 RENEWED_AT: Final = "renewed_at"
 SCHEDULE_TIME: Final = "schedule_time"
-# What claimed the run (RUN_TARGET, by default the Cloud Run service), so that two functions
+# What claimed the run (@exactly_once(target=...), by default the Cloud Run service), so that two functions
 # sharing a runs collection and a job name cannot decide each other's runs.
 TARGET: Final = "target"
 

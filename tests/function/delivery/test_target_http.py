@@ -1,5 +1,5 @@
-"""The target recorded with each run is a setting (RUN_TARGET, by default the Cloud Run
-service), never the decorated Python function's name: a deploy that renames the function is
+"""The target recorded with each run is a setting (@exactly_once(target=...), by default the
+Cloud Run service), never the decorated Python function's name: a deploy that renames the function is
 still the same target to the runs it left behind. Through real Functions Framework servers:
 the stack's function, then a source whose decorated function has another name, one service."""
 
@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 import requests
 
-from exactly_once.config import ConfigError, FunctionConfig
+from exactly_once import RunContext, exactly_once
+from exactly_once.config import FunctionConfig
+from exactly_once.decorator import target_of
 from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER, run_key_from_headers
 from exactly_once.ledger.records import in_progress_record, utc_now
 from tests.function.test_http import HEADERS
@@ -97,9 +99,15 @@ def test_a_renamed_function_answers_and_takes_over_the_runs_of_its_service(
     assert len(marks(db, run_key_from_headers(done).run_id)) == 1
 
 
-def test_the_target_is_run_target_else_the_service_and_never_holds_a_slash() -> None:
-    assert FunctionConfig.from_env({"K_SERVICE": "billing"}).target == "billing"
-    assert FunctionConfig.from_env({"K_SERVICE": "billing", "RUN_TARGET": "reports"}).target == "reports"
-    assert FunctionConfig.from_env({}).target == ""
-    with pytest.raises(ConfigError, match="RUN_TARGET"):
-        FunctionConfig.from_env({"RUN_TARGET": "billing/main.report"})
+def test_the_target_is_the_decorators_else_the_service_and_never_holds_a_slash() -> None:
+    def job(run: RunContext) -> None:
+        del run
+
+    with_service = FunctionConfig(service="billing")
+    assert target_of(with_service) == "billing"
+    assert target_of(with_service, "reports") == "reports"
+    assert target_of(FunctionConfig()) == ""
+    assert callable(exactly_once(target="reports")(job)) and callable(exactly_once(job))
+    for bad in ("billing/main.report", " "):
+        with pytest.raises(ValueError, match="target"):
+            exactly_once(target=bad)
