@@ -77,11 +77,26 @@ def end_instance(reason: str) -> None:
     os._exit(ENDED_EXIT_STATUS)
 
 
+# faulthandler's own functions, kept before the guard below replaces the module's names.
+_DUMP_LATER = faulthandler.dump_traceback_later
+_CANCEL_DUMP = faulthandler.cancel_dump_traceback_later
+# Backstops with an attempt's deadline set: while there is one, the timer is theirs.
+_ARMED: set[Backstop] = set()
+_ARMED_LOCK = threading.Lock()
+# The `event` of the warning a job's call to faulthandler's timer leaves.
+BACKSTOP_KEPT = "backstop_kept"
+
+
 class Backstop:
     """The process's faulthandler timer, armed for the earliest deadline among the attempts
     running in it: faulthandler keeps one timer per process, and an attempt that overstays
     ends the process whichever attempt armed it. The stack runs one request per instance,
-    so that deadline is the running attempt's own."""
+    so that deadline is the running attempt's own.
+
+    Anyone else's call to faulthandler.dump_traceback_later or cancel_dump_traceback_later
+    (a job's, a library's) would re-arm or disarm that timer without a word. While an attempt
+    has it armed, such a call is refused with a WARNING line instead (`_guard`); with none,
+    it goes through as it would without this module."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -89,6 +104,7 @@ class Backstop:
 
     def arm(self, attempt: object, at: float) -> None:
         """End the process at time.monotonic() == `at` unless cancelled or armed again."""
+        _guard()
         with self._lock:
             self._deadlines[attempt] = at
             self._set_timer()
@@ -99,11 +115,43 @@ class Backstop:
             self._set_timer()
 
     def _set_timer(self) -> None:
-        if not self._deadlines:
-            faulthandler.cancel_dump_traceback_later()
-            return
-        seconds = max(min(self._deadlines.values()) - time.monotonic(), 0.001)
-        faulthandler.dump_traceback_later(seconds, exit=True)
+        with _ARMED_LOCK:
+            if not self._deadlines:
+                _ARMED.discard(self)
+                _CANCEL_DUMP()
+                return
+            _ARMED.add(self)
+            seconds = max(min(self._deadlines.values()) - time.monotonic(), 0.001)
+            _DUMP_LATER(seconds, exit=True)
+
+
+def _guard() -> None:
+    """Put the guarded functions in faulthandler's place, once."""
+    if faulthandler.dump_traceback_later is not _guarded_dump_later:
+        faulthandler.dump_traceback_later = _guarded_dump_later
+        faulthandler.cancel_dump_traceback_later = _guarded_cancel_dump
+
+
+def _guarded_dump_later(timeout: float, repeat: bool = False, file: Any = None, exit: bool = False) -> None:
+    if not _refused("dump_traceback_later"):
+        _DUMP_LATER(timeout, repeat=repeat, file=sys.stderr if file is None else file, exit=exit)
+
+
+def _guarded_cancel_dump() -> None:
+    if not _refused("cancel_dump_traceback_later"):
+        _CANCEL_DUMP()
+
+
+def _refused(name: str) -> bool:
+    with _ARMED_LOCK:
+        if not _ARMED:
+            return False
+    message = (
+        f"faulthandler.{name} called while an attempt's backstop holds faulthandler's one timer: "
+        "ignored, the backstop stays armed"
+    )
+    structured_log.emit("WARNING", message, {log_fields.EVENT: BACKSTOP_KEPT, "call": name})
+    return True
 
 
 _BACKSTOP = Backstop()
