@@ -19,6 +19,10 @@ in-progress record, which nothing decides on. So instance clocks may be skewed b
 Lost answers: the client library retries a write whose answer was lost, and the retry then
 finds the record changed by the very write it repeats. Every step recognises its own earlier
 write by `attempt_id` (which only the owner writes) instead of mistaking it for a rival's.
+A claim found that way keeps the send time of that first write, on which its lease clock
+runs on this instance, and the kind of claim the write made; a refused write is classified
+with a read on a budget of its own. A claim given up while a write of it may have committed
+is remembered, and the instance's next claim of the run continues from it at once.
 
 A first delivery costs exactly two writes (create + complete), plus one renewal per third of
 a lease that the job runs. A duplicate costs a refused create and one read.
@@ -101,8 +105,10 @@ class Claim:
     # next conditional write of the owner must match.
     update_time: datetime
     lease_expires: datetime
-    # time.monotonic() when that write was sent. It committed later, so on this instance's
-    # clock the lease lasts at least until sent_at + lease: what the watchdog counts on.
+    # time.monotonic() when that write was sent; for a claim, when the first of its writes
+    # that may have committed was sent (one whose answer was lost included). It committed
+    # later, so on this instance's clock the lease lasts at least until sent_at + lease:
+    # what the watchdog and the backstop count on.
     sent_at: float
     # SHA-256 (hex) of the body this attempt runs the job with, as recorded with the run.
     fingerprint: str = ""
