@@ -51,7 +51,7 @@ from exactly_once.ledger.protocol import Claim, LeaseLost, RunLedger
 SAFETY_SHARE = 1 / 6
 # How long the end of an attempt waits for a renewal in flight: a Firestore answering in
 # time saves the finishing write a refusal and a second try; a slow one must not hold it.
-RENEWAL_WAIT_SECONDS = 0.5
+RENEWAL_WAIT_SECONDS = 1.0
 # After a failed renewal, the next try waits at most this long.
 RETRY_PAUSE_SECONDS = 1.0
 # Exit status of a process ended by the watchdog (EX_SOFTWARE): visible in Cloud Run's logs.
@@ -161,7 +161,6 @@ class Watched(Protocol):
     """What a watcher runs: LeaseKeeper.watch, until the attempt ends."""
 
     def watch(self) -> None: ...
-    def failed(self, error: BaseException) -> None: ...
 
 
 class Watchers:
@@ -199,11 +198,7 @@ class Watchers:
 
     def _serve(self, inbox: queue.SimpleQueue[Watched]) -> None:
         while True:
-            keeper = inbox.get()
-            try:
-                keeper.watch()
-            except BaseException as error:  # a watcher that dies silently keeps no lease
-                keeper.failed(error)
+            inbox.get().watch()
             with self._lock:
                 self._idle.append(inbox)
 
@@ -288,7 +283,15 @@ class LeaseKeeper:
                 self._backstop.arm(self, at)
 
     def watch(self) -> None:
-        """Renew every third of a lease until the attempt ends; end it when it must."""
+        """Renew every third of a lease until the attempt ends; end it when it must. Should
+        the watcher itself fail, the attempt is ended: a watcher that died silently would
+        keep neither the lease nor the time limit."""
+        try:
+            self._watch()
+        except BaseException as error:
+            self._failed(error)
+
+    def _watch(self) -> None:
         interval = self._lease / RENEWALS_PER_LEASE
         while True:
             claim = self._claim
@@ -328,8 +331,7 @@ class LeaseKeeper:
         self._arm_backstop()
         return 0.0
 
-    def failed(self, error: BaseException) -> None:
-        """The watcher itself failed: nothing keeps the lease or the time limit any more."""
+    def _failed(self, error: BaseException) -> None:
         self._fields["watcher_error"] = error_text(repr(error))
         self._end(WATCHER_FAILED, "the lease watcher failed")
 
