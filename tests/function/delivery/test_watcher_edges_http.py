@@ -74,11 +74,11 @@ def test_a_claim_answered_after_the_time_limit_is_given_back_and_the_job_never_s
 def test_a_renewal_in_flight_when_the_job_returns_does_not_hold_the_completing_write(
     function_servers, emulator_host, project, db, tmp_path
 ):
-    """A 12 s lease: renewed at 4 s, each RPC allowed 2 s, the end of the attempt waiting 1 s at most
-    for a renewal in flight. The renewal's answer comes 1.5 s
-    late, and the job returns as soon as that renewal is on the wire: the completion is sent
-    before the renewal is answered, is refused (the renewal committed first), and is sent
-    again on the renewed record."""
+    """A 12 s lease: renewed at 4 s, each RPC allowed 2 s, the end of the attempt waiting 1 s
+    at most for a renewal in flight. The renewal's answer comes 1.5 s late, and the job
+    returns as soon as that renewal is on the wire: the completion is sent before the renewal
+    is answered, is refused (the renewal committed first), and is sent again on the renewed
+    record."""
     faults = Faults(tmp_path / "faults.json")
     env = instance_env(emulator_host, project, faults, "return_during_renewal", LEASE_SECONDS="12")
     server = function_servers(env)
