@@ -98,8 +98,9 @@ class FunctionConfig:
     job_handlers: Mapping[str, str] = field(default_factory=dict)
     # Per-job overlap policy, keyed by X-CloudScheduler-JobName; absent jobs allow overlap.
     overlap: Mapping[str, OverlapPolicy] = field(default_factory=dict)
-    # The Cloud Run service (K_SERVICE, set by Cloud Run): part of the target recorded with
-    # each run, so two functions that share a runs collection cannot decide each other's runs.
+    # The Cloud Run service (K_SERVICE, set by Cloud Run): the target recorded with each run
+    # unless @exactly_once(target=...) names one, so two functions that share a runs
+    # collection and a job name cannot decide each other's runs.
     service: str = ""
 
     def overlap_for(self, job_name: str) -> OverlapPolicy:

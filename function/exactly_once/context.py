@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -75,9 +75,13 @@ MAX_OUTPUT_BYTES = 64 * 1024
 
 def encode_output(value: Any) -> str | None:
     """The job's return value as stored JSON text. A value that cannot be stored is a terminal
-    failure: running the job again would return the same value."""
+    failure: running the job again would return the same value. Too large or too deep is told
+    first, by a walk that stops once it has seen enough (`_too_large_or_deep`): a 50 MB value
+    is refused in microseconds, where encoding and scanning it would take seconds."""
     if value is None:
         return None
+    if (problem := _too_large_or_deep(value)) is not None:
+        raise TerminalJobError(f"the job's return value {problem}")
     try:
         text = strict_json.dumps(value)
     except strict_json.StrictJsonError as error:
@@ -89,3 +93,43 @@ def encode_output(value: Any) -> str | None:
             f"the job's return value is {size} bytes of JSON, more than the {MAX_OUTPUT_BYTES} a run stores"
         )
     return text
+
+
+def _too_large_or_deep(value: Any) -> str | None:
+    """Why `value` cannot be stored, judged without encoding it, or None when it may fit.
+
+    Walks the value counting bytes its JSON text has at the very least (a character of a
+    string is one byte or more, a container two brackets and a separator per item), and
+    stops as soon as that count passes MAX_OUTPUT_BYTES or the walk passes
+    strict_json.MAX_DEPTH: it looks at no more than MAX_OUTPUT_BYTES items, whatever the
+    value's size. A cycle is too deep. What passes is encoded and measured exactly."""
+    least = 0
+    # Iterators over the containers being walked, innermost last; a dict's yields its items.
+    walking: list[tuple[Iterator[Any], bool]] = [(iter((value,)), False)]
+    while walking:
+        members, of_dict = walking[-1]
+        member: Any = next(members, _WALKED)
+        if member is _WALKED:
+            walking.pop()
+            continue
+        if of_dict:
+            key, member = member
+            least += (len(key) if isinstance(key, str) else 1) + 3  # "key":
+        if isinstance(member, dict | list | tuple):
+            if len(walking) > strict_json.MAX_DEPTH:
+                return f"nests deeper than {strict_json.MAX_DEPTH} levels"
+            least += 2 + max(len(member) - 1, 0)
+            if isinstance(member, dict):
+                walking.append((iter(member.items()), True))
+            else:
+                walking.append((iter(member), False))
+        elif isinstance(member, str):
+            least += len(member) + 2
+        else:
+            least += 1
+        if least > MAX_OUTPUT_BYTES:
+            return f"more than the {MAX_OUTPUT_BYTES} bytes of JSON a run stores"
+    return None
+
+
+_WALKED = object()

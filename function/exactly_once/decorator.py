@@ -9,6 +9,9 @@
         ...
         return {"rows": 1234}      # stored with the run, answered to every duplicate
 
+`@exactly_once(target="nightly-report")` names what runs the job, recorded with every run;
+by default the Cloud Run service's name (docs/jobs.md says what changing it does).
+
 The decorated function receives the run (RunContext) instead of the HTTP request; the wrapper
 reads the Scheduler headers, claims the run, calls the function at most once per run, stores
 its JSON return value in the completing write, and answers Cloud Scheduler. Raise
@@ -27,7 +30,7 @@ import functools
 import os
 from collections.abc import Callable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, overload
 
 import flask
 from google.cloud import firestore
@@ -40,7 +43,7 @@ from exactly_once.delivery.outcomes import Reply
 from exactly_once.delivery.overlap import JobLocks
 from exactly_once.delivery.warm_cache import CompletedRuns
 from exactly_once.ledger.protocol import RunLedger, new_attempt_id
-from exactly_once.ledger.store import FirestoreRunStore
+from exactly_once.ledger.store import FirestoreRunStore, store_deadline_for
 from exactly_once.once import OncePerInstance
 
 __all__ = ["CONFIG", "build_handler", "exactly_once", "firestore_client", "json_response", "request_body"]
@@ -54,10 +57,13 @@ firestore_client = OncePerInstance(lambda: firestore.Client(project=CONFIG.proje
 View = Callable[[flask.Request], flask.Response]
 
 
-def build_handler(config: FunctionConfig, job: Callable[[RunContext], Any]) -> ScheduledRunHandler:
+def build_handler(
+    config: FunctionConfig, job: Callable[[RunContext], Any], target: str | None = None
+) -> ScheduledRunHandler:
     client = firestore_client()
-    store = FirestoreRunStore(client, config.runs_collection)
     lease, retention = timedelta(seconds=config.lease_seconds), timedelta(seconds=config.retention_seconds)
+    deadline = store_deadline_for(lease).total_seconds()
+    store = FirestoreRunStore(client, config.runs_collection, deadline_seconds=deadline)
     ledger = RunLedger(store, lease=lease, retention=retention)
     locks = JobLocks(
         store, lease=lease, retention=retention, clock=ledger.clock, deadline_seconds=ledger.deadline_seconds
@@ -69,24 +75,45 @@ def build_handler(config: FunctionConfig, job: Callable[[RunContext], Any]) -> S
         time_limit_seconds=config.time_limit_seconds,
         end_attempt=end_instance,
         time_limits=config.job_time_limits,
-        target=target_of(config, job),
+        target=target_of(config, target),
         overlap=config.overlap,
         locks=locks,
         cache=CompletedRuns(),
     )
 
 
-def target_of(config: FunctionConfig, job: Callable[[RunContext], Any]) -> str:
-    """What runs this function's jobs, as recorded with each run: the Cloud Run service and
-    the decorated function. Two functions sharing a runs collection and a job name would
-    otherwise answer each other's runs as duplicates, and one of them would never run."""
-    name = f"{job.__module__}.{job.__qualname__}"
-    return f"{config.service}/{name}" if config.service else name
+def target_of(config: FunctionConfig, target: str | None = None) -> str:
+    """What runs this function's jobs, as recorded with each run: the target the decorator
+    was given, else the Cloud Run service. Two functions sharing a runs collection and a job
+    name would otherwise answer each other's runs as duplicates, and one of them would never
+    run. Never the decorated function's name: a deploy that renames it must not strand the
+    runs it interrupted."""
+    return config.service if target is None else target
 
 
-def exactly_once(job: Callable[[RunContext], Any]) -> View:
-    """Serve `job` as a Cloud Scheduler target that runs it once per scheduled run."""
-    handler = OncePerInstance(lambda: build_handler(CONFIG, job))
+@overload
+def exactly_once(job: Callable[[RunContext], Any], /) -> View: ...
+@overload
+def exactly_once(*, target: str) -> Callable[[Callable[[RunContext], Any]], View]: ...
+def exactly_once(
+    job: Callable[[RunContext], Any] | None = None, /, *, target: str | None = None
+) -> View | Callable[[Callable[[RunContext], Any]], View]:
+    """Serve `job` as a Cloud Scheduler target that runs it once per scheduled run.
+
+    `target` names what runs the job, recorded with each run (by default the Cloud Run
+    service's name): a name chosen once, never derived from the code, since changing it makes
+    every run recorded under the old one another function's (docs/jobs.md). It never holds
+    "/": that form, "<service>/<module>.<function>", is what earlier versions recorded, and
+    such a record counts as its service's."""
+    if target is not None and (not target.strip() or "/" in target):
+        raise ValueError(f"@exactly_once(target={target!r}): a target is a non-empty name without '/'")
+    if job is None:
+        return lambda undecorated: _serve(undecorated, target)
+    return _serve(job, target)
+
+
+def _serve(job: Callable[[RunContext], Any], target: str | None) -> View:
+    handler = OncePerInstance(lambda: build_handler(CONFIG, job, target))
 
     @functools.wraps(job)
     def view(request: flask.Request) -> flask.Response:

@@ -24,6 +24,7 @@ from exactly_once.token_check.tokens import (
 )
 from tests.support.clock import FakeClock
 from tests.support.proxy_runs import RUN_ID, concurrent
+from tests.support.waiting import wait_until
 
 COLLECTION = DEFAULT_IDEMPOTENCY_COLLECTION
 
@@ -86,12 +87,21 @@ def test_release_after_a_failed_step_lets_the_retry_proceed(db):
 
 
 def test_an_expired_record_is_a_new_use_of_the_token(db):
-    """Expiry is judged on Firestore's clock (the read's read_time): a record written by an
-    instance whose clock ran two days behind is past its one-day retention already."""
+    """Expiry is judged on Firestore's clock, whatever the writer's clock said: from the
+    begin's commit, for the retention it wrote, against the read's read_time. A record
+    written by an instance two days behind is not past its one-day retention; one of a
+    second's retention, written by an instance two days ahead, is a second later."""
     behind = tokens_on(db, clock=FakeClock(offset=-timedelta(days=2)))
     assert behind.begin("t").first
-    assert tokens_on(db).begin("t").first
     assert not tokens_on(db).begin("t").first
+    ahead = IdempotencyTokens(
+        FirestoreRunStore(db, COLLECTION),
+        retention=timedelta(seconds=1),
+        clock=FakeClock(offset=timedelta(days=2)),
+    )
+    assert ahead.begin("u").first
+    wait_until(lambda: tokens_on(db).begin("u").first, timeout=30, what="the token's retention to end")
+    assert not tokens_on(db).begin("u").first
 
 
 def test_scopes_separate_steps_and_document_ids_hide_other_tokens(db):
@@ -158,7 +168,15 @@ class SentTwice(FirestoreRunStore):
 def test_a_begin_whose_write_is_sent_again_after_committing_is_still_first(db, method):
     """create: a new token; update: the reuse of an expired one (its record is overwritten)."""
     if method == "update":
-        assert tokens_on(db, clock=FakeClock(offset=-timedelta(days=2))).begin(RUN_ID).first
+        brief = IdempotencyTokens(FirestoreRunStore(db, COLLECTION), retention=timedelta(seconds=1))
+        assert brief.begin(RUN_ID).first
+        document = db.collection(COLLECTION).document(token_document_id(RUN_ID))
+
+        def expired() -> bool:
+            snapshot = document.get()
+            return bool(snapshot.read_time >= snapshot.get("started_at") + timedelta(seconds=1))
+
+        wait_until(expired, timeout=30, what="the token's retention to end")
     store = SentTwice(db, COLLECTION, method)
     check = IdempotencyTokens(store, retention=timedelta(days=1)).begin(RUN_ID, fence=9)
     assert store.sent_twice == 1

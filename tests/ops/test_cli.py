@@ -89,6 +89,10 @@ def test_audit_counts_a_run_another_function_recorded_as_missed(
 ) -> None:
     """The other function shares the runs collection and ran the 10:30 run; its record says
     completed, but the stack's function refuses that run on every delivery."""
+    # Served as Cloud Run serves it: its service is the target it records with each run.
+    dev_function = serve_dev_function(
+        function_servers, dev_function.settings, emulator_host, project, db, log_path, "eos-dev-handler"
+    )
     other = serve_dev_function(
         function_servers, dev_function.settings, emulator_host, project, db, log_path, "crm-handler"
     )
@@ -108,8 +112,7 @@ def test_audit_counts_a_run_another_function_recorded_as_missed(
     assert dev_function.deliver(audit_job, _past_day_at(10, 5)).json()["outcome"] == "executed"
     audit = cli("audit", *window)
     assert audit.returncode == 1, audit.stdout + audit.stderr
-    # No K_SERVICE on loopback: the target is the served function alone.
-    ours, theirs = "main.handle_scheduled_job", "crm-handler/main.handle_scheduled_job"
+    ours, theirs = "eos-dev-handler", "crm-handler"
     assert f"this stack's function records target {ours}" in audit.stdout
     (missed,) = _missed_lines(audit.stdout)
     assert missed.startswith(

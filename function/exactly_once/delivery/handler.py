@@ -187,7 +187,16 @@ class ScheduledRunHandler:
             entry["error"] = error_text(repr(error))
             return Answer(Outcome.STORE_ERROR, "could not claim the run: Firestore failed")
         entry.update(fence=claim.fence, claim=claim.kind.value)
-        ends_at = started + self._time_limits.get(key.job_name, self._time_limit)
+        time_limit = self._time_limits.get(key.job_name, self._time_limit)
+        ends_at = started + time_limit
+        if time.monotonic() >= ends_at:
+            # The watchdog would end the instance as the job starts: give the claim back unrun.
+            entry["error"] = f"the claim took longer than the job's {time_limit:g}s time limit"
+            with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
+                self._ledger.release(claim)
+            return Answer(
+                Outcome.STORE_ERROR, "Firestore answered the claim past the time limit: job not run"
+            )
 
         policy = self._overlap.get(key.job_name, OverlapPolicy.ALLOW)
         if policy is OverlapPolicy.ALLOW:
@@ -283,15 +292,22 @@ class ScheduledRunHandler:
             about=about,
             log_stream=self._log_stream,
         )
-        failure: Exception | None = None
+        failure: BaseException | None = None
         output_json: str | None = None
         returned = False
+        value: Any = None
         with keeper:
             try:
                 value = self._job(context)
                 returned = True
+            except BaseException as error:  # sys.exit(), KeyboardInterrupt...: the job failed
+                failure = error
+        # Outside the watched block: the job has returned, and what its value costs to check
+        # is bounded by the stored size, not by the value (context.encode_output).
+        if returned:
+            try:
                 output_json = encode_output(value)
-            except Exception as error:
+            except TerminalJobError as error:
                 failure = error
         entry[log_fields.JOB_RETURNED] = returned
         if keeper.renewals:
@@ -299,7 +315,7 @@ class ScheduledRunHandler:
         return self._finish(keeper.claim, output_json, failure, entry)
 
     def _finish(
-        self, claim: Claim, output_json: str | None, failure: Exception | None, entry: dict[str, Any]
+        self, claim: Claim, output_json: str | None, failure: BaseException | None, entry: dict[str, Any]
     ) -> Answer:
         """Record what the job came to, as the owner of the run's latest lease."""
         try:

@@ -41,15 +41,17 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Protocol
 
-from google.api_core import exceptions as google_exceptions
-
 from exactly_once import log_fields, structured_log
 from exactly_once.config import RENEWALS_PER_LEASE, TIME_LIMIT_MARGIN_SECONDS
+from exactly_once.errors import error_text
 from exactly_once.ledger.protocol import Claim, LeaseLost, RunLedger
 
 # The watchdog gives up this share of a lease before an unrenewed lease could end, so the
 # process is gone well before a retry can take the run over.
 SAFETY_SHARE = 1 / 6
+# How long the end of an attempt waits for a renewal in flight: a Firestore answering in
+# time saves the finishing write a refusal and a second try; a slow one must not hold it.
+RENEWAL_WAIT_SECONDS = 1.0
 # After a failed renewal, the next try waits at most this long.
 RETRY_PAUSE_SECONDS = 1.0
 # Exit status of a process ended by the watchdog (EX_SOFTWARE): visible in Cloud Run's logs.
@@ -59,6 +61,7 @@ ENDED_EXIT_STATUS = 70
 TIME_LIMIT = "time_limit"
 RENEWAL_FAILED = "renewal_failed"
 TAKEN_OVER = "taken_over"
+WATCHER_FAILED = "watcher_failed"
 
 # What ends the attempt: in production the process; tests pass their own.
 EndAttempt = Callable[[str], None]
@@ -74,11 +77,26 @@ def end_instance(reason: str) -> None:
     os._exit(ENDED_EXIT_STATUS)
 
 
+# faulthandler's own functions, kept before the guard below replaces the module's names.
+_DUMP_LATER = faulthandler.dump_traceback_later
+_CANCEL_DUMP = faulthandler.cancel_dump_traceback_later
+# Backstops with an attempt's deadline set: while there is one, the timer is theirs.
+_ARMED: set[Backstop] = set()
+_ARMED_LOCK = threading.Lock()
+# The `event` of the warning a job's call to faulthandler's timer leaves.
+BACKSTOP_KEPT = "backstop_kept"
+
+
 class Backstop:
     """The process's faulthandler timer, armed for the earliest deadline among the attempts
     running in it: faulthandler keeps one timer per process, and an attempt that overstays
     ends the process whichever attempt armed it. The stack runs one request per instance,
-    so that deadline is the running attempt's own."""
+    so that deadline is the running attempt's own.
+
+    Anyone else's call to faulthandler.dump_traceback_later or cancel_dump_traceback_later
+    (a job's, a library's) would re-arm or disarm that timer without a word. While an attempt
+    has it armed, such a call is refused with a WARNING line instead (`_guard`); with none,
+    it goes through as it would without this module."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -86,6 +104,7 @@ class Backstop:
 
     def arm(self, attempt: object, at: float) -> None:
         """End the process at time.monotonic() == `at` unless cancelled or armed again."""
+        _guard()
         with self._lock:
             self._deadlines[attempt] = at
             self._set_timer()
@@ -96,11 +115,43 @@ class Backstop:
             self._set_timer()
 
     def _set_timer(self) -> None:
-        if not self._deadlines:
-            faulthandler.cancel_dump_traceback_later()
-            return
-        seconds = max(min(self._deadlines.values()) - time.monotonic(), 0.001)
-        faulthandler.dump_traceback_later(seconds, exit=True)
+        with _ARMED_LOCK:
+            if not self._deadlines:
+                _ARMED.discard(self)
+                _CANCEL_DUMP()
+                return
+            _ARMED.add(self)
+            seconds = max(min(self._deadlines.values()) - time.monotonic(), 0.001)
+            _DUMP_LATER(seconds, exit=True)
+
+
+def _guard() -> None:
+    """Put the guarded functions in faulthandler's place, once."""
+    if faulthandler.dump_traceback_later is not _guarded_dump_later:
+        faulthandler.dump_traceback_later = _guarded_dump_later
+        faulthandler.cancel_dump_traceback_later = _guarded_cancel_dump
+
+
+def _guarded_dump_later(timeout: float, repeat: bool = False, file: Any = None, exit: bool = False) -> None:
+    if not _refused("dump_traceback_later"):
+        _DUMP_LATER(timeout, repeat=repeat, file=sys.stderr if file is None else file, exit=exit)
+
+
+def _guarded_cancel_dump() -> None:
+    if not _refused("cancel_dump_traceback_later"):
+        _CANCEL_DUMP()
+
+
+def _refused(name: str) -> bool:
+    with _ARMED_LOCK:
+        if not _ARMED:
+            return False
+    message = (
+        f"faulthandler.{name} called while an attempt's backstop holds faulthandler's one timer: "
+        "ignored, the backstop stays armed"
+    )
+    structured_log.emit("WARNING", message, {log_fields.EVENT: BACKSTOP_KEPT, "call": name})
+    return True
 
 
 _BACKSTOP = Backstop()
@@ -180,8 +231,8 @@ class LeaseKeeper:
         self._backstop = _BACKSTOP if end_attempt is end_instance else None
         self._done = threading.Event()
         self._ending = threading.Lock()
-        # Held while the watcher decides to renew and renews: the attempt's end waits for a
-        # renewal in flight (its commit moves update_time) without waiting for the thread.
+        # Held while the watcher decides to renew and renews: the attempt's end waits a
+        # little for a renewal in flight (RENEWAL_WAIT_SECONDS), never for the thread.
         self._renewing = threading.Lock()
         self.renewals = 0
 
@@ -198,12 +249,19 @@ class LeaseKeeper:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
+        """The job has returned: nothing is ended after this, and no renewal starts. A
+        renewal in flight is waited for RENEWAL_WAIT_SECONDS at most: answered by then, its
+        commit is what the finishing write is conditioned on, and that write goes through at
+        once. A slower one is not waited for: the finishing write, conditioned on the claim as
+        of the last confirmed renewal, is refused if that renewal commits first, and then
+        finds the record still ours and is sent again (ledger.RunLedger._write_as_owner); if
+        the finishing write commits first, the renewal is refused and ends nothing."""
         with self._ending:
             self._done.set()
-        with self._renewing:
-            pass  # a renewal in flight has finished; none starts after this
-        if self._backstop is not None:
-            self._backstop.cancel(self)
+            if self._backstop is not None:
+                self._backstop.cancel(self)
+        if self._renewing.acquire(timeout=RENEWAL_WAIT_SECONDS):
+            self._renewing.release()
 
     def _give_up_at(self, claim: Claim) -> float:
         return claim.sent_at + self._lease * (1 - SAFETY_SHARE)
@@ -211,17 +269,29 @@ class LeaseKeeper:
     def _arm_backstop(self) -> None:
         """For halfway between the watchdog's deadline and the moment that must not be passed:
         the function timeout after the time limit, the lease's earliest end after the give-up
-        point (sent_at + lease: the claim or renewal committed after it was sent)."""
+        point (sent_at + lease: the claim or renewal committed after it was sent). Never once
+        the job has returned: a renewal confirmed after that must not arm a timer that would
+        end the process under a later request."""
         if self._backstop is None:
             return
         at = min(
             self._ends_at + TIME_LIMIT_MARGIN_SECONDS / 2,
             self._give_up_at(self._claim) + self._lease * SAFETY_SHARE / 2,
         )
-        self._backstop.arm(self, at)
+        with self._ending:
+            if not self._done.is_set():
+                self._backstop.arm(self, at)
 
     def watch(self) -> None:
-        """Renew every third of a lease until the attempt ends; end it when it must."""
+        """Renew every third of a lease until the attempt ends; end it when it must. Should
+        the watcher itself fail, the attempt is ended: a watcher that died silently would
+        keep neither the lease nor the time limit."""
+        try:
+            self._watch()
+        except BaseException as error:
+            self._failed(error)
+
+    def _watch(self) -> None:
         interval = self._lease / RENEWALS_PER_LEASE
         while True:
             claim = self._claim
@@ -252,14 +322,18 @@ class LeaseKeeper:
         except LeaseLost:
             self._end(TAKEN_OVER, "another attempt took the run over")
             return None
-        except google_exceptions.GoogleAPIError as error:
-            self._fields["renewal_error"] = repr(error)
+        except Exception as error:  # a Google API error, or one before the RPC (credentials)
+            self._fields["renewal_error"] = error_text(repr(error))
             # Never past the give-up point: the attempt is ended there, not a pause later.
             left = max(0.0, give_up_at - time.monotonic())
             return min(RETRY_PAUSE_SECONDS, self._lease / RENEWALS_PER_LEASE / 4, left)
         self.renewals += 1
         self._arm_backstop()
         return 0.0
+
+    def _failed(self, error: BaseException) -> None:
+        self._fields["watcher_error"] = error_text(repr(error))
+        self._end(WATCHER_FAILED, "the lease watcher failed")
 
     def _end(self, cause: str, reason: str) -> None:
         with self._ending:

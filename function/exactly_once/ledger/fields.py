@@ -19,8 +19,8 @@ COMPLETED_AT: Final = "completed_at"
 # The commit time of the owner's last lease renewal (null until the job outlives a renewal).
 RENEWED_AT: Final = "renewed_at"
 SCHEDULE_TIME: Final = "schedule_time"
-# The function that claimed the run (its Cloud Run service and entry point), so that two
-# functions sharing a runs collection and a job name cannot decide each other's runs.
+# What claimed the run (@exactly_once(target=...), by default the Cloud Run service), so that two functions
+# sharing a runs collection and a job name cannot decide each other's runs.
 TARGET: Final = "target"
 
 # Fields whose values only ever grow and that no query filters on. Left indexed, every new
@@ -32,6 +32,10 @@ UNINDEXED_RUN_FIELDS: Final = (CLAIMED_AT, RENEWED_AT, COMPLETED_AT, SCHEDULE_TI
 def recorded_by_another_target(record: Mapping[str, Any], target: str | None) -> bool:
     """Whether the function of `target` must refuse the run `record` holds: the one rule of the
     ledger's claim and of the missed-run audit. A record or a function without a target (one
-    outside Cloud Run, or a record from before targets were recorded) is nobody else's."""
+    outside Cloud Run, or a record from before targets were recorded) is nobody else's; a
+    record of the earlier "<service>/<module>.<function>" form is its service's."""
     recorded = record.get(TARGET)
-    return bool(target) and bool(recorded) and recorded != target
+    if not target or not recorded or recorded == target:
+        return False
+    # Recorded before the target was a setting: "<service>/<module>.<function>", the service's.
+    return not ("/" in recorded and "/" not in target and recorded.split("/", 1)[0] == target)

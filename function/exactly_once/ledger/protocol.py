@@ -19,6 +19,10 @@ in-progress record, which nothing decides on. So instance clocks may be skewed b
 Lost answers: the client library retries a write whose answer was lost, and the retry then
 finds the record changed by the very write it repeats. Every step recognises its own earlier
 write by `attempt_id` (which only the owner writes) instead of mistaking it for a rival's.
+A claim found that way keeps the send time of that first write, on which its lease clock
+runs on this instance, and the kind of claim the write made; a refused write is classified
+with a read on a budget of its own. A claim given up while a write of it may have committed
+is remembered, and the instance's next claim of the run continues from it at once.
 
 A first delivery costs exactly two writes (create + complete), plus one renewal per third of
 a lease that the job runs. A duplicate costs a refused create and one read.
@@ -29,6 +33,7 @@ from __future__ import annotations
 import calendar
 import contextlib
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -54,6 +59,7 @@ from exactly_once.ledger.records import (
     utc_now,
 )
 from exactly_once.ledger.store import (
+    ATTEMPT_SHARE,
     COMMIT_TIME,
     Budget,
     RecordExists,
@@ -99,8 +105,10 @@ class Claim:
     # next conditional write of the owner must match.
     update_time: datetime
     lease_expires: datetime
-    # time.monotonic() when that write was sent. It committed later, so on this instance's
-    # clock the lease lasts at least until sent_at + lease: what the watchdog counts on.
+    # time.monotonic() when that write was sent; for a claim, when the first of its writes
+    # that may have committed was sent (one whose answer was lost included). It committed
+    # later, so on this instance's clock the lease lasts at least until sent_at + lease:
+    # what the watchdog and the backstop count on.
     sent_at: float
     # SHA-256 (hex) of the body this attempt runs the job with, as recorded with the run.
     fingerprint: str = ""
@@ -127,6 +135,7 @@ class RunLedger:
         self._retention = retention
         self._clock = clock
         self.deadline_seconds = store_deadline_for(lease).total_seconds()
+        self._abandoned = _AbandonedClaims()
 
     @property
     def lease(self) -> timedelta:
@@ -147,46 +156,75 @@ class RunLedger:
     def claim(self, key: RunKey, attempt_id: str, *, fingerprint: str = "", target: str = "") -> Claim:
         """Own the run, or raise RunAlreadyCompleted / RunInProgress / WrongTarget /
         ClaimTooLate (or a GoogleAPIError when Firestore does not answer within the deadline).
-        `fingerprint` (of the body) and `target` (which function runs the job) are recorded."""
+        `fingerprint` (of the body) and `target` (which function runs the job) are recorded.
+
+        The claim's lease clock starts when the first write of it that may have committed was
+        sent: a write whose answer was lost committed some time after it was sent, and every
+        later round (the retry refused, the record read and found to be ours) only adds to
+        how much of the lease is gone."""
         run_id = key.run_id
         budget = Budget(self.deadline_seconds, f"claim of run {run_id}")
-        created_at = time.monotonic()
-        for _ in range(self.MAX_CLAIM_ROUNDS):
-            record = in_progress_record(
-                key,
-                attempt_id,
-                self._clock(),
-                lease=self._lease,
-                retention=self._retention,
-                fingerprint=fingerprint,
-                target=target,
-            )
-            sent = created_at = time.monotonic()
-            try:
-                update_time = self._store.create(run_id, record, timeout=budget.left())
-                return self._started(run_id, attempt_id, ClaimKind.CREATED, update_time, sent, fingerprint)
-            except RecordExists:
-                pass
-
-            stored = self._store.get(run_id, timeout=budget.left())
-            if stored is None:
-                continue  # released between our create and our read: create again
-            if stored.fields.get("attempt_id") == attempt_id:
-                # Our own create committed but its answer was lost and the client retried.
-                return self._started(
-                    run_id, attempt_id, ClaimKind.CREATED, stored.update_time, created_at, fingerprint
+        began = time.monotonic()
+        abandoned = self._abandoned.take(run_id, began - self._lease.total_seconds())
+        unheard: _Sent | None = None  # the claim's writes that may have committed unheard of
+        writing: _Sent | None = None  # the write on the wire, while it is
+        try:
+            for _ in range(self.MAX_CLAIM_ROUNDS):
+                record = in_progress_record(
+                    key,
+                    attempt_id,
+                    self._clock(),
+                    lease=self._lease,
+                    retention=self._retention,
+                    fingerprint=fingerprint,
+                    target=target,
                 )
-            kind = self._takeover_kind(run_id, stored, target)
-            sent = time.monotonic()
-            try:
-                update_time = self._store.update(
-                    run_id, record, if_updated_at=stored.update_time, timeout=budget.left()
-                )
-            except StaleWrite:
-                continue  # someone else changed it first: look again
-            return self._started(run_id, attempt_id, kind, update_time, sent, fingerprint)
+                writing = creating = _Sent(ClaimKind.CREATED, time.monotonic())
+                try:
+                    update_time = self._store.create(run_id, record, timeout=budget.left())
+                except RecordExists as exists:
+                    unheard = _Sent.merge(unheard, creating if exists.unheard else None)
+                    writing = None
+                else:
+                    sent = creating.since(unheard)
+                    writing = None
+                    return self._started(
+                        run_id, attempt_id, ClaimKind.CREATED, update_time, sent, fingerprint
+                    )
 
-        raise RunInProgress(run_id, 1, None)
+                stored = self._store.get(run_id, timeout=budget.left())
+                if stored is None:
+                    continue  # released between our create and our read: create again
+                holder = stored.fields.get("attempt_id")
+                if holder == attempt_id:
+                    # Our own write committed but its answer was lost and the retry was refused.
+                    kind = _own_kind(stored, unheard)
+                    sent = unheard.sent_at if unheard is not None else began
+                    return self._started(run_id, attempt_id, kind, stored.update_time, sent, fingerprint)
+                if abandoned is not None and abandoned.holds(stored):
+                    # An attempt of this instance that gave up on its claim unanswered wrote it;
+                    # it never ran the job, so the run is this attempt's to continue at once.
+                    kind = abandoned.kind
+                else:
+                    kind = self._takeover_kind(run_id, stored, target)
+                writing = taking = _Sent(kind, time.monotonic())
+                try:
+                    update_time = self._store.update(
+                        run_id, record, if_updated_at=stored.update_time, timeout=budget.left()
+                    )
+                except StaleWrite as stale:
+                    unheard = _Sent.merge(unheard, taking if stale.unheard else None)
+                    writing = None
+                    continue  # someone else changed it first, or our own try did: look again
+                sent = taking.since(unheard)
+                writing = None
+                return self._started(run_id, attempt_id, kind, update_time, sent, fingerprint)
+            raise RunInProgress(run_id, 1, None)
+        except google_exceptions.GoogleAPIError:
+            # A write of ours may hold the record now: the next claim of the run from this
+            # instance recognises it instead of waiting out its lease.
+            self._abandoned.put(run_id, attempt_id, _Sent.merge(unheard, writing))
+            raise
 
     def _takeover_kind(self, run_id: str, stored: StoredRecord, target: str) -> ClaimKind:
         """Decide on Firestore's clock whether the record may be overwritten, or raise."""
@@ -272,7 +310,7 @@ class RunLedger:
                 self._store.delete(claim.run_id, if_updated_at=update_time, timeout=budget.left())
                 return
             except StaleWrite:
-                stored = self._store.get(claim.run_id, timeout=budget.left())
+                stored = self._store.get(claim.run_id, timeout=self._classifying(claim).left())
                 if stored is None:
                     return  # gone: our delete committed and its answer was lost
                 if stored.fields.get("attempt_id") != claim.attempt_id:
@@ -291,7 +329,7 @@ class RunLedger:
                     claim.run_id, fields, if_updated_at=update_time, timeout=budget.left()
                 )
             except StaleWrite:
-                stored = self._own_record(claim, budget)
+                stored = self._own_record(claim)
                 if stored is None:
                     raise LeaseLost(claim) from None
                 if stored.fields.get("status") == RunStatus.COMPLETED:
@@ -301,9 +339,84 @@ class RunLedger:
                 update_time = stored.update_time
         raise LeaseLost(claim)
 
-    def _own_record(self, claim: Claim, budget: Budget) -> StoredRecord | None:
+    def _own_record(self, claim: Claim) -> StoredRecord | None:
         """The record if it still belongs to this attempt, else None."""
-        stored = self._store.get(claim.run_id, timeout=budget.left())
+        stored = self._store.get(claim.run_id, timeout=self._classifying(claim).left())
         if stored is None or stored.fields.get("attempt_id") != claim.attempt_id:
             return None
         return stored
+
+    def _classifying(self, claim: Claim) -> Budget:
+        """A budget of its own for the read that tells a refused write of ours from a rival's:
+        the refusal has been answered, so Firestore is there, but the operation's budget may
+        be spent (a process frozen mid-write, thawed after a retry took over), and "another
+        attempt owns the run" must not be answered as "Firestore failed"."""
+        return Budget(self.deadline_seconds * ATTEMPT_SHARE, f"reading back run {claim.run_id}")
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """A claim write that may have committed: the kind of claim it makes, and when it was
+    sent (time.monotonic()). Merged, the earliest send and the latest kind."""
+
+    kind: ClaimKind
+    sent_at: float
+
+    @staticmethod
+    def merge(earlier: _Sent | None, later: _Sent | None) -> _Sent | None:
+        if earlier is None or later is None:
+            return earlier or later
+        return _Sent(later.kind, min(earlier.sent_at, later.sent_at))
+
+    def since(self, unheard: _Sent | None) -> float:
+        """When the lease clock of a claim this write won starts."""
+        return self.sent_at if unheard is None else min(unheard.sent_at, self.sent_at)
+
+
+def _own_kind(stored: StoredRecord, unheard: _Sent | None) -> ClaimKind:
+    """Which write of ours holds the record: a create leaves it with update_time equal to its
+    create_time; an update (a takeover) does not."""
+    if stored.create_time is not None and stored.create_time == stored.update_time:
+        return ClaimKind.CREATED
+    if unheard is not None and unheard.kind is not ClaimKind.CREATED:
+        return unheard.kind
+    return ClaimKind.CREATED if stored.create_time is None else ClaimKind.TOOK_OVER_LEASE
+
+
+@dataclass(frozen=True)
+class _Abandoned:
+    attempt_id: str
+    kind: ClaimKind
+    sent_at: float
+
+    def holds(self, stored: StoredRecord) -> bool:
+        fields = stored.fields
+        return fields.get("attempt_id") == self.attempt_id and fields.get("status") == RunStatus.IN_PROGRESS
+
+
+class _AbandonedClaims:
+    """Claims this instance gave up on while a write of theirs may have committed: by run,
+    for a lease (after that, their record is anybody's to take over anyway), and a bounded
+    number of them (a run never delivered here again must not be kept for ever)."""
+
+    LIMIT = 1024
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._claims: dict[str, _Abandoned] = {}
+
+    def put(self, run_id: str, attempt_id: str, write: _Sent | None) -> None:
+        if write is None:
+            return
+        with self._lock:
+            self._claims.pop(run_id, None)
+            while len(self._claims) >= self.LIMIT:
+                del self._claims[next(iter(self._claims))]
+            self._claims[run_id] = _Abandoned(attempt_id, write.kind, write.sent_at)
+
+    def take(self, run_id: str, not_before: float) -> _Abandoned | None:
+        with self._lock:
+            abandoned = self._claims.pop(run_id, None)
+        if abandoned is None or abandoned.sent_at < not_before:
+            return None
+        return abandoned

@@ -72,11 +72,30 @@ class Budget:
 
 
 class RecordExists(Exception):
-    """create() found a record already there."""
+    """create() found a record already there. `unheard`: an earlier try of this very create
+    went unanswered, so the record found may be its own."""
+
+    def __init__(self, run_id: str, *, unheard: bool = False) -> None:
+        super().__init__(run_id)
+        self.unheard = unheard
 
 
 class StaleWrite(Exception):
-    """A conditional write found the record changed (or gone) since update_time was read."""
+    """A conditional write found the record changed (or gone) since update_time was read.
+    `unheard`: an earlier try of this very write went unanswered, so what changed the record
+    may be that try, committed."""
+
+    def __init__(self, run_id: str, *, unheard: bool = False) -> None:
+        super().__init__(run_id)
+        self.unheard = unheard
+
+
+class Tries:
+    """What with_retries saw of one call: whether any try of it went unanswered (a try that
+    timed out may have committed all the same)."""
+
+    def __init__(self) -> None:
+        self.unanswered = False
 
 
 @dataclass(frozen=True)
@@ -84,6 +103,9 @@ class StoredRecord:
     fields: Mapping[str, Any]
     update_time: datetime  # commit time of the record's last write (Firestore's clock)
     read_time: datetime  # when Firestore served this read (Firestore's clock)
+    # Commit time of the write that created the document: equal to update_time when nothing
+    # changed it since. None from a store that does not say.
+    create_time: datetime | None = None
 
 
 class RunStore(Protocol):
@@ -98,30 +120,54 @@ class RunStore(Protocol):
     def delete(self, run_id: str, *, if_updated_at: datetime, timeout: float) -> None: ...
 
 
-def with_retries(timeout: float, send: Callable[[float], T]) -> T:
-    """`send(seconds)` sends one RPC that may take `seconds`; it is sent again after each
-    transient failure (a timeout included) as long as a whole attempt still fits, so the call
-    ends within `timeout`, and a first attempt that hangs until its own timeout still leaves
-    its retry a full attempt. The last failure is raised as it is."""
-    attempt = max(timeout * ATTEMPT_SHARE, 0.001)
+def with_retries(
+    timeout: float,
+    send: Callable[[float], T],
+    *,
+    attempt_seconds: float | None = None,
+    tries: Tries | None = None,
+) -> T:
+    """`send(seconds)` sends one RPC that may take `seconds`: `attempt_seconds` (by default
+    ATTEMPT_SHARE of `timeout`), never more than what is left of `timeout`. It is sent again
+    after each transient failure (a timeout included) as long as a whole attempt still fits,
+    so the call ends within `timeout`, and a first attempt that hangs until its own timeout
+    still leaves its retry a full attempt. The last failure is raised as it is. `tries`
+    learns whether a try went unanswered."""
+    share = max(attempt_seconds if attempt_seconds is not None else timeout * ATTEMPT_SHARE, 0.001)
     ends = time.monotonic() + timeout
     pause = FIRST_RETRY_PAUSE_SECONDS
     while True:
         try:
-            return send(attempt)
+            return send(max(min(share, ends - time.monotonic()), 0.001))
         except TRANSIENT_ERRORS:
-            if time.monotonic() + pause + attempt > ends:
+            if tries is not None:
+                tries.unanswered = True
+            if time.monotonic() + pause + share > ends:
                 raise
         time.sleep(pause)
         pause = min(pause * 2, MAX_RETRY_PAUSE_SECONDS)
 
 
 class FirestoreRunStore:
-    """RunStore on one Firestore collection. Returns commit times, which are the fences."""
+    """RunStore on one Firestore collection. Returns commit times, which are the fences.
 
-    def __init__(self, client: firestore.Client, collection: str) -> None:
+    Every RPC may take ATTEMPT_SHARE of `deadline_seconds`, the longest deadline of the
+    operations it serves (the ledger's store deadline), or what is left of the operation's
+    deadline if that is less: an RPC sent late in an operation gets as long as the first one
+    did, not a share of what is left. A share of what is left would shrink with every round
+    trip, and a Firestore that answers in a third of the deadline would time out exactly the
+    writes sent last (a takeover's), which commit all the same."""
+
+    def __init__(
+        self,
+        client: firestore.Client,
+        collection: str,
+        *,
+        deadline_seconds: float = MAX_STORE_DEADLINE_SECONDS,
+    ) -> None:
         self._client = client
         self._collection = client.collection(collection)
+        self.attempt_seconds = deadline_seconds * ATTEMPT_SHARE
 
     def _document(self, run_id: str) -> firestore.DocumentReference:
         # The SDK's base classes type their results as "sync or awaitable"; this client is sync.
@@ -140,20 +186,28 @@ class FirestoreRunStore:
             response = batch.commit(retry=None, timeout=seconds)
             status = response.status[0]
             if status.code == _ALREADY_EXISTS:
-                raise RecordExists(run_id)
+                raise RecordExists(run_id, unheard=tries.unanswered)
             if status.code != _OK:
                 raise google_exceptions.from_grpc_status(status.code, status.message)  # type: ignore[no-untyped-call]
             return response.write_results[0].update_time  # type: ignore[no-any-return]
 
-        return with_retries(timeout, send)
+        tries = Tries()
+        return with_retries(timeout, send, attempt_seconds=self.attempt_seconds, tries=tries)
 
     def get(self, run_id: str, *, timeout: float) -> StoredRecord | None:
         document = self._document(run_id)
-        snapshot = with_retries(timeout, lambda seconds: document.get(retry=None, timeout=seconds))
+        snapshot = with_retries(
+            timeout,
+            lambda seconds: document.get(retry=None, timeout=seconds),
+            attempt_seconds=self.attempt_seconds,
+        )
         if not snapshot.exists:
             return None
         return StoredRecord(
-            fields=snapshot.to_dict() or {}, update_time=snapshot.update_time, read_time=snapshot.read_time
+            fields=snapshot.to_dict() or {},
+            update_time=snapshot.update_time,
+            read_time=snapshot.read_time,
+            create_time=snapshot.create_time,
         )
 
     def update(
@@ -161,19 +215,28 @@ class FirestoreRunStore:
     ) -> datetime:
         option = self._client.write_option(last_update_time=if_updated_at)
         document = self._document(run_id)
+        tries = Tries()
         try:
             result = with_retries(
                 timeout,
                 lambda seconds: document.update(dict(fields), option=option, retry=None, timeout=seconds),
+                attempt_seconds=self.attempt_seconds,
+                tries=tries,
             )
         except (google_exceptions.FailedPrecondition, google_exceptions.NotFound):
-            raise StaleWrite(run_id) from None
+            raise StaleWrite(run_id, unheard=tries.unanswered) from None
         return result.update_time  # type: ignore[no-any-return]
 
     def delete(self, run_id: str, *, if_updated_at: datetime, timeout: float) -> None:
         option = self._client.write_option(last_update_time=if_updated_at)
         document = self._document(run_id)
+        tries = Tries()
         try:
-            with_retries(timeout, lambda seconds: document.delete(option=option, retry=None, timeout=seconds))
+            with_retries(
+                timeout,
+                lambda seconds: document.delete(option=option, retry=None, timeout=seconds),
+                attempt_seconds=self.attempt_seconds,
+                tries=tries,
+            )
         except (google_exceptions.FailedPrecondition, google_exceptions.NotFound):
-            raise StaleWrite(run_id) from None
+            raise StaleWrite(run_id, unheard=tries.unanswered) from None

@@ -22,12 +22,19 @@ Fences: a caller whose fence is lower than the recorded one belongs to an older 
 run and is refused as stale. A caller with an equal or higher fence is still a duplicate: the
 step may already have happened, and at-most-once is what the token promises.
 
+Clocks: a token's retention runs from the commit of its begin (`started_at`, a server
+timestamp) for the retention that begin wrote, judged against a read's read_time, as the run
+ledger judges its leases. An instance's clock only dates the TTL field before the commit is
+known, and a begin re-dates it when that clock proves behind. So an instance hours slow is
+no reason to tell a second caller "first".
+
 The token is not stored: the document id is a hash of the scope and the token (see
 token_document_id); a scope (e.g. the step's name) gives one token several steps.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import uuid
@@ -37,9 +44,13 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from google.api_core import exceptions as google_exceptions
+
 from exactly_once import strict_json
+from exactly_once.ledger.fields import EXPIRE_AT
 from exactly_once.ledger.protocol import utc_now
 from exactly_once.ledger.store import (
+    COMMIT_TIME,
     MAX_STORE_DEADLINE_SECONDS,
     Budget,
     RecordExists,
@@ -51,6 +62,9 @@ from exactly_once.ledger.store import (
 # Names the document id scheme below. Ids of another scheme never equal these: a token begun
 # under one scheme is a new token under another (see docs/proxy.md).
 DOCUMENT_ID_PREFIX = "v2-"
+# An instance clock this far behind Firestore's still dates the TTL field well enough: the
+# retention judged is Firestore's, and TTL deletion itself runs hours late.
+CLOCK_TOLERANCE = timedelta(minutes=5)
 
 
 class TokenStatus(StrEnum):
@@ -122,22 +136,26 @@ class IdempotencyTokens:
         holder = holder or self._new_holder()  # once per call: every write of it carries it
         budget = self._budget("begin")
         for _ in range(self.MAX_ROUNDS):
-            now = self._clock()
             record = {
                 "status": TokenStatus.STARTED.value,
                 "holder": holder,
                 "fence": fence,
                 "scope": scope,
-                "started_at": now,
+                "started_at": COMMIT_TIME,  # what retention is counted from: Firestore's clock
+                "retention_seconds": self._retention.total_seconds(),
                 "completed_at": None,
                 "result_json": None,
-                "expire_at": now + self._retention,  # the TTL field
+                # The TTL field, on the instance's clock for want of Firestore's before the
+                # write; re-dated from the commit when that clock is found behind.
+                EXPIRE_AT: self._clock() + self._retention,
             }
             try:
-                self._store.create(doc_id, record, timeout=budget.left())
-                return TokenCheck(Verdict.FIRST, TokenStatus.STARTED, fence, holder)
+                update_time = self._store.create(doc_id, record, timeout=budget.left())
             except RecordExists:
                 pass
+            else:
+                self._redate(doc_id, record, update_time, budget)
+                return TokenCheck(Verdict.FIRST, TokenStatus.STARTED, fence, holder)
             stored = self._store.get(doc_id, timeout=budget.left())
             if stored is None:
                 continue  # released between our create and our read
@@ -145,14 +163,15 @@ class IdempotencyTokens:
             if fields.get("holder") == holder and fields["status"] == TokenStatus.STARTED:
                 # Our own write: it committed, its answer was lost, and it was sent again.
                 return TokenCheck(Verdict.FIRST, TokenStatus.STARTED, fields.get("fence"), holder)
-            if fields["expire_at"] <= stored.read_time:
+            if _past_retention(stored):
                 # Past retention but not yet deleted by TTL: a new use of the token.
                 try:
-                    self._store.update(
+                    update_time = self._store.update(
                         doc_id, record, if_updated_at=stored.update_time, timeout=budget.left()
                     )
                 except StaleWrite:
                     continue  # changed since our read (perhaps by our own update, retried)
+                self._redate(doc_id, record, update_time, budget)
                 return TokenCheck(Verdict.FIRST, TokenStatus.STARTED, fence, holder)
             recorded_fence = fields.get("fence")
             stale = fence is not None and recorded_fence is not None and fence < recorded_fence
@@ -177,11 +196,14 @@ class IdempotencyTokens:
                 raise NotTokenHolder(doc_id)
             if stored.fields["status"] == TokenStatus.COMPLETED:
                 return
-            fields = {
+            fields: dict[str, Any] = {
                 "status": TokenStatus.COMPLETED.value,
-                "completed_at": self._clock(),
+                "completed_at": COMMIT_TIME,
                 "result_json": result_json,
             }
+            started = stored.fields.get("started_at")
+            if isinstance(started, datetime) and "retention_seconds" in stored.fields:
+                fields[EXPIRE_AT] = started + self._retention  # Firestore's clock, as judged
             try:
                 self._store.update(doc_id, fields, if_updated_at=stored.update_time, timeout=budget.left())
                 return
@@ -207,6 +229,17 @@ class IdempotencyTokens:
             if self._store.get(doc_id, timeout=budget.left()) is not None:
                 raise NotTokenHolder(doc_id) from None
 
+    def _redate(self, doc_id: str, record: dict[str, Any], committed: datetime, budget: Budget) -> None:
+        """Move the TTL field to retention after the commit when the instance's clock put it
+        more than CLOCK_TOLERANCE earlier: TTL deletion must not end a token before the
+        retention judged on Firestore's clock does. An honest clock costs nothing; a slow one,
+        one more write. Its failure is no error: the judgement never reads the TTL field."""
+        expire_at = committed + self._retention
+        if record[EXPIRE_AT] >= expire_at - CLOCK_TOLERANCE:
+            return
+        with contextlib.suppress(StaleWrite, google_exceptions.GoogleAPIError):
+            self._store.update(doc_id, {EXPIRE_AT: expire_at}, if_updated_at=committed, timeout=budget.left())
+
     def _budget(self, action: str) -> Budget:
         """Tokens have no lease: each action gets the ledger's longest store deadline, well
         inside the time a workflow's HTTP call waits for its answer."""
@@ -217,3 +250,15 @@ class IdempotencyTokens:
         if stored is None or stored.fields.get("holder") != holder:
             return None
         return stored
+
+
+def _past_retention(stored: StoredRecord) -> bool:
+    """Whether the token's retention is over, on Firestore's clock: counted from the commit
+    of its begin (started_at, a server timestamp) for the retention that begin wrote, against
+    the read's time. A record written before retention was recorded is judged by its TTL
+    field, as it was then."""
+    fields = stored.fields
+    started, retention = fields.get("started_at"), fields.get("retention_seconds")
+    if isinstance(started, datetime) and isinstance(retention, int | float):
+        return started + timedelta(seconds=retention) <= stored.read_time
+    return bool(fields[EXPIRE_AT] <= stored.read_time)
