@@ -16,8 +16,8 @@ import pytest
 
 from infra.config.handlers import handler_problem
 from infra.config.schema import FUNCTION_DIR, REPO_ROOT
-from tests.function import test_job_example
 from tests.package import test_installed_package
+from tests.support import doc_examples
 
 README = REPO_ROOT / "README.md"
 JOBS_DOC = REPO_ROOT / "docs" / "jobs.md"
@@ -27,9 +27,9 @@ SKETCH = "# A sketch"
 EXAMPLES = {
     README: {README_JOB},  # this module
     JOBS_DOC: {
-        test_job_example.JOB_MODULE,
-        test_job_example.UNIT_TEST,
-        test_job_example.SERVED_TEST,
+        doc_examples.JOB_MODULE,
+        doc_examples.UNIT_TEST,
+        doc_examples.SERVED_TEST,
         test_installed_package.EXAMPLE,
     },
 }

@@ -28,13 +28,10 @@ from localrun.function_log import executions
 from localrun.tcp_proxy import tcp_proxy
 from tests.support.demo_runs import executions as demo_executions
 from tests.support.demo_runs import server_env
-from tests.support.doc_examples import example_source
+from tests.support.doc_examples import JOB_MODULE, SERVED_TEST, UNIT_TEST, example_source
 from tests.support.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-JOB_MODULE = "jobs/my_job.py"
-UNIT_TEST = "tests/jobs/test_my_job.py"
-SERVED_TEST = "tests/jobs/test_my_job_served.py"
 # The job as the dev stack would deploy it: config name nightly-report, handler jobs.my_job:run.
 JOB_ID = "eos-dev_nightly-report"
 BIN = Path(sys.executable).parent

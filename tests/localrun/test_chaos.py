@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import threading
-from typing import Any
 
 import pytest
 import yaml
@@ -17,33 +15,12 @@ from infra.timing import rules as timing
 from infra.timing.rules import RetryConfig
 from localrun.demo import DEMO_STACKS_DIR, load_settings
 from localrun.faults import Fault, FaultRates, RunFaults
-from localrun.simulation import SimulationOptions, simulate
+from localrun.simulation import SimulationOptions
+from tests.support.bounded_simulation import simulate_bounded
 from tests.support.doc_examples import example_source
 
+
 # A hard bound on a whole simulation, not a performance assertion: a hang fails, it never waits forever.
-HARD_TIMEOUT_SECONDS = 180.0
-
-
-def simulate_bounded(**kwargs: Any) -> dict[str, Any]:
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["report"] = simulate(**kwargs)
-        except BaseException as error:  # re-raised in the test thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(HARD_TIMEOUT_SECONDS)
-    if thread.is_alive():
-        pytest.fail(f"the simulation did not finish within {HARD_TIMEOUT_SECONDS}s")
-    if "error" in outcome:
-        raise outcome["error"]
-    report: dict[str, Any] = outcome["report"]
-    return report
-
-
 @pytest.mark.chaos
 def test_every_run_executes_exactly_once_under_every_fault(emulator_host, project, tmp_path):
     settings = load_settings(None)

@@ -17,7 +17,7 @@ from localrun.faults import FaultRates
 from localrun.report import reasons, verdict_line
 from localrun.simulation import SimulationOptions
 from localrun.verdicts import EXIT_JOB_FAILED, EXIT_NOT_EXACTLY_ONCE, Verdict, exit_code
-from tests.localrun.test_chaos import simulate_bounded
+from tests.support.bounded_simulation import simulate_bounded
 
 FORKER_JOBS = Path(__file__).with_name("forker_jobs.py")
 # Every retry after the 30 s lease a crashed attempt leaves behind, as the timing rules ask.

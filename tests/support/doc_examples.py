@@ -6,6 +6,10 @@ import re
 from pathlib import Path
 
 JOBS_DOC = Path(__file__).resolve().parents[2] / "docs" / "jobs.md"
+# "Your first job": the module, and its two tests, where a forker puts them.
+JOB_MODULE = "jobs/my_job.py"
+UNIT_TEST = "tests/jobs/test_my_job.py"
+SERVED_TEST = "tests/jobs/test_my_job_served.py"
 
 
 def example_source(name: str) -> str:

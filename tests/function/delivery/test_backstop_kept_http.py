@@ -7,7 +7,7 @@ from __future__ import annotations
 import requests
 
 from localrun.function_log import log_lines
-from tests.function.test_http import HEADERS, RUN_ID
+from tests.support.demo_runs import HEADERS, RUN_ID
 from tests.support.faulty_instance import Faults, instance_env, marks
 
 

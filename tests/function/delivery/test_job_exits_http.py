@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from localrun.function_log import log_lines
-from tests.function.test_http import HEADERS, run_record
+from tests.support.demo_runs import HEADERS, run_record
 from tests.support.faulty_instance import EXITS, Faults, instance_env, marks
 
 

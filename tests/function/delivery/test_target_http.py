@@ -18,7 +18,7 @@ from exactly_once.config import FunctionConfig
 from exactly_once.decorator import target_of
 from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER, run_key_from_headers
 from exactly_once.ledger.records import in_progress_record, utc_now
-from tests.function.test_http import HEADERS
+from tests.support.demo_runs import HEADERS
 from tests.support.faulty_instance import Faults, instance_env, marks, warm_up
 from tests.support.waiting import wait_until
 

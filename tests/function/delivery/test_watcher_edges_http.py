@@ -10,8 +10,8 @@ from typing import Any
 import requests
 
 from localrun.function_log import log_lines
-from tests.function.ledger.test_claim_lease_clock_http import OTHER_RUN
-from tests.function.test_http import HEADERS, RUN_ID, run_record
+from tests.support.crashed_runs import OTHER_RUN
+from tests.support.demo_runs import HEADERS, RUN_ID, run_record
 from tests.support.faulty_instance import (
     Faults,
     instance_env,

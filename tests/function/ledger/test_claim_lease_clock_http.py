@@ -16,34 +16,16 @@ from typing import Any
 
 import requests
 
-from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER, run_key_from_headers
-from exactly_once.ledger.records import in_progress_record, lease_seconds_left, utc_now
-from exactly_once.ledger.store import FirestoreRunStore
 from localrun.function_log import log_lines
-from tests.function.test_http import HEADERS, RUN_ID, run_record
+from tests.support.crashed_runs import OTHER_RUN, crashed_run
+from tests.support.demo_runs import HEADERS, RUN_ID, run_record
 from tests.support.faulty_instance import Faults, GoneWatch, instance_env, marks, warm_up
 from tests.support.waiting import wait_until
 
 LEASE_SECONDS = 9
 # Delivered to each server before the faults are set.
-OTHER_RUN = {**HEADERS, SCHEDULE_TIME_HEADER: "2026-10-16T12:15:00Z"}
 # The takeover's update (a claim's write carries attempt_id), once.
 LOSE_TAKEOVER = {"id": "lose", "rpc": "Commit", "fields": ["attempt_id"], "action": "lose", "times": 1}
-
-
-def crashed_run(db) -> None:
-    """The run claimed by an attempt that crashed: its record left in progress, lease over."""
-    key = run_key_from_headers(HEADERS)
-    lease = timedelta(seconds=1)
-    record = in_progress_record(key, "crashed", utc_now(), lease=lease, retention=timedelta(days=1))
-    db.collection("scheduler_runs").document(key.run_id).set(record)
-    store = FirestoreRunStore(db, "scheduler_runs")
-
-    def expired() -> bool:
-        stored = store.get(key.run_id, timeout=30)
-        return stored is not None and lease_seconds_left(stored, lease) <= 0
-
-    wait_until(expired, timeout=30, what="the crashed attempt's lease to end")
 
 
 def post(server, body: dict[str, Any]) -> requests.Response | None:

@@ -15,8 +15,8 @@ from typing import Any
 
 import requests
 
-from tests.function.ledger.test_claim_lease_clock_http import OTHER_RUN
-from tests.function.test_http import HEADERS, RUN_ID, run_record
+from tests.support.crashed_runs import OTHER_RUN
+from tests.support.demo_runs import HEADERS, RUN_ID, run_record
 from tests.support.faulty_instance import Faults, instance_env, marks, process_stopped, warm_up
 from tests.support.waiting import wait_until
 

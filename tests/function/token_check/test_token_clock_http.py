@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import requests
 
+from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION as COLLECTION
 from exactly_once.token_check.tokens import token_document_id
-from tests.function.test_idempotency import COLLECTION
 from tests.support.faulty_instance import Faults, instance_env
 from tests.support.proxy_runs import RUN_ID, concurrent
 
