@@ -20,6 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 EMULATOR_HOST_ENV = "FIRESTORE_EMULATOR_HOST"
+# "INDEX/COUNT": this process picks its free ports from share INDEX of COUNT (see
+# free_loopback_port); unset, from all of them.
+PORT_SHARE_ENV = "LOCALRUN_PORT_SHARE"
 START_TIMEOUT_SECONDS = 90.0
 # How long the emulator gets to stop after SIGTERM, then after SIGKILL.
 STOP_TIMEOUT_SECONDS = 15.0
@@ -31,9 +34,39 @@ class EmulatorError(RuntimeError):
 
 
 def free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing is bound to now, for a server about to bind it. Within a port
+    share (PORT_SHARE_ENV), only a port of that share: processes that each pick ports and then
+    start servers on them (pytest-xdist's workers, two test runs side by side) never pick the
+    same port in the moment between one's pick and its server's bind."""
+    index, count = port_share()
+    with contextlib.ExitStack() as held:
+        while True:
+            # Ports outside the share stay bound until one inside is found: never offered twice.
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+            # Linux offers bind() ports of one parity first: the shares are of port pairs.
+            if port // 2 % count == index:
+                return port
+
+
+def port_share() -> tuple[int, int]:
+    """(index, count) from PORT_SHARE_ENV ("INDEX/COUNT"), or (0, 1): every port."""
+    value = os.environ.get(PORT_SHARE_ENV, "").strip()
+    if not value:
+        return 0, 1
+    index, _, count = value.partition("/")
+    share = int(index), int(count)
+    if not 0 <= share[0] < share[1]:
+        raise ValueError(f"{PORT_SHARE_ENV}={value}: want INDEX/COUNT with 0 <= INDEX < COUNT")
+    return share
+
+
+def port_subshare(index: int, count: int) -> str:
+    """The PORT_SHARE_ENV value for the `index`-th of `count` processes that split the current
+    share between them (each of its ports falls in exactly one of theirs)."""
+    outer_index, outer_count = port_share()
+    return f"{outer_index + outer_count * index}/{outer_count * count}"
 
 
 def emulator_answers(host: str) -> bool:

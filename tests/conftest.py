@@ -1,7 +1,8 @@
 """Shared fixtures: one real Firestore emulator per test session, a fresh project per test.
 
 Each test gets its own project id, so tests never see each other's documents and need no
-cleanup; the emulator keeps projects apart like separate databases.
+cleanup; the emulator keeps projects apart like separate databases. Under pytest-xdist each
+worker is a session of its own, with its own emulator and its own share of the free ports.
 """
 
 from __future__ import annotations
@@ -15,8 +16,18 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
-from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator
+from localrun.emulator import EMULATOR_HOST_ENV, PORT_SHARE_ENV, firestore_emulator, port_subshare
 from localrun.function_server import FunctionServer
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a pytest-xdist worker: pick ports only from this worker's share of the run's, so no
+    other worker (or run beside this one) picks a port that this one's server is about to bind.
+    Servers and tools the tests start inherit it."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        index = int(worker["workerid"].removeprefix("gw"))
+        os.environ[PORT_SHARE_ENV] = port_subshare(index, int(worker["workercount"]))
 
 
 @pytest.fixture(scope="session")
