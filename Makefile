@@ -13,7 +13,7 @@ RUNTIME_PYTHON ?= $(shell for p in python3.12 $$(pyenv root 2>/dev/null)/version
 RUNTIME_VENV := venv-py312
 LINTED := function infra policy localrun bench bootstrap ops tools tests __main__.py
 
-.PHONY: install lint lint-workflows typecheck test test-runtime demo bench docs clean faketime
+.PHONY: install lint lint-workflows typecheck test test-suite test-runtime demo bench docs clean faketime
 
 $(STAMP): $(REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,11 +40,32 @@ typecheck: $(STAMP)
 faketime:
 	command -v faketime >/dev/null || apt-get install -y faketime || { apt-get update && apt-get install -y faketime; }
 
+# `make test` runs the linters, mypy and both test runs at once (and installs the two
+# virtualenvs at once first), each target's output printed whole when it ends: the tests spend
+# much of their time waiting (on function servers, leases, the emulator), and the rest fills it.
+#
+# tests/function runs twice, on purpose, and neither run may be dropped: on 3.11 with the whole
+# suite (`test-suite`), because the function's package supports Python 3.11 and newer
+# (function/pyproject.toml), and on 3.12 (`test-runtime`), the python312 Cloud Run runtime's
+# Python the function is deployed on. The two runs go side by side, not one after the other.
+#
 # The tests start the Firestore emulator themselves on a free loopback port (or use
-# FIRESTORE_EMULATOR_HOST when it is set) and stop it at the end.
-test: faketime lint typecheck
-	$(BIN)/python -m pytest
-	$(MAKE) test-runtime
+# FIRESTORE_EMULATOR_HOST when it is set) and stop it at the end. Each run has pytest-xdist
+# workers, more than the machine's cores (the tests wait more than they compute); each worker
+# starts its own emulator. LOCALRUN_PORT_SHARE gives each run, and in it each worker
+# (tests/conftest.py), its own share of the free ports: no two servers are ever started on
+# the same one.
+TEST_WORKERS ?= 4
+RUNTIME_TEST_WORKERS ?= 2
+# A module's tests stay on one worker, which builds the module's fixtures once (a virtualenv,
+# a Pulumi program's run); the modules go to whichever worker is free.
+PYTEST_PARALLEL = --dist loadfile
+
+test: faketime
+	$(MAKE) --no-print-directory --keep-going --jobs=4 --output-sync=target test-suite test-runtime typecheck lint
+
+test-suite: $(STAMP)
+	LOCALRUN_PORT_SHARE=0/2 $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_PARALLEL)
 
 $(RUNTIME_VENV)/.installed: function/requirements.txt tests/requirements-function.txt
 	@test -n "$(RUNTIME_PYTHON)" || { echo "python3.12 not found: the function's tests run on the python312 runtime's Python (install it, or set RUNTIME_PYTHON=...)"; exit 1; }
@@ -54,7 +75,7 @@ $(RUNTIME_VENV)/.installed: function/requirements.txt tests/requirements-functio
 
 test-runtime: $(RUNTIME_VENV)/.installed
 	$(RUNTIME_VENV)/bin/python --version
-	$(RUNTIME_VENV)/bin/python -m pytest tests/function
+	LOCALRUN_PORT_SHARE=1/2 $(RUNTIME_VENV)/bin/python -m pytest tests/function -n $(RUNTIME_TEST_WORKERS) $(PYTEST_PARALLEL)
 
 demo: $(STAMP)
 	$(BIN)/python -m localrun.demo $(ARGS)
