@@ -1,5 +1,6 @@
 # Two commands matter: `make demo` (see exactly-once work locally) and `make test`.
-# Every target creates venv/ and installs the pinned requirements when they changed.
+# Every target creates venv/ and installs the pinned requirements when they changed (without
+# compiling every module of them: Python compiles and caches those it imports, a fraction).
 PYTHON ?= python3
 VENV := venv
 BIN := $(VENV)/bin
@@ -17,7 +18,7 @@ LINTED := function infra policy localrun bench bootstrap ops tools tests __main_
 
 $(STAMP): $(REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-dev.txt
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -70,7 +71,7 @@ test-suite: $(STAMP)
 $(RUNTIME_VENV)/.installed: function/requirements.txt tests/requirements-function.txt
 	@test -n "$(RUNTIME_PYTHON)" || { echo "python3.12 not found: the function's tests run on the python312 runtime's Python (install it, or set RUNTIME_PYTHON=...)"; exit 1; }
 	test -x $(RUNTIME_VENV)/bin/python || $(RUNTIME_PYTHON) -m venv $(RUNTIME_VENV)
-	$(RUNTIME_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements-function.txt
+	$(RUNTIME_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r tests/requirements-function.txt
 	touch $@
 
 test-runtime: $(RUNTIME_VENV)/.installed
