@@ -52,15 +52,16 @@ faketime:
 #
 # The tests start the Firestore emulator themselves on a free loopback port (or use
 # FIRESTORE_EMULATOR_HOST when it is set) and stop it at the end. Each run has pytest-xdist
-# workers, more than the machine's cores (the tests wait more than they compute); each worker
-# starts its own emulator. LOCALRUN_PORT_SHARE gives each run, and in it each worker
-# (tests/conftest.py), its own share of the free ports: no two servers are ever started on
-# the same one.
+# workers, more than the machine's cores (the tests wait as much as they compute), and one
+# emulator its workers share (tests/conftest.py). LOCALRUN_PORT_SHARE gives each run, and in
+# it each worker, its own share of the free ports: no two servers are ever started on the
+# same one.
 TEST_WORKERS ?= 4
 RUNTIME_TEST_WORKERS ?= 2
 # A module's tests stay on one worker, which builds the module's fixtures once (a virtualenv,
-# a Pulumi program's run); the modules go to whichever worker is free.
-PYTEST_PARALLEL = --dist loadfile
+# a Pulumi program's run); the modules go to whichever worker is free. The 30 slowest tests
+# are listed at the end of each run, where a newly slow one shows.
+PYTEST_PARALLEL = --dist loadfile --durations=30
 
 test: faketime
 	$(MAKE) --no-print-directory --keep-going --jobs=4 --output-sync=target test-suite test-runtime typecheck lint
