@@ -1,6 +1,8 @@
 # Two commands matter: `make demo` (see exactly-once work locally) and `make test`.
-# Every target creates venv/ and installs the pinned requirements when they changed; `make install`
-# also prepares policy/venv/, the policy pack's own virtualenv, for `pulumi up --policy-pack policy`.
+# Every target creates venv/ and installs the pinned requirements when they changed (without
+# compiling every module of them: Python compiles and caches those it imports, a fraction);
+# `make install` also prepares policy/venv/, the policy pack's own virtualenv, for
+# `pulumi up --policy-pack policy`.
 PYTHON ?= python3
 VENV := venv
 BIN := $(VENV)/bin
@@ -19,16 +21,16 @@ POLICY_VENV := policy/venv
 POLICY_STAMP := $(POLICY_VENV)/.installed
 LINTED := function infra policy localrun bench bootstrap ops tools tests __main__.py
 
-.PHONY: install lint lint-workflows typecheck check test test-runtime demo bench docs clean faketime
+.PHONY: install lint lint-workflows typecheck check test test-suite test-runtime demo bench docs clean faketime
 
 $(STAMP): $(REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-dev.txt
 	touch $(STAMP)
 
 $(POLICY_STAMP): policy/requirements.txt
 	test -x $(POLICY_VENV)/bin/python || $(PYTHON) -m venv $(POLICY_VENV)
-	$(POLICY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r policy/requirements.txt
+	$(POLICY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r policy/requirements.txt
 	touch $(POLICY_STAMP)
 
 # venv/ for the program, the tests and the ops CLI; policy/venv/ for the pack. Each is updated
@@ -73,21 +75,44 @@ faketime:
 		echo "$(FAKETIME_MISSING)"; \
 	fi
 
+# `make test` runs the linters, mypy and both test runs at once (and installs the two
+# virtualenvs at once first), each target's output printed whole when it ends: the tests spend
+# much of their time waiting (on function servers, leases, the emulator), and the rest fills it.
+#
+# tests/function runs twice, on purpose, and neither run may be dropped: on 3.11 with the whole
+# suite (`test-suite`), because the function's package supports Python 3.11 and newer
+# (function/pyproject.toml), and on 3.12 (`test-runtime`), the python312 Cloud Run runtime's
+# Python the function is deployed on. The two runs go side by side, not one after the other.
+#
 # The tests start the Firestore emulator themselves on a free loopback port (or use
-# FIRESTORE_EMULATOR_HOST when it is set) and stop it at the end.
-test: faketime lint typecheck
-	$(BIN)/python -m pytest
-	$(MAKE) test-runtime
+# FIRESTORE_EMULATOR_HOST when it is set) and stop it at the end. Each run has pytest-xdist
+# workers, more than the machine's cores (the tests wait as much as they compute), and one
+# emulator its workers share (tests/conftest.py). LOCALRUN_PORT_SHARE gives each run, and in
+# it each worker, its own share of the free ports: no two servers are ever started on the
+# same one.
+TEST_WORKERS ?= 4
+RUNTIME_TEST_WORKERS ?= 2
+# A module's tests stay on one worker, which builds the module's fixtures once (a virtualenv,
+# a Pulumi program's run); the modules go to whichever worker is free. The 30 slowest tests
+# are listed at the end of each run, where a newly slow one shows.
+PYTEST_PARALLEL = --dist loadfile --durations=30
+
+test: faketime
+	$(MAKE) --no-print-directory --keep-going --jobs=4 --output-sync=target test-suite test-runtime typecheck lint
+
+# The pack's own virtualenv too: a test loads the pack in it, as `pulumi up --policy-pack` does.
+test-suite: $(STAMP) $(POLICY_STAMP)
+	LOCALRUN_PORT_SHARE=0/2 $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_PARALLEL)
 
 $(RUNTIME_VENV)/.installed: function/requirements.txt tests/requirements-function.txt
 	@test -n "$(RUNTIME_PYTHON)" || { echo "python3.12 not found: the function's tests run on the python312 runtime's Python (install it, or set RUNTIME_PYTHON=...)"; exit 1; }
 	test -x $(RUNTIME_VENV)/bin/python || $(RUNTIME_PYTHON) -m venv $(RUNTIME_VENV)
-	$(RUNTIME_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements-function.txt
+	$(RUNTIME_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r tests/requirements-function.txt
 	touch $@
 
 test-runtime: $(RUNTIME_VENV)/.installed
 	$(RUNTIME_VENV)/bin/python --version
-	$(RUNTIME_VENV)/bin/python -m pytest tests/function
+	LOCALRUN_PORT_SHARE=1/2 $(RUNTIME_VENV)/bin/python -m pytest tests/function -n $(RUNTIME_TEST_WORKERS) $(PYTEST_PARALLEL)
 
 # make itself exits 2 when a recipe fails, whatever the recipe's code; the demo's own exit code
 # (docs/local-run.md: 1 not exactly once, 2 could not run, 3 the job failed terminally) is

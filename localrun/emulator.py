@@ -20,6 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 EMULATOR_HOST_ENV = "FIRESTORE_EMULATOR_HOST"
+# The project of the one document the launcher writes before it hands an emulator over.
+WARM_UP_PROJECT = "emulator-warm-up"
+# "INDEX/COUNT": this process picks its free ports from share INDEX of COUNT (see
+# free_loopback_port); unset, from all of them.
+PORT_SHARE_ENV = "LOCALRUN_PORT_SHARE"
 START_TIMEOUT_SECONDS = 90.0
 # How long the emulator gets to stop after SIGTERM, then after SIGKILL.
 STOP_TIMEOUT_SECONDS = 15.0
@@ -31,9 +36,39 @@ class EmulatorError(RuntimeError):
 
 
 def free_loopback_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nothing is bound to now, for a server about to bind it. Within a port
+    share (PORT_SHARE_ENV), only a port of that share: processes that each pick ports and then
+    start servers on them (pytest-xdist's workers, two test runs side by side) never pick the
+    same port in the moment between one's pick and its server's bind."""
+    index, count = port_share()
+    with contextlib.ExitStack() as held:
+        while True:
+            # Ports outside the share stay bound until one inside is found: never offered twice.
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+            # Linux offers bind() ports of one parity first: the shares are of port pairs.
+            if port // 2 % count == index:
+                return port
+
+
+def port_share() -> tuple[int, int]:
+    """(index, count) from PORT_SHARE_ENV ("INDEX/COUNT"), or (0, 1): every port."""
+    value = os.environ.get(PORT_SHARE_ENV, "").strip()
+    if not value:
+        return 0, 1
+    index, _, count = value.partition("/")
+    share = int(index), int(count)
+    if not 0 <= share[0] < share[1]:
+        raise ValueError(f"{PORT_SHARE_ENV}={value}: want INDEX/COUNT with 0 <= INDEX < COUNT")
+    return share
+
+
+def port_subshare(index: int, count: int) -> str:
+    """The PORT_SHARE_ENV value for the `index`-th of `count` processes that split the current
+    share between them (each of its ports falls in exactly one of theirs)."""
+    outer_index, outer_count = port_share()
+    return f"{outer_index + outer_count * index}/{outer_count * count}"
 
 
 def emulator_answers(host: str) -> bool:
@@ -76,9 +111,30 @@ def firestore_emulator(log_dir: Path | None = None) -> Iterator[str]:
                 tail = log_path.read_text(errors="replace")[-2000:]
                 raise EmulatorError(f"Firestore emulator did not start on {host}:\n{tail}")
             time.sleep(0.2)
+        _warm_up(host, deadline, log_path)
         yield host
     finally:
         _stop_group(process)
+
+
+def _warm_up(host: str, deadline: float, log_path: Path) -> None:
+    """One real write, in a project of its own, before anyone else's. A new emulator's first
+    Firestore request is slow (its JVM loads and compiles what serves it), all the more on a
+    busy machine; its first caller must not pay for that within a budget of its own, as a
+    function claiming a run does (a half-lease deadline)."""
+    request = urllib.request.Request(
+        f"http://{host}/v1/projects/{WARM_UP_PROJECT}/databases/(default)/documents/warm-up",
+        data=b"{}",
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=max(deadline - time.monotonic(), 1.0)):
+            pass
+    except (urllib.error.URLError, OSError) as error:
+        tail = log_path.read_text(errors="replace")[-2000:]
+        message = f"Firestore emulator on {host} answers but took no write: {error}\n{tail}"
+        raise EmulatorError(message) from error
 
 
 def _stop_group(process: subprocess.Popen[bytes]) -> None:

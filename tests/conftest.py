@@ -1,11 +1,14 @@
 """Shared fixtures: one real Firestore emulator per test session, a fresh project per test.
 
 Each test gets its own project id, so tests never see each other's documents and need no
-cleanup; the emulator keeps projects apart like separate databases.
+cleanup; the emulator keeps projects apart like separate databases. Under pytest-xdist the
+workers share one emulator, started before them, and each picks its free ports from a share
+of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -15,8 +18,35 @@ from typing import Any
 import pytest
 from google.cloud import firestore
 
-from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator
+from localrun.emulator import EMULATOR_HOST_ENV, PORT_SHARE_ENV, firestore_emulator, port_subshare
 from localrun.function_server import FunctionServer
+
+_SHARED_EMULATOR = pytest.StashKey[contextlib.ExitStack]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In pytest-xdist's controller, before it starts the workers: one emulator for all of
+    them (FIRESTORE_EMULATOR_HOST, which they inherit), rather than one each, every one of
+    them a JVM to start and warm up. In a worker: pick ports only from this worker's share of
+    the run's, so no other worker (or run beside this one) picks a port that this one's server
+    is about to bind; servers and tools the tests start inherit it."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        index = int(worker["workerid"].removeprefix("gw"))
+        os.environ[PORT_SHARE_ENV] = port_subshare(index, int(worker["workercount"]))
+        return
+    distributed = config.getoption("numprocesses", None) and not config.getoption("collectonly")
+    if distributed and not os.environ.get(EMULATOR_HOST_ENV):
+        shared = contextlib.ExitStack()
+        config.stash[_SHARED_EMULATOR] = shared
+        shared.callback(os.environ.pop, EMULATOR_HOST_ENV, None)
+        os.environ[EMULATOR_HOST_ENV] = shared.enter_context(firestore_emulator())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shared = config.stash.get(_SHARED_EMULATOR, None)
+    if shared is not None:
+        shared.close()
 
 
 @pytest.fixture(scope="session")

@@ -130,17 +130,30 @@ def test_every_pulumi_step_downloads_plugins_with_the_jobs_token(name: str) -> N
 
 
 def test_the_test_workflow_runs_make_test_and_make_demo_with_everything_they_need() -> None:
+    """The fast checks first, then the emulator's jobs side by side: together, every target
+    `make test` runs, and `make demo` (the README's two commands)."""
     test = workflow("test.yml")
     assert set(test["on"]) == {"pull_request", "push"}
-    [job] = test["jobs"].values()
-    [python] = steps_using(job, "actions/setup-python")
+    checks, emulator = test["jobs"]["checks"], test["jobs"]["emulator"]
+    assert set(test["jobs"]) == {"checks", "emulator"}
+    assert runs(checks) == ["make lint typecheck"]
+    assert emulator["needs"] == "checks"
+    targets = emulator["strategy"]["matrix"]["target"]
+    planned = subprocess.run(
+        ["make", "-n", "test"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    test_targets = re.search(r"--output-sync=target ([\w -]+)$", planned, re.MULTILINE)
+    assert test_targets, planned
+    assert sorted(targets) == sorted({*test_targets.group(1).split(), "demo"} - {"lint", "typecheck"})
+    [python] = steps_using(emulator, "actions/setup-python")
     assert set(python["with"]["python-version"].split()) == {"3.11", "3.12"}
-    assert steps_using(job, "actions/setup-java")
-    [gcloud] = steps_using(job, "google-github-actions/setup-gcloud")
+    assert steps_using(emulator, "actions/setup-java")
+    [gcloud] = steps_using(emulator, "google-github-actions/setup-gcloud")
     assert gcloud["with"]["install_components"] == "cloud-firestore-emulator"
-    scripts = runs(job)
-    assert scripts[-2:] == ["make test", "make demo"]  # the README's two commands
-    assert any("sudo apt-get install" in s and "faketime" in s for s in scripts[:-2])
+    scripts = runs(emulator)
+    assert scripts[-1] == 'make "$TARGET"'
+    assert emulator["steps"][-1]["env"] == {"TARGET": "${{ matrix.target }}"}
+    assert any("sudo apt-get install" in s and "faketime" in s for s in scripts[:-1])
 
 
 def test_the_preview_workflow_previews_every_stack_with_the_policy_pack_on_the_pull_request() -> None:
