@@ -377,4 +377,4 @@ def test_the_example_stack_file_builds_valid_settings() -> None:
     )
     assert (built.project, built.repository) == ("my-gcp-project", "my-org/exactly-once-scheduler")
     assert built.state_bucket == "my-gcp-project-pulumi-state" and built.secrets_key_ring == "pulumi"
-    assert built.state_bucket_location == "us-central1"  # gcp:region, as the project file says
+    assert built.state_bucket_location == "europe-west1"  # gcp:region, as the project file says

@@ -18,6 +18,7 @@ from exactly_once.config import FunctionConfig
 from exactly_once.decorator import target_of
 from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER, run_key_from_headers
 from exactly_once.ledger.records import in_progress_record, utc_now
+from localrun import FUNCTION_DIR
 from tests.support.demo_runs import HEADERS
 from tests.support.faulty_instance import Faults, instance_env, marks, warm_up
 from tests.support.waiting import wait_until
@@ -75,7 +76,11 @@ def test_a_renamed_function_answers_and_takes_over_the_runs_of_its_service(
     source = tmp_path / "renamed" / "main.py"
     source.parent.mkdir()
     source.write_text(RENAMED_SOURCE)
-    after = function_servers(env, source=source, target="nightly_report_v2")
+    # The renamed source imports the library from function/, as the deployed one does (the
+    # runtime's virtualenv has the function's requirements, not the package installed).
+    after = function_servers(
+        {**env, "PYTHONPATH": str(FUNCTION_DIR)}, source=source, target="nightly_report_v2"
+    )
     warm_up(after.url, warm)  # answered from the record: its channel is up
 
     duplicate = post(after, done, {"seconds": 0})
