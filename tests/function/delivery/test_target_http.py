@@ -5,6 +5,7 @@ the stack's function, then a source whose decorated function has another name, o
 
 from __future__ import annotations
 
+import os
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -78,9 +79,8 @@ def test_a_renamed_function_answers_and_takes_over_the_runs_of_its_service(
     source.write_text(RENAMED_SOURCE)
     # The renamed source imports the library from function/, as the deployed one does (the
     # runtime's virtualenv has the function's requirements, not the package installed).
-    after = function_servers(
-        {**env, "PYTHONPATH": str(FUNCTION_DIR)}, source=source, target="nightly_report_v2"
-    )
+    path = os.pathsep.join(filter(None, (env.get("PYTHONPATH"), str(FUNCTION_DIR))))
+    after = function_servers({**env, "PYTHONPATH": path}, source=source, target="nightly_report_v2")
     warm_up(after.url, warm)  # answered from the record: its channel is up
 
     duplicate = post(after, done, {"seconds": 0})
