@@ -112,25 +112,28 @@ def test_burst_of_concurrent_deliveries_executes_once(start_server, db):
 
 
 def test_crashed_attempt_blocks_until_its_lease_expires_then_a_retry_completes_once(start_server, db):
-    server = start_server(LEASE_SECONDS="3")
+    # Renewed every 2 s while the attempt lives, the lease has 4 s or more left when it dies;
+    # the retries go to an instance already serving, as starting one may take longer than that.
+    server = start_server(LEASE_SECONDS="6")
+    other = start_server(LEASE_SECONDS="6")
     slow = threading.Thread(target=lambda: _ignore_errors(lambda: deliver(server, {"sleep_seconds": 30})))
     slow.start()
     wait_until(lambda: run_record(db).exists, timeout=20, what="the slow attempt's claim")
-    server.restart()  # SIGKILL: the attempt dies holding its lease
+    server.crash()  # SIGKILL: the attempt dies holding its lease
     slow.join(timeout=30)
 
-    blocked = deliver(server)
+    blocked = deliver(other)
     assert blocked.status_code == 409
-    assert 1 <= int(blocked.headers["Retry-After"]) <= 3
+    assert 1 <= int(blocked.headers["Retry-After"]) <= 6
 
     def retry_succeeds():
-        response = deliver(server)
+        response = deliver(other)
         return response if response.status_code != 409 else None
 
     taken_over = wait_until(retry_succeeds, timeout=20, what="the lease to expire", interval=0.25)
     assert (taken_over.status_code, taken_over.json()["outcome"]) == (200, "lease_taken_over")
     assert len(executions(db)) == 1
-    assert deliver(server).json()["outcome"] == "duplicate_completed"
+    assert deliver(other).json()["outcome"] == "duplicate_completed"
 
 
 def test_failed_job_releases_the_run_and_the_next_delivery_runs_it(start_server, db):
