@@ -27,6 +27,7 @@ import pytest
 
 import exactly_once
 from infra.config.schema import REPO_ROOT
+from tests.support.sources import python_sources
 
 SCANNED = ("infra", "policy", "tools")
 # Only the package is read: function/jobs/ (the shipped job modules, e.g. the downstream job's
@@ -88,7 +89,7 @@ def string_constants(source: str) -> Iterator[tuple[int, str]]:
 
 def respellings(folder: str) -> list[str]:
     found = []
-    for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+    for path in python_sources(REPO_ROOT / folder):
         relative = path.relative_to(REPO_ROOT)
         if relative in STANDALONE:
             continue

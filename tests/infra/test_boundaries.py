@@ -20,6 +20,7 @@ from tests.support.python_imports import (
     imports_of,
     is_stdlib,
 )
+from tests.support.sources import python_sources
 
 # Top-level import names of function/requirements.txt's distributions and of the two they are
 # built on (Flask under the Functions Framework, gRPC under the Google Cloud clients).
@@ -94,8 +95,8 @@ def test_the_library_never_imports_the_deployment() -> None:
 def test_what_the_program_and_the_pack_share_with_the_function_needs_only_the_standard_library() -> None:
     users = [
         REPO_ROOT / "__main__.py",
-        *(REPO_ROOT / "infra").rglob("*.py"),
-        *(REPO_ROOT / "policy").rglob("*.py"),
+        *python_sources(REPO_ROOT / "infra"),
+        *python_sources(REPO_ROOT / "policy"),
     ]
     pending = [
         (module, str(path.relative_to(REPO_ROOT)))

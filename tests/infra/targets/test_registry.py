@@ -12,6 +12,7 @@ from exactly_once.targets import job_specs
 from infra.config.schema import REPO_ROOT
 from infra.targets.kind import TargetKind
 from infra.targets.registry import TARGET_KINDS, kind_for_handler
+from tests.support.sources import python_sources
 
 TARGETS = REPO_ROOT / "infra" / "targets"
 NOT_KINDS = {"__init__", "kind", "registry"}
@@ -60,7 +61,7 @@ def test_nothing_but_the_registry_lists_the_kinds() -> None:
     listed = [
         where
         for folder in SCANNED
-        for path in sorted((REPO_ROOT / folder).rglob("*.py"))
+        for path in python_sources(REPO_ROOT / folder)
         if path.parent != TARGETS
         for where in _enumerations(path)
     ]
