@@ -69,9 +69,12 @@ def run_bigquery_job(context: RunContext) -> dict[str, object]:
         raise TerminalJobError(f"job {context.job_name!r} has no entry in {BIGQUERY_JOBS_ENV}")
     context.json_body(allowed_fields=())  # the query comes from the stack, never the body
     job_id = bigquery_job_id(context.job_name, context.run_id)
+    starting = f"starting BigQuery job {job_id}"
+    # Before the client is made (a first run imports its library, which can outlast a short
+    # limit): an attempt with no time for a call releases its run at once.
+    call_timeout(context, starting)
     client = _client()
     reused = False
-    starting = f"starting BigQuery job {job_id}"
     with downstream_call(starting):
         try:
             job = client.query(

@@ -87,15 +87,18 @@ _clients = OncePerInstance(lambda: _new_clients(ENDPOINT))
 def run_cloud_run_job(context: RunContext) -> dict[str, object]:
     """The job handler (`jobs.cloud_run_job:run_cloud_run_job`): the run's execution, found or
     started; its name is the run's output, so a duplicate delivery's answer carries it."""
-    from google.cloud import run_v2
-
     spec = SPECS.get(context.job_name)
     if spec is None:
         raise TerminalJobError(f"job {context.job_name!r} has no entry in {CLOUD_RUN_JOBS_ENV}")
     context.json_body(allowed_fields=())  # the settings come from the stack, never the body
+    searching = f"listing the executions of {spec.job}"
+    # Before the client library is imported (a first run's import can outlast a short limit):
+    # an attempt with no time for a call releases its run at once.
+    call_timeout(context, searching)
+    from google.cloud import run_v2
+
     jobs, executions = _clients()
     not_before = context.schedule_time - CREATED_BEFORE_SCHEDULE_MARGIN
-    searching = f"listing the executions of {spec.job}"
     search_ends_at = time.monotonic() + SEARCH_SECONDS
     with downstream_call(searching):
         found = execution_of_run(

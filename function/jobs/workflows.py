@@ -105,13 +105,16 @@ def start_workflow_execution(context: RunContext) -> dict[str, str]:
     """The job handler: one CreateExecution, once (no client-side retry: a retry is a new
     delivery with a new fence, visible in logs), its timeout cut to what the attempt has left
     (exactly_once/targets/call_timeout.py)."""
-    from google.cloud.workflows.executions_v1 import Execution
-
     request = WorkflowRequest.from_body(context.json_body(BODY_FIELDS))
     argument = execution_argument(context, request.argument)
     if len(argument.encode()) > MAX_ARGUMENT_BYTES:
         raise TerminalJobError(f"execution argument exceeds {MAX_ARGUMENT_BYTES} bytes")
     starting = f"starting an execution of {request.workflow}"
+    # Before the client library is imported (a first run's import can outlast a short limit):
+    # an attempt with no time for a call releases its run at once.
+    call_timeout(context, starting)
+    from google.cloud.workflows.executions_v1 import Execution
+
     with downstream_call(starting):
         execution = _executions_client().create_execution(
             parent=request.workflow,
