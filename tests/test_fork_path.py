@@ -64,10 +64,11 @@ def _set_path(config: dict[str, Any], path: str, value: str) -> None:
 @pytest.fixture(scope="module")
 def fork(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fork")
+    # What the working tree holds, committed or not (a forker runs `make test` before committing):
+    # tracked files and the untracked ones git does not ignore.
+    listing = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
     tracked = (
-        subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True)
-        .stdout.decode()
-        .split("\0")
+        subprocess.run(listing, cwd=REPO_ROOT, capture_output=True, check=True).stdout.decode().split("\0")
     )
     for name in filter(None, tracked):
         source = REPO_ROOT / name

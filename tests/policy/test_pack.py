@@ -16,10 +16,9 @@ from pulumi_policy import EnforcementLevel
 
 import tools.mocked_program as harness
 from bootstrap.github_oidc import Reach, reach
-from infra.settings.loading import load_stack_settings
 from policy.offline import UNKNOWN_STRING, violations
 from policy.policies import PACK_NAME, POLICIES
-from tests.support.stacks import dev_stack_resources
+from tests.support.stacks import dev_stack_resources, fixture_stack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Values a fresh stack's preview cannot know: they come from resources not yet created.
@@ -67,7 +66,7 @@ def test_dev_stack_preview_with_unknown_outputs_passes(dev_resources: list[Any])
 def test_a_first_preview_runs_the_program_and_every_policy_cleanly(stack_name: str) -> None:
     """A first `pulumi preview`: the program runs with every computed output unknown (emails,
     members, URIs, service names, generations), and no policy fails or reports on them."""
-    resources = harness.run_mocked_stack(load_stack_settings(stack_name), preview=True)
+    resources = harness.run_mocked_stack(fixture_stack(stack_name), preview=True)
     members = [r.inputs["member"] for r in resources if "member" in r.inputs]
     assert members and all(isinstance(member, Unknown) for member in members)
     as_engine_sends = [
