@@ -8,7 +8,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from pulumi_policy import PolicyResource
+
 from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
+from policy.offline import stack_resource
+from policy.policies import FIRESTORE_FIELD, FUNCTION_V2, SCHEDULER_JOB
 
 FUNCTION_URL = "https://eos-handler-xyz-uc.a.run.app"
 RUNTIME_SA = "eos-runtime@my-project.iam.gserviceaccount.com"
@@ -119,3 +123,24 @@ def token_check(env: dict[str, Any] | None = None) -> dict[str, Any]:
         "IDEMPOTENCY_RETENTION_SECONDS": "604800",
     } | (env or {})
     return token
+
+
+# The builders above, under names the parameters of stack() do not shadow.
+_default_function, _default_job = function, job
+
+
+def stack(
+    job: dict[str, Any] | None = None,
+    function: dict[str, Any] | None = None,
+    field: dict[str, Any] | None = None,
+) -> list[PolicyResource]:
+    """A function and the Scheduler job calling it (and a TTL field, when given), as the
+    stack policies see them."""
+    fn = stack_resource(FUNCTION_V2, "eos-function", function or _default_function())
+    resources = [
+        fn,
+        stack_resource(SCHEDULER_JOB, "eos-job-demo", job or _default_job(), dependencies=[fn]),
+    ]
+    if field is not None:
+        resources.append(stack_resource(FIRESTORE_FIELD, "eos-runs-ttl", field))
+    return resources

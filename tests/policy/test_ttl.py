@@ -17,21 +17,6 @@ from policy.policies import (
 from tests.policy import fixtures
 
 
-def stack(
-    job: dict[str, Any] | None = None,
-    function: dict[str, Any] | None = None,
-    field: dict[str, Any] | None = None,
-) -> list[PolicyResource]:
-    fn = stack_resource(FUNCTION_V2, "eos-function", function or fixtures.function())
-    resources = [
-        fn,
-        stack_resource(SCHEDULER_JOB, "eos-job-demo", job or fixtures.job(), dependencies=[fn]),
-    ]
-    if field is not None:
-        resources.append(stack_resource(FIRESTORE_FIELD, "eos-runs-ttl", field))
-    return resources
-
-
 def ttl(resources: list[PolicyResource]) -> Reported:
     return run_stack_policy(stack_policy("runs-collection-ttl"), resources)
 
@@ -40,18 +25,18 @@ def ttl(resources: list[PolicyResource]) -> Reported:
 
 
 def test_ttl_field_with_exempt_index_passes() -> None:
-    assert ttl(stack(field=fixtures.ttl_field())).violations == []
+    assert ttl(fixtures.stack(field=fixtures.ttl_field())).violations == []
 
 
 def test_missing_ttl_field_is_reported_against_the_stack() -> None:
-    [(message, urn)] = ttl(stack()).violations
+    [(message, urn)] = ttl(fixtures.stack()).violations
     assert urn is None
     assert "'scheduler_runs' has no TTL field" in message and "field='expire_at'" in message
 
 
 def test_ttl_field_on_another_collection_does_not_count() -> None:
     field = fixtures.ttl_field() | {"collection": "other"}
-    [(message, _)] = ttl(stack(field=field)).violations
+    [(message, _)] = ttl(fixtures.stack(field=field)).violations
     assert "'scheduler_runs' has no TTL field" in message
 
 
@@ -59,7 +44,7 @@ def test_runs_collection_comes_from_the_function_env() -> None:
     function = fixtures.function()
     function["serviceConfig"]["environmentVariables"]["RUNS_COLLECTION"] = "runs_b"
     field = fixtures.ttl_field() | {"collection": "runs_b"}
-    assert ttl(stack(function=function, field=field)).violations == []
+    assert ttl(fixtures.stack(function=function, field=field)).violations == []
 
 
 @pytest.mark.parametrize(
@@ -72,7 +57,7 @@ def test_runs_collection_comes_from_the_function_env() -> None:
 )
 def test_broken_ttl_field_is_reported_on_the_field(change: dict[str, Any], expected: str) -> None:
     field = {k: v for k, v in (fixtures.ttl_field() | change).items() if v is not None}
-    resources = stack(field=field)
+    resources = fixtures.stack(field=field)
     [(message, urn)] = ttl(resources).violations
     assert expected in message and "expire_at" in message
     assert urn == resources[-1].urn
@@ -80,7 +65,7 @@ def test_broken_ttl_field_is_reported_on_the_field(change: dict[str, Any], expec
 
 def test_unknown_ttl_field_values_are_not_reported() -> None:
     field = fixtures.ttl_field() | {"collection": UNKNOWN_STRING, "ttlConfig": UNKNOWN_STRING}
-    assert ttl(stack(field=field)).violations == []
+    assert ttl(fixtures.stack(field=field)).violations == []
 
 
 def test_stack_without_jobs_or_functions_needs_no_ttl() -> None:

@@ -4,7 +4,6 @@ calls, and scheduler-timing-invariants and -advisories across the pair."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from pulumi_policy import EnforcementLevel, PolicyResource
@@ -19,26 +18,10 @@ from policy.offline import (
     stack_resource,
 )
 from policy.policies import (
-    FIRESTORE_FIELD,
     FUNCTION_V2,
     SCHEDULER_JOB,
 )
 from tests.policy import fixtures
-
-
-def stack(
-    job: dict[str, Any] | None = None,
-    function: dict[str, Any] | None = None,
-    field: dict[str, Any] | None = None,
-) -> list[PolicyResource]:
-    fn = stack_resource(FUNCTION_V2, "eos-function", function or fixtures.function())
-    resources = [
-        fn,
-        stack_resource(SCHEDULER_JOB, "eos-job-demo", job or fixtures.job(), dependencies=[fn]),
-    ]
-    if field is not None:
-        resources.append(stack_resource(FIRESTORE_FIELD, "eos-runs-ttl", field))
-    return resources
 
 
 def invariants(resources: list[PolicyResource]) -> Reported:
@@ -56,7 +39,7 @@ def test_levels_are_split_between_the_two_timing_policies() -> None:
 
 
 def test_dev_like_timing_passes_both_levels() -> None:
-    resources = stack(field=fixtures.ttl_field())
+    resources = fixtures.stack(field=fixtures.ttl_field())
     assert invariants(resources).violations == []
     assert advisories(resources).violations == []
 
@@ -64,7 +47,7 @@ def test_dev_like_timing_passes_both_levels() -> None:
 def test_a_time_limit_reaching_the_timeout_is_reported_on_the_job() -> None:
     function = fixtures.function()
     function["serviceConfig"]["environmentVariables"]["JOB_TIME_LIMIT_SECONDS"] = "58"
-    resources = stack(function=function)
+    resources = fixtures.stack(function=function)
     violations = invariants(resources).violations
     assert [urn for _, urn in violations] == [resources[1].urn]
     [message] = [m for m, _ in violations]
@@ -79,30 +62,30 @@ def test_a_jobs_own_time_limit_is_read_from_job_time_limits_by_its_name() -> Non
     variables = function["serviceConfig"]["environmentVariables"]
     variables["JOB_TIME_LIMITS"] = json.dumps({job["name"]: 20})
     # Its attempt deadline still waits for the whole function: an advisory about the job's own limit.
-    [message] = advisories(stack(function=function, job=job)).messages
+    [message] = advisories(fixtures.stack(function=function, job=job)).messages
     assert "[deadline-matches-timeout]" in message and "time limit + 5s = 25s" in message
     assert "JOB_TIME_LIMITS[<job>]" in message
     job["attemptDeadline"] = "25s"
-    assert advisories(stack(function=function, job=job)).violations == []
+    assert advisories(fixtures.stack(function=function, job=job)).violations == []
     variables["JOB_TIME_LIMITS"] = json.dumps({job["name"]: 58})  # beyond the 60 s timeout less 5 s
-    [message] = invariants(stack(function=function, job=job)).messages
+    [message] = invariants(fixtures.stack(function=function, job=job)).messages
     assert "[time-limit-before-timeout]" in message and "the job's time limit 58s" in message
     variables["JOB_TIME_LIMITS"] = "{not json"
-    [message] = invariants(stack(function=function, job=job)).messages
+    [message] = invariants(fixtures.stack(function=function, job=job)).messages
     assert "JOB_TIME_LIMITS '{not json' is not a JSON object of numbers by job" in message
 
 
 def test_a_lease_too_short_to_renew_is_reported() -> None:
     function = fixtures.function()
     function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"] = "6"
-    [message] = invariants(stack(function=function)).messages
+    [message] = invariants(fixtures.stack(function=function)).messages
     assert "[lease-renewable]" in message and "LEASE_SECONDS" in message
 
 
 def test_retries_that_end_inside_the_lease_lose_the_run() -> None:
     job = fixtures.job()
     job["retryConfig"]["retryCount"] = 2  # retries at 10 s and 30 s, lease 30 s
-    [message] = invariants(stack(job=job)).messages
+    [message] = invariants(fixtures.stack(job=job)).messages
     assert "[retry-outlives-lease]" in message and "the run would be lost" in message
     assert "Job.retryConfig.retryCount" in message
 
@@ -110,7 +93,7 @@ def test_retries_that_end_inside_the_lease_lose_the_run() -> None:
 def test_retention_shorter_than_retry_window_is_reported() -> None:
     function = fixtures.function()
     function["serviceConfig"]["environmentVariables"]["RETENTION_SECONDS"] = "300"
-    [message] = invariants(stack(function=function)).messages
+    [message] = invariants(fixtures.stack(function=function)).messages
     latest = timing.latest_retry_arrival_seconds(
         timing.RetryConfig(retry_count=5, min_backoff_seconds=10, max_backoff_seconds=300, max_doublings=3),
         60,
@@ -123,7 +106,7 @@ def test_deadline_far_from_timeout_is_advisory_only() -> None:
     job = fixtures.job()
     job["attemptDeadline"] = "120s"
     job["schedule"] = "0 * * * *"  # hourly: the longer retries still fit between runs
-    resources = stack(job=job)
+    resources = fixtures.stack(job=job)
     [message] = advisories(resources).messages
     assert "[deadline-matches-timeout]" in message and "Fix: set attemptDeadline" in message
     assert invariants(resources).violations == []
@@ -133,7 +116,7 @@ def test_engine_float_numbers_and_fractional_durations_are_read() -> None:
     job = fixtures.job()
     job["attemptDeadline"] = "62.5s"  # within the 5 s tolerance of the 60 s timeout
     job["retryConfig"]["minBackoffDuration"] = "10.0s"
-    resources = stack(job=job)
+    resources = fixtures.stack(job=job)
     assert invariants(resources).violations == []
     assert advisories(resources).violations == []
 
@@ -141,7 +124,7 @@ def test_engine_float_numbers_and_fractional_durations_are_read() -> None:
 def test_defaults_apply_when_retry_config_is_left_out() -> None:
     job = fixtures.job()
     del job["retryConfig"]  # Cloud Scheduler default: no retries, so a crash loses the run
-    [message] = invariants(stack(job=job)).messages
+    [message] = invariants(fixtures.stack(job=job)).messages
     assert "[retry-outlives-lease]" in message and "no retries" in message
 
 
@@ -150,7 +133,7 @@ def test_missing_or_bad_lease_and_durations_are_reported() -> None:
     del function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"]
     job = fixtures.job()
     job["retryConfig"]["maxBackoffDuration"] = "5 minutes"
-    messages = invariants(stack(job=job, function=function)).messages
+    messages = invariants(fixtures.stack(job=job, function=function)).messages
     assert len(messages) == 2
     assert any("retryConfig.maxBackoffDuration '5 minutes' is not a duration" in m for m in messages)
     assert any("LEASE_SECONDS is not set; set it explicitly" in m for m in messages)
@@ -159,7 +142,7 @@ def test_missing_or_bad_lease_and_durations_are_reported() -> None:
 def test_rules_reported_per_resource_are_not_repeated_by_the_stack() -> None:
     job = fixtures.job()
     job["schedule"] = "every 5 minutes"
-    assert invariants(stack(job=job)).violations == []
+    assert invariants(fixtures.stack(job=job)).violations == []
 
 
 @pytest.mark.parametrize(
@@ -187,7 +170,7 @@ def test_unknown_timing_input_skips_the_job(where: str, key: str) -> None:
         "env": function["serviceConfig"]["environmentVariables"],
     }[where]
     target[key] = unknown
-    resources = stack(job=job, function=function)
+    resources = fixtures.stack(job=job, function=function)
     assert invariants(resources).violations == []
     assert advisories(resources).violations == []
 
@@ -200,7 +183,7 @@ def test_unknown_uri_still_pairs_a_lone_function() -> None:
     job["httpTarget"]["uri"] = UNKNOWN_STRING
     function = fixtures.function()
     function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"] = "6"
-    [message] = invariants(stack(job=job, function=function)).messages
+    [message] = invariants(fixtures.stack(job=job, function=function)).messages
     assert "[lease-renewable]" in message
 
 
@@ -249,7 +232,7 @@ def test_timing_pairs_jobs_with_the_dedup_function_not_the_token_check() -> None
 def test_retries_outlasting_the_schedule_interval_are_advisory_only() -> None:
     job = fixtures.job()
     job["schedule"] = "*/5 * * * *"  # retries can go on for 670 s
-    resources = stack(job=job)
+    resources = fixtures.stack(job=job)
     [message] = advisories(resources).messages
     assert "[retries-fit-schedule]" in message and "longer than the 300s between scheduled runs" in message
     assert "Fix: schedule the job less often" in message
