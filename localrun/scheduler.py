@@ -20,13 +20,14 @@ idle. Each run still carries its true fire time in X-CloudScheduler-ScheduleTime
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -65,6 +66,24 @@ def fire_times(schedule: str, time_zone: str, after: datetime, count: int) -> li
     if after.tzinfo is None:
         raise ValueError("`after` must be timezone-aware")
     return list(itertools.islice(following_fire_times(schedule, ZoneInfo(time_zone), after), count))
+
+
+def latest_fire_times(schedule: str, time_zone: str, before: datetime, count: int) -> list[datetime]:
+    """The last `count` fire times (UTC) at or before `before`, oldest first: what the local
+    run delivers. Times in the past, as Cloud Scheduler's deliveries carry them: a time ahead
+    of Firestore's clock is a forced run's (exactly_once.delivery.forced_runs)."""
+    if count <= 0:
+        return []
+    span = timedelta(hours=1)
+    while True:
+        found: collections.deque[datetime] = collections.deque(maxlen=count)
+        for instant in following_fire_times(schedule, ZoneInfo(time_zone), before - span):
+            if instant > before:
+                break
+            found.append(instant)
+        if len(found) == count or span > timedelta(days=366 * 30):
+            return list(found)
+        span *= 2
 
 
 # --- the compressed clock ---------------------------------------------------------------------

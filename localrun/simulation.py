@@ -30,7 +30,7 @@ from localrun.function_log import attempts_ended
 from localrun.function_server import FunctionServer
 from localrun.instances import InstancePool, live_claims, wait_for
 from localrun.report import RunFacts, build_report, delivery_token, in_order_sent
-from localrun.scheduler import CompressedClock, LocalScheduler, fire_times
+from localrun.scheduler import CompressedClock, LocalScheduler, latest_fire_times
 from localrun.tcp_proxy import TcpProxy, tcp_proxy
 from localrun.verdicts import judge, ledger_records
 
@@ -67,7 +67,7 @@ def simulate(
     log_dir: Path,
     plan: Sequence[RunFaults] | None = None,
     progress: TextIO | None = None,
-    start: datetime | None = None,
+    before: datetime | None = None,
     function_dir: Path = FUNCTION_DIR,
 ) -> dict[str, Any]:
     """Serve the function (from `function_dir`), deliver `options.runs` runs of `job`, judge
@@ -88,7 +88,7 @@ def simulate(
             f"({', '.join(fault.value for fault in JOB_FAULTS)} are carried out by the demo job's body)"
         )
     faults = list(plan) if plan is not None else plan_faults(options.runs, rates, options.seed)
-    times = fire_times(job.schedule, job.time_zone, start or datetime.now(UTC), len(faults))
+    times = latest_fire_times(job.schedule, job.time_zone, before or datetime.now(UTC), len(faults))
     clock = CompressedClock(options.speedup)
     compressed = options.compressed(settings, job)
     with contextlib.ExitStack() as stack:

@@ -27,6 +27,7 @@ RETENTION_SECONDS_ENV = "RETENTION_SECONDS"
 JOB_HANDLER_ENV = "JOB_HANDLER"
 JOB_HANDLERS_ENV = "JOB_HANDLERS"
 JOB_OVERLAP_ENV = "JOB_OVERLAP"
+JOB_STARTING_DEADLINES_ENV = "JOB_STARTING_DEADLINES"
 # Set by Cloud Run itself, never by the stack.
 SERVICE_ENV = "K_SERVICE"
 
@@ -98,6 +99,10 @@ class FunctionConfig:
     job_handlers: Mapping[str, str] = field(default_factory=dict)
     # Per-job overlap policy, keyed by X-CloudScheduler-JobName; absent jobs allow overlap.
     overlap: Mapping[str, OverlapPolicy] = field(default_factory=dict)
+    # Per-job starting deadlines in seconds, keyed by X-CloudScheduler-JobName
+    # (jobs[].startingDeadlineSeconds): a run delivered later than that after its ScheduleTime
+    # is recorded skipped_late and not run. Absent jobs have none.
+    starting_deadlines: Mapping[str, float] = field(default_factory=dict)
     # The Cloud Run service (K_SERVICE, set by Cloud Run): the target recorded with each run
     # unless @exactly_once(target=...) names one, so two functions that share a runs
     # collection and a job name cannot decide each other's runs.
@@ -133,6 +138,7 @@ class FunctionConfig:
             job_handler=_handler_spec(JOB_HANDLER_ENV, env.get(JOB_HANDLER_ENV) or defaults.job_handler),
             job_handlers=_handler_map(env),
             overlap=_overlap_map(env),
+            starting_deadlines=_starting_deadline_map(env),
             service=env.get(SERVICE_ENV, "").strip(),
         )
 
@@ -220,5 +226,17 @@ def _time_limit_map(env: Mapping[str, str], ceiling: float) -> dict[str, float]:
                 JOB_TIME_LIMITS_ENV,
                 f"{job!r}: {seconds!r} must be a number of seconds above 0 and at most "
                 f"{TIME_LIMIT_ENV}={ceiling:g}",
+            )
+    return {job: float(seconds) for job, seconds in parsed.items()}
+
+
+def _starting_deadline_map(env: Mapping[str, str]) -> dict[str, float]:
+    """JOB_STARTING_DEADLINES: per-job starting deadlines, each a positive number of seconds."""
+    parsed = _json_object(env, JOB_STARTING_DEADLINES_ENV, 'a JSON object {"job name": <seconds>}')
+    for job, seconds in parsed.items():
+        number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+        if not job or not number or not 0 < seconds < math.inf:
+            raise ConfigError(
+                JOB_STARTING_DEADLINES_ENV, f"{job!r}: {seconds!r} must be a number of seconds above 0"
             )
     return {job: float(seconds) for job, seconds in parsed.items()}

@@ -38,6 +38,9 @@ class RunContext:
     # time.monotonic() at which the attempt is ended if the job has not returned (the stack
     # sets it a little before the function timeout); None: no limit (a test's plain context).
     ends_at: float | None = None
+    # A run forced ahead of its ScheduleTime (`gcloud scheduler jobs run`): `schedule_time` is
+    # the scheduled run it announced, which still runs on its own at that time.
+    forced: bool = False
 
     def seconds_left(self) -> float:
         """How long the job may still run. A long job checks it between steps and stops in

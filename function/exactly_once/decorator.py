@@ -75,6 +75,7 @@ def build_handler(
         time_limit_seconds=config.time_limit_seconds,
         end_attempt=end_instance,
         time_limits=config.job_time_limits,
+        starting_deadlines=config.starting_deadlines,
         target=target_of(config, target),
         overlap=config.overlap,
         locks=locks,

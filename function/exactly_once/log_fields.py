@@ -18,6 +18,9 @@ OUTCOME: Final = "outcome"
 JOB: Final = "job"
 RUN_ID: Final = "run_id"
 SCHEDULE_TIME: Final = "schedule_time"
+# Which run the delivery is: "scheduled", or "forced" for a run forced ahead of the
+# ScheduleTime it carries (delivery/forced_runs.py).
+TRIGGER: Final = "trigger"
 LATENCY_MS: Final = "latency_ms"
 # Present when the delivery ran the job: true when the job returned, false when it raised.
 # `job_returned: true` beside a store_error, lease_lost or internal_error outcome marks a job

@@ -18,6 +18,7 @@ from google.api_core import exceptions as google_exceptions
 from exactly_once import log_fields, strict_json, structured_log
 from exactly_once.config import OverlapPolicy
 from exactly_once.context import JobHandler, RunContext, encode_output
+from exactly_once.delivery.forced_runs import DeliveredRun
 from exactly_once.delivery.heartbeat import EndAttempt, LeaseKeeper
 from exactly_once.delivery.outcomes import (
     ANSWERED_FIELDS,
@@ -29,7 +30,7 @@ from exactly_once.delivery.outcomes import (
 )
 from exactly_once.delivery.overlap import JobBusy, JobLock, JobLocks
 from exactly_once.delivery.request_checks import body_problem, wants_fresh_answer
-from exactly_once.delivery.scheduler_request import BadSchedulerRequest, RunKey, run_key_from_headers
+from exactly_once.delivery.scheduler_request import BadSchedulerRequest, RunKey, Trigger, run_key_from_headers
 from exactly_once.delivery.warm_cache import CompletedRuns
 from exactly_once.errors import TerminalJobError, error_text
 from exactly_once.ledger.protocol import (
@@ -49,7 +50,10 @@ from exactly_once.ledger.protocol import (
 MAX_BODY_BYTES = 64 * 1024
 
 # What a duplicate of a completed run is answered, by the recorded result.
-_DUPLICATE_OUTCOME = {JobResult.OVERLAP_SKIPPED.value: Outcome.OVERLAP_SKIPPED}
+_DUPLICATE_OUTCOME = {
+    JobResult.OVERLAP_SKIPPED.value: Outcome.OVERLAP_SKIPPED,
+    JobResult.SKIPPED_LATE.value: Outcome.SKIPPED_LATE,
+}
 
 
 class ScheduledRunHandler:
@@ -64,6 +68,7 @@ class ScheduledRunHandler:
         time_limit_seconds: float,
         end_attempt: EndAttempt,
         time_limits: Mapping[str, float] | None = None,
+        starting_deadlines: Mapping[str, float] | None = None,
         target: str = "",
         overlap: Mapping[str, OverlapPolicy] | None = None,
         locks: JobLocks | None = None,
@@ -72,12 +77,15 @@ class ScheduledRunHandler:
     ) -> None:
         """`end_attempt` is what the watchdog calls to stop an attempt that overran its time
         limit or could not keep its lease: heartbeat.end_instance in a deployed function.
-        `time_limits` holds the jobs whose limit is shorter than `time_limit_seconds`, by job name."""
+        `time_limits` holds the jobs whose limit is shorter than `time_limit_seconds`, by job name;
+        `starting_deadlines` the jobs whose runs are skipped when delivered later than that many
+        seconds after their ScheduleTime."""
         self._ledger = ledger
         self._job = job
         self._new_attempt_id = new_attempt_id
         self._time_limit = time_limit_seconds
         self._time_limits = dict(time_limits or {})
+        self._starting_deadlines = dict(starting_deadlines or {})
         self._target = target
         self._overlap = dict(overlap or {})
         if self._overlap and locks is None:
@@ -104,8 +112,11 @@ class ScheduledRunHandler:
         outcome = answer.outcome
         status, severity = STATUS_AND_SEVERITY[outcome]
         fields = {log_fields.OUTCOME: outcome.value, **entry}
-        structured_log.emit(severity, f"{outcome.value}: {answer.message}", fields, self._log_stream)
-        reply_body: dict[str, Any] = {"outcome": outcome.value, "message": answer.message}
+        message = answer.message
+        if entry.get(log_fields.TRIGGER) == Trigger.FORCED:
+            message = f"forced run (ahead of its ScheduleTime, an identity of its own): {message}"
+        structured_log.emit(severity, f"{outcome.value}: {message}", fields, self._log_stream)
+        reply_body: dict[str, Any] = {"outcome": outcome.value, "message": message}
         reply_body.update({k: entry[k] for k in ANSWERED_FIELDS if k in entry})
         if answer.error is not None:
             reply_body["error"] = answer.error
@@ -139,26 +150,22 @@ class ScheduledRunHandler:
         except BadSchedulerRequest as error:
             entry["header"] = error.header
             return Answer(Outcome.BAD_REQUEST, str(error))
-        entry.update(
-            {
-                log_fields.RUN_ID: key.run_id,
-                log_fields.JOB: key.job_name,
-                log_fields.SCHEDULE_TIME: key.schedule_time_rfc3339,
-                "project": key.project,
-                "location": key.location,
-            }
-        )
+        run = DeliveredRun(key, self._ledger.clock())
+        _identify(entry, key := run.key)
         fingerprint = hashlib.sha256(body).hexdigest()
         if wants_fresh_answer(headers):
             entry["no_cache"] = True
-        elif (seen := self._cache.get(key.run_id)) is not None:
+        elif not run.guessed_forced and (seen := self._cache.get(key.run_id)) is not None:
             entry.update(result=seen.result, cached=True)
             _flag_other_body(entry, seen.fingerprint.hex(), fingerprint)
             return self._duplicate(seen.result, seen.output_json, seen.error)
         entry["attempt_id"] = attempt_id = self._new_attempt_id()
 
         try:
-            claim = self._ledger.claim(key, attempt_id, fingerprint=fingerprint, target=self._target)
+            try:
+                claim = run.claim(self._ledger, attempt_id, fingerprint=fingerprint, target=self._target)
+            finally:
+                _identify(entry, key := run.key)  # settled on Firestore's clock, or as far as it got
         except RunAlreadyCompleted as done:
             entry["result"] = done.result
             _flag_other_body(entry, done.fingerprint, fingerprint)
@@ -187,6 +194,10 @@ class ScheduledRunHandler:
             entry["error"] = error_text(repr(error))
             return Answer(Outcome.STORE_ERROR, "could not claim the run: Firestore failed")
         entry.update(fence=claim.fence, claim=claim.kind.value)
+        # Lateness on Firestore's clock: the claim's commit time less the ScheduleTime.
+        lateness = (claim.update_time - key.schedule_time).total_seconds()
+        if (deadline := self._starting_deadlines.get(key.job_name)) is not None and lateness > deadline:
+            return self._skip_late(claim, lateness, deadline, entry)
         time_limit = self._time_limits.get(key.job_name, self._time_limit)
         ends_at = started + time_limit
         if time.monotonic() >= ends_at:
@@ -208,6 +219,8 @@ class ScheduledRunHandler:
         outcome = _DUPLICATE_OUTCOME.get(result, Outcome.DUPLICATE_COMPLETED)
         if outcome is Outcome.OVERLAP_SKIPPED:
             return Answer(outcome, "skipped: another run of the job was running (overlap policy skip)")
+        if outcome is Outcome.SKIPPED_LATE:
+            return Answer(outcome, "skipped: delivered past the job's startingDeadlineSeconds", error=error)
         if result == JobResult.TERMINAL_FAILURE:
             message = "duplicate of a run that failed terminally: job not run"
             return Answer(outcome, message, output_json=output_json, error=error)
@@ -223,6 +236,26 @@ class ScheduledRunHandler:
             return None
         error = stored.fields.get("error") if stored is not None else None
         return error if isinstance(error, str) else None
+
+    def _skip_late(self, claim: Claim, late: float, deadline: float, entry: dict[str, Any]) -> Answer:
+        """Record the run as skipped, never run: its time has passed for this job (lateness is
+        the claim's commit time, Firestore's clock, less the ScheduleTime). The completing write
+        is the delivery's second, as a run's would be."""
+        reason = (
+            f"delivered {late:.3f}s after its ScheduleTime, past the job's startingDeadlineSeconds "
+            f"({deadline:g}s): not run"
+        )
+        entry.update(late_by_s=round(late, 3), starting_deadline_s=deadline)
+        try:
+            self._ledger.complete(claim, JobResult.SKIPPED_LATE, reason)
+        except LeaseLost:
+            return Answer(Outcome.LEASE_LOST, "another attempt took the run over before it was skipped")
+        except google_exceptions.GoogleAPIError as error:
+            entry["error"] = error_text(repr(error))
+            return Answer(Outcome.STORE_ERROR, "could not record the late run as skipped: Firestore failed")
+        entry["result"] = JobResult.SKIPPED_LATE.value
+        self._remember(claim, JobResult.SKIPPED_LATE, None, error=reason)
+        return Answer(Outcome.SKIPPED_LATE, f"skipped: {reason}", error=reason)
 
     def _run_alone(
         self,
@@ -276,6 +309,7 @@ class ScheduledRunHandler:
             run_id=claim.run_id,
             job_name=key.job_name,
             schedule_time=key.schedule_time,
+            forced=key.forced,
             project=key.project,
             location=key.location,
             attempt_id=claim.attempt_id,
@@ -360,6 +394,20 @@ class ScheduledRunHandler:
         self._cache.remember(
             claim.run_id, result.value, output_json, valid_for, fingerprint=claim.fingerprint, error=error
         )
+
+
+def _identify(entry: dict[str, Any], key: RunKey) -> None:
+    """The log line's (and the answer's) fields that say which run a delivery is."""
+    entry.update(
+        {
+            log_fields.RUN_ID: key.run_id,
+            log_fields.JOB: key.job_name,
+            log_fields.SCHEDULE_TIME: key.schedule_time_rfc3339,
+            log_fields.TRIGGER: key.trigger.value,
+            "project": key.project,
+            "location": key.location,
+        }
+    )
 
 
 def _flag_other_body(entry: dict[str, Any], recorded: str, ours: str) -> None:

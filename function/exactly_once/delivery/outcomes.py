@@ -24,6 +24,9 @@ class Outcome(StrEnum):
     FAILED_TERMINAL = "failed_terminal"
     OVERLAP_SKIPPED = "overlap_skipped"
     OVERLAP_WAIT = "overlap_wait"
+    # Delivered more than the job's startingDeadlineSeconds after its ScheduleTime: recorded
+    # skipped, never run, and not retried (a later retry is later still).
+    SKIPPED_LATE = "skipped_late"
     WRONG_TARGET = "wrong_target"
     BAD_REQUEST = "bad_request"
     METHOD_NOT_ALLOWED = "method_not_allowed"
@@ -43,6 +46,7 @@ STATUS_AND_SEVERITY: dict[Outcome, tuple[int, str]] = {
     Outcome.FAILED_TERMINAL: (200, "ERROR"),
     Outcome.OVERLAP_SKIPPED: (200, "INFO"),
     Outcome.OVERLAP_WAIT: (409, "INFO"),
+    Outcome.SKIPPED_LATE: (200, "WARNING"),
     Outcome.WRONG_TARGET: (409, "ERROR"),
     Outcome.BAD_REQUEST: (400, "WARNING"),
     Outcome.METHOD_NOT_ALLOWED: (405, "WARNING"),
@@ -54,7 +58,7 @@ STATUS_AND_SEVERITY: dict[Outcome, tuple[int, str]] = {
 # Answers that carry the run's stored output.
 WITH_OUTPUT = frozenset({Outcome.EXECUTED, Outcome.LEASE_TAKEN_OVER, Outcome.DUPLICATE_COMPLETED})
 # Fields of the log line that the answer repeats.
-ANSWERED_FIELDS = ("run_id", "attempt_id", "fence", "result", "body_mismatch")
+ANSWERED_FIELDS = ("run_id", "trigger", "attempt_id", "fence", "result", "body_mismatch")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,11 @@
 Cloud Scheduler keeps X-CloudScheduler-ScheduleTime constant across the retries of one run,
 so (project, location, job name, schedule time) names the run. Project and location come from
 headers the stack sets itself, because the same JOB_ID can exist in two projects or regions.
+
+A run forced by hand (`gcloud scheduler jobs run`, the console's "force run") carries the
+*next* scheduled run's time in the same header. Whether a delivery is that forced run or the
+scheduled one is decided on Firestore's clock once the delivery has claimed
+(delivery/forced_runs.py); the key only carries the verdict, as its `trigger`.
 """
 
 from __future__ import annotations
@@ -11,8 +16,9 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from enum import StrEnum
 
 from exactly_once.delivery.request_checks import header_value
 
@@ -39,14 +45,32 @@ class BadSchedulerRequest(ValueError):
         self.header = header
 
 
+class Trigger(StrEnum):
+    """What started a run: its schedule, or a person forcing the job ahead of it."""
+
+    SCHEDULED = "scheduled"
+    # Delivered ahead of the ScheduleTime it carries: a forced run announcing the next
+    # scheduled run's time. One forced run per (job, announced time); see docs/operations.md.
+    FORCED = "forced"
+
+
 @dataclass(frozen=True)
 class RunKey:
-    """One scheduled run of one job, whichever delivery of it this is."""
+    """One run of one job, whichever delivery of it this is."""
 
     project: str
     location: str
     job_name: str
     schedule_time: datetime  # UTC
+    trigger: Trigger = Trigger.SCHEDULED
+
+    @property
+    def forced(self) -> bool:
+        return self.trigger is Trigger.FORCED
+
+    def as_triggered(self, trigger: Trigger) -> RunKey:
+        """The same delivery read as `trigger`'s run."""
+        return replace(self, trigger=trigger)
 
     @property
     def schedule_time_rfc3339(self) -> str:
@@ -56,11 +80,14 @@ class RunKey:
     @property
     def run_id(self) -> str:
         """SHA-256 of the canonical tuple: fixed length, evenly spread document ids, no user
-        text in a document path. JSON encoding keeps the fields from bleeding into each other."""
-        canonical = json.dumps(
-            [self.project, self.location, self.job_name, self.schedule_time_rfc3339],
-            separators=(",", ":"),
-        )
+        text in a document path. JSON encoding keeps the fields from bleeding into each other.
+        A scheduled run's tuple has no trigger (its id is what it always was, and what the
+        audit computes); any other run's has one more member, so it is never the scheduled
+        run's id."""
+        fields = [self.project, self.location, self.job_name, self.schedule_time_rfc3339]
+        if self.trigger is not Trigger.SCHEDULED:
+            fields.append(self.trigger.value)
+        canonical = json.dumps(fields, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 

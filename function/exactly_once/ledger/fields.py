@@ -19,6 +19,16 @@ COMPLETED_AT: Final = "completed_at"
 # The commit time of the owner's last lease renewal (null until the job outlives a renewal).
 RENEWED_AT: Final = "renewed_at"
 SCHEDULE_TIME: Final = "schedule_time"
+# Which run the record is (delivery/scheduler_request.Trigger): "scheduled", or "forced" for a
+# run forced ahead of the ScheduleTime it carries. Absent on records written before forced
+# runs had an identity of their own: those are scheduled runs.
+TRIGGER: Final = "trigger"
+# How a completed run ended (ledger/records.JobResult); "succeeded" when absent.
+RESULT: Final = "result"
+# The result of a run whose delivery came more than the job's startingDeadlineSeconds after its
+# ScheduleTime (on Firestore's clock): recorded completed, the job never run. The audit counts
+# such a run as skipped late, not missed; the record's "error" says by how much it was late.
+SKIPPED_LATE: Final = "skipped_late"
 # What claimed the run (@exactly_once(target=...), by default the Cloud Run service), so that two functions
 # sharing a runs collection and a job name cannot decide each other's runs.
 TARGET: Final = "target"

@@ -234,11 +234,15 @@ class RunLedger:
         if fields["status"] == RunStatus.COMPLETED:
             if fields[EXPIRE_AT] <= now:
                 return ClaimKind.RECLAIMED_EXPIRED  # TTL deletion runs up to days late
-            raise RunAlreadyCompleted(run_id, fields, (fields[EXPIRE_AT] - now).total_seconds())
+            raise RunAlreadyCompleted(run_id, fields, (fields[EXPIRE_AT] - now).total_seconds(), now)
         seconds_left = lease_seconds_left(stored, self._lease)
         if seconds_left > 0:
             raise RunInProgress(
-                run_id, max(1, math.ceil(seconds_left)), fields.get("attempt_id"), fields.get("body_sha256")
+                run_id,
+                max(1, math.ceil(seconds_left)),
+                fields.get("attempt_id"),
+                fields.get("body_sha256"),
+                read_time=now,
             )
         return ClaimKind.TOOK_OVER_LEASE
 

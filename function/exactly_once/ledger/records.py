@@ -13,7 +13,16 @@ from enum import StrEnum
 from typing import Any
 
 from exactly_once.delivery.scheduler_request import RunKey
-from exactly_once.ledger.fields import CLAIMED_AT, COMPLETED_AT, EXPIRE_AT, RENEWED_AT, SCHEDULE_TIME, TARGET
+from exactly_once.ledger.fields import (
+    CLAIMED_AT,
+    COMPLETED_AT,
+    EXPIRE_AT,
+    RENEWED_AT,
+    SCHEDULE_TIME,
+    SKIPPED_LATE,
+    TARGET,
+    TRIGGER,
+)
 from exactly_once.ledger.store import COMMIT_TIME, StoredRecord
 
 
@@ -32,14 +41,20 @@ class JobResult(StrEnum):
     SUCCEEDED = "succeeded"
     TERMINAL_FAILURE = "terminal_failure"
     OVERLAP_SKIPPED = "overlap_skipped"  # another run of the job held its lock (policy skip)
+    SKIPPED_LATE = SKIPPED_LATE  # delivered past the job's startingDeadlineSeconds: never run
 
 
 class RunAlreadyCompleted(Exception):
     """The run finished earlier: the job must not run again."""
 
-    def __init__(self, run_id: str, fields: Mapping[str, Any], seconds_left: float) -> None:
+    def __init__(
+        self, run_id: str, fields: Mapping[str, Any], seconds_left: float, read_time: datetime | None = None
+    ) -> None:
         super().__init__(f"run {run_id} is completed")
         self.run_id = run_id
+        # When Firestore served the read that found the record: the delivery's first reading
+        # of Firestore's clock when its claim was refused (delivery/forced_runs.py).
+        self.read_time = read_time
         self.result = str(fields.get("result", JobResult.SUCCEEDED))
         self.output_json: str | None = fields.get("output_json")
         # Of the body that ran the job ("" for records written without one).
@@ -52,10 +67,16 @@ class RunInProgress(Exception):
     """Another attempt holds a live lease; it may still fail, so the caller should retry."""
 
     def __init__(
-        self, run_id: str, retry_after_seconds: int, holder: str | None, fingerprint: str | None = None
+        self,
+        run_id: str,
+        retry_after_seconds: int,
+        holder: str | None,
+        fingerprint: str | None = None,
+        read_time: datetime | None = None,
     ) -> None:
         super().__init__(f"run {run_id} is in progress (attempt {holder}), retry in {retry_after_seconds}s")
         self.run_id = run_id
+        self.read_time = read_time  # as RunAlreadyCompleted's; None when no read found it
         self.retry_after_seconds = retry_after_seconds
         self.holder = holder
         self.fingerprint = fingerprint or ""
@@ -114,6 +135,7 @@ def in_progress_record(
         EXPIRE_AT: now + retention,  # the TTL field; completion re-dates it on Firestore's clock
         "job_name": key.job_name,
         SCHEDULE_TIME: key.schedule_time,
+        TRIGGER: key.trigger.value,
         "project": key.project,
         "location": key.location,
         TARGET: target or None,
