@@ -40,10 +40,13 @@ class Instance:
 
     _ids = itertools.count(1)
 
-    def __init__(self, emulator_host, project, job, overlap=None, lease=LEASE) -> None:
+    def __init__(
+        self, emulator_host, project, job, overlap=None, lease=LEASE, clock=None, starting_deadlines=None
+    ) -> None:
         self.client, self.rpcs = counted_emulator_client(emulator_host, project)
         store = FirestoreRunStore(self.client, "scheduler_runs")
-        ledger = RunLedger(store, lease=lease, retention=timedelta(hours=1), clock=FakeClock())
+        self.clock = clock or FakeClock()
+        ledger = RunLedger(store, lease=lease, retention=timedelta(hours=1), clock=self.clock)
         self.locks = JobLocks(
             store, lease=lease, retention=timedelta(hours=1), clock=FakeClock(), deadline_seconds=5
         )
@@ -57,6 +60,7 @@ class Instance:
             time_limit_seconds=60,
             end_attempt=self.ended,
             overlap=overlap or {},
+            starting_deadlines=starting_deadlines,
             locks=self.locks,
             cache=self.cache,
             log_stream=self.logs,
