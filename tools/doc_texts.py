@@ -16,6 +16,7 @@ from exactly_once.config import (
     JOB_HANDLER_ENV,
     JOB_HANDLERS_ENV,
     JOB_OVERLAP_ENV,
+    JOB_STARTING_DEADLINES_ENV,
     JOB_TIME_LIMITS_ENV,
     LEASE_SECONDS_ENV,
     PROJECT_ENV,
@@ -68,6 +69,10 @@ OUTCOME_MEANINGS: dict[Outcome, str] = {
     Outcome.OVERLAP_SKIPPED: (
         "overlap policy `skip`: another run of the job held its lock; recorded, never run, and every "
         "later delivery gets the same answer"
+    ),
+    Outcome.SKIPPED_LATE: (
+        "delivered more than the job's `startingDeadlineSeconds` after its ScheduleTime (Firestore's "
+        "clock): recorded `skipped_late`, never run, and every later delivery gets the same answer"
     ),
     Outcome.OVERLAP_WAIT: (
         "overlap policy `wait`: another run of the job holds its lock; nothing recorded, retried later "
@@ -163,6 +168,13 @@ def _function_environment() -> tuple[EnvVar, ...]:
             "none",
             f'JSON `{{"<job id>": "skip" | "wait"}}` (`jobs[].overlap`), keyed like `{JOB_HANDLERS_ENV}`; '
             "absent jobs allow",
+        ),
+        EnvVar(
+            JOB_STARTING_DEADLINES_ENV,
+            "none",
+            'JSON `{"<job id>": <seconds>}` (`jobs[].startingDeadlineSeconds`), keyed like '
+            f"`{JOB_HANDLERS_ENV}`: a run delivered later than that after its ScheduleTime is recorded "
+            "`skipped_late` and not run; absent jobs have no deadline",
         ),
         EnvVar(
             COLLECTION_ENV,
@@ -268,6 +280,13 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
         "string",
         "`allow`, `skip` or `wait`: what a run does while another run of this job holds its lease"
         f" (goes into `{JOB_OVERLAP_ENV}`).",
+    ),
+    "startingDeadlineSeconds": (
+        "number",
+        "A run whose delivery (first or retry) reaches the function more than this many seconds after "
+        "its ScheduleTime, on Firestore's clock, is answered `skipped_late`, recorded, and not run "
+        f"(goes into `{JOB_STARTING_DEADLINES_ENV}`). At least 10, and not shorter than the first "
+        "retry's backoff ([operations.md](operations.md#starting-deadline)).",
     ),
     "cloudRunJob.sample": (
         "boolean",

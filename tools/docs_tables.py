@@ -80,6 +80,7 @@ def _job_defaults() -> dict[str, str]:
         **retry,
         "handler": "`jobHandler`",
         "overlap": f"`{DEFAULT_OVERLAP}`",
+        "startingDeadlineSeconds": "none",
     }
 
 

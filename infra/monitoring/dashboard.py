@@ -35,6 +35,9 @@ CHARTED: dict[str, tuple[Outcome, ...]] = {
         Outcome.OVERLAP_WAIT,
     ),
     "takeovers": (Outcome.LEASE_TAKEN_OVER,),
+    # Runs a job's startingDeadlineSeconds skipped: not failures (nothing is retried or lost by
+    # them), but a job whose runs keep arriving late has a problem upstream.
+    "skipped_late": (Outcome.SKIPPED_LATE,),
     "failures": (*OUTCOME_ALERTS, *REFUSED),
 }
 

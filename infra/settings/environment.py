@@ -19,6 +19,7 @@ from exactly_once.config import (
     JOB_HANDLER_ENV,
     JOB_HANDLERS_ENV,
     JOB_OVERLAP_ENV,
+    JOB_STARTING_DEADLINES_ENV,
     JOB_TIME_LIMITS_ENV,
     LEASE_SECONDS_ENV,
     PROJECT_ENV,
@@ -74,6 +75,8 @@ def stack_environment(settings: StackSettings) -> dict[str, str]:
         env[JOB_OVERLAP_ENV] = json.dumps(overlap, sort_keys=True)
     if limits := settings.job_time_limits():
         env[JOB_TIME_LIMITS_ENV] = json.dumps(limits, sort_keys=True)
+    if deadlines := settings.job_starting_deadlines():
+        env[JOB_STARTING_DEADLINES_ENV] = json.dumps(deadlines, sort_keys=True)
     return env
 
 

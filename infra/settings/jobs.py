@@ -53,6 +53,7 @@ _JOB_KEYS = (
     "body",
     "handler",
     "overlap",
+    "startingDeadlineSeconds",
     # What the job starts per run (infra/targets/), and what it needs (infra/config/access.py).
     *TARGET_KEYS,
     *ACCESS_KEYS,
@@ -84,6 +85,9 @@ class JobSettings:
     body: Mapping[str, Any] | None = None
     handler: str | None = None
     overlap: OverlapPolicy = DEFAULT_OVERLAP
+    # A run delivered later than this after its ScheduleTime is skipped (startingDeadlineSeconds,
+    # the function's JOB_STARTING_DEADLINES); None: never.
+    starting_deadline_seconds: float | None = None
     # What the job starts per run (infra/targets/): a WorkflowTarget, CloudRunJobTarget, ...
     target: object | None = None
     access: JobAccess = dataclasses.field(default_factory=JobAccess)
@@ -173,6 +177,7 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         errors.append(
             f"{errors.key(f'{prefix}.overlap')}: {overlap!r} is not one of {', '.join(OVERLAP_POLICIES)}"
         )
+    starting_deadline = _starting_deadline(item, prefix, errors)
     target = parse_target(item, prefix, errors)
     if target is not None:
         handler = check_target_job(target, handler, body, prefix, errors)
@@ -191,6 +196,7 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         body=dict(body) if body is not None else None,
         handler=handler,
         overlap=OverlapPolicy(overlap),
+        starting_deadline_seconds=starting_deadline,
         target=target,
         access=access,
     )
@@ -201,6 +207,13 @@ def _time_limit(item: Mapping[str, Any], prefix: str, errors: ConfigProblems) ->
     if "timeLimitSeconds" not in item:
         return None
     return _number(item["timeLimitSeconds"], f"{prefix}.timeLimitSeconds", errors)
+
+
+def _starting_deadline(item: Mapping[str, Any], prefix: str, errors: ConfigProblems) -> float | None:
+    """startingDeadlineSeconds: a number; the timing rules judge it against the retries."""
+    if "startingDeadlineSeconds" not in item:
+        return None
+    return _number(item["startingDeadlineSeconds"], f"{prefix}.startingDeadlineSeconds", errors)
 
 
 def _retry(raw: Any, prefix: str, errors: ConfigProblems) -> RetryConfig | None:

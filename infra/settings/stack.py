@@ -95,6 +95,7 @@ class StackSettings:
             retention_seconds=self.retention_seconds,
             retry=job.retry,
             time_limit_seconds=self.job_time_limit(job),
+            starting_deadline_seconds=job.starting_deadline_seconds,
         )
 
     def job_handlers(self) -> dict[str, str]:
@@ -108,6 +109,14 @@ class StackSettings:
             self.scheduler_job_id(job): limit
             for job in self.jobs
             if (limit := self.job_time_limit(job)) != self.time_limit_seconds
+        }
+
+    def job_starting_deadlines(self) -> dict[str, float]:
+        """JOB_STARTING_DEADLINES: the jobs with a startingDeadlineSeconds, by deployed job id."""
+        return {
+            self.scheduler_job_id(job): job.starting_deadline_seconds
+            for job in self.jobs
+            if job.starting_deadline_seconds is not None
         }
 
     def job_overlap(self) -> dict[str, str]:

@@ -31,6 +31,7 @@ def timing_keys(field: str, index: int, own_limit: bool = False) -> tuple[str, .
         if own_limit
         else ("functionTimeoutSeconds",),
         "lease_seconds": ("leaseSeconds",),
+        "starting_deadline_seconds": (f"jobs[{index}].startingDeadlineSeconds",),
         "retention_seconds": ("retentionSeconds",),
     }[field]
 

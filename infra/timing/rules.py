@@ -11,6 +11,7 @@ dependencies.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from exactly_once.config import RENEWALS_PER_LEASE, TIME_LIMIT_MARGIN_SECONDS, time_limit_for_timeout
@@ -27,6 +28,10 @@ MAX_HTTP_FUNCTION_TIMEOUT_SECONDS = 3600.0
 MIN_LEASE_SECONDS = 10.0
 # How far the attempt deadline may stray from the function timeout before we say so.
 DEADLINE_TIMEOUT_TOLERANCE_SECONDS = 5.0
+# The shortest startingDeadlineSeconds: an on-time run reaches the ledger after Cloud Scheduler's
+# dispatch and, on a cold instance, the function's start, which together take seconds; a shorter
+# deadline would skip runs that were never late.
+MIN_STARTING_DEADLINE_SECONDS = 10.0
 _RETRY_LOOP_CAP = 10_000
 
 
@@ -86,6 +91,8 @@ class JobTiming:
     # The job's time limit as deployed (its JOB_TIME_LIMITS entry, else JOB_TIME_LIMIT_SECONDS);
     # None: the one the stack derives from the function timeout.
     time_limit_seconds: float | None = None
+    # jobs[].startingDeadlineSeconds (its JOB_STARTING_DEADLINES entry); None: runs are never late.
+    starting_deadline_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -243,7 +250,51 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
                 advisory=True,
             )
         )
+    violations.extend(_starting_deadline_violations(job))
     return violations
+
+
+def _starting_deadline_violations(job: JobTiming) -> list[Violation]:
+    """A starting deadline is measured from the ScheduleTime, and every retry of a run arrives
+    later than its first attempt: a deadline the retries cannot meet makes them pointless."""
+    deadline = job.starting_deadline_seconds
+    if deadline is None:
+        return []
+    if not MIN_STARTING_DEADLINE_SECONDS <= deadline < math.inf:
+        return [
+            Violation(
+                "starting-deadline-range",
+                ("starting_deadline_seconds",),
+                f"starting deadline {_s(deadline)} must be a finite number of seconds, at least "
+                f"{_s(MIN_STARTING_DEADLINE_SECONDS)}: a run reaches the function seconds after its time "
+                "(Cloud Scheduler's dispatch, a cold start), so a shorter one would skip runs that were "
+                "on time",
+            )
+        ]
+    arrivals = retry_arrivals_if_every_attempt_fails_instantly(job.retry)
+    if arrivals and deadline < arrivals[0]:
+        return [
+            Violation(
+                "starting-deadline-admits-retries",
+                ("starting_deadline_seconds", "retry.retry_count", "retry.min_backoff_seconds"),
+                f"starting deadline {_s(deadline)} ends before the first retry can arrive "
+                f"({_s(arrivals[0])} after the first attempt): every retry would be skipped as late, and "
+                "a run whose first attempt fails would never run; allow at least the first backoff",
+            )
+        ]
+    takeover = next((arrival for arrival in arrivals if arrival >= job.lease_seconds), None)
+    if takeover is not None and deadline < takeover:
+        return [
+            Violation(
+                "starting-deadline-crash-recovery",
+                ("starting_deadline_seconds", "lease_seconds"),
+                f"starting deadline {_s(deadline)} ends before the first retry that can take over a "
+                f"crashed attempt's lease of {_s(job.lease_seconds)} ({_s(takeover)} after the first "
+                "attempt): a run whose attempt crashes is skipped as late instead of run again",
+                advisory=True,
+            )
+        ]
+    return []
 
 
 def _retry_config_violations(retry: RetryConfig) -> list[Violation]:

@@ -18,7 +18,13 @@ from typing import Final
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
-from exactly_once.config import JOB_TIME_LIMITS_ENV, LEASE_SECONDS_ENV, RETENTION_SECONDS_ENV, TIME_LIMIT_ENV
+from exactly_once.config import (
+    JOB_STARTING_DEADLINES_ENV,
+    JOB_TIME_LIMITS_ENV,
+    LEASE_SECONDS_ENV,
+    RETENTION_SECONDS_ENV,
+    TIME_LIMIT_ENV,
+)
 from infra.timing import rules as timing
 from policy.engine.functions import ledger_functions
 from policy.engine.types import SCHEDULER_JOB, resources_of
@@ -37,6 +43,9 @@ _FIELD_PROPERTIES: Final[Mapping[str, str]] = MappingProxyType(
             f"(else {TIME_LIMIT_ENV})"
         ),
         "lease_seconds": f"Function.serviceConfig.environmentVariables.{LEASE_SECONDS_ENV}",
+        "starting_deadline_seconds": (
+            f"Function.serviceConfig.environmentVariables.{JOB_STARTING_DEADLINES_ENV}[<job>]"
+        ),
         "retention_seconds": f"Function.serviceConfig.environmentVariables.{RETENTION_SECONDS_ENV}",
         "retry.retry_count": "Job.retryConfig.retryCount",
         "retry.min_backoff_seconds": "Job.retryConfig.minBackoffDuration",
@@ -63,6 +72,14 @@ _RULE_FIXES: Final[Mapping[str, str]] = MappingProxyType(
         ),
         "retention-outlives-retries": (
             f"raise {RETENTION_SECONDS_ENV} past the latest retry, or shorten the retry window"
+        ),
+        "starting-deadline-range": f"set the job's {JOB_STARTING_DEADLINES_ENV} entry to at least 10",
+        "starting-deadline-admits-retries": (
+            f"raise the job's {JOB_STARTING_DEADLINES_ENV} entry to at least retryConfig.minBackoffDuration"
+        ),
+        "starting-deadline-crash-recovery": (
+            f"raise the job's {JOB_STARTING_DEADLINES_ENV} entry past the first retry after the lease, "
+            f"or lower {LEASE_SECONDS_ENV}"
         ),
         "deadline-matches-timeout": "set attemptDeadline to the job's time limit + 5 s",
         "retries-fit-schedule": (

@@ -16,6 +16,7 @@ from pulumi_policy import PolicyResource
 
 from exactly_once.config import (
     DEFAULT_FUNCTION_TIMEOUT_SECONDS,
+    JOB_STARTING_DEADLINES_ENV,
     JOB_TIME_LIMITS_ENV,
     LEASE_SECONDS_ENV,
     RETENTION_SECONDS_ENV,
@@ -136,6 +137,12 @@ def plan_job(job: PolicyResource, functions: list[PolicyResource]) -> JobPlan | 
     elif isinstance(own_limit, float):
         values["time_limit_seconds"] = own_limit
 
+    starting_deadline = function_env_entry(function, JOB_STARTING_DEADLINES_ENV, lookup(props, "name"))
+    if starting_deadline is UNKNOWN:
+        return None
+    if isinstance(starting_deadline, str):
+        problems.append(starting_deadline)
+
     if problems or timeout_seconds is None:
         return JobPlan(job, function, None, tuple(problems))
     schedule = lookup(props, "schedule")
@@ -146,6 +153,7 @@ def plan_job(job: PolicyResource, functions: list[PolicyResource]) -> JobPlan | 
         lease_seconds=values["lease_seconds"],
         retention_seconds=values["retention_seconds"],
         time_limit_seconds=values["time_limit_seconds"],
+        starting_deadline_seconds=starting_deadline if isinstance(starting_deadline, float) else None,
         retry=timing.RetryConfig(
             retry_count=counts["retry_count"],
             max_retry_duration_seconds=values["max_retry_duration_seconds"],

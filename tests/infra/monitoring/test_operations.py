@@ -220,6 +220,7 @@ def test_the_dashboard_is_the_repository_json_with_this_stacks_metrics() -> None
         "latency p50",
         "latency p95",
         "Missed",
+        "skipped late",
     ):
         assert any(needle in title for title in titles), needle
     filters = json.dumps(body)

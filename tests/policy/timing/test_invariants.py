@@ -237,3 +237,20 @@ def test_retries_outlasting_the_schedule_interval_are_advisory_only() -> None:
     assert "[retries-fit-schedule]" in message and "longer than the 300s between scheduled runs" in message
     assert "Fix: schedule the job less often" in message
     assert invariants(resources).violations == []
+
+
+def test_a_jobs_starting_deadline_is_read_from_job_starting_deadlines_by_its_name() -> None:
+    function, job = fixtures.function(), fixtures.job()
+    variables = function["serviceConfig"]["environmentVariables"]
+    variables["JOB_STARTING_DEADLINES"] = json.dumps({job["name"]: 3600})
+    resources = fixtures.stack(function=function, job=job)
+    assert invariants(resources).violations == [] and advisories(resources).violations == []
+    variables["JOB_STARTING_DEADLINES"] = json.dumps({job["name"]: 5})
+    [message] = invariants(fixtures.stack(function=function, job=job)).messages
+    assert "[starting-deadline-range]" in message and "starting deadline 5s" in message
+    assert "JOB_STARTING_DEADLINES[<job>]" in message
+    variables["JOB_STARTING_DEADLINES"] = json.dumps({"another-job": 5})  # not this job's
+    assert invariants(fixtures.stack(function=function, job=job)).violations == []
+    variables["JOB_STARTING_DEADLINES"] = "[5]"
+    [message] = invariants(fixtures.stack(function=function, job=job)).messages
+    assert "JOB_STARTING_DEADLINES '[5]' is not a JSON object of numbers by job" in message

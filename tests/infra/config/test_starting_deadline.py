@@ -1,0 +1,81 @@
+"""`jobs[].startingDeadlineSeconds`: validated by key, judged against the job's retries, and
+carried to the function as JOB_STARTING_DEADLINES."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from exactly_once.config import JOB_STARTING_DEADLINES_ENV, FunctionConfig
+from infra.settings.environment import function_environment
+from infra.settings.timing_checks import timing_advisories, timing_errors
+from tests.infra.conftest import NAMESPACE, build, error_of, valid_job, valid_values
+from tools.mocked_program import run_mocked_stack
+
+KEY = f"{NAMESPACE}:jobs[0].startingDeadlineSeconds"
+
+
+def test_a_deadline_reaches_the_function_by_the_deployed_job_id() -> None:
+    settings = build(valid_values(jobs=[valid_job(startingDeadlineSeconds=600), valid_job(name="other")]))
+    timed, other = settings.jobs
+    assert (timed.starting_deadline_seconds, other.starting_deadline_seconds) == (600, None)
+    assert timing_errors(settings) == [] and timing_advisories(settings) == []
+    env = function_environment(settings)
+    assert json.loads(env[JOB_STARTING_DEADLINES_ENV]) == {settings.scheduler_job_id(timed): 600}
+    config = FunctionConfig.from_env(env)
+    assert config.starting_deadlines == {settings.scheduler_job_id(timed): 600.0}
+    (function,) = [
+        r for r in run_mocked_stack(settings) if r.type == "gcp:cloudfunctionsv2/function:Function"
+    ]
+    deployed = function.inputs["serviceConfig"]["environmentVariables"]
+    assert json.loads(deployed[JOB_STARTING_DEADLINES_ENV]) == {settings.scheduler_job_id(timed): 600}
+
+
+def test_without_a_deadline_the_function_gets_no_variable() -> None:
+    assert JOB_STARTING_DEADLINES_ENV not in function_environment(build(valid_values()))
+
+
+@pytest.mark.parametrize("value", ["10m", True, None, [60]])
+def test_a_deadline_must_be_a_number(value: object) -> None:
+    assert f"{KEY}: expected a number, got {value!r}" in error_of(
+        valid_values(jobs=[valid_job(startingDeadlineSeconds=value)])
+    )
+
+
+@pytest.mark.parametrize("value", [0, -5, 9.5, float("inf"), float("nan")])
+def test_a_deadline_shorter_than_a_dispatch_or_not_finite_is_refused_naming_the_key(value: float) -> None:
+    message = error_of(valid_values(jobs=[valid_job(startingDeadlineSeconds=value)]))
+    (line,) = [line for line in message.splitlines() if "starting deadline" in line]
+    assert line.startswith(f"  - {KEY}: job 'every-5': starting deadline {value:g}s must be a finite")
+    assert "at least 10s" in line
+
+
+def test_a_deadline_before_the_first_retry_is_refused_naming_the_retry_keys() -> None:
+    # The first retry comes 20 s after the first attempt at the earliest: every one would be late.
+    job = valid_job(
+        startingDeadlineSeconds=12,
+        retry={"retryCount": 3, "minBackoffSeconds": 20, "maxBackoffSeconds": 300, "maxDoublings": 3},
+    )
+    message = error_of(valid_values(jobs=[job]))
+    (line,) = [line for line in message.splitlines() if "starting deadline" in line]
+    assert line.startswith(
+        f"  - {KEY}, {NAMESPACE}:jobs[0].retry.retryCount, {NAMESPACE}:jobs[0].retry.minBackoffSeconds: "
+        "job 'every-5': starting deadline 12s ends before the first retry can arrive (20s after the first "
+        "attempt)"
+    ), line
+    assert line.endswith("a run whose first attempt fails would never run; allow at least the first backoff")
+
+
+def test_a_deadline_before_a_crashed_attempt_can_be_taken_over_is_an_advisory() -> None:
+    # Retries at 10, 30, 70 ... s; the 30 s lease ends before the one at 30 s takes the run over.
+    settings = build(valid_values(jobs=[valid_job(startingDeadlineSeconds=20)]))
+    assert timing_errors(settings) == []
+    (advisory,) = [a for a in timing_advisories(settings) if "starting deadline" in a]
+    assert advisory.startswith(f"{KEY}, {NAMESPACE}:leaseSeconds: job 'every-5': starting deadline 20s")
+    assert "(30s after the first attempt)" in advisory and "skipped as late" in advisory
+    assert [
+        a
+        for a in timing_advisories(build(valid_values(jobs=[valid_job(startingDeadlineSeconds=30)])))
+        if "starting deadline" in a
+    ] == []
