@@ -11,12 +11,23 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from exactly_once import strict_json
 from exactly_once.errors import TerminalJobError
+
+
+@dataclass(frozen=True)
+class PreviousRun:
+    """The job's last successful run, as its job status recorded it (ledger/job_status.py)."""
+
+    schedule_time: datetime
+    # What that run returned (decoded JSON; None when it returned nothing).
+    output: Any
+    run_id: str
+    forced: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,6 +52,20 @@ class RunContext:
     # A run forced ahead of its ScheduleTime (`gcloud scheduler jobs run`): `schedule_time` is
     # the scheduled run it announced, which still runs on its own at that time.
     forced: bool = False
+    # Reads the job's last successful run; the function sets it, a test may too. None: no
+    # earlier run is known (previous() answers None).
+    previous_reader: Callable[[], PreviousRun | None] | None = field(default=None, repr=False, compare=False)
+
+    def previous(self) -> PreviousRun | None:
+        """The job's last successful run before this one (`schedule_time`, `output`), or None
+        when it has none: what an incremental job continues from (a watermark in its output).
+        One Firestore read, made when the job first asks, never for a job that does not; a
+        read that fails raises, and the job fails retryably like on any other store error.
+
+        "Last" is by completion: a run delivered long after its time (a backfill, a catch-up)
+        sees the newest success, which may be scheduled after it; a forced run's success
+        counts, with the time it announced. Keep the watermark in the output, not the time."""
+        return self.previous_reader() if self.previous_reader is not None else None
 
     def seconds_left(self) -> float:
         """How long the job may still run. A long job checks it between steps and stops in

@@ -42,6 +42,7 @@ from exactly_once.delivery.heartbeat import end_instance
 from exactly_once.delivery.outcomes import Reply
 from exactly_once.delivery.overlap import JobLocks
 from exactly_once.delivery.warm_cache import CompletedRuns
+from exactly_once.ledger.job_status import JobStatuses
 from exactly_once.ledger.protocol import RunLedger, new_attempt_id
 from exactly_once.ledger.store import FirestoreRunStore, store_deadline_for
 from exactly_once.once import OncePerInstance
@@ -80,6 +81,7 @@ def build_handler(
         overlap=config.overlap,
         locks=locks,
         cache=CompletedRuns(),
+        statuses=JobStatuses(client, config.runs_collection),
     )
 
 

@@ -17,6 +17,7 @@ from exactly_once.delivery.scheduler_request import (
     SCHEDULE_TIME_HEADER,
 )
 from exactly_once.delivery.warm_cache import CompletedRuns
+from exactly_once.ledger.job_status import JobStatuses
 from exactly_once.ledger.protocol import RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
 from localrun.firestore_rpcs import counted_emulator_client
@@ -63,6 +64,7 @@ class Instance:
             starting_deadlines=starting_deadlines,
             locks=self.locks,
             cache=self.cache,
+            statuses=JobStatuses(self.client, "scheduler_runs"),
             log_stream=self.logs,
         )
 

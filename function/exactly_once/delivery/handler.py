@@ -7,6 +7,7 @@ by tests; decorator.py only adapts the request and response.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import time
 import traceback
@@ -33,6 +34,7 @@ from exactly_once.delivery.request_checks import body_problem, wants_fresh_answe
 from exactly_once.delivery.scheduler_request import BadSchedulerRequest, RunKey, Trigger, run_key_from_headers
 from exactly_once.delivery.warm_cache import CompletedRuns
 from exactly_once.errors import TerminalJobError, error_text
+from exactly_once.ledger.job_status import JobStatuses
 from exactly_once.ledger.protocol import (
     Claim,
     ClaimKind,
@@ -73,13 +75,15 @@ class ScheduledRunHandler:
         overlap: Mapping[str, OverlapPolicy] | None = None,
         locks: JobLocks | None = None,
         cache: CompletedRuns | None = None,
+        statuses: JobStatuses | None = None,
         log_stream: TextIO | None = None,
     ) -> None:
         """`end_attempt` is what the watchdog calls to stop an attempt that overran its time
         limit or could not keep its lease: heartbeat.end_instance in a deployed function.
         `time_limits` holds the jobs whose limit is shorter than `time_limit_seconds`, by job name;
         `starting_deadlines` the jobs whose runs are skipped when delivered later than that many
-        seconds after their ScheduleTime."""
+        seconds after their ScheduleTime. `statuses`, when given, keeps each job's last result,
+        written in the commit that ends each run, and serves RunContext.previous()."""
         self._ledger = ledger
         self._job = job
         self._new_attempt_id = new_attempt_id
@@ -93,6 +97,7 @@ class ScheduledRunHandler:
         self._locks = locks
         self._cache = cache if cache is not None else CompletedRuns()
         self._end_attempt = end_attempt
+        self._statuses = statuses
         self._log_stream = log_stream
 
     def handle(self, method: str, headers: Mapping[str, str], body: bytes | None) -> Reply:
@@ -305,11 +310,18 @@ class ScheduledRunHandler:
     def _run_and_finish(
         self, key: RunKey, claim: Claim, body: bytes, entry: dict[str, Any], ends_at: float
     ) -> Answer:
+        previous = None
+        if (statuses := self._statuses) is not None:
+            # Read only if the job asks, once however often it does.
+            previous = functools.cache(
+                lambda: statuses.last_success(key, timeout=self._ledger.deadline_seconds)
+            )
         context = RunContext(
             run_id=claim.run_id,
             job_name=key.job_name,
             schedule_time=key.schedule_time,
             forced=key.forced,
+            previous_reader=previous,
             project=key.project,
             location=key.location,
             attempt_id=claim.attempt_id,
@@ -346,16 +358,24 @@ class ScheduledRunHandler:
         entry[log_fields.JOB_RETURNED] = returned
         if keeper.renewals:
             entry["renewals"] = keeper.renewals
-        return self._finish(keeper.claim, output_json, failure, entry)
+        return self._finish(key, keeper.claim, output_json, failure, entry)
 
     def _finish(
-        self, claim: Claim, output_json: str | None, failure: BaseException | None, entry: dict[str, Any]
+        self,
+        key: RunKey,
+        claim: Claim,
+        output_json: str | None,
+        failure: BaseException | None,
+        entry: dict[str, Any],
     ) -> Answer:
-        """Record what the job came to, as the owner of the run's latest lease."""
+        """Record what the job came to, as the owner of the run's latest lease, and with it the
+        job's last result (one commit either way)."""
+        statuses = self._statuses
         try:
             if isinstance(failure, TerminalJobError):
                 entry["error"] = message = error_text(failure)
-                self._ledger.complete(claim, JobResult.TERMINAL_FAILURE, message)
+                also = [statuses.failed(key, claim.run_id, message)] if statuses else []
+                self._ledger.complete(claim, JobResult.TERMINAL_FAILURE, message, also=also)
                 self._remember(claim, JobResult.TERMINAL_FAILURE, None, error=message)
                 return Answer(
                     Outcome.FAILED_TERMINAL,
@@ -365,9 +385,11 @@ class ScheduledRunHandler:
             if failure is not None:
                 trace = "".join(traceback.format_exception(failure))
                 entry.update(error=error_text(repr(failure)), traceback=error_text(trace))
-                self._ledger.release(claim)
+                also = [statuses.failed(key, claim.run_id, entry["error"])] if statuses else []
+                self._ledger.release(claim, also=also)
                 return Answer(Outcome.FAILED_RELEASED, "job failed: claim released for the next retry")
-            self._ledger.complete(claim, output_json=output_json)
+            also = [statuses.succeeded(key, claim.run_id, output_json)] if statuses else []
+            self._ledger.complete(claim, output_json=output_json, also=also)
         except LeaseLost:
             return Answer(
                 Outcome.LEASE_LOST,

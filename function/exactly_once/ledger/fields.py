@@ -33,6 +33,33 @@ SKIPPED_LATE: Final = "skipped_late"
 # sharing a runs collection and a job name cannot decide each other's runs.
 TARGET: Final = "target"
 
+# Each job's last result: one document per job (ledger/job_status.py), in a collection of its
+# own beside the runs, written in the same commit that ends each run. Never expires: it is as
+# old as the job's last run, whatever the retention.
+JOB_STATUS_COLLECTION_SUFFIX: Final = "_job_status"
+# Maps of the job's last successful run and last failed attempt, and the failed attempts since
+# that success (a job that raised, retried or terminally; reset to 0 by a success).
+LAST_SUCCESS: Final = "last_success"
+LAST_FAILURE: Final = "last_failure"
+CONSECUTIVE_FAILURES: Final = "consecutive_failures"
+# Inside LAST_SUCCESS and LAST_FAILURE, beside SCHEDULE_TIME, TRIGGER and "run_id": when the
+# run's ending commit was made (Firestore's clock), the stored output, the failure's reason.
+ENDED_AT: Final = "ended_at"
+OUTPUT_JSON: Final = "output_json"
+REASON: Final = "reason"
+
+
+def job_status_collection(runs_collection: str) -> str:
+    """Where the job status documents of the runs in `runs_collection` live."""
+    return f"{runs_collection}{JOB_STATUS_COLLECTION_SUFFIX}"
+
+
+def job_status_id(project: str, location: str, job_name: str) -> str:
+    """A job's status document id, readable in the console: none of the three may hold "|"
+    (delivery/scheduler_request.py), so the id names exactly one (project, location, job)."""
+    return f"{project}|{location}|{job_name}"
+
+
 # Fields whose values only ever grow and that no query filters on. Left indexed, every new
 # record's entry would land at the end of the same index range, which caps the collection at
 # about 500 writes a second; exempt, the writes spread like the document ids do.
