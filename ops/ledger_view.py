@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
+
+from google.cloud.firestore import DocumentReference
 
 from exactly_once.audit.config import AuditError
 from exactly_once.audit.missed_runs import (
@@ -23,7 +25,18 @@ from exactly_once.audit.missed_runs import (
     stack_target,
 )
 from exactly_once.audit.reads import firestore_reader
-from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
+from exactly_once.delivery.scheduler_request import RunKey, Trigger, format_rfc3339
+from exactly_once.ledger.fields import (
+    CONSECUTIVE_FAILURES,
+    ENDED_AT,
+    LAST_FAILURE,
+    LAST_SUCCESS,
+    REASON,
+    SCHEDULE_TIME,
+    TRIGGER,
+    job_status_collection,
+    job_status_id,
+)
 from infra.settings.jobs import AUDIT_JOB_NAME
 from ops.context import StackContext, UserError, utc_now
 from ops.exit_codes import ExitCode
@@ -129,7 +142,8 @@ def status(
     until: datetime | None = None,
     now: datetime | None = None,
 ) -> ExitCode:
-    """The latest `limit` scheduled runs of each job up to `until`, as the ledger records them."""
+    """Each job's last result (success, failure, failures since), then its latest `limit`
+    scheduled runs up to `until`, as the ledger records them."""
     if limit < 1:
         raise UserError(f"--limit: expected a positive number of runs, got {limit}")
     now = now or utc_now()
@@ -139,6 +153,7 @@ def status(
     for settings in context.jobs(job):
         audited = context.audited(settings)
         out.write(f"job {settings.name}  (schedule {settings.schedule!r} in {settings.time_zone})\n")
+        out.write(_job_status_line(context, audited.name) + "\n")
         latest = fire_times(audited.schedule, audited.time_zone, since, until)[-limit:]
         runs = _judge(context, [(audited, instant) for instant in latest], now, target)
         if not runs:
@@ -146,6 +161,35 @@ def status(
         for run in reversed(runs):
             out.write("  " + _status_line(run) + "\n")
     return ExitCode.OK
+
+
+def _job_status_line(context: StackContext, job_id: str) -> str:
+    """The job's last result, as the function keeps it with every run's ending commit."""
+    collection = context.firestore().collection(job_status_collection(context.settings.runs_collection))
+    reference = cast(
+        DocumentReference, collection.document(job_status_id(context.project, context.location, job_id))
+    )
+    document = reference.get()
+    recorded = (document.to_dict() or {}) if document.exists else {}
+    success, failure = recorded.get(LAST_SUCCESS), recorded.get(LAST_FAILURE)
+    parts = ["last success " + (_last_run(success) if isinstance(success, dict) else "none recorded")]
+    if isinstance(failure, dict):
+        parts.append(f"last failure {_last_run(failure)}: {failure.get(REASON)!r}")
+    else:
+        parts.append("last failure none recorded")
+    parts.append(f"consecutive failures {recorded.get(CONSECUTIVE_FAILURES, 0)}")
+    return "; ".join(parts)
+
+
+def _last_run(run: dict[str, Any]) -> str:
+    """`<schedule time> (forced) ended <commit time>`, as far as the map says."""
+    schedule = run.get(SCHEDULE_TIME)
+    text = format_rfc3339(schedule) if isinstance(schedule, datetime) else "?"
+    if run.get(TRIGGER) == Trigger.FORCED:
+        text += " (forced)"
+    if isinstance(ended := run.get(ENDED_AT), datetime):
+        text += f" ended {format_rfc3339(ended)}"
+    return text
 
 
 def _status_line(run: ExpectedRun) -> str:

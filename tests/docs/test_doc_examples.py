@@ -30,6 +30,7 @@ EXAMPLES = {
         doc_examples.JOB_MODULE,
         doc_examples.UNIT_TEST,
         doc_examples.SERVED_TEST,
+        doc_examples.WATERMARK_JOB,
         test_installed_package.EXAMPLE,
     },
 }

@@ -10,6 +10,8 @@ JOBS_DOC = Path(__file__).resolve().parents[2] / "docs" / "jobs.md"
 JOB_MODULE = "jobs/my_job.py"
 UNIT_TEST = "tests/jobs/test_my_job.py"
 SERVED_TEST = "tests/jobs/test_my_job_served.py"
+# "Continuing from the previous run": an incremental job built on RunContext.previous().
+WATERMARK_JOB = "jobs/watermark.py"
 
 
 def example_source(name: str) -> str:
