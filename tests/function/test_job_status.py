@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -22,8 +23,9 @@ def instance(emulator_host, project):
     return lambda job, **options: Instance(emulator_host, project, job, **options)
 
 
-def status(instance: Instance, job: str = "nightly") -> dict:
-    document = instance.client.collection(job_status_collection("scheduler_runs")).document(
+def status(instance: Instance, job: str = "nightly") -> Any:
+    client: Any = instance.client
+    document = client.collection(job_status_collection("scheduler_runs")).document(
         job_status_id("acme", "europe-west1", job)
     )
     snapshot = document.get()

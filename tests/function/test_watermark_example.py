@@ -8,6 +8,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -24,7 +25,7 @@ def at(hour: int, minute: int) -> datetime:
     return datetime(2026, 10, 16, hour, minute, tzinfo=UTC)
 
 
-def deliver(server, time: datetime) -> dict:
+def deliver(server, time: datetime) -> Any:
     headers = {JOB_NAME_HEADER: JOB, SCHEDULE_TIME_HEADER: time.strftime("%Y-%m-%dT%H:%M:%SZ")}
     reply = requests.post(server.url, headers=headers, data=b"", timeout=60)
     assert reply.status_code == 200, reply.text

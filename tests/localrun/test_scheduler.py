@@ -22,7 +22,7 @@ from infra.timing.rules import RetryConfig
 from localrun.delivery import DeliveryDropped, DeliveryTimeout, HttpReply
 from localrun.demo import load_settings
 from localrun.faults import PRIMARY_FAULTS, Fault, FaultRates, RunFaults, fault_counts, plan_faults
-from localrun.scheduler import ENDED, CompressedClock, LocalScheduler, fire_times
+from localrun.scheduler import ENDED, CompressedClock, LocalScheduler, fire_times, latest_fire_times
 from tests.support.clock import FakeMonotonic
 
 
@@ -62,6 +62,21 @@ def test_fire_times_are_utc_and_strictly_after_the_start():
     times = fire_times("*/5 * * * *", "Etc/UTC", start, 3)
     assert times == [utc("2026-01-01T00:10:00Z"), utc("2026-01-01T00:15:00Z"), utc("2026-01-01T00:20:00Z")]
     assert all(t.utcoffset() == timedelta(0) for t in times)
+
+
+def test_the_local_run_delivers_the_latest_fire_times_up_to_now_oldest_first():
+    """Past times, as Cloud Scheduler's deliveries carry them: a time ahead of the ledger's
+    clock would be a forced run's."""
+    before = utc("2026-01-01T00:05:00Z")
+    assert latest_fire_times("*/5 * * * *", "Etc/UTC", before, 3) == [
+        utc("2026-01-01T00:00:00Z") - timedelta(minutes=5),
+        utc("2026-01-01T00:00:00Z"),
+        before,
+    ]
+    # A schedule rarer than the first span looked at: the search widens until it has them all.
+    yearly = latest_fire_times("0 0 1 1 *", "Etc/UTC", before, 3)
+    assert yearly == [utc("2024-01-01T00:00:00Z"), utc("2025-01-01T00:00:00Z"), utc("2026-01-01T00:00:00Z")]
+    assert latest_fire_times("*/5 * * * *", "Etc/UTC", before, 0) == []
 
 
 class RecordingTransport:

@@ -5,6 +5,7 @@ whatever the instance's own clock says."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -45,8 +46,9 @@ def ids(time: str) -> tuple[str, str]:
     return key.run_id, key.as_triggered(Trigger.FORCED).run_id
 
 
-def record(instance: Instance, run_id: str) -> dict | None:
-    snapshot = instance.client.collection("scheduler_runs").document(run_id).get()
+def record(instance: Instance, run_id: str) -> Any:
+    client: Any = instance.client
+    snapshot = client.collection("scheduler_runs").document(run_id).get()
     return snapshot.to_dict() if snapshot.exists else None
 
 

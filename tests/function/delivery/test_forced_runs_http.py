@@ -4,7 +4,11 @@ the demo job (which records each execution), the emulator's clock as Firestore's
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
 
 from exactly_once.delivery.forced_runs import FORCED_RUN_TOLERANCE
 from exactly_once.delivery.scheduler_request import (
@@ -13,7 +17,7 @@ from exactly_once.delivery.scheduler_request import (
     format_rfc3339,
     run_key_from_headers,
 )
-from tests.support.demo_runs import HEADERS, RUN_ID, deliver, executions, run_record
+from tests.support.demo_runs import HEADERS, RUN_ID, deliver, executions, run_record, server_env
 from tests.support.waiting import wait_until
 
 
@@ -78,7 +82,7 @@ def test_a_delivery_older_than_the_starting_deadline_is_skipped_late_with_no_exe
     record = run_record(db).to_dict()
     assert (record["status"], record["result"]) == ("completed", "skipped_late")
 
-    def skipped_line() -> dict | None:
+    def skipped_line() -> Any:
         for line in log_path.read_text().splitlines():
             if line.startswith("{") and (entry := json.loads(line)).get("outcome") == "skipped_late":
                 return entry
@@ -90,3 +94,25 @@ def test_a_delivery_older_than_the_starting_deadline_is_skipped_late_with_no_exe
 
     on_time = {**HEADERS, SCHEDULE_TIME_HEADER: format_rfc3339(ahead_by(-1))}
     assert outcome(deliver(server, headers=on_time)) == (200, "executed", "scheduled")
+
+
+@pytest.mark.skipif(
+    shutil.which("faketime") is None,
+    reason="needs faketime (Debian package faketime; make test installs it as root or with sudo)",
+)
+@pytest.mark.parametrize("offset", ["+7200s", "-7200s"])
+def test_an_instance_whose_clock_is_hours_off_still_tells_forced_from_scheduled(
+    function_servers, emulator_host, project, db, offset
+):
+    skewed = function_servers(server_env(emulator_host, project), launcher=("faketime", "-f", offset))
+    forced_headers = {**HEADERS, SCHEDULE_TIME_HEADER: format_rfc3339(ahead_by(60))}
+    scheduled_headers = {**HEADERS, SCHEDULE_TIME_HEADER: format_rfc3339(ahead_by(-1))}
+    assert outcome(deliver(skewed, headers=forced_headers)) == (200, "executed", "forced")
+    assert outcome(deliver(skewed, headers=scheduled_headers)) == (200, "executed", "scheduled")
+    forced = run_key_from_headers(forced_headers)
+    scheduled = run_key_from_headers(scheduled_headers)
+    runs = db.collection("scheduler_runs")
+    assert not runs.document(forced.run_id).get().exists  # the forced run's scheduled id stays free
+    assert not runs.document(scheduled.as_triggered(Trigger.FORCED).run_id).get().exists
+    assert len(executions(db, forced.as_triggered(Trigger.FORCED).run_id)) == 1
+    assert len(executions(db, scheduled.run_id)) == 1
