@@ -35,6 +35,7 @@ __version__ = "0.3.0"
 
 # Public name -> the module that defines it.
 _EXPORTS = {
+    "PreviousRun": "exactly_once.context",
     "RunContext": "exactly_once.context",
     "TerminalJobError": "exactly_once.errors",
     "RetryableJobError": "exactly_once.errors",
@@ -45,6 +46,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "PreviousRun",
     "RetryableJobError",
     "RunContext",
     "TerminalJobError",
@@ -56,7 +58,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from exactly_once.context import RunContext
+    from exactly_once.context import PreviousRun, RunContext
     from exactly_once.decorator import exactly_once, firestore_client, json_response, request_body
     from exactly_once.errors import RetryableJobError, TerminalJobError
 
