@@ -73,7 +73,7 @@ def test_every_function_builds_after_a_pause_that_follows_the_builders_grants(pr
     grants = {r.urn for r in prod.resources if r.name in BUILDER_GRANT_NAMES}
     assert len(grants) == 3
     for function in prod.of_type(FUNCTION):
-        pauses = prod.pauses_before(function.urn, at_least=120)
+        pauses = prod.pauses_before(function.urn, at_least=BUILD_GRANTS_DELAY_SECONDS)
         assert [p.name for p in pauses] == ["eos-build-grants-propagation"]
         assert grants <= prod.waits_for(pauses[0].urn)
 
@@ -98,13 +98,15 @@ def test_a_stack_brought_up_again_after_destroy_pauses_again(prod: MockedStack) 
     removes them too and the next up creates, and so sleeps, them again."""
     pauses = prod.of_type(SLEEP)
     assert {p.name for p in pauses} == {
+        "eos-api-activation",
         "eos-build-grants-propagation",
         "eos-serving-grants-propagation",
         "eos-prod-ops-metric-types-propagation",
     }
     assert not [p.name for p in pauses if p.protect or p.retain_on_delete]
-    # Nothing else of the stack is retained either: destroy leaves no metric behind to clash.
-    assert not [r.name for r in prod.resources if r.retain_on_delete]
+    # Nothing else of the stack is retained but the field settings of the database that
+    # deletion protection keeps: destroy leaves no metric behind to clash.
+    assert {r.type for r in prod.resources if r.retain_on_delete} == {"gcp:firestore/field:Field"}
 
 
 def with_secrets(secrets: dict[str, str], preview: bool = False) -> MockedStack:
