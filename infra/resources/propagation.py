@@ -66,7 +66,7 @@ class Pause:
     only_with_secrets: bool = False
 
 
-API_ACTIVATION = Pause("api-activation", API_ACTIVATION_DELAY_SECONDS)
+API_ACTIVATION = Pause("api-propagation", API_ACTIVATION_DELAY_SECONDS)
 BUILD_GRANTS = Pause("build-grants-propagation", BUILD_GRANTS_DELAY_SECONDS)
 SECRET_GRANTS = Pause("runtime-grants-propagation", SECRET_GRANTS_DELAY_SECONDS, only_with_secrets=True)
 SERVING_GRANTS = Pause("serving-grants-propagation", SERVING_GRANTS_DELAY_SECONDS)

@@ -98,7 +98,7 @@ def test_a_stack_brought_up_again_after_destroy_pauses_again(prod: MockedStack) 
     removes them too and the next up creates, and so sleeps, them again."""
     pauses = prod.of_type(SLEEP)
     assert {p.name for p in pauses} == {
-        "eos-api-activation",
+        "eos-api-propagation",
         "eos-build-grants-propagation",
         "eos-serving-grants-propagation",
         "eos-prod-ops-metric-types-propagation",
