@@ -110,15 +110,22 @@ class GcpMocks(pulumi.runtime.Mocks):
 
     With `preview`, every value a provider computes is unknown, as in a first `pulumi preview`
     of a fresh stack: emails, members, URIs, service names, generations, bucket names, ids.
-    `previous_outputs` are what a StackReference reads: the outputs of the stack's last
-    update (none: a stack never deployed). The engine reads them in preview too.
+    With `preview` and `deployed`, a later preview of a deployed, unchanged stack: every value
+    known, as the state holds it. `previous_outputs` are what a StackReference reads: the
+    outputs of the stack's last update (none: a stack never deployed). The engine reads them
+    in preview too.
     """
 
     def __init__(
-        self, project: str, preview: bool = False, previous_outputs: dict[str, Any] | None = None
+        self,
+        project: str,
+        preview: bool = False,
+        previous_outputs: dict[str, Any] | None = None,
+        deployed: bool = False,
     ) -> None:
         self.project = project
         self.preview = preview
+        self.deployed = deployed
         self.previous_outputs = dict(previous_outputs or {})
         self.registered: list[tuple[str, str, dict[str, Any], dict[str, Any], bool]] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -126,10 +133,10 @@ class GcpMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         inputs = dict(args.inputs)
         outputs = self._computed(args.typ, args.name, inputs)
-        if self.preview and args.typ != STACK_REFERENCE:
+        if self.preview and not self.deployed and args.typ != STACK_REFERENCE:
             outputs = _unknown_where_computed(inputs, outputs)
         self.registered.append((args.typ, args.name, inputs, outputs, bool(args.custom)))
-        return (None if self.preview else f"{args.name}-id"), outputs
+        return (None if self.preview and not self.deployed else f"{args.name}-id"), outputs
 
     def _computed(self, typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         outputs = dict(inputs)
