@@ -178,16 +178,16 @@ def _environments(values: Mapping[str, Any], key: str) -> tuple[str, ...] | None
 
 def _check_subject_lengths(repository: str, environments: tuple[str, ...]) -> None:
     """Every subject the bootstrap binds fits Google's limit: GitHub writes the whole
-    repository and environment name into it, and a longer one fails every token exchange."""
-    subjects = [("deployEnvironments", environment_subject(repository, env)) for env in environments]
-    subjects.append(("", pull_request_subject(repository)))
-    for key, subject in subjects:
+    repository and environment name into it, and a longer one fails every token exchange.
+    The previewer's `repo:<repository>:pull_request` is shorter than any environment's, so
+    checking those checks it too."""
+    for environment in environments:
+        subject = environment_subject(repository, environment)
         if len(subject) > GOOGLE_SUBJECT_MAX_LENGTH:
-            keys = f"repository and {key}" if key else "repository"
             raise BootstrapConfigError(
-                f"{keys}: the GitHub OIDC subject '{subject}' is {len(subject)} characters, and Workload "
-                f"Identity Federation accepts at most {GOOGLE_SUBJECT_MAX_LENGTH}: every token exchange "
-                "for it would fail. Use a shorter environment name (or repository name)."
+                f"repository and deployEnvironments: the GitHub OIDC subject '{subject}' is {len(subject)} "
+                f"characters, and Workload Identity Federation accepts at most {GOOGLE_SUBJECT_MAX_LENGTH}: "
+                "every token exchange for it would fail. Use a shorter environment name (or repository name)."
             )
 
 
