@@ -11,8 +11,9 @@ from bootstrap.deployer_roles import DEPLOYER_ROLES, GRANT_KIND_ROLES, deployer_
 from bootstrap.settings import BootstrapConfigError, BootstrapSettings
 from infra.config.access import GRANT_KINDS, KINDS_BY_TYPE
 from tests.bootstrap.mocked_bootstrap import run_bootstrap
+from tests.bootstrap.policy_run import violations
 from tests.infra.conftest import PROJECT, build, valid_job, valid_values
-from tools.mocked_program import mock_stack
+from tools.mocked_program import MockedResource, mock_stack
 
 REPO = "acme/exactly-once-scheduler"
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
@@ -120,3 +121,39 @@ def test_job_grants_refuses_what_it_cannot_grant_for_naming_the_key(value: objec
     assert shown in str(raised.value)
     if isinstance(value, list) and "each kind once" not in shown:
         assert all(kind in str(raised.value) for kind in GRANT_KIND_ROLES)
+
+
+@pytest.mark.parametrize("preview", [False, True], ids=["applied", "preview"])
+def test_a_deployer_bootstrapped_for_job_grants_passes_every_policy(preview: bool) -> None:
+    """The pack allows the roles of GRANT_KIND_ROLES project-wide for the CI deployer alone."""
+    settings = BootstrapSettings.from_config(
+        {"repository": REPO, "jobGrants": ["secret", "topic", "subscription"]}, project=PROJECT
+    )
+    resources, _ = run_bootstrap(settings, preview)
+    roles = {r.inputs["role"] for r in resources if r.type == PROJECT_MEMBER}
+    assert {"roles/secretmanager.admin", "roles/pubsub.admin"} <= roles
+    assert violations(resources, preview) == []
+
+
+def test_the_pack_refuses_those_roles_to_an_account_that_is_not_the_deployer() -> None:
+    """Guards the test above: the same grant to the previewer is caught."""
+    resources, _ = run_bootstrap(
+        BootstrapSettings.from_config({"repository": REPO, "jobGrants": ["secret"]}, project=PROJECT)
+    )
+    previewer = f"serviceAccount:ci-previewer@{PROJECT}.iam.gserviceaccount.com"
+    moved = [
+        MockedResource(
+            r.type,
+            r.name,
+            r.urn,
+            r.inputs | {"member": previewer},
+            r.outputs | {"member": previewer},
+            r.parent,
+            r.custom,
+        )
+        if r.type == PROJECT_MEMBER and r.inputs["role"] == "roles/secretmanager.admin"
+        else r
+        for r in resources
+    ]
+    found = violations(moved)
+    assert any("roles/secretmanager.admin" in v for v in found), found
