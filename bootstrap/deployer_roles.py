@@ -2,8 +2,9 @@
 and the read-only roles of the CI previewer that runs `pulumi preview` for pull requests.
 
 One list each, read by the docs, by bootstrap/ (which grants exactly these) and by the policy
-pack (which refuses any other role to an account a pull request may impersonate). Predefined
-roles only: no primitive owner/editor/viewer.
+pack (which refuses any other role to an account a pull request may impersonate), and the few
+deployer roles only some stacks need (GRANT_KIND_ROLES, granted per the bootstrap's
+`jobGrants`). Predefined roles only: no primitive owner/editor/viewer.
 """
 
 from __future__ import annotations
