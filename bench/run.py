@@ -115,8 +115,10 @@ def run_bench(
     quick: bool = False,
     command: str = "",
     progress: Progress | None = None,
+    http: bool = True,
 ) -> Report:
-    """Run the chosen cases against a running emulator; the smoke test calls this directly."""
+    """Run the chosen cases against a running emulator; the smoke test calls this directly
+    (`http=False`: cases 1-2 in process only; tests/bench/test_over_http.py covers HTTP)."""
     started = time.perf_counter()
     say = progress or _printer(started)
     os.environ[EMULATOR_HOST_ENV] = emulator_host  # the SDK uses anonymous credentials then
@@ -136,7 +138,7 @@ def run_bench(
                 step = _step(say, f"RTT {rtt:g} ms: ")
                 with firestore_route(emulator_host, rtt) as host:
                     _modelled(report, host, project, rtt, log, step)
-                if {1, 2} & set(cases):
+                if http and {1, 2} & set(cases):
                     _over_http(report, emulator_host, project, rtt, Path(tmp), quick, step)
         if 4 in cases:
             count = QUICK_HTTP_REQUESTS if quick else HTTP_REQUESTS_PER_REPEAT
