@@ -126,7 +126,8 @@ class Backstop:
         """Forget the attempt's deadline at once. Another attempt's still set re-arms the
         timer now; none left, the timer's cancel is left to settle(): until then it stays set
         for the released deadline, which no running attempt depends on (the next arm replaces
-        it), and which lies at least half the time limit's margin ahead."""
+        it) and which, like every backstop deadline, lies past the watchdog's own. Should the
+        watcher not settle it by then, the process ends idle, after the run was answered."""
         with self._lock:
             self._deadlines.pop(attempt, None)
             if self._deadlines:
