@@ -16,6 +16,7 @@ import pulumiverse_time
 from exactly_once.audit.config import AUDIT_JOBS_ENV
 from exactly_once.delivery.scheduler_request import parse_rfc3339
 from infra.plan.audit_job import audit_environment
+from infra.plan.catchup import FUNCTION_ROLE
 from infra.resources.build import BuildIdentity
 from infra.resources.propagation import SECRET_GRANTS, pause_after
 from infra.resources.runtime_access import secret_environment_variables
@@ -80,7 +81,7 @@ def dedup_function(
         f"{name}-function",
         project=settings.project,
         location=settings.region,
-        name=settings.names.function_name("handler"),
+        name=settings.names.function_name(FUNCTION_ROLE),
         description="Deduplicates Cloud Scheduler deliveries: each scheduled run executes once.",
         build_config=build.config(FUNCTION_ENTRY_POINT),
         service_config={
