@@ -51,4 +51,8 @@ def catchup_delivery(settings: StackSettings, job: JobSettings) -> Delivery:
         workflow = workflow_resource_name(
             settings.project, settings.region, settings.names.workflow_name(job.name)
         )
-    return Delivery(headers=run_headers(settings, job), body=job.body_bytes(workflow) or b"")
+    return Delivery(
+        headers=run_headers(settings, job),
+        body=job.body_bytes(workflow) or b"",
+        deadline_seconds=job.attempt_deadline_seconds,
+    )

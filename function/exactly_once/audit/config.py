@@ -54,9 +54,17 @@ class Delivery:
 
     headers: Mapping[str, str]
     body: bytes = b""
+    # How long a delivery waits for the function: the job's attempt deadline, as Scheduler's.
+    deadline_seconds: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"headers": dict(sorted(self.headers.items())), "body": base64.b64encode(self.body).decode()}
+        fields: dict[str, Any] = {
+            "headers": dict(sorted(self.headers.items())),
+            "body": base64.b64encode(self.body).decode(),
+        }
+        if self.deadline_seconds is not None:
+            fields["deadline_seconds"] = self.deadline_seconds
+        return fields
 
 
 @dataclass(frozen=True)
@@ -183,7 +191,10 @@ def _delivery(raw: Any, where: str) -> Delivery:
         body = base64.b64decode(raw.get("body", ""), validate=True)
     except (binascii.Error, TypeError):
         raise AuditError(f"{where}.body: expected base64") from None
-    return Delivery(headers=dict(headers), body=body)
+    deadline = raw.get("deadline_seconds")
+    if deadline is not None:
+        deadline = _positive_number(deadline, f"{where}.deadline_seconds")
+    return Delivery(headers=dict(headers), body=body, deadline_seconds=deadline)
 
 
 def _audited_job(item: Any, index: int) -> AuditedJob:

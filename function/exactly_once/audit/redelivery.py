@@ -12,7 +12,7 @@ invoker account, so the function admits it as it admits Cloud Scheduler.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from exactly_once.audit.config import AuditedJob, Redelivery
 from exactly_once.config import ConfigError
@@ -68,7 +68,7 @@ def _loopback_sender(url: str) -> Sender:
                 url,
                 headers=request_headers(job, schedule_time),
                 data=job.delivery.body,
-                timeout=LOOPBACK_TIMEOUT_SECONDS,
+                timeout=job.delivery.deadline_seconds or LOOPBACK_TIMEOUT_SECONDS,
             )
         except requests.RequestException as error:
             raise RedeliveryError(f"POST {url}: {error}") from None
@@ -104,8 +104,10 @@ def _task_sender(redelivery: Redelivery, endpoint: ApiEndpoint) -> Sender:
                 headers=request_headers(job, schedule_time),
                 body=job.delivery.body,
                 oidc_token=OidcToken(service_account_email=invoker, audience=redelivery.url),
-            )
+            ),
         )
+        if job.delivery.deadline_seconds is not None:
+            task.dispatch_deadline = timedelta(seconds=job.delivery.deadline_seconds)
         try:
             created = client.create_task(parent=queue, task=task, timeout=_API_TIMEOUT_SECONDS)
         except (api_exceptions.GoogleAPIError, OSError) as error:
