@@ -18,6 +18,7 @@ from google.auth import exceptions as auth_exceptions
 import exactly_once
 from infra.config.schema import REPO_ROOT
 from ops import ledger_view
+from ops.catchup import backfill_range
 from ops.context import CloudUnreachable, StackContext, UserError, parse_time
 from ops.delivery import backfill, redo
 from ops.exit_codes import ExitCode, exit_codes_text
@@ -88,12 +89,26 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--until", help="last schedule time (RFC 3339; default now)")
 
     for name, help_text in (
-        ("backfill", "re-deliver one scheduled run with its original ScheduleTime"),
+        (
+            "backfill",
+            "re-deliver scheduled runs with their original ScheduleTime: one (--at, sent from here) or "
+            "a range (--since/--until, through the stack's catch-up queue)",
+        ),
         ("redo", "delete a completed run's record, then re-deliver the run: it executes again"),
     ):
         back = command(name, help_text)
         back.add_argument("--job", required=True, help="the job's name in the stack config")
-        back.add_argument("--at", required=True, help="the run's schedule time (RFC 3339)")
+        if name == "backfill":
+            back.add_argument("--at", help="one run's schedule time (RFC 3339)")
+            back.add_argument("--since", help="first schedule time of a range (RFC 3339)")
+            back.add_argument("--until", help="last schedule time of a range (RFC 3339)")
+            back.add_argument(
+                "--only-missed",
+                action="store_true",
+                help="in a range, only the runs no attempt recorded whose retries are over",
+            )
+        else:
+            back.add_argument("--at", required=True, help="the run's schedule time (RFC 3339)")
         back.add_argument("--url", help="the function URL (default: pulumi stack output functionUri)")
         back.add_argument("--invoker", help="account to mint the ID token as (default: the stack's invoker)")
         back.add_argument("--body", help="request body (JSON) instead of the job's configured body")
@@ -124,7 +139,11 @@ def run(argv: Sequence[str], out: TextIO | None = None) -> int:
         since = parse_time(args.since, "--since") if args.since else None
         until = parse_time(args.until, "--until") if args.until else None
         return ledger_view.audit(context, stdout, job=args.job, since=since, until=until)
+    if args.command == "backfill" and args.at is None:
+        return _backfill_range(context, stdout, args)
     if args.command in ("backfill", "redo"):
+        if args.command == "backfill" and (args.since or args.until or args.only_missed):
+            raise UserError("--at names one run; --since, --until and --only-missed a range: not both")
         deliver = backfill if args.command == "backfill" else redo
         at = parse_time(args.at, "--at")
         return deliver(
@@ -132,6 +151,23 @@ def run(argv: Sequence[str], out: TextIO | None = None) -> int:
         )
     endpoints = Endpoints.from_env(args.scheduler_endpoint, args.firestore_admin_endpoint)
     return Smoke(context, stdout, endpoints, wait_seconds=args.wait).run(args.job)
+
+
+def _backfill_range(context: StackContext, out: TextIO, args: argparse.Namespace) -> int:
+    if not (args.since and args.until):
+        raise UserError("backfill needs --at (one run), or --since and --until (a range)")
+    if args.body is not None:
+        raise UserError("--body is for one run (--at): a range is delivered with the job's own body")
+    return backfill_range(
+        context,
+        out,
+        job=args.job,
+        since=parse_time(args.since, "--since"),
+        until=parse_time(args.until, "--until"),
+        only_missed=args.only_missed,
+        url=args.url,
+        invoker=args.invoker,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

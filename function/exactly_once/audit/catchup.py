@@ -24,6 +24,12 @@ from exactly_once.audit.missed_runs import ExpectedRun, RecordReader, fire_times
 MAX_CATCHUP_PER_AUDIT = 100
 
 
+def deliverable(run: ExpectedRun, now: datetime) -> bool:
+    """Whether `run` may be delivered again at `now`: no delivery of it can still come, and no
+    attempt ever left a record of it (or every one released it after a retryable failure)."""
+    return run.record is None and run.window_closes <= now
+
+
 def catchup_candidates(
     jobs: Iterable[AuditedJob],
     *,
@@ -41,7 +47,7 @@ def catchup_candidates(
         runs = _window_runs(
             job, now=now, project=project, location=location, read=read_records, target=target
         )
-        unrecorded = [run for run in runs if run.record is None and run.window_closes <= now]
+        unrecorded = [run for run in runs if deliverable(run, now)]
         if job.catchup.runs is CatchupRuns.ALL:
             chosen.extend(unrecorded)
             continue
