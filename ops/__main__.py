@@ -1,4 +1,4 @@
-"""`python -m ops status|audit|backfill|redo|smoke --stack NAME`: day-2 operations of a stack.
+"""`python -m ops status|audit|backfill|redo|run-now|smoke --stack NAME`: day-2 operations of a stack.
 
 Exit statuses are ops.exit_codes.ExitCode, listed at the end of every `--help`.
 """
@@ -22,7 +22,9 @@ from ops.catchup import backfill_range
 from ops.context import CloudUnreachable, StackContext, UserError, parse_time
 from ops.delivery import backfill, redo
 from ops.exit_codes import ExitCode, exit_codes_text
-from ops.smoke import DEFAULT_WAIT_SECONDS, Endpoints, Smoke
+from ops.google_apis import Endpoints
+from ops.run_now import DEFAULT_WAIT_SECONDS, run_now
+from ops.smoke import Smoke
 
 PROG = "python -m ops"
 
@@ -113,7 +115,14 @@ def _parser() -> argparse.ArgumentParser:
         back.add_argument("--invoker", help="account to mint the ID token as (default: the stack's invoker)")
         back.add_argument("--body", help="request body (JSON) instead of the job's configured body")
 
-    smoke = command("smoke", "force-run a job, wait for its run to complete, check the TTL policy")
+    now = command(
+        "run-now", "run a job now: a manual run of its own (Cloud Scheduler's RunJob); wait for its record"
+    )
+    now.add_argument("--job", required=True, help="the job's name in the stack config; it really runs")
+    now.add_argument("--wait", type=float, default=DEFAULT_WAIT_SECONDS, help="seconds to wait for the run")
+    now.add_argument("--scheduler-endpoint", help="Cloud Scheduler API endpoint (default: Google's)")
+
+    smoke = command("smoke", "run a job now, wait for its manual run to complete, check the TTL policy")
     smoke.add_argument(
         "--job",
         help="the job to force-run; it really runs (default: the stack's missed-run audit, which only reads)",
@@ -149,6 +158,8 @@ def run(argv: Sequence[str], out: TextIO | None = None) -> int:
         return deliver(
             context, stdout, job=args.job, at=at, url=args.url, invoker=args.invoker, body=args.body
         )
+    if args.command == "run-now":
+        return run_now(context, stdout, Endpoints.from_env(args.scheduler_endpoint), args.job, args.wait)
     endpoints = Endpoints.from_env(args.scheduler_endpoint, args.firestore_admin_endpoint)
     return Smoke(context, stdout, endpoints, wait_seconds=args.wait).run(args.job)
 

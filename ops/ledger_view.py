@@ -2,6 +2,8 @@
 
 Both compute the runs the schedule expects and read those records by id: no query and no
 index, so they work on any database the stack deployed, exactly as the scheduled audit does.
+Manual runs (`run-now`, a force-run) follow no schedule: they are found by an equality on the
+job name (ops/run_now.py), which Firestore's automatic single-field index serves.
 Like the scheduled audit, they learn the target this stack's function records from the
 audit's own runs, and count a run recorded by another target as missed.
 """
@@ -29,6 +31,7 @@ from infra.plan.audit_job import audit_interval_seconds
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
 from ops.context import StackContext, UserError, utc_now
 from ops.exit_codes import ExitCode
+from ops.run_now import describe, manual_runs
 
 # How many of the latest runs `status` shows per job by default.
 STATUS_RUNS = 5
@@ -162,6 +165,10 @@ def audit(
         out.write(f"{format_rfc3339(run.schedule_time)}  {run.job}  {run.state.value}{detail}\n")
         if run.run_id in caught_up:
             out.write(f"{format_rfc3339(run.schedule_time)}  {run.job}  catch-up: {caught_up[run.run_id]}\n")
+    for settings in context.jobs(job):
+        for record in _manual(context, settings, since, until):
+            claimed = format_rfc3339(record["claimed_at"])
+            out.write(f"{claimed}  {record.get('job_name')}  manual  ({describe(record)})\n")
     missed = [run for run in runs if run.state is RunState.MISSED]
     paused = [run for run in runs if run.state is RunState.PAUSED]
     recovered = sum(run.run_id in caught_up for run in runs)
@@ -198,7 +205,17 @@ def status(
             out.write("  no scheduled runs in the retention window\n")
         for run in reversed(runs):
             out.write("  " + _status_line(run) + "\n")
+        for record in reversed(_manual(context, settings, since, until)[-limit:]):
+            out.write(f"  manual run claimed {format_rfc3339(record['claimed_at'])}: {describe(record)}\n")
     return ExitCode.OK
+
+
+def _manual(
+    context: StackContext, job: JobSettings, since: datetime, until: datetime
+) -> list[dict[str, Any]]:
+    """The job's manual runs (`run-now`, a force-run) claimed in [since, until]."""
+    records = manual_runs(context, context.settings.scheduler_job_id(job), since)
+    return [record for record in records if record["claimed_at"] <= until]
 
 
 def _pause_note(job: JobSettings) -> str:
