@@ -18,12 +18,9 @@ from exactly_once.audit.config import AuditedJob, Redelivery
 from exactly_once.config import ConfigError
 from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER, NO_CACHE
 from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER, format_rfc3339
-from exactly_once.targets.endpoints import ApiEndpoint, endpoint_from_env
+from exactly_once.targets.endpoints import CLOUD_TASKS_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
 from exactly_once.targets.loopback import is_loopback_http_url
 
-# Where the Cloud Tasks client connects: the library's endpoint unless set (a loopback fake
-# in tests; the policy pack refuses a plaintext one in a deployed function).
-CLOUD_TASKS_ENDPOINT_ENV = "CLOUD_TASKS_API_ENDPOINT"
 # A loopback delivery waits this long for the function's answer (a local stack's job).
 LOOPBACK_TIMEOUT_SECONDS = 120.0
 _API_TIMEOUT_SECONDS = 30.0
