@@ -55,12 +55,18 @@ def test_a_window_the_audit_cannot_reach_is_refused_with_the_numbers() -> None:
 
 
 def test_a_window_longer_than_the_retention_is_refused() -> None:
-    message = error_of(valid_values(retentionSeconds=86400, jobs=[valid_job(catchup={"windowSeconds": 86401})]))
-    assert f"{NAMESPACE}:jobs[0].catchup.windowSeconds, {NAMESPACE}:retentionSeconds: job 'every-5'" in message
+    message = error_of(
+        valid_values(retentionSeconds=86400, jobs=[valid_job(catchup={"windowSeconds": 86401})])
+    )
+    assert (
+        f"{NAMESPACE}:jobs[0].catchup.windowSeconds, {NAMESPACE}:retentionSeconds: job 'every-5'" in message
+    )
     assert "catch-up window 86401s is longer than the ledger's retention 86400s" in message
 
 
 def test_catchup_without_the_audit_is_refused() -> None:
     message = error_of(valid_values(missedRunAudit=False, jobs=[valid_job(catchup={"windowSeconds": 7200})]))
-    assert f"{NAMESPACE}:jobs[0].catchup.windowSeconds: job 'every-5': the stack's missed-run audit" in message
+    assert (
+        f"{NAMESPACE}:jobs[0].catchup.windowSeconds: job 'every-5': the stack's missed-run audit" in message
+    )
     assert f"{NAMESPACE}:missedRunAudit is false" in message
