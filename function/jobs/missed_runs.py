@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 from exactly_once import RunContext, firestore_client, log_fields, structured_log
@@ -41,7 +41,7 @@ from exactly_once.audit.missed_runs import (
     stack_target,
 )
 from exactly_once.audit.reads import firestore_reader
-from exactly_once.audit.redelivery import RedeliveryError, Sender, sender_for
+from exactly_once.audit.redelivery import RedeliveryError, Sender, check_redelivery, sender_for
 from exactly_once.config import ConfigError, FunctionConfig
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from exactly_once.once import OncePerInstance
@@ -58,6 +58,8 @@ def config_from_env(env: Mapping[str, str]) -> AuditConfig:
             checked_schedule(job.schedule, job.time_zone)
     except AuditError as error:
         raise ConfigError(AUDIT_JOBS_ENV, str(error)) from None
+    if config.redelivery is not None:
+        check_redelivery(config.redelivery)
     return config
 
 
@@ -99,11 +101,14 @@ def catch_up(
     `catchup_delivery` line each. Returns the runs handed over (job, schedule time, run id, how).
     A run whose hand-over failed is left to the next audit, and logged as such."""
     jobs = {job.name: job for job in config.jobs}
+    # A scheduled audit runs after its schedule time. A forced one (`run-now`, `smoke`) carries
+    # the next scheduled time, still to come: no run is judged over before it really is.
+    now = min(context.schedule_time, datetime.now(UTC))
     runs = catchup_candidates(
         config.jobs,
         project=context.project,
         location=context.location,
-        now=context.schedule_time,
+        now=now,
         read_records=read_records,
         target=stack_target(read_records, [context.run_id]),
     )

@@ -44,13 +44,19 @@ def request_headers(job: AuditedJob, schedule_time: datetime) -> dict[str, str]:
     }
 
 
+def check_redelivery(redelivery: Redelivery) -> None:
+    """Read at start-up: a URL without a queue is posted to from the instance itself, which
+    only a local stack may do (a deployed function's own request would not be internal)."""
+    if redelivery.queue is None and not is_loopback_http_url(redelivery.url):
+        raise ConfigError(
+            "AUDIT_JOBS", f"redelivery.url {redelivery.url!r} without a queue must be http://<loopback>"
+        )
+
+
 def sender_for(redelivery: Redelivery, env: Mapping[str, str]) -> Sender:
     """The sender `redelivery` describes; a URL that is neither a queue's nor loopback is refused."""
+    check_redelivery(redelivery)
     if redelivery.queue is None:
-        if not is_loopback_http_url(redelivery.url):
-            raise ConfigError(
-                "AUDIT_JOBS", f"redelivery.url {redelivery.url!r} without a queue must be http://<loopback>"
-            )
         return _loopback_sender(redelivery.url)
     return _task_sender(redelivery, endpoint_from_env(env, CLOUD_TASKS_ENDPOINT_ENV))
 
