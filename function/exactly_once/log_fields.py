@@ -32,6 +32,8 @@ JOB_RETURNED: Final = "job_returned"
 EVENT: Final = "event"
 MISSED_RUN: Final = "missed_run"
 AUDIT_SUMMARY: Final = "missed_run_audit"
+# The audit delivered a missed run again (its job's `catchup` policy).
+CATCHUP_DELIVERY: Final = "catchup_delivery"
 # The watchdog ended an attempt's instance (delivery/heartbeat.py); CAUSE says why, in a word.
 ATTEMPT_ENDED: Final = "attempt_ended"
 CAUSE: Final = "cause"

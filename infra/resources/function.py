@@ -1,5 +1,6 @@
-"""The deduplicating function itself: the Cloud Run function every scheduled job calls, and the
-moments from which the missed-run audit expects each job's runs.
+"""The deduplicating function itself: the Cloud Run function every scheduled job calls, the
+moments from which the missed-run audit expects each job's runs, and what every function of
+the stack shares: how it is replaced, and how its URI and service are read.
 
 Its arguments are the stack's decisions about one resource, kept in one call so a fork that
 changes one of them (memory, concurrency, ingress) changes it in one place.
@@ -16,6 +17,7 @@ import pulumiverse_time
 from exactly_once.audit.config import AUDIT_JOBS_ENV
 from exactly_once.delivery.scheduler_request import parse_rfc3339
 from infra.plan.audit_job import audit_environment
+from infra.plan.catchup import FUNCTION_ROLE, catches_up, redelivery
 from infra.resources.build import BuildIdentity
 from infra.resources.propagation import SECRET_GRANTS, pause_after
 from infra.resources.runtime_access import secret_environment_variables
@@ -49,6 +51,49 @@ def audit_horizons(
     }
 
 
+def function_options(opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
+    """`opts` for a function of the stack. Its name is fixed (infra/config/names.py), so a
+    replacement that creates the new function before deleting the old one always meets 409
+    "already exists": the old one goes first. That also makes `pulumi up --replace <urn>` the
+    repair of a function whose build failed (docs/deploy.md, "A failed build")."""
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True))
+
+
+def function_uri(function: gcp.cloudfunctionsv2.Function) -> pulumi.Output[str]:
+    """The function's Cloud Run URI, or an error that names the repair when it has none."""
+    return _served(function, "uri", "service URI")
+
+
+def function_service(function: gcp.cloudfunctionsv2.Function) -> pulumi.Output[str]:
+    """The function's Cloud Run service (`projects/.../services/<name>`), or an error that
+    names the repair when it has none."""
+    return _served(function, "service", "Cloud Run service")
+
+
+def _served(function: gcp.cloudfunctionsv2.Function, field: str, shown: str) -> pulumi.Output[str]:
+    """A function whose first build failed is stored FAILED, with no URI and no service, and an
+    unchanged program sends no request to fix it: every later `pulumi up` would fail here
+    with nothing to act on. The message says what does fix it. (In a first preview the value
+    is unknown, and this never runs.)"""
+
+    def read(values: list[object]) -> str:
+        urn, value = values
+        if not value:
+            raise FunctionNotServingError(
+                f"the function {urn} reports no {shown}: its last build or deploy failed, and an "
+                f"unchanged `pulumi up` does not retry it. Rebuild it with `pulumi up --replace '{urn}'` "
+                '(docs/deploy.md, "A failed build").'
+            )
+        return str(value)
+
+    value = function.service_config.apply(lambda config: getattr(config, field, None) if config else None)
+    return pulumi.Output.all(function.urn, value).apply(read)
+
+
+class FunctionNotServingError(pulumi.RunError):
+    """A function of the stack has no URI or service: its last build failed."""
+
+
 def dedup_function(
     name: str,
     settings: StackSettings,
@@ -59,6 +104,7 @@ def dedup_function(
     runtime_account: gcp.serviceaccount.Account,
     audit_from: Mapping[str, pulumi.Input[str]],
     access: list[pulumi.Resource],
+    invoker_email: pulumi.Input[str] | None = None,
 ) -> gcp.cloudfunctionsv2.Function:
     """`opts` carries the parent and what the build needs first; the runtime's secret grants
     are waited for here, since only a function with secrets has them."""
@@ -80,7 +126,7 @@ def dedup_function(
         f"{name}-function",
         project=settings.project,
         location=settings.region,
-        name=settings.names.function_name("handler"),
+        name=settings.names.function_name(FUNCTION_ROLE),
         description="Deduplicates Cloud Scheduler deliveries: each scheduled run executes once.",
         build_config=build.config(FUNCTION_ENTRY_POINT),
         service_config={
@@ -94,29 +140,40 @@ def dedup_function(
             "all_traffic_on_latest_revision": True,
             "environment_variables": {
                 **function_environment(settings),
-                **audit_function_environment(settings, audit_from),
+                **audit_function_environment(settings, audit_from, invoker_email),
             },
             "secret_environment_variables": secrets or None,
         },
-        opts=opts,
+        opts=function_options(opts),
     )
 
 
 def audit_function_environment(
-    settings: StackSettings, created_at: Mapping[str, pulumi.Input[str]] | None = None
+    settings: StackSettings,
+    created_at: Mapping[str, pulumi.Input[str]] | None = None,
+    invoker_email: pulumi.Input[str] | None = None,
 ) -> dict[str, pulumi.Input[str]]:
     """AUDIT_JOBS for the function's environment. `created_at` maps config job names to when
     each job was created (RFC 3339, e.g. a `pulumiverse_time.Static` per job), so the audit
-    never reports runs scheduled before a job existed. Nothing without the audit job
-    (`missedRunAudit: false`)."""
+    never reports runs scheduled before a job existed. `invoker_email`, the account catch-up
+    deliveries sign as, is needed when a job has a `catchup` policy (infra/plan/catchup.py).
+    Nothing without the audit job (`missedRunAudit: false`)."""
     if not settings.missed_run_audit:
         return {}
-    if not created_at:
-        return dict(audit_environment(settings))
-    names = list(created_at)
+    if catches_up(settings) and invoker_email is None:
+        raise ValueError("a job catches up: the audit needs the invoker account its deliveries sign as")
+    names = list(created_at or {})
 
-    def render(times: list[str]) -> str:
+    def render(values: list[str]) -> str:
+        email, times = (values[0], values[1:]) if invoker_email is not None else (None, values)
         deployed = {name: parse_rfc3339(time) for name, time in zip(names, times, strict=True)}
-        return audit_environment(settings, deployed)[AUDIT_JOBS_ENV]
+        resend = redelivery(settings, email) if catches_up(settings) and email is not None else None
+        return audit_environment(settings, deployed, resend)[AUDIT_JOBS_ENV]
 
-    return {AUDIT_JOBS_ENV: pulumi.Output.all(*(created_at[name] for name in names)).apply(render)}
+    inputs = [
+        *([invoker_email] if invoker_email is not None else []),
+        *((created_at or {})[n] for n in names),
+    ]
+    if not inputs:
+        return dict(audit_environment(settings))
+    return {AUDIT_JOBS_ENV: pulumi.Output.all(*inputs).apply(render)}
