@@ -184,10 +184,11 @@ def audit(
             out.write(f"{claimed}  {record.get('job_name')}  manual  ({describe(record)})\n")
     missed = [run for run in runs if run.state is RunState.MISSED]
     paused = [run for run in runs if run.state is RunState.PAUSED]
+    skipped_late = [run for run in runs if run.state is RunState.SKIPPED_LATE]
     recovered = sum(run.run_id in caught_up for run in runs)
     out.write(
         f"{len(runs)} expected runs, {len(missed)} missed, {len(paused)} paused, "
-        f"{recovered} delivered again\n"
+        f"{recovered} delivered again, {len(skipped_late)} skipped late\n"
     )
     return ExitCode.RUN_PROBLEM if missed else ExitCode.OK
 

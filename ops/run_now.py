@@ -9,7 +9,7 @@ runs"), records it as a run of its own, and the scheduled run at that time still
 
 `run-now` then waits for that manual run's record to complete and prints it. A manual run's
 record is found by its job name (an equality, which needs no composite index) and told from
-the job's scheduled runs by having been claimed before the schedule time it carries.
+the job's scheduled runs by the trigger the function recorded with it (`forced`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from google.auth import exceptions as auth_exceptions
 from google.cloud.firestore_v1.base_query import FieldFilter
 from google.cloud.scheduler_v1 import CloudSchedulerClient
 
-from exactly_once.delivery.scheduler_request import format_rfc3339
-from exactly_once.ledger.fields import CLAIMED_AT, SCHEDULE_TIME
+from exactly_once.delivery.scheduler_request import Trigger, format_rfc3339
+from exactly_once.ledger.fields import CLAIMED_AT, SCHEDULE_TIME, TRIGGER
 from ops.context import CloudUnreachable, StackContext, utc_now
 from ops.exit_codes import ExitCode
 from ops.google_apis import (
@@ -59,10 +59,10 @@ class RunJobRefused(Exception):
 
 
 def is_manual(record: Mapping[str, Any]) -> bool:
-    """A forced (manual) run's record: claimed before the schedule time it carries, which
-    a scheduled run's delivery never is (Cloud Scheduler sends it at that time, or after)."""
-    claimed, scheduled = record.get(CLAIMED_AT), record.get(SCHEDULE_TIME)
-    return isinstance(claimed, datetime) and isinstance(scheduled, datetime) and claimed < scheduled
+    """A forced (manual) run's record: the function records it with trigger `forced`, having
+    judged on Firestore's clock that it came ahead of the schedule time it carries (the one
+    rule, exactly_once.delivery.forced_runs); a scheduled run's record says `scheduled`."""
+    return record.get(TRIGGER) == Trigger.FORCED and isinstance(record.get(CLAIMED_AT), datetime)
 
 
 def manual_runs(context: StackContext, job_id: str, since: datetime) -> list[dict[str, Any]]:

@@ -173,6 +173,7 @@ def report_missed_runs(
     )
     missed = [run for run in judged if run.state is RunState.MISSED and run.run_id not in caught_up]
     paused = [run for run in judged if run.state is RunState.PAUSED]
+    skipped_late = [run for run in judged if run.state is RunState.SKIPPED_LATE]
     for run in missed:
         fields: dict[str, object] = {
             log_fields.EVENT: log_fields.MISSED_RUN,
@@ -195,13 +196,14 @@ def report_missed_runs(
     structured_log.emit(
         "WARNING" if missed else "INFO",
         f"{log_fields.AUDIT_SUMMARY}: {len(missed)} of {len(judged)} runs missed, {len(paused)} paused, "
-        f"{len(caught_up)} delivered again "
+        f"{len(skipped_late)} skipped late, {len(caught_up)} delivered again "
         f"(retry windows closed in ({format_rfc3339(after)}, {format_rfc3339(up_to)}])",
         {
             log_fields.EVENT: log_fields.AUDIT_SUMMARY,
             "judged": len(judged),
             "missed": len(missed),
             "paused": len(paused),
+            "skipped_late": len(skipped_late),
             "caught_up": len(caught_up),
             "audit_run_id": context.run_id,
         },

@@ -1,14 +1,16 @@
-"""`ops status` shows each job's last result as the function keeps it: on a real function and
-ledger, a run that succeeds, then runs that fail."""
+"""`ops status` shows each job's last result as the function keeps it, and `ops audit` counts
+runs skipped late as skipped, not missed: on a real function and ledger."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import requests
 
 from infra.plan.headers import delivery_headers
-from tests.ops.conftest import Cli, DevFunction
+from infra.settings.stack import StackSettings
+from tests.ops.conftest import Cli, DevFunction, serve_dev_function
 
 
 def _past(minute: int) -> datetime:
@@ -53,3 +55,32 @@ def test_status_shows_the_last_success_the_last_failure_and_the_failures_since(
     assert f"last failure {_past(30).strftime('%Y-%m-%dT%H:%M:%SZ')} ended " in line
     assert "DemoJobFailure('the request body asked this run to fail')" in line
     assert line.endswith("; consecutive failures 2")
+
+
+def test_audit_counts_a_run_skipped_late_as_skipped_not_missed(
+    function_servers, emulator_host, project, db, log_path, dev_settings: StackSettings, cli: Cli
+) -> None:
+    """The stack's first job with a starting deadline of a minute: a run delivered two days
+    late is recorded skipped_late, and the audit reports it so, never as missed."""
+    late_job = dataclasses.replace(dev_settings.jobs[0], starting_deadline_seconds=60.0)
+    settings = dataclasses.replace(dev_settings, jobs=(late_job, *dev_settings.jobs[1:]))
+    function = serve_dev_function(function_servers, settings, emulator_host, project, db, log_path)
+    for minute in (0, 15, 30, 45):
+        assert function.deliver(late_job, _past(minute)).json()["outcome"] == "skipped_late"
+    assert function.executions(late_job) == []
+
+    stamp = "%Y-%m-%dT%H:%M:%SZ"
+    window = [
+        "--job",
+        late_job.name,
+        "--since",
+        _past(0).strftime(stamp),
+        "--until",
+        _past(50).strftime(stamp),
+    ]
+    audit = cli("audit", *window)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    rows = [line for line in audit.stdout.splitlines() if "  skipped late  " in line]
+    assert len(rows) == 4
+    assert "after its ScheduleTime, past the job's startingDeadlineSeconds (60s)" in rows[0]
+    assert "4 expected runs, 0 missed, 0 paused, 0 delivered again, 4 skipped late" in audit.stdout

@@ -31,7 +31,7 @@ from croniter import croniter
 
 from exactly_once.audit.config import AuditedJob, AuditError
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
-from exactly_once.ledger.fields import TARGET, recorded_by_another_target
+from exactly_once.ledger.fields import RESULT, SKIPPED_LATE, TARGET, recorded_by_another_target
 
 # A schedule over an audit window cannot sensibly expect more runs than this (one a minute for
 # a week); a larger window is an operator's typo, not a workload.
@@ -45,6 +45,8 @@ class RunState(StrEnum):
     PENDING = "pending"  # no record yet, but a delivery may still come
     MISSED = "missed"
     PAUSED = "paused"  # no record, and the stack pauses the job: skipped on purpose
+    # Recorded skipped: delivered past the job's startingDeadlineSeconds, never run, never missed.
+    SKIPPED_LATE = "skipped late"
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ class ExpectedRun:
             if record:
                 return f"an attempt claimed it (attempt {record.get('attempt_id')}) but none completed it"
             return "no delivery reached the ledger"
-        if self.state is RunState.TERMINAL_FAILURE:
+        if self.state in (RunState.TERMINAL_FAILURE, RunState.SKIPPED_LATE):
             return str(record.get("error") or "")
         if self.state is RunState.PENDING:
             return f"retry window open until {format_rfc3339(self.window_closes)}"
@@ -165,6 +167,8 @@ def classify(
     if record is not None and record.get("status") == "completed":
         if record.get("result") == "terminal_failure":
             return RunState.TERMINAL_FAILURE
+        if record.get(RESULT) == SKIPPED_LATE:
+            return RunState.SKIPPED_LATE
         return RunState.COMPLETED
     if now < window_closes:
         return RunState.IN_PROGRESS if record is not None else RunState.PENDING
