@@ -17,7 +17,7 @@ from google.api_core import exceptions as google_exceptions
 
 from exactly_once import log_fields, strict_json, structured_log
 from exactly_once.config import OverlapPolicy
-from exactly_once.context import JobHandler, RunContext, encode_output
+from exactly_once.context import JobHandler, Progress, RunContext, encode_output
 from exactly_once.delivery.heartbeat import EndAttempt, LeaseKeeper
 from exactly_once.delivery.outcomes import (
     ANSWERED_FIELDS,
@@ -193,7 +193,7 @@ class ScheduledRunHandler:
             # The watchdog would end the instance as the job starts: give the claim back unrun.
             entry["error"] = f"the claim took longer than the job's {time_limit:g}s time limit"
             with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
-                self._ledger.release(claim)
+                self._ledger.release(claim, checkpoint_json=claim.checkpoint_json)
             return Answer(
                 Outcome.STORE_ERROR, "Firestore answered the claim past the time limit: job not run"
             )
@@ -246,7 +246,7 @@ class ScheduledRunHandler:
         except (google_exceptions.GoogleAPIError, LeaseLost) as error:
             entry["error"] = error_text(repr(error))
             with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
-                self._ledger.release(claim)
+                self._ledger.release(claim, checkpoint_json=claim.checkpoint_json)
             return Answer(Outcome.STORE_ERROR, "could not take or settle the job's lock: Firestore failed")
         finally:
             if lock is not None:
@@ -261,7 +261,8 @@ class ScheduledRunHandler:
             entry["result"] = JobResult.OVERLAP_SKIPPED.value
             self._remember(claim, JobResult.OVERLAP_SKIPPED, None)
             return self._duplicate(JobResult.OVERLAP_SKIPPED.value, None)
-        self._ledger.release(claim)  # nothing ran: the next delivery claims afresh
+        # Nothing ran: the next delivery claims afresh, with the checkpoint the run holds.
+        self._ledger.release(claim, checkpoint_json=claim.checkpoint_json)
         entry["retry_after_s"] = busy.retry_after_seconds
         return Answer(
             Outcome.OVERLAP_WAIT,
@@ -282,6 +283,8 @@ class ScheduledRunHandler:
             fence=claim.fence,
             body=body,
             ends_at=ends_at,
+            last_checkpoint=_inherited(claim),
+            progress=Progress(claim.checkpoint_json),
         )
         about = {k: entry[k] for k in (log_fields.RUN_ID, log_fields.JOB, "attempt_id", "fence")}
         keeper = LeaseKeeper(
@@ -291,6 +294,7 @@ class ScheduledRunHandler:
             end_attempt=self._end_attempt,
             about=about,
             log_stream=self._log_stream,
+            checkpoint=context.progress.latest,
         )
         failure: BaseException | None = None
         output_json: str | None = None
@@ -312,10 +316,15 @@ class ScheduledRunHandler:
         entry[log_fields.JOB_RETURNED] = returned
         if keeper.renewals:
             entry["renewals"] = keeper.renewals
-        return self._finish(keeper.claim, output_json, failure, entry)
+        return self._finish(keeper.claim, output_json, failure, entry, context.progress.latest())
 
     def _finish(
-        self, claim: Claim, output_json: str | None, failure: BaseException | None, entry: dict[str, Any]
+        self,
+        claim: Claim,
+        output_json: str | None,
+        failure: BaseException | None,
+        entry: dict[str, Any],
+        checkpoint_json: str | None = None,
     ) -> Answer:
         """Record what the job came to, as the owner of the run's latest lease."""
         try:
@@ -331,7 +340,8 @@ class ScheduledRunHandler:
             if failure is not None:
                 trace = "".join(traceback.format_exception(failure))
                 entry.update(error=error_text(repr(failure)), traceback=error_text(trace))
-                self._ledger.release(claim)
+                # The job's latest checkpoint rides in the release, for the retry to resume.
+                self._ledger.release(claim, checkpoint_json=checkpoint_json)
                 return Answer(Outcome.FAILED_RELEASED, "job failed: claim released for the next retry")
             self._ledger.complete(claim, output_json=output_json)
         except LeaseLost:
@@ -360,6 +370,16 @@ class ScheduledRunHandler:
         self._cache.remember(
             claim.run_id, result.value, output_json, valid_for, fingerprint=claim.fingerprint, error=error
         )
+
+
+def _inherited(claim: Claim) -> Any:
+    """The checkpoint the run held when this attempt claimed it, as the job saved it."""
+    if claim.checkpoint_json is None:
+        return None
+    try:
+        return strict_json.loads(claim.checkpoint_json)
+    except strict_json.StrictJsonError:
+        return None  # not written by checkpoint(): nothing to resume from
 
 
 def _flag_other_body(entry: dict[str, Any], recorded: str, ours: str) -> None:

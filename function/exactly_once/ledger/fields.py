@@ -19,6 +19,9 @@ COMPLETED_AT: Final = "completed_at"
 # The commit time of the owner's last lease renewal (null until the job outlives a renewal).
 RENEWED_AT: Final = "renewed_at"
 SCHEDULE_TIME: Final = "schedule_time"
+# The job's latest checkpoint (JSON text) as of the owner's last renewal or its release: what
+# an attempt that takes the run over resumes from. A completion clears it.
+CHECKPOINT: Final = "checkpoint_json"
 # What claimed the run (@exactly_once(target=...), by default the Cloud Run service), so that two functions
 # sharing a runs collection and a job name cannot decide each other's runs.
 TARGET: Final = "target"

@@ -43,7 +43,14 @@ from typing import Any
 from google.api_core import exceptions as google_exceptions
 
 from exactly_once.delivery.scheduler_request import RunKey
-from exactly_once.ledger.fields import COMPLETED_AT, EXPIRE_AT, RENEWED_AT, TARGET, recorded_by_another_target
+from exactly_once.ledger.fields import (
+    CHECKPOINT,
+    COMPLETED_AT,
+    EXPIRE_AT,
+    RENEWED_AT,
+    TARGET,
+    recorded_by_another_target,
+)
 from exactly_once.ledger.records import (
     ClaimKind,
     ClaimTooLate,
@@ -112,6 +119,9 @@ class Claim:
     sent_at: float
     # SHA-256 (hex) of the body this attempt runs the job with, as recorded with the run.
     fingerprint: str = ""
+    # The checkpoint (JSON text) the run held when this attempt claimed it, from an earlier
+    # attempt that died or failed: None for a first attempt.
+    checkpoint_json: str | None = None
 
 
 class RunLedger:
@@ -189,7 +199,7 @@ class RunLedger:
                     sent = creating.since(unheard)
                     writing = None
                     return self._started(
-                        run_id, attempt_id, ClaimKind.CREATED, update_time, sent, fingerprint
+                        run_id, attempt_id, ClaimKind.CREATED, update_time, sent, fingerprint, None
                     )
 
                 stored = self._store.get(run_id, timeout=budget.left())
@@ -200,13 +210,23 @@ class RunLedger:
                     # Our own write committed but its answer was lost and the retry was refused.
                     kind = _own_kind(stored, unheard)
                     sent = unheard.sent_at if unheard is not None else began
-                    return self._started(run_id, attempt_id, kind, stored.update_time, sent, fingerprint)
+                    inherited = stored.fields.get(CHECKPOINT)
+                    return self._started(
+                        run_id, attempt_id, kind, stored.update_time, sent, fingerprint, inherited
+                    )
                 if abandoned is not None and abandoned.holds(stored):
                     # An attempt of this instance that gave up on its claim unanswered wrote it;
                     # it never ran the job, so the run is this attempt's to continue at once.
                     kind = abandoned.kind
                 else:
                     kind = self._takeover_kind(run_id, stored, target)
+                # A run that never completed keeps its checkpoint for the attempt taking it over.
+                inherited = (
+                    None
+                    if stored.fields.get("status") == RunStatus.COMPLETED
+                    else stored.fields.get(CHECKPOINT)
+                )
+                record[CHECKPOINT] = inherited
                 writing = taking = _Sent(kind, time.monotonic())
                 try:
                     update_time = self._store.update(
@@ -218,7 +238,7 @@ class RunLedger:
                     continue  # someone else changed it first, or our own try did: look again
                 sent = taking.since(unheard)
                 writing = None
-                return self._started(run_id, attempt_id, kind, update_time, sent, fingerprint)
+                return self._started(run_id, attempt_id, kind, update_time, sent, fingerprint, inherited)
             raise RunInProgress(run_id, 1, None)
         except google_exceptions.GoogleAPIError:
             # A write of ours may hold the record now: the next claim of the run from this
@@ -231,6 +251,8 @@ class RunLedger:
         fields, now = stored.fields, stored.read_time
         if recorded_by_another_target(fields, target):
             raise WrongTarget(run_id, fields[TARGET], target)
+        if fields["status"] == RunStatus.RELEASED:
+            return ClaimKind.RECLAIMED_RELEASED  # given back by its owner: nobody holds it
         if fields["status"] == RunStatus.COMPLETED:
             if fields[EXPIRE_AT] <= now:
                 return ClaimKind.RECLAIMED_EXPIRED  # TTL deletion runs up to days late
@@ -250,6 +272,7 @@ class RunLedger:
         update_time: datetime,
         sent: float,
         fingerprint: str,
+        checkpoint_json: str | None,
     ) -> Claim:
         """The lease began at the commit, which happened after `sent`; when the answer took
         longer than the deadline, the lease may be gone: give the claim back unrun."""
@@ -262,6 +285,7 @@ class RunLedger:
             update_time + self._lease,
             sent,
             fingerprint,
+            checkpoint_json if isinstance(checkpoint_json, str) else None,
         )
         waited = time.monotonic() - sent
         if waited > self.deadline_seconds:
@@ -271,13 +295,17 @@ class RunLedger:
             raise ClaimTooLate(run_id, waited, self.deadline_seconds)
         return claim
 
-    def renew(self, claim: Claim, *, timeout: float) -> Claim:
+    def renew(self, claim: Claim, *, timeout: float, checkpoint_json: str | None = None) -> Claim:
         """Start the lease again at a new commit, only if this attempt still owns the run.
         Raises LeaseLost if another attempt took over, a GoogleAPIError if Firestore did not
-        answer within `timeout`."""
+        answer within `timeout`. A `checkpoint_json` rides in the same write: durable, for an
+        attempt that takes the run over, once the renewal commits."""
         budget = Budget(timeout, f"lease renewal of run {claim.run_id}")
         sent = time.monotonic()
-        update_time = self._write_as_owner(claim, {RENEWED_AT: COMMIT_TIME}, budget)
+        fields: dict[str, Any] = {RENEWED_AT: COMMIT_TIME}
+        if checkpoint_json is not None:
+            fields[CHECKPOINT] = checkpoint_json
+        update_time = self._write_as_owner(claim, fields, budget)
         return replace(claim, update_time=update_time, lease_expires=update_time + self._lease, sent_at=sent)
 
     def complete(
@@ -296,14 +324,24 @@ class RunLedger:
             "result": result.value,
             "error": error,
             "output_json": output_json,
+            CHECKPOINT: None,  # a completed run resumes nothing
         }
         budget = Budget(self.deadline_seconds, f"completion of run {claim.run_id}")
         self._write_as_owner(claim, fields, budget)
 
-    def release(self, claim: Claim) -> None:
+    def release(self, claim: Claim, *, checkpoint_json: str | None = None) -> None:
         """Delete the record after a retryable failure, so the next retry runs at once
-        instead of waiting out the lease. Only the owner may release."""
+        instead of waiting out the lease. Only the owner may release.
+
+        With a checkpoint to keep, the record is rewritten as released instead, the
+        checkpoint in the same write: a claim takes a released record over at once, as it
+        would create a deleted one, and inherits the checkpoint. The same one write either
+        way; the checkpoint-free path is unchanged."""
         budget = Budget(self.deadline_seconds, f"release of run {claim.run_id}")
+        if checkpoint_json is not None:
+            fields = {"status": RunStatus.RELEASED.value, CHECKPOINT: checkpoint_json}
+            self._write_as_owner(claim, fields, budget)
+            return
         update_time = claim.update_time
         for _ in range(self.MAX_CLAIM_ROUNDS):
             try:
