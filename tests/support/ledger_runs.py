@@ -7,9 +7,10 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 from exactly_once.delivery.scheduler_request import RunKey
-from exactly_once.ledger.protocol import RunLedger
+from exactly_once.ledger.protocol import Claim, RunInProgress, RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
 from tests.support.clock import FakeClock
+from tests.support.waiting import wait_until
 
 LEASE = timedelta(seconds=70)
 SHORT_LEASE = timedelta(seconds=2)  # for tests that wait for a lease to run out
@@ -24,6 +25,18 @@ def record(db, run_id=KEY.run_id):
 def ledger_on(db, clock=None, store=None, lease=LEASE, retention=RETENTION) -> RunLedger:
     store = store or FirestoreRunStore(db, "scheduler_runs")
     return RunLedger(store, lease=lease, retention=retention, clock=clock or FakeClock())
+
+
+def claim_when_free(ledger: RunLedger, attempt_id: str, timeout: float = 20) -> Claim:
+    """Claim as soon as the holder's lease has run out on Firestore's clock."""
+
+    def attempt() -> Claim | None:
+        try:
+            return ledger.claim(KEY, attempt_id)
+        except RunInProgress:
+            return None
+
+    return wait_until(attempt, timeout=timeout, what="the lease to run out", interval=0.2)
 
 
 class DelayedCreate(FirestoreRunStore):

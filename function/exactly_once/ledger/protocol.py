@@ -9,7 +9,8 @@ Every step is a single-document conditional write, never a transaction:
 - renew:    while the job runs, the owner rewrites the record conditioned on its own last
             write; the lease starts again at that commit (delivery/heartbeat.py decides when).
 - finish:   conditioned on the owner's last write, so only the current owner can complete
-            or release the run; a stale owner gets LeaseLost.
+            or release the run; a stale owner gets LeaseLost. Writes to other documents may
+            ride in the same commit (ledger/writes.py): applied with it, or not at all.
 
 Clock model: every lease decision is made on Firestore's clock. A lease runs from the commit
 time (update_time) of the owner's last write for the `lease_seconds` it wrote; a reader judges
@@ -35,7 +36,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -59,6 +60,7 @@ from exactly_once.ledger.records import (
     RunAlreadyCompleted,
     RunInProgress,
     RunStatus,
+    WritesRefused,
     WrongTarget,
     in_progress_record,
     lease_seconds_left,
@@ -75,6 +77,7 @@ from exactly_once.ledger.store import (
     StoredRecord,
     store_deadline_for,
 )
+from exactly_once.ledger.writes import StagedWrite
 
 __all__ = [
     "Claim",
@@ -86,6 +89,7 @@ __all__ = [
     "RunInProgress",
     "RunLedger",
     "RunStatus",
+    "WritesRefused",
     "WrongTarget",
     "new_attempt_id",
     "utc_now",
@@ -314,9 +318,12 @@ class RunLedger:
         result: JobResult = JobResult.SUCCEEDED,
         error: str | None = None,
         output_json: str | None = None,
+        *,
+        also: Sequence[StagedWrite] = (),
     ) -> None:
-        """Mark the run completed, only if this attempt still owns it. The TTL field is
-        re-dated from the claim's commit time, so retention is on Firestore's clock too."""
+        """Mark the run completed, only if this attempt still owns it, with `also` in the same
+        commit: applied if and only if the completion is. The TTL field is re-dated from the
+        claim's commit time, so retention is on Firestore's clock too."""
         fields = {
             "status": RunStatus.COMPLETED.value,
             COMPLETED_AT: COMMIT_TIME,
@@ -327,11 +334,14 @@ class RunLedger:
             CHECKPOINT: None,  # a completed run resumes nothing
         }
         budget = Budget(self.deadline_seconds, f"completion of run {claim.run_id}")
-        self._write_as_owner(claim, fields, budget)
+        self._write_as_owner(claim, fields, budget, also=also)
 
-    def release(self, claim: Claim, *, checkpoint_json: str | None = None) -> None:
+    def release(
+        self, claim: Claim, *, checkpoint_json: str | None = None, also: Sequence[StagedWrite] = ()
+    ) -> None:
         """Delete the record after a retryable failure, so the next retry runs at once
-        instead of waiting out the lease. Only the owner may release.
+        instead of waiting out the lease, with `also` in the same commit. Only the owner may
+        release.
 
         With a checkpoint to keep, the record is rewritten as released instead, the
         checkpoint in the same write: a claim takes a released record over at once, as it
@@ -340,23 +350,26 @@ class RunLedger:
         budget = Budget(self.deadline_seconds, f"release of run {claim.run_id}")
         if checkpoint_json is not None:
             fields = {"status": RunStatus.RELEASED.value, CHECKPOINT: checkpoint_json}
-            self._write_as_owner(claim, fields, budget)
+            self._write_as_owner(claim, fields, budget, also=also)
             return
         update_time = claim.update_time
         for _ in range(self.MAX_CLAIM_ROUNDS):
             try:
-                self._store.delete(claim.run_id, if_updated_at=update_time, timeout=budget.left())
+                self._store.delete(claim.run_id, if_updated_at=update_time, timeout=budget.left(), also=also)
                 return
-            except StaleWrite:
+            except StaleWrite as refused:
                 stored = self._store.get(claim.run_id, timeout=self._classifying(claim).left())
                 if stored is None:
                     return  # gone: our delete committed and its answer was lost
                 if stored.fields.get("attempt_id") != claim.attempt_id:
                     raise LeaseLost(claim) from None
+                _raise_if_others_refused(claim, refused, stored, update_time)
                 update_time = stored.update_time  # a renewal of ours whose answer was lost
         raise LeaseLost(claim)
 
-    def _write_as_owner(self, claim: Claim, fields: dict[str, Any], budget: Budget) -> datetime:
+    def _write_as_owner(
+        self, claim: Claim, fields: dict[str, Any], budget: Budget, *, also: Sequence[StagedWrite] = ()
+    ) -> datetime:
         """A conditional update of our own record. A refused precondition is either a rival
         (LeaseLost) or our own earlier write whose answer was lost: then the record still
         carries our attempt_id, and the write is repeated on its update_time."""
@@ -364,15 +377,20 @@ class RunLedger:
         for _ in range(self.MAX_CLAIM_ROUNDS):
             try:
                 return self._store.update(
-                    claim.run_id, fields, if_updated_at=update_time, timeout=budget.left()
+                    claim.run_id, fields, if_updated_at=update_time, timeout=budget.left(), also=also
                 )
-            except StaleWrite:
+            except StaleWrite as refused:
                 stored = self._own_record(claim)
                 if stored is None:
                     raise LeaseLost(claim) from None
+                _raise_if_others_refused(claim, refused, stored, update_time)
                 if stored.fields.get("status") == RunStatus.COMPLETED:
                     if fields.get("status") == RunStatus.COMPLETED:
                         return stored.update_time  # our own completion, answered late
+                    raise LeaseLost(claim) from None
+                if stored.fields.get("status") == RunStatus.RELEASED:
+                    if fields.get("status") == RunStatus.RELEASED:
+                        return stored.update_time  # our own release, answered late
                     raise LeaseLost(claim) from None
                 update_time = stored.update_time
         raise LeaseLost(claim)
@@ -390,6 +408,16 @@ class RunLedger:
         be spent (a process frozen mid-write, thawed after a retry took over), and "another
         attempt owns the run" must not be answered as "Firestore failed"."""
         return Budget(self.deadline_seconds * ATTEMPT_SHARE, f"reading back run {claim.run_id}")
+
+
+def _raise_if_others_refused(
+    claim: Claim, refused: StaleWrite, stored: StoredRecord, sent_on: datetime
+) -> None:
+    """A refused commit that carried other writes, while our record is still exactly as the
+    write's precondition expected: the record's write was not what Firestore refused, one of
+    the others was (and no retry of the same commit can succeed)."""
+    if refused.refusal is not None and stored.update_time == sent_on:
+        raise WritesRefused(claim, refused.refusal)
 
 
 @dataclass(frozen=True)

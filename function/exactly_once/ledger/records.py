@@ -107,6 +107,17 @@ class LeaseLost(Exception):
         self.claim = claim
 
 
+class WritesRefused(Exception):
+    """Firestore refused a write that rode in the run's own commit (a create of a document
+    that exists, an update of one that does not): the commit applied nothing, and the run
+    record is still this attempt's, unchanged."""
+
+    def __init__(self, claim: Any, refusal: str) -> None:
+        super().__init__(f"run {claim.run_id}: a write committed with the run was refused: {refusal}")
+        self.claim = claim
+        self.refusal = refusal
+
+
 def in_progress_record(
     key: RunKey,
     attempt_id: str,

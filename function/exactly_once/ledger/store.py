@@ -10,7 +10,7 @@ own, so what a hung first call leaves for its retry is decided here, in plain si
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
@@ -19,6 +19,8 @@ import grpc
 from google.api_core import exceptions as google_exceptions
 from google.cloud import firestore
 from google.cloud.firestore_v1.bulk_batch import BulkWriteBatch
+
+from exactly_once.ledger.writes import StagedWrite, add_to_batch
 
 # Written in place of a timestamp, the commit time of the write (a server-side transform:
 # no extra RPC). What an operator reads as claimed_at / completed_at is Firestore's clock.
@@ -83,11 +85,14 @@ class RecordExists(Exception):
 class StaleWrite(Exception):
     """A conditional write found the record changed (or gone) since update_time was read.
     `unheard`: an earlier try of this very write went unanswered, so what changed the record
-    may be that try, committed."""
+    may be that try, committed. `refusal`: Firestore's words, for a commit that carried other
+    writes too, since then one of those may be what was refused (a create of a document that
+    exists, an update of one that does not); the caller tells which by reading the record."""
 
-    def __init__(self, run_id: str, *, unheard: bool = False) -> None:
+    def __init__(self, run_id: str, *, unheard: bool = False, refusal: str | None = None) -> None:
         super().__init__(run_id)
         self.unheard = unheard
+        self.refusal = refusal
 
 
 class Tries:
@@ -109,15 +114,25 @@ class StoredRecord:
 
 
 class RunStore(Protocol):
-    """Four single-document operations; every write after create() is conditional. Each
-    waits at most `timeout` seconds, retries included, then raises a GoogleAPIError."""
+    """Four operations on one record; every write after create() is conditional. Each waits
+    at most `timeout` seconds, retries included, then raises a GoogleAPIError. update() and
+    delete() commit `also` (other documents' writes) atomically with the record's write: one
+    commit, applied whole or not at all."""
 
     def create(self, run_id: str, fields: Mapping[str, Any], *, timeout: float) -> datetime: ...
     def get(self, run_id: str, *, timeout: float) -> StoredRecord | None: ...
     def update(
-        self, run_id: str, fields: Mapping[str, Any], *, if_updated_at: datetime, timeout: float
+        self,
+        run_id: str,
+        fields: Mapping[str, Any],
+        *,
+        if_updated_at: datetime,
+        timeout: float,
+        also: Sequence[StagedWrite] = (),
     ) -> datetime: ...
-    def delete(self, run_id: str, *, if_updated_at: datetime, timeout: float) -> None: ...
+    def delete(
+        self, run_id: str, *, if_updated_at: datetime, timeout: float, also: Sequence[StagedWrite] = ()
+    ) -> None: ...
 
 
 def with_retries(
@@ -211,32 +226,64 @@ class FirestoreRunStore:
         )
 
     def update(
-        self, run_id: str, fields: Mapping[str, Any], *, if_updated_at: datetime, timeout: float
+        self,
+        run_id: str,
+        fields: Mapping[str, Any],
+        *,
+        if_updated_at: datetime,
+        timeout: float,
+        also: Sequence[StagedWrite] = (),
     ) -> datetime:
-        option = self._client.write_option(last_update_time=if_updated_at)
         document = self._document(run_id)
-        tries = Tries()
-        try:
-            result = with_retries(
+        option = self._client.write_option(last_update_time=if_updated_at)
+        if not also:
+            result = self._conditional(
+                run_id,
                 timeout,
                 lambda seconds: document.update(dict(fields), option=option, retry=None, timeout=seconds),
-                attempt_seconds=self.attempt_seconds,
-                tries=tries,
             )
-        except (google_exceptions.FailedPrecondition, google_exceptions.NotFound):
-            raise StaleWrite(run_id, unheard=tries.unanswered) from None
-        return result.update_time  # type: ignore[no-any-return]
+            return result.update_time  # type: ignore[no-any-return]
 
-    def delete(self, run_id: str, *, if_updated_at: datetime, timeout: float) -> None:
-        option = self._client.write_option(last_update_time=if_updated_at)
+        def send(seconds: float) -> datetime:
+            batch = self._client.batch()
+            batch.update(document, dict(fields), option=option)
+            add_to_batch(batch, also)
+            return batch.commit(retry=None, timeout=seconds)[0].update_time  # type: ignore[no-any-return]
+
+        return self._conditional(run_id, timeout, send, carries_others=True)
+
+    def delete(
+        self, run_id: str, *, if_updated_at: datetime, timeout: float, also: Sequence[StagedWrite] = ()
+    ) -> None:
         document = self._document(run_id)
+        option = self._client.write_option(last_update_time=if_updated_at)
+
+        def send(seconds: float) -> None:
+            if not also:
+                document.delete(option=option, retry=None, timeout=seconds)
+                return
+            batch = self._client.batch()
+            batch.delete(document, option=option)
+            add_to_batch(batch, also)
+            batch.commit(retry=None, timeout=seconds)
+
+        self._conditional(run_id, timeout, send, carries_others=bool(also))
+
+    def _conditional(
+        self, run_id: str, timeout: float, send: Callable[[float], T], *, carries_others: bool = False
+    ) -> T:
+        """Send a write conditioned on the record's update_time; a refusal is a StaleWrite.
+        A commit carrying other documents' writes may be refused for one of those instead (a
+        create of a document that exists is a Conflict), so the refusal's words go with it."""
+        refusals: tuple[type[google_exceptions.GoogleAPIError], ...] = (
+            google_exceptions.FailedPrecondition,
+            google_exceptions.NotFound,
+        )
+        if carries_others:
+            refusals += (google_exceptions.Conflict,)
         tries = Tries()
         try:
-            with_retries(
-                timeout,
-                lambda seconds: document.delete(option=option, retry=None, timeout=seconds),
-                attempt_seconds=self.attempt_seconds,
-                tries=tries,
-            )
-        except (google_exceptions.FailedPrecondition, google_exceptions.NotFound):
-            raise StaleWrite(run_id, unheard=tries.unanswered) from None
+            return with_retries(timeout, send, attempt_seconds=self.attempt_seconds, tries=tries)
+        except refusals as error:
+            refusal = str(error) if carries_others else None
+            raise StaleWrite(run_id, unheard=tries.unanswered, refusal=refusal) from None

@@ -26,7 +26,16 @@ from exactly_once.ledger.protocol import (
 from exactly_once.ledger.store import FirestoreRunStore, StaleWrite
 from localrun.firestore_rpcs import counted_emulator_client
 from tests.support.clock import FakeClock
-from tests.support.ledger_runs import KEY, LEASE, RETENTION, SHORT_LEASE, DelayedCreate, ledger_on, record
+from tests.support.ledger_runs import (
+    KEY,
+    LEASE,
+    RETENTION,
+    SHORT_LEASE,
+    DelayedCreate,
+    claim_when_free,
+    ledger_on,
+    record,
+)
 from tests.support.waiting import wait_until
 
 
@@ -38,18 +47,6 @@ def clock() -> FakeClock:
 @pytest.fixture
 def ledger(db, clock) -> RunLedger:
     return RunLedger(FirestoreRunStore(db, "scheduler_runs"), lease=LEASE, retention=RETENTION, clock=clock)
-
-
-def claim_when_free(ledger: RunLedger, attempt_id: str, timeout: float = 20) -> Claim:
-    """Claim as soon as the holder's lease has run out on Firestore's clock."""
-
-    def attempt() -> Claim | None:
-        try:
-            return ledger.claim(KEY, attempt_id)
-        except RunInProgress:
-            return None
-
-    return wait_until(attempt, timeout=timeout, what="the lease to run out", interval=0.2)
 
 
 def test_first_claim_creates_an_in_progress_record(ledger, db, clock):

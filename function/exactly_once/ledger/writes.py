@@ -1,0 +1,55 @@
+"""Writes to other documents that ride in one of the ledger's own commits.
+
+A run's completing (or releasing) write is one conditional write of its record. Firestore
+commits a batch of writes atomically, so other documents' writes sent in the same batch are
+applied exactly when the record's write is: all of them if the precondition holds, none if
+another attempt changed the record first. That is how an effect on this database becomes
+exactly-once with the run instead of at-least-once beside it, at no extra round trip.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from google.cloud import firestore
+
+# The writes one commit may hold, the ledger's own included. Firestore documents this limit
+# for a batch; a larger batch is refused whole, after the job has run.
+MAX_COMMIT_WRITES = 500
+
+
+class WriteKind(enum.StrEnum):
+    """The four writes a batch can carry, named as the client library names them."""
+
+    CREATE = "create"
+    SET = "set"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True)
+class StagedWrite:
+    """One write, held until the commit that carries it. `data` may hold the client's
+    sentinels (Increment, SERVER_TIMESTAMP, DELETE_FIELD); `merge` applies to SET only."""
+
+    kind: WriteKind
+    document: firestore.DocumentReference
+    data: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    merge: bool = False
+
+
+def add_to_batch(batch: firestore.WriteBatch, writes: Sequence[StagedWrite]) -> None:
+    """Append `writes` to `batch`, in order."""
+    for write in writes:
+        if write.kind is WriteKind.CREATE:
+            batch.create(write.document, dict(write.data))
+        elif write.kind is WriteKind.SET:
+            batch.set(write.document, dict(write.data), merge=write.merge)
+        elif write.kind is WriteKind.UPDATE:
+            batch.update(write.document, dict(write.data))
+        else:
+            batch.delete(write.document)
