@@ -14,10 +14,13 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exactly_once import strict_json
 from exactly_once.errors import TerminalJobError
+
+if TYPE_CHECKING:
+    from exactly_once.run_writes import RunWrites
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,9 @@ class RunContext:
     last_checkpoint: Any = None
     # Where checkpoint() keeps the latest value for the lease's heartbeat to carry.
     progress: Progress = field(default_factory=lambda: Progress(), repr=False, compare=False)
+    # Firestore writes on the ledger's database, committed in the run's completing commit:
+    # applied if and only if this attempt records the run completed (run_writes.py).
+    writes: RunWrites = field(default_factory=lambda: _new_writes(), repr=False, compare=False)
 
     def checkpoint(self, value: Any) -> None:
         """Save how far the job got (a JSON value, MAX_CHECKPOINT_BYTES at most), so that an
@@ -80,6 +86,13 @@ class RunContext:
         if allowed_fields is not None and (unknown := sorted(set(parsed) - set(allowed_fields))):
             raise TerminalJobError(f"unknown body fields {unknown}; expected {sorted(allowed_fields)}")
         return parsed
+
+
+def _new_writes() -> RunWrites:
+    # Imported when a context is made: this module stays free of the Firestore client.
+    from exactly_once.run_writes import RunWrites
+
+    return RunWrites()
 
 
 class Progress:

@@ -45,6 +45,7 @@ from exactly_once.delivery.warm_cache import CompletedRuns
 from exactly_once.ledger.protocol import RunLedger, new_attempt_id
 from exactly_once.ledger.store import FirestoreRunStore, store_deadline_for
 from exactly_once.once import OncePerInstance
+from exactly_once.run_writes import WriteScope
 
 __all__ = ["CONFIG", "build_handler", "exactly_once", "firestore_client", "json_response", "request_body"]
 
@@ -79,6 +80,7 @@ def build_handler(
         overlap=config.overlap,
         locks=locks,
         cache=CompletedRuns(),
+        write_scope=WriteScope.of(client, config.runs_collection),
     )
 
 

@@ -78,6 +78,25 @@ def stage_report(context: RunContext) -> dict[str, str]:
     return {"report": report.path}
 
 
+def stage_many(context: RunContext) -> dict[str, int]:
+    """Stages `count` creates (body) in the `reports` collection of `database` (body, by
+    default the ledger's), or creates of one `existing` document (body) a test made first;
+    returns how many it staged."""
+    body = context.json_body(allowed_fields=("count", "database", "existing"))
+    if "existing" in body:
+        context.writes.create(firestore_client().collection(REPORTS).document("fresh"), {"n": 1})
+        context.writes.create(
+            firestore_client().collection(REPORTS).document(str(body["existing"])), {"n": 2}
+        )
+        return {"staged": len(context.writes)}
+    client = firestore_client()
+    if "database" in body:
+        client = firestore.Client(project=client.project, database=str(body["database"]))
+    for n in range(int(body.get("count", 1))):
+        context.writes.create(client.collection(REPORTS).document(f"{context.run_id}-{n}"), {"n": n})
+    return {"staged": len(context.writes)}
+
+
 # --- the test's side ---------------------------------------------------------------------------
 
 

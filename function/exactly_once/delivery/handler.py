@@ -43,6 +43,9 @@ from exactly_once.ledger.protocol import (
     RunLedger,
     WrongTarget,
 )
+from exactly_once.ledger.records import WritesRefused
+from exactly_once.ledger.writes import StagedWrite
+from exactly_once.run_writes import RunWrites, WriteScope
 
 # A Scheduler job's body is a few hundred bytes of parameters; anything near this is not one.
 # Checked before anything is read into memory or written.
@@ -69,8 +72,11 @@ class ScheduledRunHandler:
         locks: JobLocks | None = None,
         cache: CompletedRuns | None = None,
         log_stream: TextIO | None = None,
+        write_scope: WriteScope | None = None,
     ) -> None:
-        """`end_attempt` is what the watchdog calls to stop an attempt that overran its time
+        """`write_scope` is the ledger's database and runs collection, which a job's
+        context.writes are checked against (None: unchecked, for tests without one).
+        `end_attempt` is what the watchdog calls to stop an attempt that overran its time
         limit or could not keep its lease: heartbeat.end_instance in a deployed function.
         `time_limits` holds the jobs whose limit is shorter than `time_limit_seconds`, by job name."""
         self._ledger = ledger
@@ -86,6 +92,7 @@ class ScheduledRunHandler:
         self._cache = cache if cache is not None else CompletedRuns()
         self._end_attempt = end_attempt
         self._log_stream = log_stream
+        self._write_scope = write_scope
 
     def handle(self, method: str, headers: Mapping[str, str], body: bytes | None) -> Reply:
         """Answer one delivery; `body` is None when it could not be read. Whatever goes
@@ -285,6 +292,7 @@ class ScheduledRunHandler:
             ends_at=ends_at,
             last_checkpoint=_inherited(claim),
             progress=Progress(claim.checkpoint_json),
+            writes=RunWrites(self._write_scope),
         )
         about = {k: entry[k] for k in (log_fields.RUN_ID, log_fields.JOB, "attempt_id", "fence")}
         keeper = LeaseKeeper(
@@ -316,7 +324,11 @@ class ScheduledRunHandler:
         entry[log_fields.JOB_RETURNED] = returned
         if keeper.renewals:
             entry["renewals"] = keeper.renewals
-        return self._finish(keeper.claim, output_json, failure, entry, context.progress.latest())
+        if context.writes:
+            entry["staged_writes"] = len(context.writes)
+        return self._finish(
+            keeper.claim, output_json, failure, entry, context.progress.latest(), context.writes.staged()
+        )
 
     def _finish(
         self,
@@ -325,8 +337,11 @@ class ScheduledRunHandler:
         failure: BaseException | None,
         entry: dict[str, Any],
         checkpoint_json: str | None = None,
+        writes: tuple[StagedWrite, ...] = (),
     ) -> Answer:
-        """Record what the job came to, as the owner of the run's latest lease."""
+        """Record what the job came to, as the owner of the run's latest lease. The job's
+        staged writes ride in the completing commit of a job that returned, and only there: a
+        failed job's are dropped (a retry stages its own)."""
         try:
             if isinstance(failure, TerminalJobError):
                 entry["error"] = message = error_text(failure)
@@ -343,7 +358,19 @@ class ScheduledRunHandler:
                 # The job's latest checkpoint rides in the release, for the retry to resume.
                 self._ledger.release(claim, checkpoint_json=checkpoint_json)
                 return Answer(Outcome.FAILED_RELEASED, "job failed: claim released for the next retry")
-            self._ledger.complete(claim, output_json=output_json)
+            try:
+                self._ledger.complete(claim, output_json=output_json, also=writes)
+            except WritesRefused as refused:
+                # Firestore refused one of the job's writes (a create of a document that
+                # exists...): none applied, and a retry would stage the same ones.
+                entry["error"] = message = error_text(str(refused))
+                self._ledger.complete(claim, JobResult.TERMINAL_FAILURE, message)
+                self._remember(claim, JobResult.TERMINAL_FAILURE, None, error=message)
+                return Answer(
+                    Outcome.FAILED_TERMINAL,
+                    "a write staged in context.writes was refused: none applied, recorded failed",
+                    error=message,
+                )
         except LeaseLost:
             return Answer(
                 Outcome.LEASE_LOST,

@@ -20,6 +20,10 @@ from google.cloud import firestore
 # The writes one commit may hold, the ledger's own included. Firestore documents this limit
 # for a batch; a larger batch is refused whole, after the job has run.
 MAX_COMMIT_WRITES = 500
+# The ledger's own writes in a run's completing commit (the run record's): what a job's staged
+# writes leave room for is MAX_COMMIT_WRITES minus these. The one place to raise when the
+# ledger adds a write of its own to that commit.
+LEDGER_COMMIT_WRITES = 1
 
 
 class WriteKind(enum.StrEnum):
