@@ -23,9 +23,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_document import BaseDocumentReference
 
 from exactly_once.errors import TerminalJobError
 from exactly_once.ledger.writes import (
@@ -62,27 +63,25 @@ class RunWrites:
         self._lock = threading.Lock()
         self._staged: list[StagedWrite] = []
 
-    def create(self, document: firestore.DocumentReference, data: Mapping[str, Any]) -> None:
+    def create(self, document: BaseDocumentReference, data: Mapping[str, Any]) -> None:
         """Create `document` with the run's completion; the whole commit is refused (and the
         run fails terminally) if it exists by then."""
-        self._stage(StagedWrite(WriteKind.CREATE, document, dict(data)))
+        self._stage(StagedWrite(WriteKind.CREATE, _sync(document), dict(data)))
 
-    def set(
-        self, document: firestore.DocumentReference, data: Mapping[str, Any], *, merge: bool = False
-    ) -> None:
+    def set(self, document: BaseDocumentReference, data: Mapping[str, Any], *, merge: bool = False) -> None:
         """Overwrite `document` (or merge into it) with the run's completion."""
-        self._stage(StagedWrite(WriteKind.SET, document, dict(data), merge=merge))
+        self._stage(StagedWrite(WriteKind.SET, _sync(document), dict(data), merge=merge))
 
-    def update(self, document: firestore.DocumentReference, data: Mapping[str, Any]) -> None:
+    def update(self, document: BaseDocumentReference, data: Mapping[str, Any]) -> None:
         """Update fields of `document` with the run's completion; the whole commit is refused
         (and the run fails terminally) if it does not exist by then."""
         if not data:
             raise TerminalJobError(f"context.writes.update of {_path(document)}: no fields to update")
-        self._stage(StagedWrite(WriteKind.UPDATE, document, dict(data)))
+        self._stage(StagedWrite(WriteKind.UPDATE, _sync(document), dict(data)))
 
-    def delete(self, document: firestore.DocumentReference) -> None:
+    def delete(self, document: BaseDocumentReference) -> None:
         """Delete `document` with the run's completion (nothing happens if it is absent)."""
-        self._stage(StagedWrite(WriteKind.DELETE, document))
+        self._stage(StagedWrite(WriteKind.DELETE, _sync(document)))
 
     def staged(self) -> tuple[StagedWrite, ...]:
         with self._lock:
@@ -134,6 +133,13 @@ def _check_encodable(write: StagedWrite) -> None:
     except (TypeError, ValueError) as error:
         what = f"context.writes.{write.kind.value} of {_path(write.document)}"
         raise TerminalJobError(f"{what}: the client cannot encode it: {error}") from None
+
+
+def _sync(document: BaseDocumentReference) -> firestore.DocumentReference:
+    """The reference as the commit takes it. The client library types what
+    `collection().document()` returns as its base class; anything but a synchronous
+    client's reference is refused when staged (_check_document)."""
+    return cast(firestore.DocumentReference, document)
 
 
 def _path(document: Any) -> str:

@@ -43,7 +43,7 @@ def checkpoint_then_die(context: RunContext) -> dict[str, Any]:
     if context.last_checkpoint is not None:
         return {"resumed_from": context.last_checkpoint}
     context.checkpoint({"step": 1})
-    record = _own_client().collection(RUNS).document(context.run_id)
+    record: Any = _own_client().collection(RUNS).document(context.run_id)
     _wait_for(
         "a renewal carrying the checkpoint", lambda: (record.get().to_dict() or {}).get("checkpoint_json")
     )
@@ -73,7 +73,7 @@ def stage_report(context: RunContext) -> dict[str, str]:
     if body.get("hold"):
         own = _own_client()
         own.collection(STARTED).document(context.attempt_id).set({"run_id": context.run_id})
-        go = own.collection(GO).document(context.run_id)
+        go: Any = own.collection(GO).document(context.run_id)
         _wait_for("the test's go-ahead", lambda: go.get().exists)
     return {"report": report.path}
 
