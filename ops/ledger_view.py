@@ -24,6 +24,7 @@ from exactly_once.audit.missed_runs import (
 )
 from exactly_once.audit.reads import firestore_reader
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
+from exactly_once.targets.downstream import Downstream
 from infra.settings.jobs import AUDIT_JOB_NAME
 from ops.context import StackContext, UserError, utc_now
 from ops.exit_codes import ExitCode
@@ -94,7 +95,8 @@ def audit(
     until: datetime | None = None,
     now: datetime | None = None,
 ) -> ExitCode:
-    """One line per expected run in [since, until]; OK when none is missed, else RUN_PROBLEM."""
+    """One line per expected run in [since, until]; OK when none is missed and no run's
+    downstream work failed, else RUN_PROBLEM."""
     now = now or utc_now()
     until = until or now
     since = since or until - timedelta(seconds=context.settings.retention_seconds)
@@ -116,8 +118,12 @@ def audit(
         detail = f"  ({run.detail})" if run.detail else ""
         out.write(f"{format_rfc3339(run.schedule_time)}  {run.job}  {run.state.value}{detail}\n")
     missed = [run for run in runs if run.state is RunState.MISSED]
-    out.write(f"{len(runs)} expected runs, {len(missed)} missed\n")
-    return ExitCode.RUN_PROBLEM if missed else ExitCode.OK
+    failed_downstream = [run for run in runs if run.state is RunState.DOWNSTREAM_FAILED]
+    summary = f"{len(runs)} expected runs, {len(missed)} missed"
+    if failed_downstream:
+        summary += f", {len(failed_downstream)} whose downstream work failed"
+    out.write(summary + "\n")
+    return ExitCode.RUN_PROBLEM if missed or failed_downstream else ExitCode.OK
 
 
 def status(
@@ -164,5 +170,10 @@ def _status_line(run: ExpectedRun) -> str:
             parts.append(f"duration={(completed - claimed).total_seconds():.3f}s")
     if record.get("error"):
         parts.append(f"error={record['error']!r}")
+    if (downstream := Downstream.from_record(record)) is not None:
+        parts.append(f"{downstream.kind}={downstream.name}")
+        parts.append(f"downstream={downstream.state.value}")
+        if downstream.error:
+            parts.append(f"downstream_error={downstream.error!r}")
     parts.append(f"-> {run.state.value}")
     return "  ".join(parts)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from exactly_once import strict_json
 from exactly_once.errors import TerminalJobError
+from exactly_once.targets.downstream import DownstreamReport
 
 if TYPE_CHECKING:
     from exactly_once.run_writes import RunWrites
@@ -51,6 +52,9 @@ class RunContext:
     # Firestore writes on the ledger's database, committed in the run's completing commit:
     # applied if and only if this attempt records the run completed (run_writes.py).
     writes: RunWrites = field(default_factory=lambda: _new_writes(), repr=False, compare=False)
+    # What a proxy job started downstream, recorded with the run's completion and followed
+    # to its end afterwards (targets/downstream.py). Job code of its own leaves it empty.
+    downstream: DownstreamReport = field(default_factory=DownstreamReport, repr=False, compare=False)
 
     def checkpoint(self, value: Any) -> None:
         """Save how far the job got (a JSON value, MAX_CHECKPOINT_BYTES at most), so that an

@@ -6,7 +6,11 @@ whose retry window closed in the interval that ends at its own schedule time. Co
 audit runs therefore cover time back to back: every run is judged once, and a retried or late
 audit reaches the same verdict, because nothing in it depends on the instance's clock.
 
-The stack's missed-run alert counts the lines; the ledger is only read.
+The stack's missed-run alert counts the lines; the ledger is only read for them.
+
+Each audit run then follows the downstream work of every proxy run still recorded running
+(exactly_once/audit/downstream.py): it asks each execution's API, records what changed on the
+run, and logs a `downstream_failed` line for work that failed, which the stack alerts on.
 
 AUDIT_JOBS (JSON, set by the stack): {"interval_seconds": 3600, "jobs": [{"name", "schedule",
 "time_zone", "retry_window_seconds", "not_before"?}, ...]}. RUNS_COLLECTION and
@@ -23,6 +27,7 @@ from typing import TextIO
 
 from exactly_once import RunContext, firestore_client, log_fields, structured_log
 from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditError
+from exactly_once.audit.downstream import follow_running_work
 from exactly_once.audit.missed_runs import (
     ExpectedRun,
     RecordReader,
@@ -62,6 +67,13 @@ def audit_missed_runs(context: RunContext) -> None:
         CONFIG,
         firestore_reader(firestore_client(), RUNS_COLLECTION),
         sys.stdout,
+    )
+    follow_running_work(
+        firestore_client(),
+        RUNS_COLLECTION,
+        seconds_left=context.seconds_left,
+        audit_run_id=context.run_id,
+        stream=sys.stdout,
     )
 
 

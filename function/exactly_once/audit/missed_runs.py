@@ -32,6 +32,7 @@ from croniter import croniter
 from exactly_once.audit.config import AuditedJob, AuditError
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
 from exactly_once.ledger.fields import TARGET, recorded_by_another_target
+from exactly_once.targets.downstream import Downstream
 
 # A schedule over an audit window cannot sensibly expect more runs than this (one a minute for
 # a week); a larger window is an operator's typo, not a workload.
@@ -44,6 +45,9 @@ class RunState(StrEnum):
     IN_PROGRESS = "in progress"  # a claim exists and the retry window is still open
     PENDING = "pending"  # no record yet, but a delivery may still come
     MISSED = "missed"
+    # Completed, but the downstream work it started (a proxy run's execution) failed or was
+    # cancelled: reported like a missed run, since the work did not happen as scheduled.
+    DOWNSTREAM_FAILED = "downstream failed"
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,10 @@ class ExpectedRun:
             return "no delivery reached the ledger"
         if self.state is RunState.TERMINAL_FAILURE:
             return str(record.get("error") or "")
+        downstream = Downstream.from_record(record)
+        if downstream is not None and self.state in (RunState.COMPLETED, RunState.DOWNSTREAM_FAILED):
+            error = f": {downstream.error}" if downstream.error else ""
+            return f"{downstream.kind} {downstream.name} {downstream.state.value}{error}"
         if self.state is RunState.PENDING:
             return f"retry window open until {format_rfc3339(self.window_closes)}"
         if self.state is RunState.IN_PROGRESS:
@@ -153,6 +161,9 @@ def classify(
     if record is not None and record.get("status") == "completed":
         if record.get("result") == "terminal_failure":
             return RunState.TERMINAL_FAILURE
+        downstream = Downstream.from_record(record)
+        if downstream is not None and downstream.state.failed:
+            return RunState.DOWNSTREAM_FAILED
         return RunState.COMPLETED
     if now < window_closes:
         return RunState.IN_PROGRESS if record is not None else RunState.PENDING

@@ -44,8 +44,9 @@ from exactly_once.ledger.protocol import (
     WrongTarget,
 )
 from exactly_once.ledger.records import WritesRefused
-from exactly_once.ledger.writes import StagedWrite
 from exactly_once.run_writes import RunWrites, WriteScope
+from exactly_once.targets.downstream import DOWNSTREAM_NAME, DOWNSTREAM_STATE, DownstreamState
+from exactly_once.targets.following import log_failed
 
 # A Scheduler job's body is a few hundred bytes of parameters; anything near this is not one.
 # Checked before anything is read into memory or written.
@@ -249,7 +250,14 @@ class ScheduledRunHandler:
             except JobBusy as busy:
                 entry["holder_run_id"] = busy.holder_run_id
                 return self._overlapped(claim, busy, policy, entry)
-            return self._run_and_finish(key, claim, body, entry, ends_at)
+            answer = self._run_and_finish(key, claim, body, entry, ends_at)
+            if answer.outcome in (Outcome.EXECUTED, Outcome.LEASE_TAKEN_OVER) and (
+                entry.get(DOWNSTREAM_STATE) == DownstreamState.RUNNING
+            ):
+                # The run started work that is still running: the lock stays with the run
+                # until a later run (or nobody) finds that work ended (JobLocks.acquire).
+                lock = None
+            return answer
         except (google_exceptions.GoogleAPIError, LeaseLost) as error:
             entry["error"] = error_text(repr(error))
             with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
@@ -326,9 +334,7 @@ class ScheduledRunHandler:
             entry["renewals"] = keeper.renewals
         if context.writes:
             entry["staged_writes"] = len(context.writes)
-        return self._finish(
-            keeper.claim, output_json, failure, entry, context.progress.latest(), context.writes.staged()
-        )
+        return self._finish(keeper.claim, output_json, failure, entry, context)
 
     def _finish(
         self,
@@ -336,12 +342,18 @@ class ScheduledRunHandler:
         output_json: str | None,
         failure: BaseException | None,
         entry: dict[str, Any],
-        checkpoint_json: str | None = None,
-        writes: tuple[StagedWrite, ...] = (),
+        context: RunContext,
     ) -> Answer:
         """Record what the job came to, as the owner of the run's latest lease. The job's
         staged writes ride in the completing commit of a job that returned, and only there: a
-        failed job's are dropped (a retry stages its own)."""
+        failed job's are dropped (a retry stages its own). So does the downstream work a
+        proxy job reported starting; a failed job's latest checkpoint rides in its release."""
+        checkpoint_json = context.progress.latest()
+        writes = context.writes.staged()
+        downstream = context.downstream.latest
+        record_fields = downstream.fields() if downstream is not None else None
+        if downstream is not None:
+            entry.update({DOWNSTREAM_NAME: downstream.name, DOWNSTREAM_STATE: downstream.state.value})
         try:
             if isinstance(failure, TerminalJobError):
                 entry["error"] = message = error_text(failure)
@@ -359,7 +371,9 @@ class ScheduledRunHandler:
                 self._ledger.release(claim, checkpoint_json=checkpoint_json)
                 return Answer(Outcome.FAILED_RELEASED, "job failed: claim released for the next retry")
             try:
-                self._ledger.complete(claim, output_json=output_json, also=writes)
+                self._ledger.complete(
+                    claim, output_json=output_json, also=writes, record_fields=record_fields
+                )
             except WritesRefused as refused:
                 # Firestore refused one of the job's writes (a create of a document that
                 # exists...): none applied, and a retry would stage the same ones.
@@ -381,6 +395,9 @@ class ScheduledRunHandler:
             entry["error"] = error_text(repr(error))
             return Answer(Outcome.STORE_ERROR, "could not record the run's end: Firestore failed")
         self._remember(claim, JobResult.SUCCEEDED, output_json)
+        if downstream is not None and downstream.state.failed:
+            stored = {"job_name": context.job_name, "schedule_time": context.schedule_time}
+            log_failed(stored, claim.run_id, downstream, seen_by="proxy", log_stream=self._log_stream)
         if claim.kind is ClaimKind.TOOK_OVER_LEASE:
             return Answer(
                 Outcome.LEASE_TAKEN_OVER,

@@ -36,7 +36,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -320,11 +320,15 @@ class RunLedger:
         output_json: str | None = None,
         *,
         also: Sequence[StagedWrite] = (),
+        record_fields: Mapping[str, Any] | None = None,
     ) -> None:
         """Mark the run completed, only if this attempt still owns it, with `also` in the same
         commit: applied if and only if the completion is. The TTL field is re-dated from the
-        claim's commit time, so retention is on Firestore's clock too."""
+        claim's commit time, so retention is on Firestore's clock too. `record_fields` are
+        what the job reported about its run (the downstream work a proxy started), written
+        in the same write."""
         fields = {
+            **(record_fields or {}),
             "status": RunStatus.COMPLETED.value,
             COMPLETED_AT: COMMIT_TIME,
             EXPIRE_AT: claim.update_time + self._retention,
