@@ -151,17 +151,17 @@ class SentTwice(FirestoreRunStore):
             super().create(run_id, fields, timeout=timeout)  # commits; its answer is lost
         return super().create(run_id, fields, timeout=timeout)
 
-    def update(self, run_id, fields, *, if_updated_at, timeout):
+    def update(self, run_id, fields, *, if_updated_at, timeout, also=()):
         if self.method == "update" and not self.sent_twice:
             self.sent_twice += 1
-            super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout)
-        return super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout)
+            super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout, also=also)
+        return super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout, also=also)
 
-    def delete(self, run_id, *, if_updated_at, timeout):
+    def delete(self, run_id, *, if_updated_at, timeout, also=()):
         if self.method == "delete" and not self.sent_twice:
             self.sent_twice += 1
-            super().delete(run_id, if_updated_at=if_updated_at, timeout=timeout)
-        return super().delete(run_id, if_updated_at=if_updated_at, timeout=timeout)
+            super().delete(run_id, if_updated_at=if_updated_at, timeout=timeout, also=also)
+        return super().delete(run_id, if_updated_at=if_updated_at, timeout=timeout, also=also)
 
 
 @pytest.mark.parametrize("method", ["create", "update"])

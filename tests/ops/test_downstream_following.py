@@ -78,8 +78,15 @@ class Stack:
         return reply
 
     def record(self, name: str, at: datetime) -> dict[str, Any]:
+        found = self.record_or_none(name, at)
+        assert found is not None, f"no record of {name} at {at}"
+        return found
+
+    def record_or_none(self, name: str, at: datetime) -> dict[str, Any] | None:
         key = RunKey(self.settings.project, self.settings.region, self.settings.scheduler_job_id(name), at)
-        return self.function.db.collection(self.settings.runs_collection).document(key.run_id).get().to_dict()
+        document: Any = self.function.db.collection(self.settings.runs_collection).document(key.run_id)
+        found: dict[str, Any] | None = document.get().to_dict()
+        return found
 
     def events(self, event: str) -> list[dict[str, Any]]:
         return [line for line in self.function.log_lines() if line.get(log_fields.EVENT) == event]
@@ -215,7 +222,7 @@ def test_wait_holds_the_next_run_back_while_the_execution_runs(stack: Stack) -> 
 
     assert (held.status_code, held.json()["outcome"]) == (409, "overlap_wait"), held.text
     assert int(held.headers["Retry-After"]) >= 1
-    assert stack.record(EXPORT, _day_at(10, 15)) is None  # nothing recorded: Cloud Scheduler retries
+    assert stack.record_or_none(EXPORT, _day_at(10, 15)) is None  # nothing recorded: Cloud Scheduler retries
     stack.cloud_run.finish(first["output"]["execution"], "cancelled")
     retried = stack.deliver(EXPORT, _day_at(10, 15))
     assert retried["outcome"] == "executed", retried

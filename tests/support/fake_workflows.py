@@ -50,7 +50,7 @@ class FakeWorkflows(GrpcFake[CreateExecutionRequest]):
             grpc.method_handlers_generic_handler(SERVICE, {"CreateExecution": handler, "GetExecution": get}),
         )
 
-    def finish(self, name: str, state: Execution.State, error: str = "") -> None:
+    def finish(self, name: str, state: int, error: str = "") -> None:
         """End the execution `name` in `state`, with `error` as its error payload."""
         with self.lock:
             execution = next(e for e in self.started if e.name == name)
@@ -63,7 +63,8 @@ class FakeWorkflows(GrpcFake[CreateExecutionRequest]):
             self.gets += 1
             found = next((e for e in self.started if e.name == request.name), None)
             if found is not None:
-                return Execution.deserialize(Execution.serialize(found))
+                copy: Execution = Execution.deserialize(Execution.serialize(found))
+                return copy
         context.abort(grpc.StatusCode.NOT_FOUND, f"execution {request.name} not found")
         raise AssertionError("unreachable")
 

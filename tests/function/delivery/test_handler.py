@@ -128,10 +128,10 @@ class RenewalsFail(FirestoreRunStore):
     """The real store, with every lease renewal failing: an instance cut off from Firestore
     while its job runs (other instances still reach it)."""
 
-    def update(self, run_id, fields, *, if_updated_at, timeout):
+    def update(self, run_id, fields, *, if_updated_at, timeout, also=()):
         if RENEWED_AT in fields:
             raise google_exceptions.ServiceUnavailable("injected: renewal")
-        return super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout)
+        return super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout, also=also)
 
 
 def test_finishing_after_a_takeover_is_refused_as_lease_lost(db):
@@ -161,10 +161,10 @@ def test_finishing_after_a_takeover_is_refused_as_lease_lost(db):
 class CompleteFails(FirestoreRunStore):
     """The real store on the emulator, with Firestore failing the completion write."""
 
-    def update(self, run_id, fields, *, if_updated_at, timeout):
+    def update(self, run_id, fields, *, if_updated_at, timeout, also=()):
         if fields.get("status") == "completed":
             raise google_exceptions.ServiceUnavailable("injected")
-        return super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout)
+        return super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout, also=also)
 
 
 def test_store_failure_answers_500_not_503(db):

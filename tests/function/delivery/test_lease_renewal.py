@@ -133,16 +133,16 @@ class LosesAnswers(FirestoreRunStore):
             return True
         return False
 
-    def update(self, run_id, fields, *, if_updated_at, timeout):
-        update_time = super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout)
+    def update(self, run_id, fields, *, if_updated_at, timeout, also=()):
+        update_time = super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout, also=also)
         if self._once(next(iter(fields))):
-            return super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout)
+            return super().update(run_id, fields, if_updated_at=if_updated_at, timeout=timeout, also=also)
         return update_time
 
-    def delete(self, run_id, *, if_updated_at, timeout):
-        super().delete(run_id, if_updated_at=if_updated_at, timeout=timeout)
+    def delete(self, run_id, *, if_updated_at, timeout, also=()):
+        super().delete(run_id, if_updated_at=if_updated_at, timeout=timeout, also=also)
         if self._once("delete"):
-            super().delete(run_id, if_updated_at=if_updated_at, timeout=timeout)
+            super().delete(run_id, if_updated_at=if_updated_at, timeout=timeout, also=also)
 
 
 def test_a_renewal_whose_answer_was_lost_still_lets_its_owner_finish(db):
