@@ -54,7 +54,7 @@ class FakeWorkflows(GrpcFake[CreateExecutionRequest]):
         """End the execution `name` in `state`, with `error` as its error payload."""
         with self.lock:
             execution = next(e for e in self.started if e.name == name)
-            execution.state = state
+            execution.state = Execution.State(state)
             if error:
                 execution.error = Execution.Error(payload=error, context="fake workflow step")
 
