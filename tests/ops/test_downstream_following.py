@@ -267,3 +267,20 @@ def test_the_audit_follows_workflows_and_bigquery_jobs_and_leaves_a_hanging_one_
 
 def _gets(fake: FakeCloudRun) -> int:
     return sum(method == "GET" and "/executions/" in path for method, path in fake.calls)
+
+
+def test_an_api_that_does_not_answer_counts_as_the_execution_still_running(stack: Stack) -> None:
+    first = stack.deliver(EXPORT, _day_at(10, 0))
+    assert first["outcome"] == "executed", first
+    stack.cloud_run.failures.append(503)  # the next call: the skip job's question
+
+    skipped = stack.deliver(EXPORT, _day_at(10, 15))
+
+    assert skipped["outcome"] == "overlap_skipped", skipped
+    (warning,) = [
+        line
+        for line in stack.function.log_lines()
+        if str(line.get("message", "")).startswith("could not ask about")
+    ]
+    assert warning["severity"] == "WARNING" and warning["downstream_name"] == first["output"]["execution"]
+    assert stack.record(EXPORT, _day_at(10, 0))["downstream_state"] == "running"
