@@ -152,6 +152,17 @@ def encode_json(value: Any, what: str, limit: int) -> str:
     return text
 
 
+def decode_checkpoint(text: str | None) -> Any:
+    """A stored checkpoint as the job saved it; None when there is none, or when the record
+    holds something checkpoint() did not write (nothing to resume from)."""
+    if text is None:
+        return None
+    try:
+        return strict_json.loads(text)
+    except strict_json.StrictJsonError:
+        return None
+
+
 def _too_large_or_deep(value: Any, limit: int) -> str | None:
     """Why `value` cannot be stored, judged without encoding it, or None when it may fit.
 

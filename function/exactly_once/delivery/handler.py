@@ -17,7 +17,7 @@ from google.api_core import exceptions as google_exceptions
 
 from exactly_once import log_fields, strict_json, structured_log
 from exactly_once.config import OverlapPolicy
-from exactly_once.context import JobHandler, Progress, RunContext, encode_output
+from exactly_once.context import JobHandler, Progress, RunContext, decode_checkpoint, encode_output
 from exactly_once.delivery.heartbeat import EndAttempt, LeaseKeeper
 from exactly_once.delivery.outcomes import (
     ANSWERED_FIELDS,
@@ -298,7 +298,7 @@ class ScheduledRunHandler:
             fence=claim.fence,
             body=body,
             ends_at=ends_at,
-            last_checkpoint=_inherited(claim),
+            last_checkpoint=decode_checkpoint(claim.checkpoint_json),
             progress=Progress(claim.checkpoint_json),
             writes=RunWrites(self._write_scope),
         )
@@ -414,16 +414,6 @@ class ScheduledRunHandler:
         self._cache.remember(
             claim.run_id, result.value, output_json, valid_for, fingerprint=claim.fingerprint, error=error
         )
-
-
-def _inherited(claim: Claim) -> Any:
-    """The checkpoint the run held when this attempt claimed it, as the job saved it."""
-    if claim.checkpoint_json is None:
-        return None
-    try:
-        return strict_json.loads(claim.checkpoint_json)
-    except strict_json.StrictJsonError:
-        return None  # not written by checkpoint(): nothing to resume from
 
 
 def _flag_other_body(entry: dict[str, Any], recorded: str, ours: str) -> None:
