@@ -25,9 +25,10 @@ CONFIG_KEYS = (
     "stateBucketLocation",
     "secretsKeyRing",
     "secretsKeyLocation",
+    "jobGrants",
 )
 # Keys whose values are lists, not strings.
-LIST_KEYS = frozenset({"deployEnvironments"})
+LIST_KEYS = frozenset({"deployEnvironments", "jobGrants"})
 
 
 def settings_from_pulumi_config() -> BootstrapSettings:

@@ -2,13 +2,16 @@
 and the read-only roles of the CI previewer that runs `pulumi preview` for pull requests.
 
 One list each, read by the docs, by bootstrap/ (which grants exactly these) and by the policy
-pack (which refuses any other role to an account a pull request may impersonate). Predefined
-roles only: no primitive owner/editor/viewer.
+pack (which refuses any other role to an account a pull request may impersonate), and the few
+deployer roles only some stacks need (GRANT_KIND_ROLES, granted per the bootstrap's
+`jobGrants`). Predefined roles only: no primitive owner/editor/viewer.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Final, NamedTuple
 
 
 class DeployerRole(NamedTuple):
@@ -59,6 +62,41 @@ DEPLOYER_ROLES: tuple[DeployerRole, ...] = (
 )
 
 
+# What the deployer needs only when the stacks' jobs are granted a role on a resource of one
+# of these kinds (the bootstrap key `jobGrants`): the stack's IAM member resources set the
+# resource's IAM policy, and no role above holds that permission. Each is the narrowest
+# predefined role that does. Pub/Sub has no narrower one at all; Secret Manager's is its admin
+# role too (secretAccessor and the version roles hold no setIamPolicy).
+GRANT_KIND_ROLES: Final[Mapping[str, DeployerRole]] = MappingProxyType(
+    {
+        "secret": DeployerRole(
+            "roles/secretmanager.admin",
+            "grant the runtime account secretAccessor on each secret a job reads "
+            "(secretmanager.secrets.setIamPolicy)",
+        ),
+        "topic": DeployerRole(
+            "roles/pubsub.admin",
+            "grant the runtime account its roles on the topics and subscriptions jobs name "
+            "(pubsub.topics.setIamPolicy, pubsub.subscriptions.setIamPolicy)",
+        ),
+        "subscription": DeployerRole(
+            "roles/pubsub.admin",
+            "grant the runtime account its roles on the topics and subscriptions jobs name "
+            "(pubsub.topics.setIamPolicy, pubsub.subscriptions.setIamPolicy)",
+        ),
+    }
+)
+
+
+def deployer_roles(job_grants: Iterable[str] = ()) -> tuple[DeployerRole, ...]:
+    """DEPLOYER_ROLES, and the role of each kind in `job_grants` (each role once)."""
+    extra: dict[str, DeployerRole] = {}
+    for kind in job_grants:
+        role = GRANT_KIND_ROLES[kind]
+        extra.setdefault(role.role, role)
+    return (*DEPLOYER_ROLES, *extra.values())
+
+
 class PreviewerRole(NamedTuple):
     role: str
     # Where the bootstrap grants it: the project, the state bucket or the secrets key.
@@ -101,3 +139,9 @@ def deployer_roles_table() -> str:
     """DEPLOYER_ROLES as the Markdown table docs/deploy.md shows (a test keeps them equal)."""
     rows = [f"| `{role.role}` | {role.reason} |" for role in DEPLOYER_ROLES]
     return "\n".join(["| Role | Why the deploying identity needs it |", "| --- | --- |", *rows])
+
+
+def grant_kind_roles_table() -> str:
+    """GRANT_KIND_ROLES as the Markdown table docs/deploy.md shows (a test keeps them equal)."""
+    rows = [f"| `{kind}` | `{role.role}` | {role.reason} |" for kind, role in GRANT_KIND_ROLES.items()]
+    return "\n".join(["| `jobGrants` kind | Role | Why |", "| --- | --- | --- |", *rows])

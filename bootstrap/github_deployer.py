@@ -16,11 +16,11 @@ import pulumi
 import pulumi_gcp as gcp
 
 from bootstrap.deployer_roles import (
-    DEPLOYER_ROLES,
     PREVIEWER_ROLES,
     PROJECT_SCOPE,
     SECRETS_KEY_SCOPE,
     STATE_BUCKET_SCOPE,
+    deployer_roles,
 )
 from bootstrap.github_oidc import (
     WORKLOAD_IDENTITY_USER,
@@ -177,9 +177,10 @@ class GithubDeployer(pulumi.ComponentResource):
             f"Runs pulumi up from {s.repository}'s deployment environments on {s.default_branch}",
             apis,
         )
-        # Exactly the roles the deploy docs list, one project-level member per role; never a
-        # primitive role, never an authoritative binding that would drop other principals.
-        for deployer_role in DEPLOYER_ROLES:
+        # Exactly the roles the deploy docs list (and those of `jobGrants`), one project-level
+        # member per role; never a primitive role, never an authoritative binding that would
+        # drop other principals.
+        for deployer_role in deployer_roles(s.job_grants):
             gcp.projects.IAMMember(
                 _grant_name(f"{name}-deployer", deployer_role.role),
                 project=s.project,

@@ -21,6 +21,9 @@ import re
 from typing import Final
 
 WORKLOAD_IDENTITY_USER: Final = "roles/iam.workloadIdentityUser"
+# The longest `google.subject` Workload Identity Federation accepts: a token whose mapped
+# subject is longer is refused at the exchange, so every workflow run of it fails to sign in.
+GOOGLE_SUBJECT_MAX_LENGTH: Final = 127
 
 # Any principal of a workload identity pool: one subject, or a set (an attribute, the pool).
 _POOL_PRINCIPAL: Final = re.compile(

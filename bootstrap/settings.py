@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from bootstrap.github_oidc import pull_request_subject
+from bootstrap.deployer_roles import GRANT_KIND_ROLES
+from bootstrap.github_oidc import GOOGLE_SUBJECT_MAX_LENGTH, environment_subject, pull_request_subject
 
 GITHUB_OIDC_ISSUER: Final = "https://token.actions.githubusercontent.com"
 
@@ -66,6 +67,10 @@ class BootstrapSettings:
     # and bringing the bootstrap up again imports them (docs/ci.md).
     secrets_key_ring: str | None = None
     secrets_key_location: str = "global"
+    # The kinds of resource the stacks' jobs grant the runtime account a role on whose IAM
+    # policy no role of DEPLOYER_ROLES may set (`secret`: a job's `secrets` or a secret grant;
+    # `topic`, `subscription`): the deployer gets GRANT_KIND_ROLES' role for each.
+    job_grants: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any], project: str, region: str = "") -> BootstrapSettings:
@@ -85,6 +90,8 @@ class BootstrapSettings:
                 f"previewerAccountId is '{previewer}', the same as deployerAccountId: the read-only "
                 "previewer must be an account of its own"
             )
+        environments = _environments(values, "deployEnvironments") or cls.deploy_environments
+        _check_subject_lengths(repository, environments)
         return cls(
             project=project,
             repository=repository,
@@ -95,11 +102,12 @@ class BootstrapSettings:
             previewer_account_id=previewer,
             default_branch=_matching(values, "defaultBranch", _BRANCH, "a branch name, e.g. 'main'")
             or cls.default_branch,
-            deploy_environments=_environments(values, "deployEnvironments") or cls.deploy_environments,
+            deploy_environments=environments,
             state_bucket=_matching(values, "stateBucket", _BUCKET, "a valid Cloud Storage bucket name"),
             state_bucket_location=_text(values, "stateBucketLocation") or region or cls.state_bucket_location,
             secrets_key_ring=_matching(values, "secretsKeyRing", _KEY_RING, "1-63 letters, digits, - or _"),
             secrets_key_location=_text(values, "secretsKeyLocation") or cls.secrets_key_location,
+            job_grants=_job_grants(values, "jobGrants"),
         )
 
     @property
@@ -165,6 +173,39 @@ def _environments(values: Mapping[str, Any], key: str) -> tuple[str, ...] | None
             )
     if len(set(value)) != len(value):
         raise BootstrapConfigError(f"{key} is {value!r}: each environment once")
+    return tuple(value)
+
+
+def _check_subject_lengths(repository: str, environments: tuple[str, ...]) -> None:
+    """Every subject the bootstrap binds fits Google's limit: GitHub writes the whole
+    repository and environment name into it, and a longer one fails every token exchange.
+    The previewer's `repo:<repository>:pull_request` is shorter than any environment's, so
+    checking those checks it too."""
+    for environment in environments:
+        subject = environment_subject(repository, environment)
+        if len(subject) > GOOGLE_SUBJECT_MAX_LENGTH:
+            raise BootstrapConfigError(
+                f"repository and deployEnvironments: the GitHub OIDC subject '{subject}' is {len(subject)} "
+                f"characters, and Workload Identity Federation accepts at most {GOOGLE_SUBJECT_MAX_LENGTH}: "
+                "every token exchange for it would fail. Use a shorter environment name (or repository name)."
+            )
+
+
+def _job_grants(values: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = values.get(key)
+    if value is None or value == "" or value == []:
+        return ()
+    known = ", ".join(GRANT_KIND_ROLES)
+    if not isinstance(value, list):
+        raise BootstrapConfigError(f"{key} is {value!r}: expected a list of grant kinds ({known})")
+    for kind in value:
+        if kind not in GRANT_KIND_ROLES:
+            raise BootstrapConfigError(
+                f"{key} has {kind!r}: expected one of {known} (the other kinds a job may be granted on "
+                "need no role beyond the deployer's own)"
+            )
+    if len(set(value)) != len(value):
+        raise BootstrapConfigError(f"{key} is {value!r}: each kind once")
     return tuple(value)
 
 

@@ -1,7 +1,8 @@
 """The whole deduplicated-scheduled-job stack as one Pulumi ComponentResource.
 
-Read top to bottom, `ExactlyOnceScheduler.__init__` is the architecture: APIs, the Firestore
-ledger, the identities, the source and its build, the function, the invoker binding, the jobs
+Read top to bottom, `ExactlyOnceScheduler.__init__` is the architecture: APIs (and a pause
+until they serve, which also refuses a changed region), the Firestore ledger, the identities,
+the source and its build, the function, the invoker binding, the jobs
 (the configured ones and the missed-run audit), and the monitoring that watches them.
 One private method per part; the larger parts live in their own modules (infra/resources/build.py,
 infra/resources/function.py, infra/samples/workflows.py, infra/resources/scheduler_jobs.py, ...). Each
@@ -26,11 +27,12 @@ from infra.plan.audit_job import with_audit_job
 from infra.plan.needs import extra_apis, sample_cloud_run_jobs
 from infra.plan.outputs import outputs_of
 from infra.resources.build import BuildIdentity, build_identity, function_source
-from infra.resources.function import audit_horizons, dedup_function
+from infra.resources.deployed_region import checked_region
+from infra.resources.function import audit_horizons, dedup_function, function_service, function_uri
 from infra.resources.identities import Identities, run_invoker
 from infra.resources.identities import identities as make_identities
 from infra.resources.ledger import LedgerDatabase, ledger_database
-from infra.resources.propagation import SERVING_GRANTS, pause_after
+from infra.resources.propagation import API_ACTIVATION, SERVING_GRANTS, pause_after
 from infra.resources.runtime_access import runtime_access
 from infra.resources.scheduler_jobs import scheduler_job
 from infra.samples.targets import SampleTargets, sample_targets
@@ -38,8 +40,6 @@ from infra.samples.workflows import (
     SampleWorkflows,
     TokenCheck,
     sample_workflows,
-    service_name,
-    service_uri,
     token_check,
 )
 from infra.settings.stack import StackSettings
@@ -84,6 +84,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
     build_service_account_email: pulumi.Output[str]
     database_name: pulumi.Output[str]
     runs_collection: pulumi.Output[str]
+    region: pulumi.Output[str]
     # Only with a sample workflow (else None / {}): the token check and the workflows.
     token_check_uri: pulumi.Output[str] | None
     token_check_service_account_email: pulumi.Output[str] | None
@@ -106,12 +107,14 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             pulumi.log.warn(advisory, resource=self)
 
         apis = self._enable_apis(name, settings)
-        ledger = ledger_database(name, settings, parent=self, firestore_api=apis["firestore.googleapis.com"])
-        identities = make_identities(name, settings, parent=self, iam_api=apis["iam.googleapis.com"])
-        build = self._build(name, settings, apis, function_dir)
+        # What the stack creates in its region waits for this: the APIs serving, the region checked.
+        ready = self._apis_serving(name, settings, apis)
+        ledger = ledger_database(name, settings, parent=self, firestore_api=ready)
+        identities = make_identities(name, settings, parent=self, iam_api=ready)
+        build = self._build(name, settings, apis, ready, function_dir)
         audit_from = audit_horizons(name, settings, parent=self)
         checker = self._token_check(name, settings, apis, ledger, identities, build)
-        targets = self._sample_targets(name, settings, apis, checker)
+        targets = self._sample_targets(name, settings, apis, ready, checker)
         access = self._runtime_access(name, settings, apis, identities.runtime, targets)
         # The function every scheduled job calls; its first build needs the builder's grants.
         function = dedup_function(
@@ -124,24 +127,22 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             audit_from=audit_from,
             access=access,
         )
-        function_uri = function.service_config.apply(service_uri)
+        uri = function_uri(function)
         invoker_binding = self._invoker_binding(name, settings, function, identities.invoker)
-        samples = self._sample_workflows(name, settings, apis, identities, checker)
+        samples = self._sample_workflows(name, settings, apis, ready, identities, checker)
         serving = self._serving_grants_propagation(
             name, identities, [invoker_binding, *access, *targets.grants], samples
         )
-        jobs = self._scheduler_jobs(name, settings, apis, function_uri, identities.invoker, serving, samples)
+        jobs = self._scheduler_jobs(name, settings, apis, uri, identities.invoker, serving, samples)
         # Log-based metrics on the function's lines, alert policies with runbooks, a dashboard.
         declare_operations(
             settings.names.monitoring_prefix(),
             project=settings.project,
-            function_service=function.service_config.apply(service_name),
+            function_service=function_service(function),
             notification_channels=settings.alert_notification_channels,
             opts=self._after(apis, "logging.googleapis.com", "monitoring.googleapis.com"),
         )
-        self._publish_outputs(
-            settings, function_uri, jobs, identities, build.account, ledger, checker, samples
-        )
+        self._publish_outputs(settings, uri, jobs, identities, build.account, ledger, checker, samples)
 
     # --- resource options shared by the parts ---------------------------------------------------
 
@@ -171,15 +172,33 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             for api in REQUIRED_APIS + extra_apis(settings)
         }
 
-    def _build(self, name: str, settings: StackSettings, apis: _Apis, function_dir: Path) -> BuildIdentity:
-        source = function_source(name, settings, function_dir, self._after(apis, "storage.googleapis.com"))
+    def _apis_serving(self, name: str, settings: StackSettings, apis: _Apis) -> pulumi.Resource:
+        """One pause after every enabled API (infra/resources/propagation.py), slept again when
+        the list changes. Its `region` trigger is the region checked against the last update's
+        (infra/resources/deployed_region.py): a refused region change fails here, before any
+        resource that waits for the pause, which every resource of the Firestore, Artifact
+        Registry and IAM APIs and every regional resource does."""
+        return pause_after(
+            name,
+            API_ACTIVATION,
+            after=list(apis.values()),
+            triggers={"apis": " ".join(sorted(apis)), "region": checked_region(name, settings, parent=self)},
+            opts=self._child(),
+        )
+
+    def _build(
+        self, name: str, settings: StackSettings, apis: _Apis, ready: pulumi.Resource, function_dir: Path
+    ) -> BuildIdentity:
+        source = function_source(
+            name, settings, function_dir, pulumi.ResourceOptions(parent=self, depends_on=[ready])
+        )
         return build_identity(
             name,
             settings,
             source,
             parent=self,
-            iam_api=apis["iam.googleapis.com"],
-            registry_api=apis["artifactregistry.googleapis.com"],
+            iam_api=ready,
+            registry_api=ready,
             build_apis=[apis[api] for api in FUNCTION_APIS],
         )
 
@@ -193,7 +212,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         return run_invoker(
             f"{name}-invoker-run-invoker",
             settings,
-            function.service_config.apply(service_name),
+            function_service(function),
             invoker_account.member,
             self._child(),
         )
@@ -222,7 +241,12 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         )
 
     def _sample_targets(
-        self, name: str, settings: StackSettings, apis: _Apis, checker: TokenCheck | None
+        self,
+        name: str,
+        settings: StackSettings,
+        apis: _Apis,
+        ready: pulumi.Resource,
+        checker: TokenCheck | None,
     ) -> SampleTargets:
         return sample_targets(
             name,
@@ -230,7 +254,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             parent=self,
             token_check_uri=checker.uri if checker else None,
             token_check_service=checker.service if checker else None,
-            apis=[apis[api] for api in ("iam.googleapis.com", "run.googleapis.com", *extra_apis(settings))],
+            apis=[ready, *(apis[api] for api in ("run.googleapis.com", *extra_apis(settings)))],
         )
 
     def _runtime_access(
@@ -255,6 +279,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         name: str,
         settings: StackSettings,
         apis: _Apis,
+        ready: pulumi.Resource,
         identities: Identities,
         checker: TokenCheck | None,
     ) -> SampleWorkflows | None:
@@ -266,7 +291,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             settings,
             parent=self,
             token_check=checker,
-            iam_api=apis["iam.googleapis.com"],
+            iam_api=ready,
             workflows_api=apis[WORKFLOWS_API],
         )
 
@@ -339,6 +364,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         self.build_service_account_email = builder_account.email
         self.database_name = ledger.database_name
         self.runs_collection = pulumi.Output.from_input(settings.runs_collection)
+        self.region = pulumi.Output.from_input(settings.region)
         self.token_check_uri = checker.uri if checker is not None else None
         self.token_check_service_account_email = (
             identities.token_check.email if identities.token_check is not None else None

@@ -33,6 +33,7 @@ PROJECT_NUMBER = "123456789012"
 GET_PROJECT = "gcp:organizations/getProject:getProject"
 SLEEP = "time:index/sleep:Sleep"
 OFFSET = "time:index/offset:Offset"
+STACK_REFERENCE = "pulumi:pulumi:StackReference"
 # In preview the engine knows no output a provider computes; these mocks then answer them so.
 UNKNOWN = rpc.UNKNOWN
 
@@ -51,6 +52,9 @@ class MockedResource:
     # Resource options as the engine received them.
     protect: bool = False
     retain_on_delete: bool = False
+    delete_before_replace: bool = False
+    # "create"/"update"/"delete" -> the duration string the option set ("60m"); absent: unset.
+    custom_timeouts: dict[str, str] = field(default_factory=dict)
 
 
 def pause_seconds(resource: MockedResource) -> int:
@@ -106,21 +110,33 @@ class GcpMocks(pulumi.runtime.Mocks):
 
     With `preview`, every value a provider computes is unknown, as in a first `pulumi preview`
     of a fresh stack: emails, members, URIs, service names, generations, bucket names, ids.
+    With `preview` and `deployed`, a later preview of a deployed, unchanged stack: every value
+    known, as the state holds it. `previous_outputs` are what a StackReference reads: the
+    outputs of the stack's last update (none: a stack never deployed). The engine reads them
+    in preview too.
     """
 
-    def __init__(self, project: str, preview: bool = False) -> None:
+    def __init__(
+        self,
+        project: str,
+        preview: bool = False,
+        previous_outputs: dict[str, Any] | None = None,
+        deployed: bool = False,
+    ) -> None:
         self.project = project
         self.preview = preview
+        self.deployed = deployed
+        self.previous_outputs = dict(previous_outputs or {})
         self.registered: list[tuple[str, str, dict[str, Any], dict[str, Any], bool]] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         inputs = dict(args.inputs)
         outputs = self._computed(args.typ, args.name, inputs)
-        if self.preview:
+        if self.preview and not self.deployed and args.typ != STACK_REFERENCE:
             outputs = _unknown_where_computed(inputs, outputs)
         self.registered.append((args.typ, args.name, inputs, outputs, bool(args.custom)))
-        return (None if self.preview else f"{args.name}-id"), outputs
+        return (None if self.preview and not self.deployed else f"{args.name}-id"), outputs
 
     def _computed(self, typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         outputs = dict(inputs)
@@ -149,6 +165,8 @@ class GcpMocks(pulumi.runtime.Mocks):
             outputs.update(serviceConfig=service_config, url=service_config["uri"], state="ACTIVE")
         elif typ == SLEEP:
             outputs["id"] = "2026-01-01T00:00:00Z"
+        elif typ == STACK_REFERENCE:
+            outputs.update(outputs=dict(self.previous_outputs), secretOutputNames=[])
         elif typ == OFFSET:
             outputs["rfc3339"] = f"2026-01-01T00:{int(inputs.get('offsetMinutes', 0)):02d}:00Z"
         return outputs
@@ -204,15 +222,32 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.parents: dict[str, str] = {}
         self.dependencies: dict[str, list[str]] = {}
-        # URN -> (protect, retainOnDelete) as the resource options set them.
-        self.options: dict[str, tuple[bool, bool]] = {}
+        # URN -> the resource options as the engine received them.
+        self.options: dict[str, dict[str, Any]] = {}
         self.registered_outputs: dict[str, dict[str, Any]] = {}
 
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         self.parents[response.urn] = request.parent
         self.dependencies[response.urn] = list(request.dependencies)
-        self.options[response.urn] = (bool(request.protect), bool(request.retainOnDelete))
+        timeouts = request.customTimeouts
+        self.options[response.urn] = {
+            "protect": bool(request.protect),
+            "retain_on_delete": bool(request.retainOnDelete),
+            "delete_before_replace": bool(request.deleteBeforeReplace),
+            "custom_timeouts": {
+                kind: getattr(timeouts, kind)
+                for kind in ("create", "update", "delete")
+                if getattr(timeouts, kind)
+            },
+        }
+        return response
+
+    def ReadResource(self, request: Any) -> Any:
+        """A read (a StackReference): no options, but a parent and dependencies like any other."""
+        response = super().ReadResource(request)  # type: ignore[no-untyped-call]
+        self.parents[response.urn] = request.parent
+        self.dependencies[response.urn] = list(request.dependencies)
         return response
 
     def RegisterResourceOutputs(self, request: Any) -> Any:
@@ -268,8 +303,7 @@ def run_under_mocks(
                 outputs=match[3],
                 parent=monitor.parents.get(urn, ""),
                 custom=match[4],
-                protect=monitor.options.get(urn, (False, False))[0],
-                retain_on_delete=monitor.options.get(urn, (False, False))[1],
+                **monitor.options.get(urn, {}),
             )
         )
     return resources, monitor, log.messages
@@ -281,22 +315,21 @@ def mock_stack(
     *,
     preview: bool = False,
     stack: str = MOCK_STACK,
+    mocks: GcpMocks | None = None,
 ) -> MockedStack:
     """Run ExactlyOnceScheduler(settings) under mocks; return resources, outputs and warnings.
 
-    `preview`: as a first `pulumi preview` sees it, every computed output unknown."""
+    `preview`: as a first `pulumi preview` sees it, every computed output unknown.
+    `mocks`: other answers than GcpMocks' (a failed function, a stack's previous outputs)."""
 
     def program() -> pulumi.Output[Any]:
         scheduler = ExactlyOnceScheduler(settings, function_dir or FUNCTION_DIR)
         export_outputs(scheduler)
         return pulumi.Output.all(*scheduler.outputs.values())
 
+    mocks = mocks or GcpMocks(settings.project, preview=preview)
     resources, monitor, warnings = run_under_mocks(
-        program,
-        GcpMocks(settings.project, preview=preview),
-        project=project_name(),
-        stack=stack,
-        preview=preview,
+        program, mocks, project=project_name(), stack=stack, preview=mocks.preview
     )
     component_urn = next(r.urn for r in resources if r.type == COMPONENT_TYPE)
     return MockedStack(

@@ -22,6 +22,12 @@ from infra.monitoring.log_filters import LogMetric
 
 # Cloud Monitoring's type of a user-defined log-based metric is this plus the metric's id.
 METRIC_TYPE_PREFIX = "logging.googleapis.com/user/"
+# How long an incident stays open once its condition stops being met: every policy closes its
+# incidents after this. A log-based counter writes no point while nothing is logged, so without
+# it an incident would stay open for Cloud Monitoring's 7-day default and hide the next one of
+# the same job (one incident per job and policy). 30 minutes is the shortest Cloud Monitoring
+# accepts.
+INCIDENT_AUTO_CLOSE_SECONDS = 1800
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,11 @@ import pulumiverse_time as time
 
 from exactly_once import log_fields
 from infra.monitoring import log_filters
-from infra.monitoring.alerts import ALERTS, AlertSpec, alert_filter
+from infra.monitoring.alerts import ALERTS, INCIDENT_AUTO_CLOSE_SECONDS, AlertSpec, alert_filter
 from infra.monitoring.dashboard import dashboard_json
 from infra.monitoring.log_filters import LogMetric, metric_id
 from infra.resources.propagation import METRIC_TYPES, pause_after
+from infra.timing.durations import duration
 
 # Latency buckets: 1 ms growing by 2x to about 9 minutes, past any function timeout.
 _LATENCY_BUCKETS: gcp.logging.MetricBucketOptionsArgsDict = {
@@ -163,6 +164,7 @@ def _alert_policy(
             "mime_type": "text/markdown",
             "content": f"**What it means.** {alert.alert.meaning}\n\n**Runbook.** {alert.alert.runbook}",
         },
+        alert_strategy={"auto_close": duration(INCIDENT_AUTO_CLOSE_SECONDS)},
         notification_channels=list(notification_channels),
         opts=opts,
     )

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from infra.plan.needs import needs_token_check
+from infra.settings.region_change import REGION_OUTPUT
 from infra.settings.stack import StackSettings
 
 
@@ -60,6 +61,11 @@ STACK_OUTPUTS: tuple[StackOutput, ...] = (
     ),
     StackOutput("databaseName", "database_name", "The Firestore database of the run ledger."),
     StackOutput("runsCollection", "runs_collection", "The collection of run records."),
+    StackOutput(
+        REGION_OUTPUT,
+        "region",
+        "The region of the stack's regional resources; the next update refuses another (docs/deploy.md).",
+    ),
     StackOutput("tokenCheckUri", "token_check_uri", "The token check function's URI.", TOKEN_CHECK),
     StackOutput(
         "tokenCheckServiceAccount",

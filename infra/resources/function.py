@@ -1,5 +1,6 @@
-"""The deduplicating function itself: the Cloud Run function every scheduled job calls, and the
-moments from which the missed-run audit expects each job's runs.
+"""The deduplicating function itself: the Cloud Run function every scheduled job calls, the
+moments from which the missed-run audit expects each job's runs, and what every function of
+the stack shares: how it is replaced, and how its URI and service are read.
 
 Its arguments are the stack's decisions about one resource, kept in one call so a fork that
 changes one of them (memory, concurrency, ingress) changes it in one place.
@@ -47,6 +48,49 @@ def audit_horizons(
         ).rfc3339
         for job in settings.jobs
     }
+
+
+def function_options(opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
+    """`opts` for a function of the stack. Its name is fixed (infra/config/names.py), so a
+    replacement that creates the new function before deleting the old one always meets 409
+    "already exists": the old one goes first. That also makes `pulumi up --replace <urn>` the
+    repair of a function whose build failed (docs/deploy.md, "A failed build")."""
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True))
+
+
+def function_uri(function: gcp.cloudfunctionsv2.Function) -> pulumi.Output[str]:
+    """The function's Cloud Run URI, or an error that names the repair when it has none."""
+    return _served(function, "uri", "service URI")
+
+
+def function_service(function: gcp.cloudfunctionsv2.Function) -> pulumi.Output[str]:
+    """The function's Cloud Run service (`projects/.../services/<name>`), or an error that
+    names the repair when it has none."""
+    return _served(function, "service", "Cloud Run service")
+
+
+def _served(function: gcp.cloudfunctionsv2.Function, field: str, shown: str) -> pulumi.Output[str]:
+    """A function whose first build failed is stored FAILED, with no URI and no service, and an
+    unchanged program sends no request to fix it: every later `pulumi up` would fail here
+    with nothing to act on. The message says what does fix it. (In a first preview the value
+    is unknown, and this never runs.)"""
+
+    def read(values: list[object]) -> str:
+        urn, value = values
+        if not value:
+            raise FunctionNotServingError(
+                f"the function {urn} reports no {shown}: its last build or deploy failed, and an "
+                f"unchanged `pulumi up` does not retry it. Rebuild it with `pulumi up --replace '{urn}'` "
+                '(docs/deploy.md, "A failed build").'
+            )
+        return str(value)
+
+    value = function.service_config.apply(lambda config: getattr(config, field, None) if config else None)
+    return pulumi.Output.all(function.urn, value).apply(read)
+
+
+class FunctionNotServingError(pulumi.RunError):
+    """A function of the stack has no URI or service: its last build failed."""
 
 
 def dedup_function(
@@ -98,7 +142,7 @@ def dedup_function(
             },
             "secret_environment_variables": secrets or None,
         },
-        opts=opts,
+        opts=function_options(opts),
     )
 
 

@@ -3,7 +3,8 @@ policy on run records and the indexing exemptions that keep the run collection f
 
 Firestore runs one field operation per database at a time, so every field setting here waits
 for the one before it, and `LedgerDatabase.last_field` is what a further field setting of the stack
-(the token records' TTL) waits for.
+(the token records' TTL) waits for. Every field setting takes `field_options`: how long its
+operation may take, and whether `pulumi destroy` leaves it in place.
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ import pulumi_gcp as gcp
 
 from exactly_once.ledger.fields import EXPIRE_AT, UNINDEXED_RUN_FIELDS
 from infra.settings.stack import StackSettings
+
+# How long one field operation may take before the update fails. The provider's default is 20
+# minutes; a TTL policy or an index exemption on a collection that already holds many
+# documents can take longer, and each operation here waits for the one before it.
+FIELD_OPERATION_TIMEOUT = "60m"
 
 
 class LedgerDatabase(NamedTuple):
@@ -59,7 +65,7 @@ def ledger_database(
         field=EXPIRE_AT,
         ttl_config={},
         index_config={},
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[after]),
+        opts=field_options(settings, parent, after),
     )
     # Claim, completion and schedule times only ever grow and no query filters on them: left
     # indexed, they would cap the run collection at about 500 writes a second.
@@ -72,6 +78,27 @@ def ledger_database(
             collection=settings.runs_collection,
             field=field,
             index_config={},
-            opts=pulumi.ResourceOptions(parent=parent, depends_on=[last]),
+            opts=field_options(settings, parent, last),
         )
     return LedgerDatabase(database=database, database_name=database_name, runs_ttl=runs_ttl, last_field=last)
+
+
+def field_options(
+    settings: StackSettings, parent: pulumi.Resource, after: pulumi.Resource
+) -> pulumi.ResourceOptions:
+    """The options of every Firestore field setting of the stack.
+
+    Deleting a field resource turns its TTL policy off and restores the field's indexing. With
+    `deletionProtection` the database and its records outlive `pulumi destroy`, so their field
+    settings must too: retained, the kept records still expire and stay unindexed. (A stack
+    brought up again sets the same fields: the provider's create is an update of the field's
+    configuration, which exists with its database.)
+    """
+    return pulumi.ResourceOptions(
+        parent=parent,
+        depends_on=[after],
+        retain_on_delete=settings.deletion_protection,
+        custom_timeouts=pulumi.CustomTimeouts(
+            create=FIELD_OPERATION_TIMEOUT, update=FIELD_OPERATION_TIMEOUT, delete=FIELD_OPERATION_TIMEOUT
+        ),
+    )

@@ -1,8 +1,12 @@
 """The pauses a first deploy needs: Google applies some changes minutes after the call returns.
 
-`depends_on` orders resources by when their create call *returned*. Two kinds of Google Cloud
+`depends_on` orders resources by when their create call *returned*. Three kinds of Google Cloud
 change are in effect only later, and whatever uses them at once fails:
 
+* **Enabled APIs.** The provider waits until Service Usage lists an API as enabled, not until
+  the API serves. Firestore, Artifact Registry and IAM are off in a new project, and their first
+  calls can answer 403 "... has not been used in project ... before or it is disabled. If you
+  enabled this API recently, wait a few minutes for the action to propagate to our systems".
 * **IAM grants.** Google's IAM documentation: a change "typically propagates in 2 minutes, but
   could potentially take 7 minutes or longer". A build that starts first fails with
   "Access to bucket gcf-v2-sources-... denied". Google's own builder sample waited 60 s and
@@ -14,8 +18,8 @@ change are in effect only later, and whatever uses them at once fails:
 
 Each pause is a `pulumiverse_time.Sleep` whose `triggers` name what it waits for: it sleeps
 when it is created (a first deploy, a new stack, a stack brought up again after `pulumi
-destroy`) and again when a trigger changes (a replaced account, a renamed metric); an
-unchanged stack never waits.
+destroy`) and again when a trigger changes (a newly enabled API, a replaced account, a renamed
+metric); an unchanged stack never waits.
 """
 
 from __future__ import annotations
@@ -28,6 +32,11 @@ import pulumiverse_time as time
 
 from infra.timing.durations import duration
 
+# After the enabled APIs, before any resource of the Firestore, Artifact Registry and IAM APIs
+# (the stack's database, image repository and accounts, and so everything built on them).
+# Google says only "a few minutes"; the calls that meet a 403 fail the update, so this covers
+# the usual propagation, as the IAM pauses do, rather than the worst case.
+API_ACTIVATION_DELAY_SECONDS = 120
 # Before a function's first build: the build account's grants. A build that fails here costs
 # a whole `pulumi up` again, so the pause covers IAM's typical 2 minutes with a margin, above
 # the 120 s of Google's later samples.
@@ -57,12 +66,13 @@ class Pause:
     only_with_secrets: bool = False
 
 
+API_ACTIVATION = Pause("api-propagation", API_ACTIVATION_DELAY_SECONDS)
 BUILD_GRANTS = Pause("build-grants-propagation", BUILD_GRANTS_DELAY_SECONDS)
 SECRET_GRANTS = Pause("runtime-grants-propagation", SECRET_GRANTS_DELAY_SECONDS, only_with_secrets=True)
 SERVING_GRANTS = Pause("serving-grants-propagation", SERVING_GRANTS_DELAY_SECONDS)
 METRIC_TYPES = Pause("metric-types-propagation", METRIC_TYPES_DELAY_SECONDS)
 # Every pause a stack can have: `pause_after` declares no other, and the docs count these.
-PAUSES = (BUILD_GRANTS, SECRET_GRANTS, SERVING_GRANTS, METRIC_TYPES)
+PAUSES = (API_ACTIVATION, BUILD_GRANTS, SECRET_GRANTS, SERVING_GRANTS, METRIC_TYPES)
 
 
 def pause_after(

@@ -11,8 +11,9 @@ import pulumi_gcp as gcp
 
 from exactly_once.ledger.fields import EXPIRE_AT
 from infra.resources.build import BuildIdentity
+from infra.resources.function import function_options, function_service, function_uri
 from infra.resources.identities import run_invoker, service_account
-from infra.resources.ledger import LedgerDatabase
+from infra.resources.ledger import LedgerDatabase, field_options
 from infra.settings.environment import token_check_environment
 from infra.settings.stack import StackSettings
 
@@ -65,7 +66,7 @@ def token_check(
         field=EXPIRE_AT,
         ttl_config={},
         index_config={},
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[ledger.last_field]),
+        opts=field_options(settings, parent, ledger.last_field),
     )
     function = gcp.cloudfunctionsv2.Function(
         f"{name}-token-check",
@@ -82,9 +83,9 @@ def token_check(
             "all_traffic_on_latest_revision": True,
             "environment_variables": token_check_environment(settings),
         },
-        opts=function_opts,
+        opts=function_options(function_opts),
     )
-    return TokenCheck(function.service_config.apply(service_uri), function.service_config.apply(service_name))
+    return TokenCheck(function_uri(function), function_service(function))
 
 
 def sample_workflows(
@@ -140,15 +141,3 @@ def sample_workflows(
         workflows=workflows,
         grants=[token_check_binding],
     )
-
-
-def service_uri(config: gcp.cloudfunctionsv2.outputs.FunctionServiceConfig | None) -> str:
-    if config is None or not config.uri:
-        raise ValueError("the function reported no service URI")
-    return config.uri
-
-
-def service_name(config: gcp.cloudfunctionsv2.outputs.FunctionServiceConfig | None) -> str:
-    if config is None or not config.service:
-        raise ValueError("the function reported no Cloud Run service")
-    return config.service

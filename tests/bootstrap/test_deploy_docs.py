@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import re
 
-from bootstrap.deployer_roles import DEPLOYER_ROLES, deployer_roles_table
+from bootstrap.deployer_roles import DEPLOYER_ROLES, deployer_roles_table, grant_kind_roles_table
 from infra.component import REQUIRED_APIS
 from infra.config.names import StackNames
 from infra.config.schema import REPO_ROOT
 from infra.monitoring import log_filters
 from infra.monitoring.alerts import ALERTS
 from infra.resources.propagation import (
+    API_ACTIVATION_DELAY_SECONDS,
     BUILD_GRANTS_DELAY_SECONDS,
     METRIC_TYPES_DELAY_SECONDS,
     SECRET_GRANTS_DELAY_SECONDS,
@@ -28,6 +29,23 @@ def test_the_roles_table_is_deployer_roles() -> None:
     table = re.search(r"<!-- deployer-roles:start -->\n(.*?)\n<!-- deployer-roles:end -->", DOC, re.S)
     assert table is not None and table.group(1) == deployer_roles_table()
     assert all(f"`{role.role}`" in table.group(1) for role in DEPLOYER_ROLES)
+
+
+def test_the_job_grant_roles_table_is_grant_kind_roles() -> None:
+    table = re.search(
+        r"<!-- deployer-grant-roles:start -->\n(.*?)\n<!-- deployer-grant-roles:end -->", DOC, re.S
+    )
+    assert table is not None and table.group(1) == grant_kind_roles_table()
+
+
+def test_the_failed_build_repair_and_the_region_change_are_documented() -> None:
+    shown = " ".join(DOC.split())
+    assert "pulumi up --policy-pack policy --replace 'urn:pulumi:dev::" in shown
+    assert "pulumi stack --show-urns" in shown
+    assert "gcloud functions delete eos-dev-handler --gen2" in shown
+    assert "## What only a real project can confirm" in DOC
+    confirm = shown.split("What only a real project can confirm", 1)[1]
+    assert "pulumi up --replace <urn>" in confirm and "self-reference" in confirm
 
 
 def test_the_names_shown_are_the_dev_stacks() -> None:
@@ -130,6 +148,7 @@ def test_the_pauses_table_is_the_stacks_pauses_with_their_lengths() -> None:
 def test_what_a_real_project_must_confirm_names_the_lengths_the_code_waits() -> None:
     confirm = DOC.split("## What only a real project can confirm", 1)[1]
     for phrase in (
+        f"That {API_ACTIVATION_DELAY_SECONDS} s after the APIs are enabled",
         f"That {BUILD_GRANTS_DELAY_SECONDS} s is enough for the build account's grants",
         f"that {SERVING_GRANTS_DELAY_SECONDS} s before the first scheduled run",
         f"within the {METRIC_TYPES_DELAY_SECONDS} s pause",

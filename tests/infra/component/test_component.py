@@ -57,12 +57,14 @@ def account_email(stack: MockedStack, name: str) -> str:
 def test_every_child_is_parented_to_the_component(stack: MockedStack) -> None:
     component = stack.component
     children = [r for r in stack.resources if r.type != COMPONENT_TYPE]
-    # APIs + database, TTL field, 2 accounts, 2 bindings, bucket, object, function, 2 jobs and
+    # APIs and the pause after them, the reference to the stack's last update (its region) +
+    # database, TTL field, 2 accounts, 2 bindings, bucket, object, function, 2 jobs and
     # the audit job, the build's account, image repository and its 3 grants, the 2 IAM
     # propagation pauses, 3 audit horizons, the log metrics and the pause for their types, the
     # alert policies and the dashboard, and the indexing exemptions of the run records.
     assert len(children) == (
         len(REQUIRED_APIS)
+        + 2
         + 12
         + 5
         + 2
@@ -86,6 +88,7 @@ def test_component_registers_its_outputs(stack: MockedStack) -> None:
         "buildServiceAccount": f"eos-prod-builder@{PROJECT}.iam.gserviceaccount.com",
         "databaseName": "eos-prod-ledger",
         "runsCollection": "scheduler_runs",
+        "region": REGION,
     }
 
 

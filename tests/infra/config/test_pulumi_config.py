@@ -64,6 +64,7 @@ def test_main_exports_the_stack_outputs(pulumi_config: dict[str, str]) -> None:
         "buildServiceAccount": "eos-test-builder@p-123.iam.gserviceaccount.com",
         "databaseName": "eos-test-ledger",
         "runsCollection": "scheduler_runs",
+        "region": "us-east1",
     }
 
 
@@ -102,3 +103,16 @@ def test_a_renamed_project_reads_its_keys_from_its_own_namespace(pulumi_config: 
     # The old namespace is not read at all: with only its keys, no job is configured.
     with pytest.raises(pulumi.RunError, match="acme-nightly:jobs: at least one job is required"):
         run_main(pulumi_config, pulumi_harness.GcpMocks("p-123"), project="acme-nightly")
+
+
+def test_main_refuses_a_region_other_than_the_last_updates(pulumi_config: dict[str, str]) -> None:
+    """The program as `pulumi up` runs it, with the stack's last outputs recording another
+    region: a clean error naming both, and nothing regional declared."""
+    mocks = pulumi_harness.GcpMocks("p-123", previous_outputs={"region": "europe-west1"})
+    with pytest.raises(
+        pulumi.RunError, match=r"gcp:region is 'us-east1', but stack '\S+' is deployed in 'europe-west1'"
+    ):
+        run_main(pulumi_config, mocks)
+    assert not [
+        name for typ, name, inputs, *_ in mocks.registered if "location" in inputs or "locationId" in inputs
+    ]

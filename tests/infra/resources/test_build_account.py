@@ -113,7 +113,7 @@ def test_the_serving_pause_is_shorter_because_cloud_scheduler_retries(stack: Moc
 def test_the_pauses_are_neither_protected_nor_retained(stack: MockedStack) -> None:
     """`pulumi destroy` removes them, so the next `pulumi up` of the stack pauses again."""
     sleeps = stack.of_type(SLEEP)
-    assert len(sleeps) == 3
+    assert len(sleeps) == 4
     assert not any(r.protect or r.retain_on_delete for r in sleeps)
 
 

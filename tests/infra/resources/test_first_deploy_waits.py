@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from infra.component import REQUIRED_APIS
 from infra.monitoring import log_filters
 from infra.monitoring.alerts import ALERTS
 from infra.monitoring.log_filters import metric_id
+from infra.plan.needs import extra_apis
 from infra.resources.propagation import (
+    API_ACTIVATION_DELAY_SECONDS,
     BUILD_GRANTS_DELAY_SECONDS,
     METRIC_TYPES_DELAY_SECONDS,
     PAUSES,
@@ -73,7 +76,7 @@ def test_every_function_builds_after_a_pause_that_follows_the_builders_grants(pr
     grants = {r.urn for r in prod.resources if r.name in BUILDER_GRANT_NAMES}
     assert len(grants) == 3
     for function in prod.of_type(FUNCTION):
-        pauses = prod.pauses_before(function.urn, at_least=120)
+        pauses = prod.pauses_before(function.urn, at_least=BUILD_GRANTS_DELAY_SECONDS)
         assert [p.name for p in pauses] == ["eos-build-grants-propagation"]
         assert grants <= prod.waits_for(pauses[0].urn)
 
@@ -98,13 +101,15 @@ def test_a_stack_brought_up_again_after_destroy_pauses_again(prod: MockedStack) 
     removes them too and the next up creates, and so sleeps, them again."""
     pauses = prod.of_type(SLEEP)
     assert {p.name for p in pauses} == {
+        "eos-api-propagation",
         "eos-build-grants-propagation",
         "eos-serving-grants-propagation",
         "eos-prod-ops-metric-types-propagation",
     }
     assert not [p.name for p in pauses if p.protect or p.retain_on_delete]
-    # Nothing else of the stack is retained either: destroy leaves no metric behind to clash.
-    assert not [r.name for r in prod.resources if r.retain_on_delete]
+    # Nothing else of the stack is retained but the field settings of the database that
+    # deletion protection keeps: destroy leaves no metric behind to clash.
+    assert {r.type for r in prod.resources if r.retain_on_delete} == {"gcp:firestore/field:Field"}
 
 
 def with_secrets(secrets: dict[str, str], preview: bool = False) -> MockedStack:
@@ -157,4 +162,46 @@ def test_the_stacks_pauses_are_the_registered_ones(prod: MockedStack) -> None:
     assert registered(prod) == sorted(pause.suffix for pause in PAUSES if not pause.only_with_secrets)
     assert registered(with_secrets({"DB_PASSWORD": "db-password"})) == sorted(
         pause.suffix for pause in PAUSES
+    )
+
+
+# --- the pause after the enabled APIs -----------------------------------------------------------
+
+SERVICE = "gcp:projects/service:Service"
+API_PAUSE = "eos-api-propagation"
+# The APIs that are off in a new project and whose first calls can answer 403 for a while.
+LATE_API_TYPES = ("gcp:firestore/", "gcp:artifactregistry/", "gcp:serviceaccount/")
+
+
+def test_every_firestore_registry_and_iam_resource_waits_for_a_pause_after_every_enabled_api(
+    prod: MockedStack,
+) -> None:
+    pause = prod.named(SLEEP, API_PAUSE)
+    assert pause_seconds(pause) == API_ACTIVATION_DELAY_SECONDS >= 60
+    services = prod.of_type(SERVICE)
+    assert len(services) == len(set(REQUIRED_APIS) | set(extra_apis(build(valid_values(jobs=JOBS)))))
+    assert {s.urn for s in services} <= set(prod.dependencies[pause.urn])
+    users = [r for r in prod.resources if r.type.startswith(LATE_API_TYPES)]
+    # The database, its 5 field settings and the tokens' TTL, the image repository and its
+    # grant, the runtime, invoker, builder, token check and workflow accounts.
+    assert len(users) >= 13
+    assert {r.type.split("/")[0] for r in users} == {
+        "gcp:firestore",
+        "gcp:artifactregistry",
+        "gcp:serviceaccount",
+    }
+    assert [r.name for r in users if pause.urn not in prod.waits_for(r.urn)] == []
+
+
+def test_the_api_pause_is_triggered_by_the_list_of_apis() -> None:
+    """A job that brings an API (Workflows, BigQuery, Secret Manager) changes the list: the
+    pause sleeps again before what the update creates."""
+    plain = mock_stack(build(valid_values(jobs=[valid_job()]))).named(SLEEP, API_PAUSE)
+    assert plain.inputs["triggers"]["apis"] == " ".join(sorted(REQUIRED_APIS))
+    with_workflows = mock_stack(build(valid_values(jobs=JOBS))).named(SLEEP, API_PAUSE)
+    shown = with_workflows.inputs["triggers"]["apis"].split()
+    assert shown == sorted(shown) and set(REQUIRED_APIS) < set(shown)
+    assert (
+        "workflows.googleapis.com" in shown
+        and "workflows.googleapis.com" not in plain.inputs["triggers"]["apis"]
     )

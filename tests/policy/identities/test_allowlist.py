@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bootstrap.deployer_roles import DEPLOYER_ROLES
+from bootstrap.deployer_roles import DEPLOYER_ROLES, GRANT_KIND_ROLES
 from policy.offline import UNKNOWN_STRING
 from policy.policies import (
     PROJECT_IAM_BINDING,
@@ -21,7 +21,11 @@ def test_allowlist_has_a_reason_for_every_role() -> None:
         "roles/bigquery.jobUser",
         "roles/logging.logWriter",
         "roles/storage.objectViewer",
-    } | {deployer_role.role for deployer_role in DEPLOYER_ROLES}
+    } | {deployer_role.role for deployer_role in (*DEPLOYER_ROLES, *GRANT_KIND_ROLES.values())}
+    # The roles the bootstrap's `jobGrants` add are the deployer's alone.
+    assert {PROJECT_ROLE_ALLOWLIST[r.role].holders for r in GRANT_KIND_ROLES.values()} == {
+        (Holder.CI_DEPLOYER,)
+    }
     # The previewer shares the deployer's one read-only project role; every other is the deployer's.
     assert {r.role: PROJECT_ROLE_ALLOWLIST[r.role].holders for r in DEPLOYER_ROLES} == {
         r.role: (Holder.CI_DEPLOYER, Holder.CI_PREVIEWER)
