@@ -4,6 +4,10 @@ Job logic runs after the claim and before the finish, outside any transaction, s
 effects happen at most once per successful claim. Anything it calls downstream should carry
 `run_id` as an idempotency key and `fence` to reject stale writers. Failures are reported
 with the exceptions of errors.py; a returned JSON value is stored as the run's output.
+
+Two things a job hands the ledger ride in the ledger's own writes instead of costing RPCs of
+their own: Firestore writes it stages (`writes`, committed with the completion: exactly once
+with the run) and the progress it saves (`checkpoint`, carried by the lease's renewals).
 """
 
 from __future__ import annotations
@@ -26,9 +30,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunContext:
-    """One run, as the job sees it. It carries no client: it describes the run and nothing
-    else, so a job is tested with a plain RunContext, and a job that keeps records of its own
-    asks for the instance's client (exactly_once.firestore_client) or builds its own."""
+    """One run, as the job sees it. It carries no client: it describes the run, and holds
+    what the job hands the ledger (staged writes, checkpoints, a proxy's downstream work)
+    until the ledger's own writes carry it. So a job is tested with a plain RunContext, and a
+    job that keeps records of its own asks for the instance's client
+    (exactly_once.firestore_client) or builds its own."""
 
     run_id: str
     job_name: str
