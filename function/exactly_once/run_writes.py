@@ -39,6 +39,11 @@ from exactly_once.ledger.writes import (
 
 # How many writes a run may stage: what one commit holds beside the ledger's own.
 MAX_STAGED_WRITES = MAX_COMMIT_WRITES - LEDGER_COMMIT_WRITES
+# Firestore refuses a request over 10 MiB and a document over 1 MiB. The run record's own
+# write (a document, so 1 MiB at most) shares the commit: the staged writes may take the rest.
+MAX_REQUEST_BYTES = 10 * 1024 * 1024
+MAX_DOCUMENT_BYTES = 1024 * 1024
+MAX_STAGED_BYTES = MAX_REQUEST_BYTES - MAX_DOCUMENT_BYTES
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ class RunWrites:
         self._scope = scope
         self._lock = threading.Lock()
         self._staged: list[StagedWrite] = []
+        self._bytes = 0  # the staged writes' encoded size
 
     def create(self, document: BaseDocumentReference, data: Mapping[str, Any]) -> None:
         """Create `document` with the run's completion; the whole commit is refused (and the
@@ -93,15 +99,28 @@ class RunWrites:
 
     def _stage(self, write: StagedWrite) -> None:
         self._check_document(write)
-        _check_encodable(write)
+        size = _encoded_size(write)
+        what = f"{write.kind.value} {_path(write.document)}"
+        if size > MAX_DOCUMENT_BYTES:
+            raise TerminalJobError(
+                f"context.writes.{what}: {size} bytes encoded, more than the {MAX_DOCUMENT_BYTES} "
+                "a Firestore document holds"
+            )
         with self._lock:
             if len(self._staged) >= MAX_STAGED_WRITES:
                 raise TerminalJobError(
                     f"context.writes holds at most {MAX_STAGED_WRITES} writes: a commit holds "
                     f"{MAX_COMMIT_WRITES}, {LEDGER_COMMIT_WRITES} of them the ledger's own; "
-                    f"write {len(self._staged) + 1} ({write.kind.value} {_path(write.document)}) refused"
+                    f"write {len(self._staged) + 1} ({what}) refused"
+                )
+            if self._bytes + size > MAX_STAGED_BYTES:
+                raise TerminalJobError(
+                    f"context.writes holds at most {MAX_STAGED_BYTES} bytes of writes (a commit holds "
+                    f"{MAX_REQUEST_BYTES}, {MAX_DOCUMENT_BYTES} of them kept for the run record's); "
+                    f"{self._bytes} are staged, and write {len(self._staged) + 1} ({what}) adds {size}"
                 )
             self._staged.append(write)
+            self._bytes += size
 
     def _check_document(self, write: StagedWrite) -> None:
         document = write.document
@@ -125,14 +144,17 @@ class RunWrites:
             )
 
 
-def _check_encodable(write: StagedWrite) -> None:
-    """Encode the write as the commit will, into a batch that is never sent: a value the
-    client cannot encode is refused now, not after the job returned."""
+def _encoded_size(write: StagedWrite) -> int:
+    """The write's size on the wire, encoded as the commit will encode it, into a batch that
+    is never sent: a value the client cannot encode is refused now, not after the job
+    returned."""
+    batch = write.document._client.batch()
     try:
-        add_to_batch(write.document._client.batch(), [write])
+        add_to_batch(batch, [write])
     except (TypeError, ValueError) as error:
         what = f"context.writes.{write.kind.value} of {_path(write.document)}"
         raise TerminalJobError(f"{what}: the client cannot encode it: {error}") from None
+    return sum(int(pb._pb.ByteSize()) for pb in batch._write_pbs)
 
 
 def _sync(document: BaseDocumentReference) -> firestore.DocumentReference:

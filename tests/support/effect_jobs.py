@@ -80,9 +80,19 @@ def stage_report(context: RunContext) -> dict[str, str]:
 
 def stage_many(context: RunContext) -> dict[str, int]:
     """Stages `count` creates (body) in the `reports` collection of `database` (body, by
-    default the ledger's), or creates of one `existing` document (body) a test made first;
-    returns how many it staged."""
-    body = context.json_body(allowed_fields=("count", "database", "existing"))
+    default the ledger's), or creates of one `existing` document (body) a test made first, or
+    a document nested `deep` levels (body) beside a create; returns how many it staged."""
+    body = context.json_body(allowed_fields=("count", "database", "existing", "deep"))
+    if body.get("deep"):
+        # Maps nested deeper than Firestore stores: only the server refuses them.
+        value: dict[str, Any] = {}
+        inner = value
+        for _ in range(int(body["deep"])):
+            inner["a"] = {}
+            inner = inner["a"]
+        context.writes.create(firestore_client().collection(REPORTS).document("fresh"), {"n": 1})
+        context.writes.set(firestore_client().collection(REPORTS).document("deep"), value)
+        return {"staged": len(context.writes)}
     if "existing" in body:
         context.writes.create(firestore_client().collection(REPORTS).document("fresh"), {"n": 1})
         context.writes.create(

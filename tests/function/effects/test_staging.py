@@ -12,7 +12,7 @@ from google.cloud import firestore
 from exactly_once import TerminalJobError
 from exactly_once.context import MAX_CHECKPOINT_BYTES
 from exactly_once.ledger.writes import WriteKind
-from exactly_once.run_writes import RunWrites, WriteScope
+from exactly_once.run_writes import MAX_DOCUMENT_BYTES, MAX_STAGED_BYTES, RunWrites, WriteScope
 from tests.support.run_contexts import run_context
 
 RUNS = "scheduler_runs"
@@ -73,3 +73,18 @@ def test_a_checkpoint_is_strict_json_and_bounded():
         context.checkpoint(["x" * 100] * (MAX_CHECKPOINT_BYTES // 100 + 1))
     assert context.progress.latest() == '{"step":1}'  # a refused value replaces nothing
     assert context.last_checkpoint is None
+
+
+def test_a_write_larger_than_a_document_or_than_the_commit_has_room_for_is_refused():
+    reports = client().collection("reports")
+    with pytest.raises(
+        TerminalJobError, match=f"more than the {MAX_DOCUMENT_BYTES} a Firestore document holds"
+    ):
+        writes().set(reports.document("huge"), {"blob": "x" * MAX_DOCUMENT_BYTES})
+    staged = writes()
+    almost = MAX_DOCUMENT_BYTES - 1000
+    for n in range(MAX_STAGED_BYTES // almost):
+        staged.set(reports.document(f"r{n}"), {"blob": "x" * almost})
+    with pytest.raises(TerminalJobError, match=f"at most {MAX_STAGED_BYTES} bytes of writes"):
+        staged.set(reports.document("one-too-many"), {"blob": "x" * almost})
+    assert len(staged) == MAX_STAGED_BYTES // almost

@@ -146,3 +146,18 @@ def test_a_write_firestore_refuses_fails_the_run_terminally_with_none_applied(
     assert db.collection(REPORTS).document("taken").get().to_dict() == {"n": 0}
     record = run_record(db).to_dict()
     assert (record["status"], record["result"]) == ("completed", "terminal_failure")
+
+
+def test_a_value_only_firestore_refuses_fails_the_run_terminally_with_none_applied(
+    function_servers, emulator_host, project, db, tmp_path
+):
+    faults = Faults(tmp_path / "faults.json")
+    server = function_servers(effect_env(emulator_host, project, faults, "stage_many"))
+
+    reply = post(server, {"deep": 25})
+
+    assert (reply.status_code, reply.json()["outcome"]) == (200, "failed_terminal"), reply.text
+    assert "nested" in reply.json()["error"]
+    assert not db.collection(REPORTS).document("fresh").get().exists
+    assert not db.collection(REPORTS).document("deep").get().exists
+    assert post(server).json()["outcome"] == "duplicate_completed"  # recorded: never retried
