@@ -62,10 +62,17 @@ def test_a_released_run_keeps_its_checkpoint_for_the_retry_which_runs_at_once(
     failed = post(server)
 
     assert (failed.status_code, failed.json()["outcome"]) == (500, "failed_released"), failed.text
+    # The release is one write, as a delete would be: the record rewritten with the checkpoint.
+    sent = [(e["rpc"], e["fields"]) for e in faults.events() if e["event"] == "sent"]
+    assert sent == [("BatchWrite", sent[0][1]), ("Commit", ["checkpoint_json", "status"])], sent
     record = run_record(db).to_dict()
     assert (record["status"], json.loads(record["checkpoint_json"])) == ("released", {"step": 2})
+    before = max(e["seq"] for e in faults.events())
     retried = post(server)  # at once: a released record waits for no lease
     assert (retried.status_code, retried.json()["outcome"]) == (200, "executed"), retried.text
+    # The released record costs the claim a read and a takeover beside its refused create.
+    sent = [e["rpc"] for e in faults.events() if e["seq"] > before and e["event"] == "sent"]
+    assert sent == ["BatchWrite", "BatchGetDocuments", "Commit", "Commit"], sent
     assert retried.json()["output"] == {"resumed_from": {"step": 2}}
     completed = run_record(db).to_dict()
     assert (completed["status"], completed["checkpoint_json"]) == ("completed", None)
