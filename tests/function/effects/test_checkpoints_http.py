@@ -71,8 +71,8 @@ def test_a_released_run_keeps_its_checkpoint_for_the_retry_which_runs_at_once(
     retried = post(server)  # at once: a released record waits for no lease
     assert (retried.status_code, retried.json()["outcome"]) == (200, "executed"), retried.text
     # The released record costs the claim a read and a takeover beside its refused create.
-    sent = [e["rpc"] for e in faults.events() if e["seq"] > before and e["event"] == "sent"]
-    assert sent == ["BatchWrite", "BatchGetDocuments", "Commit", "Commit"], sent
+    claimed = [e["rpc"] for e in faults.events() if e["seq"] > before and e["event"] == "sent"]
+    assert claimed == ["BatchWrite", "BatchGetDocuments", "Commit", "Commit"], claimed
     assert retried.json()["output"] == {"resumed_from": {"step": 2}}
     completed = run_record(db).to_dict()
     assert (completed["status"], completed["checkpoint_json"]) == ("completed", None)
