@@ -1,4 +1,5 @@
-"""The picture of a bench run: latency against the round trip to Firestore, and the storm's errors.
+"""The picture of a bench run: latency against the round trip to Firestore, in process and over
+HTTP, and the storm's errors.
 
 Drawn from the report's JSON (so `python -m bench.chart bench/results/latest.json` redraws it
 without measuring again) with matplotlib, as an SVG whose text stays text and whose bytes
@@ -26,16 +27,28 @@ LINES = (
     ("1. first delivery", "first delivery", "o", "-"),
     ("2. duplicate of a completed run, another instance", "duplicate at another instance", "s", ":"),
 )
+# The same cases over HTTP (bench/over_http.py names them).
+HTTP_LINES = (
+    ("1. over HTTP: first delivery", "first delivery", "o", "-"),
+    (
+        "2. over HTTP: duplicate of a completed run, another instance",
+        "duplicate at another instance",
+        "s",
+        ":",
+    ),
+)
 STORM = "3. duplicate storm"
 
 
 def draw(report: Mapping[str, Any], path: Path) -> None:
     """Write the chart of `report` (Report.as_json()) to `path` (.svg or .png)."""
     plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "bench", "font.size": 9})
-    figure, (latency, errors) = plt.subplots(
-        1, 2, figsize=(10.5, 4.2), gridspec_kw={"width_ratios": [1.6, 1]}, layout="constrained"
+    figure, (latency, over_http, errors) = plt.subplots(
+        1, 3, figsize=(15, 4.4), gridspec_kw={"width_ratios": [1.4, 1.4, 1]}, layout="constrained"
     )
-    _latency(latency, report["metrics"])
+    _latency(latency, report["metrics"], LINES, "in process")
+    _latency(over_http, report["metrics"], HTTP_LINES, "over HTTP (Functions Framework)")
+    over_http.sharey(latency)
     _storm_errors(errors, report["metrics"])
     figure.suptitle(
         f"Ours against the documented flow, Firestore emulator behind a modelled round trip "
@@ -53,8 +66,10 @@ def _rows(metrics: Sequence[Mapping[str, Any]], case: str, name: str) -> list[Ma
     return sorted(found, key=lambda m: m["rtt_ms"])
 
 
-def _latency(axes: Axes, metrics: Sequence[Mapping[str, Any]]) -> None:
-    for case, label, marker, style in LINES:
+def _latency(
+    axes: Axes, metrics: Sequence[Mapping[str, Any]], lines: Sequence[tuple[str, str, str, str]], how: str
+) -> None:
+    for case, label, marker, style in lines:
         rows = _rows(metrics, case, "latency")
         if not rows:
             continue
@@ -86,7 +101,7 @@ def _latency(axes: Axes, metrics: Sequence[Mapping[str, Any]]) -> None:
                 )
     axes.set_xlabel("round-trip time to Firestore (ms)")
     axes.set_ylabel("latency per delivery (ms): median, bar up to p95")
-    axes.set_title("Latency (annotated: how many times faster ours is, on the median)", fontsize=9)
+    axes.set_title(f"Latency {how} (annotated: times faster ours is, median)", fontsize=9)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=7, loc="upper left")
 

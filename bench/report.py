@@ -10,7 +10,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bench import breakdown
+from bench.breakdown import Breakdown
 from bench.inprocess import STORM_SIZE, StormResult
+from bench.over_http import HTTP_MARK
 from bench.stats import Metric, Summary, ratio_text
 from bench.targets import Verdict, judge
 
@@ -31,6 +34,7 @@ class Report:
     storm_results: dict[float, dict[str, list[StormResult]]] = field(default_factory=dict)
     one_read: dict[float, Summary] = field(default_factory=dict)
     imports: dict[str, dict[str, Summary]] = field(default_factory=dict)
+    breakdowns: list[Breakdown] = field(default_factory=list)
     seconds: float = 0.0
 
     def find(self, case_prefix: str, name: str, rtt_ms: float | None = None) -> Metric:
@@ -71,27 +75,28 @@ class Report:
                 label: {owner: asdict(summary) for owner, summary in owners.items()}
                 for label, owners in self.imports.items()
             },
+            "breakdowns": [b.as_json() for b in self.breakdowns],
             "targets": [verdict.as_json() for verdict in self.targets()],
         }
 
     def markdown(self, chart: str | None = None) -> str:
         lines: list[str] = []
         modelled = [r for r in self.metrics if r.rtt_ms is not None]
-        if modelled:
-            lines += [
+        in_process = [r for r in modelled if HTTP_MARK not in r.case]
+        over_http = [r for r in modelled if HTTP_MARK in r.case]
+        if in_process:
+            lines += _modelled_table(
                 "### Cases 1-3: a round trip between the function and Firestore (`bench/network.py`)",
-                "",
-                "| RTT | Case | Metric | Ours: median [min..max] | Ours p95 | Baseline: median [min..max] "
-                "| Baseline p95 | Ours better by (median) | (p95) |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-            ]
-            for row in sorted(modelled, key=lambda r: (r.case[:1], r.rtt_ms or 0.0)):
-                lines.append(
-                    f"| {row.rtt_ms:g} ms | {row.case} | {row.name} ({row.unit}) | {_spread(row.ours)} "
-                    f"| {_num(row.ours.p95)} | {_spread(row.baseline)} | {_num(row.baseline.p95)} "
-                    f"| {ratio_text(row.ratio)} | {ratio_text(row.p95_ratio)} |"
-                )
-            lines.append("")
+                in_process,
+            )
+        if over_http:
+            lines += _modelled_table(
+                "### Cases 1-2 over HTTP: both served by the Functions Framework, as Cloud Scheduler "
+                "calls them (`bench/over_http.py`), RPCs counted on the wire",
+                over_http,
+            )
+        if self.breakdowns:
+            lines += [*breakdown.markdown(self.breakdowns), ""]
         if self.one_read:
             lines += [
                 "One Firestore read on the same route, timed alone (what one RPC costs there: the "
@@ -171,6 +176,23 @@ class Report:
             f"| {_num(sum(_median(s) for s in base.values()))} |"
         )
         return lines
+
+
+def _modelled_table(title: str, rows: list[Metric]) -> list[str]:
+    lines = [
+        title,
+        "",
+        "| RTT | Case | Metric | Ours: median [min..max] | Ours p95 | Baseline: median [min..max] "
+        "| Baseline p95 | Ours better by (median) | (p95) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in sorted(rows, key=lambda r: (r.case[:1], r.rtt_ms or 0.0)):
+        lines.append(
+            f"| {row.rtt_ms:g} ms | {row.case} | {row.name} ({row.unit}) | {_spread(row.ours)} "
+            f"| {_num(row.ours.p95)} | {_spread(row.baseline)} | {_num(row.baseline.p95)} "
+            f"| {ratio_text(row.ratio)} | {ratio_text(row.p95_ratio)} |"
+        )
+    return [*lines, ""]
 
 
 def _median(summary: Summary | None) -> float:

@@ -2,7 +2,9 @@
 
 Absolute times on a small shared machine are noisy; the ratios between two implementations
 measured in turns on the same emulator are what the report is for. Cases 1-3 run once per
-modelled round-trip time to Firestore (bench/network.py); cases 4-6 on the direct loopback.
+modelled round-trip time to Firestore (bench/network.py), cases 1-2 both in process and over
+HTTP through the Functions Framework (bench/over_http.py), with a breakdown of one delivery's
+time over HTTP (bench/breakdown.py); cases 4-6 on the direct loopback.
 Progress goes to stderr as it runs: which RTT, which case, which round.
 
     python -m bench.run                       # everything; saved to bench/results/ with the chart
@@ -33,7 +35,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench import chart, inprocess, served
+from bench import breakdown, chart, inprocess, over_http, served
 from bench.inprocess import Progress
 from bench.network import firestore_route
 from bench.report import CHART_SUFFIX, Report
@@ -57,6 +59,11 @@ QUICK_MANY_JOBS = 16
 EMULATOR_WARM_UP_ROUNDS = 100
 QUICK_WARM_UP_ROUNDS = 10
 ONE_READS = 40  # reads per RTT for the one-RPC row
+# The round trips at which one delivery's time over HTTP is broken down, and how many probed
+# requests of each kind measure it.
+BREAKDOWN_RTTS_MS = (0.0, 10.0)
+BREAKDOWN_REQUESTS = 100
+QUICK_BREAKDOWN_REQUESTS = 20
 
 
 def machine_facts() -> dict[str, Any]:
@@ -108,8 +115,10 @@ def run_bench(
     quick: bool = False,
     command: str = "",
     progress: Progress | None = None,
+    http: bool = True,
 ) -> Report:
-    """Run the chosen cases against a running emulator; the smoke test calls this directly."""
+    """Run the chosen cases against a running emulator; the smoke test calls this directly
+    (`http=False`: cases 1-2 in process only; tests/bench/test_over_http.py covers HTTP)."""
     started = time.perf_counter()
     say = progress or _printer(started)
     os.environ[EMULATOR_HOST_ENV] = emulator_host  # the SDK uses anonymous credentials then
@@ -126,8 +135,11 @@ def run_bench(
                 rounds=QUICK_WARM_UP_ROUNDS if quick else EMULATOR_WARM_UP_ROUNDS,
             )
             for rtt in report.rtts:
+                step = _step(say, f"RTT {rtt:g} ms: ")
                 with firestore_route(emulator_host, rtt) as host:
-                    _modelled(report, host, project, rtt, log, _step(say, f"RTT {rtt:g} ms: "))
+                    _modelled(report, host, project, rtt, log, step)
+                if http and {1, 2} & set(cases):
+                    _over_http(report, emulator_host, project, rtt, Path(tmp), quick, step)
         if 4 in cases:
             count = QUICK_HTTP_REQUESTS if quick else HTTP_REQUESTS_PER_REPEAT
             report.metrics += served.http_throughput(emulator_host, project, Path(tmp), repeats, count, say)
@@ -164,6 +176,29 @@ def _modelled(report: Report, host: str, project: str, rtt: float, log: TextIO, 
             ours, base, report.storms, rtt_ms=rtt, progress=say
         )
         report.metrics += metrics
+
+
+def _over_http(
+    report: Report, emulator_host: str, project: str, rtt: float, log_dir: Path, quick: bool, say: Progress
+) -> None:
+    """Cases 1-2 over HTTP at `rtt`, and the breakdown of one delivery there when it is one
+    of BREAKDOWN_RTTS_MS."""
+    env = served.server_env(emulator_host, project)
+    rows = over_http.first_and_duplicates(
+        env,
+        served.OURS_SOURCE,
+        served.BASELINE_SOURCE,
+        emulator_host,
+        rtt,
+        log_dir,
+        report.repeats,
+        DELIVERIES_PER_REPEAT,
+        say,
+    )
+    report.metrics += [row for row in rows if int(row.case[0]) in report.cases]
+    if rtt in BREAKDOWN_RTTS_MS:
+        requests = QUICK_BREAKDOWN_REQUESTS if quick else BREAKDOWN_REQUESTS
+        report.breakdowns.append(breakdown.measure(env, emulator_host, rtt, log_dir, requests, say))
 
 
 def _printer(started: float) -> Progress:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from bench.inprocess import STORM_SIZE
+from bench.over_http import HTTP_MARK
 from bench.stats import Metric, ratio_text
 
 if TYPE_CHECKING:
@@ -24,13 +25,30 @@ Status = Literal["met", "NOT met", "not measured"]
 # The targets, at a modelled round trip (ms) -> ratio on the medians that ours must reach.
 FIRST_DELIVERY_TARGET = (10.0, 2.7)
 DUPLICATE_TARGET = (10.0, 1.35)
+# The same over HTTP, where Cloud Scheduler meets the function.
+HTTP_FIRST_DELIVERY_TARGET = (10.0, 2.7)
+HTTP_DUPLICATE_TARGET = (10.0, 1.4)
 # From this round trip on, no case of ours may be slower than the baseline.
 NOT_SLOWER_FROM_RTT_MS = 2.0
-# The rows' case names start with these (bench/inprocess.py names them).
-CASE_1, DUPLICATE_ELSEWHERE = "1.", "2. duplicate of a completed run, another"
+# The rows' case names start with these (bench/inprocess.py and bench/over_http.py name them).
+CASE_1, DUPLICATE_ELSEWHERE = "1. first delivery", "2. duplicate of a completed run, another"
+HTTP_CASE_1 = f"1. {HTTP_MARK}first delivery"
+HTTP_DUPLICATE_ELSEWHERE = f"2. {HTTP_MARK}duplicate of a completed run, another"
 # The RPC-count row beside each latency row.
-_RPC_ROWS = {CASE_1: "Firestore RPCs per run", DUPLICATE_ELSEWHERE: "Firestore RPCs per delivery"}
-_LABELS = {CASE_1: "case 1, first delivery", DUPLICATE_ELSEWHERE: "case 2, duplicate at another instance"}
+_RPC_ROWS = {
+    CASE_1: "Firestore RPCs per run",
+    DUPLICATE_ELSEWHERE: "Firestore RPCs per delivery",
+    HTTP_CASE_1: "Firestore RPCs per run",
+    HTTP_DUPLICATE_ELSEWHERE: "Firestore RPCs per delivery",
+}
+_LABELS = {
+    CASE_1: "case 1, first delivery",
+    DUPLICATE_ELSEWHERE: "case 2, duplicate at another instance",
+    HTTP_CASE_1: "case 1, first delivery",
+    HTTP_DUPLICATE_ELSEWHERE: "case 2, duplicate at another instance",
+}
+COLD_START = "5. cold start"
+COLD_START_METRIC = "spawn to first run's response"
 # Where ours spends a first delivery's time, function by function, on that route.
 PROFILE_COMMAND = 'make bench ARGS="--profile --rtt {rtt:g}"'
 
@@ -71,6 +89,11 @@ def judge(report: Report) -> list[Verdict]:
         *_duplicate_not_slower(report),
         _no_case_slower(report, NOT_SLOWER_FROM_RTT_MS),
         *_storms(report),
+        _two_rpcs(report, http=True),
+        _at_least(report, HTTP_CASE_1, 1, *HTTP_FIRST_DELIVERY_TARGET),
+        _at_least(report, HTTP_DUPLICATE_ELSEWHERE, 2, *HTTP_DUPLICATE_TARGET),
+        _no_case_slower(report, NOT_SLOWER_FROM_RTT_MS, http=True),
+        _cold_start(report),
     ]
 
 
@@ -87,11 +110,16 @@ def _not_run(report: Report, case: int, rtt: float | None = None) -> str | None:
     return None
 
 
-def _two_rpcs(report: Report) -> Verdict:
-    target = "case 1: exactly 2 Firestore RPCs per first delivery (ours), at every RTT"
+def _two_rpcs(report: Report, *, http: bool = False) -> Verdict:
+    prefix = HTTP_CASE_1 if http else CASE_1
+    where = "over HTTP, " if http else ""
+    counted = ", counted on the wire" if http else ""
+    target = f"{where}case 1: exactly 2 Firestore RPCs per first delivery (ours){counted}, at every RTT"
     if (missing := _not_run(report, 1)) is not None:
         return Verdict(target, "not measured", reason=missing)
-    rows = report.rows(CASE_1, _RPC_ROWS[CASE_1])
+    rows = report.rows(prefix, _RPC_ROWS[prefix])
+    if not rows:
+        return Verdict(target, "not measured", reason="no such rows in this run")
     off = [row for row in rows if not row.ours.min == row.ours.max == 2]
     measured = (
         f"{min(r.ours.min for r in rows):g}..{max(r.ours.max for r in rows):g} RPCs "
@@ -107,10 +135,15 @@ def _two_rpcs(report: Report) -> Verdict:
 
 
 def _at_least(report: Report, prefix: str, case: int, rtt: float, ratio: float) -> Verdict:
-    target = f"RTT {rtt:g} ms, {_LABELS[prefix]}: at least {ratio:g}x faster than the baseline (median)"
+    where = "over HTTP, " if HTTP_MARK in prefix else ""
+    target = (
+        f"{where}RTT {rtt:g} ms, {_LABELS[prefix]}: at least {ratio:g}x faster than the baseline (median)"
+    )
     if (missing := _not_run(report, case, rtt)) is not None:
         return Verdict(target, "not measured", reason=missing)
-    row = report.find(prefix, "latency", rtt)
+    if not (rows := [r for r in report.rows(prefix, "latency") if r.rtt_ms == rtt]):
+        return Verdict(target, "not measured", reason="no such rows in this run")
+    row = rows[0]
     return _verdict(target, (row.ratio or 0.0) >= ratio, _ratios(row), _shortfall(report, prefix, row, ratio))
 
 
@@ -129,13 +162,20 @@ def _duplicate_not_slower(report: Report) -> Iterator[Verdict]:
         yield _verdict(target, (row.ratio or 0.0) >= 1.0, _ratios(row), reason)
 
 
-def _no_case_slower(report: Report, rtt: float) -> Verdict:
-    target = f"RTT {rtt:g} ms: no case slower than the baseline (latency medians, storm errors)"
+def _no_case_slower(report: Report, rtt: float, *, http: bool = False) -> Verdict:
+    if http:
+        target = f"over HTTP, RTT {rtt:g} ms: no case 1-2 row slower than the baseline (latency medians)"
+    else:
+        target = f"RTT {rtt:g} ms: no case slower than the baseline (latency medians, storm errors)"
     if rtt not in report.rtts:
         return Verdict(target, "not measured", reason=f"RTT {rtt:g} ms not run")
-    rows = [r for r in report.metrics if r.rtt_ms == rtt and r.unit in ("ms", "%")]
+    rows = [
+        r
+        for r in report.metrics
+        if r.rtt_ms == rtt and r.unit in ("ms", "%") and (HTTP_MARK in r.case) == http
+    ]
     if not rows:
-        return Verdict(target, "not measured", reason="cases 1-3 not run")
+        return Verdict(target, "not measured", reason="cases 1-2 not run" if http else "cases 1-3 not run")
     slower = [r for r in rows if r.ratio is not None and r.ratio < 1.0]
     measured = (
         "slower: " + "; ".join(f"{r.case} {r.name} {ratio_text(r.ratio)}" for r in slower)
@@ -153,11 +193,23 @@ def _no_case_slower(report: Report, rtt: float) -> Verdict:
         for r in slower
         if r.name == "latency"
         for prefix in _RPC_ROWS
-        if r.case.startswith(prefix)
+        if r.case.startswith(prefix) and (HTTP_MARK in prefix) == http
         for line in _rpc_cost(report, rtt, prefix, r.ours.median, r.baseline.median)
     ]
-    reason = "; ".join([*parts, *(accounted or _rpc_cost(report, rtt)), _profile(rtt)])
+    reason = "; ".join([*parts, *(accounted or _rpc_cost(report, rtt)), _profile(rtt, http=http)])
     return _verdict(target, not slower, measured, reason)
+
+
+def _cold_start(report: Report) -> Verdict:
+    target = "case 5: a cold start (spawn to the first run's answer) no slower than the baseline's (median)"
+    if (missing := _not_run(report, 5)) is not None:
+        return Verdict(target, "not measured", reason=missing)
+    row = report.find(COLD_START, COLD_START_METRIC)
+    reason = (
+        f"ours took {row.ours.median:.0f} ms on the median against the baseline's "
+        f"{row.baseline.median:.0f} ms; the import table says which dependency's import makes the difference"
+    )
+    return _verdict(target, (row.ratio or 0.0) >= 1.0, _ratios(row), reason)
 
 
 def _storms(report: Report) -> Iterator[Verdict]:
@@ -206,7 +258,7 @@ def _shortfall(report: Report, prefix: str, row: Metric, ratio: float) -> str:
             f"that {ratio:g}x of the baseline's {base:.2f} ms allows",
             "the ratio at each RTT: " + ", ".join(f"{r.rtt_ms:g} ms {ratio_text(r.ratio)}" for r in across),
             *_rpc_cost(report, rtt, prefix, ours, base),
-            _profile(rtt),
+            _profile(rtt, http=HTTP_MARK in prefix),
         ]
     )
 
@@ -232,5 +284,7 @@ def _rpc_cost(
     ]
 
 
-def _profile(rtt: float) -> str:
+def _profile(rtt: float, *, http: bool = False) -> str:
+    if http:
+        return "where ours spends a delivery over HTTP: the breakdown table (bench/breakdown.py)"
     return f"where ours spends a first delivery: `{PROFILE_COMMAND.format(rtt=rtt)}` (cProfile)"

@@ -27,6 +27,7 @@ from infra.plan.audit_job import with_audit_job
 from infra.plan.needs import extra_apis, sample_cloud_run_jobs
 from infra.plan.outputs import outputs_of
 from infra.resources.build import BuildIdentity, build_identity, function_source
+from infra.resources.catchup_queue import catchup_queue
 from infra.resources.deployed_region import checked_region
 from infra.resources.function import audit_horizons, dedup_function, function_service, function_uri
 from infra.resources.identities import Identities, run_invoker
@@ -116,6 +117,14 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         checker = self._token_check(name, settings, apis, ledger, identities, build)
         targets = self._sample_targets(name, settings, apis, ready, checker)
         access = self._runtime_access(name, settings, apis, identities.runtime, targets)
+        # Only when a job catches up: the queue the audit delivers missed runs through.
+        queue = catchup_queue(
+            name,
+            settings,
+            runtime_account=identities.runtime,
+            invoker_account=identities.invoker,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ready]),
+        )
         # The function every scheduled job calls; its first build needs the builder's grants.
         function = dedup_function(
             name,
@@ -126,12 +135,16 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             runtime_account=identities.runtime,
             audit_from=audit_from,
             access=access,
+            invoker_email=identities.invoker.email,
         )
         uri = function_uri(function)
         invoker_binding = self._invoker_binding(name, settings, function, identities.invoker)
         samples = self._sample_workflows(name, settings, apis, ready, identities, checker)
         serving = self._serving_grants_propagation(
-            name, identities, [invoker_binding, *access, *targets.grants], samples
+            name,
+            identities,
+            [invoker_binding, *access, *targets.grants, *(queue.grants if queue else [])],
+            samples,
         )
         jobs = self._scheduler_jobs(name, settings, apis, uri, identities.invoker, serving, samples)
         # Log-based metrics on the function's lines, alert policies with runbooks, a dashboard.

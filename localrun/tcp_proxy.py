@@ -16,6 +16,9 @@ function and its database, made slow or cut on purpose.
 - One slow request: `hold_next_request(seconds)` holds the next bytes a client sends for
   `seconds`, then forwards them; what follows on that connection waits behind them (TCP
   keeps order), other connections do not. A first call that hangs, a retry that need not.
+- Seen requests: `request_tap`, if given, is called once per connection and returns what is
+  handed every chunk the client sends on it, as it arrives (bench/network.py counts the
+  gRPC calls there: what a client really sent, whatever process it runs in).
 """
 
 from __future__ import annotations
@@ -41,12 +44,15 @@ _END = b""
 class TcpProxy:
     """Listens on 127.0.0.1:`port` (`host` as a client's "host:port") and forwards to `target`."""
 
-    def __init__(self, target: str, *, round_trip_seconds: float = 0.0) -> None:
+    def __init__(
+        self, target: str, *, round_trip_seconds: float = 0.0, request_tap: RequestTap | None = None
+    ) -> None:
         if not round_trip_seconds >= 0:
             raise ValueError(f"round_trip_seconds must be 0 or more, got {round_trip_seconds}")
         host, _, port = target.rpartition(":")
         self._target = (host, int(port))
         self.round_trip_seconds = round_trip_seconds
+        self._request_tap = request_tap
         self.port = free_loopback_port()
         self.host = f"127.0.0.1:{self.port}"
         self.mode: Literal["forward"] | CutMode = "forward"
@@ -127,11 +133,12 @@ class TcpProxy:
             self.forwarded += 1
             one_way = self.round_trip_seconds / 2
             pipe = _pipe if one_way == 0 else _delayed_pipe
-            for source, sink, dropping, holding, delays in (
-                (client, upstream, None, self._take_hold, self.request_delays),
-                (upstream, client, self._losing_answers, None, self.answer_delays),
+            seen = self._request_tap() if self._request_tap is not None else None
+            for source, sink, dropping, holding, delays, seeing in (
+                (client, upstream, None, self._take_hold, self.request_delays, seen),
+                (upstream, client, self._losing_answers, None, self.answer_delays, None),
             ):
-                args = (source, sink, one_way, dropping, holding, delays)
+                args = (source, sink, one_way, dropping, holding, delays, seeing)
                 threading.Thread(target=pipe, args=args, daemon=True).start()
 
     def _track(self, sock: socket.socket) -> None:
@@ -142,6 +149,9 @@ class TcpProxy:
 
 # What a request direction asks before forwarding each chunk: seconds to hold it first.
 Holding = Callable[[], float] | None
+# Handed each chunk a direction reads, before it is forwarded; one per connection.
+Seeing = Callable[[bytes], None] | None
+RequestTap = Callable[[], Callable[[bytes], None]]
 
 
 class ChunkDelays:
@@ -167,9 +177,12 @@ def _pipe(
     dropping: threading.Event | None,
     holding: Holding,
     _delays: ChunkDelays,
+    seeing: Seeing = None,
 ) -> None:
     with contextlib.suppress(OSError):
         while data := source.recv(_CHUNK_BYTES):
+            if seeing is not None:
+                seeing(data)
             if holding is not None and (held := holding()):
                 time.sleep(held)  # this thread alone forwards the connection: all of it waits
             if dropping is None or not dropping.is_set():
@@ -184,6 +197,7 @@ def _delayed_pipe(
     dropping: threading.Event | None,
     holding: Holding,
     delays: ChunkDelays,
+    seeing: Seeing = None,
 ) -> None:
     """Read on this thread, send on another: a chunk waits out its own delay without holding
     up the reads of the chunks behind it."""
@@ -194,6 +208,8 @@ def _delayed_pipe(
     with contextlib.suppress(OSError):
         while data := source.recv(_CHUNK_BYTES):
             received = time.monotonic()
+            if seeing is not None:
+                seeing(data)
             held = holding() if holding is not None else 0.0  # the sender keeps order
             if dropping is None or not dropping.is_set():
                 pending.put((received + one_way + held, data, received))
@@ -231,8 +247,10 @@ def _close(sock: socket.socket) -> None:
 
 
 @contextlib.contextmanager
-def tcp_proxy(target: str, *, round_trip_seconds: float = 0.0) -> Iterator[TcpProxy]:
-    proxy = TcpProxy(target, round_trip_seconds=round_trip_seconds)
+def tcp_proxy(
+    target: str, *, round_trip_seconds: float = 0.0, request_tap: RequestTap | None = None
+) -> Iterator[TcpProxy]:
+    proxy = TcpProxy(target, round_trip_seconds=round_trip_seconds, request_tap=request_tap)
     try:
         yield proxy
     finally:

@@ -1,4 +1,4 @@
-"""`python -m ops status|audit|backfill|redo|smoke --stack NAME`: day-2 operations of a stack.
+"""`python -m ops status|audit|backfill|redo|run-now|smoke --stack NAME`: day-2 operations of a stack.
 
 Exit statuses are ops.exit_codes.ExitCode, listed at the end of every `--help`.
 """
@@ -18,10 +18,13 @@ from google.auth import exceptions as auth_exceptions
 import exactly_once
 from infra.config.schema import REPO_ROOT
 from ops import ledger_view
+from ops.catchup import backfill_range
 from ops.context import CloudUnreachable, StackContext, UserError, parse_time
 from ops.delivery import backfill, redo
 from ops.exit_codes import ExitCode, exit_codes_text
-from ops.smoke import DEFAULT_WAIT_SECONDS, Endpoints, Smoke
+from ops.google_apis import Endpoints
+from ops.run_now import DEFAULT_WAIT_SECONDS, run_now
+from ops.smoke import Smoke
 
 PROG = "python -m ops"
 
@@ -88,17 +91,38 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--until", help="last schedule time (RFC 3339; default now)")
 
     for name, help_text in (
-        ("backfill", "re-deliver one scheduled run with its original ScheduleTime"),
+        (
+            "backfill",
+            "re-deliver scheduled runs with their original ScheduleTime: one (--at, sent from here) or "
+            "a range (--since/--until, through the stack's catch-up queue)",
+        ),
         ("redo", "delete a completed run's record, then re-deliver the run: it executes again"),
     ):
         back = command(name, help_text)
         back.add_argument("--job", required=True, help="the job's name in the stack config")
-        back.add_argument("--at", required=True, help="the run's schedule time (RFC 3339)")
+        if name == "backfill":
+            back.add_argument("--at", help="one run's schedule time (RFC 3339)")
+            back.add_argument("--since", help="first schedule time of a range (RFC 3339)")
+            back.add_argument("--until", help="last schedule time of a range (RFC 3339)")
+            back.add_argument(
+                "--only-missed",
+                action="store_true",
+                help="in a range, only the runs no attempt recorded whose retries are over",
+            )
+        else:
+            back.add_argument("--at", required=True, help="the run's schedule time (RFC 3339)")
         back.add_argument("--url", help="the function URL (default: pulumi stack output functionUri)")
         back.add_argument("--invoker", help="account to mint the ID token as (default: the stack's invoker)")
         back.add_argument("--body", help="request body (JSON) instead of the job's configured body")
 
-    smoke = command("smoke", "force-run a job, wait for its run to complete, check the TTL policy")
+    now = command(
+        "run-now", "run a job now: a manual run of its own (Cloud Scheduler's RunJob); wait for its record"
+    )
+    now.add_argument("--job", required=True, help="the job's name in the stack config; it really runs")
+    now.add_argument("--wait", type=float, default=DEFAULT_WAIT_SECONDS, help="seconds to wait for the run")
+    now.add_argument("--scheduler-endpoint", help="Cloud Scheduler API endpoint (default: Google's)")
+
+    smoke = command("smoke", "run a job now, wait for its manual run to complete, check the TTL policy")
     smoke.add_argument(
         "--job",
         help="the job to force-run; it really runs (default: the stack's missed-run audit, which only reads)",
@@ -124,14 +148,37 @@ def run(argv: Sequence[str], out: TextIO | None = None) -> int:
         since = parse_time(args.since, "--since") if args.since else None
         until = parse_time(args.until, "--until") if args.until else None
         return ledger_view.audit(context, stdout, job=args.job, since=since, until=until)
+    if args.command == "backfill" and args.at is None:
+        return _backfill_range(context, stdout, args)
     if args.command in ("backfill", "redo"):
+        if args.command == "backfill" and (args.since or args.until or args.only_missed):
+            raise UserError("--at names one run; --since, --until and --only-missed a range: not both")
         deliver = backfill if args.command == "backfill" else redo
         at = parse_time(args.at, "--at")
         return deliver(
             context, stdout, job=args.job, at=at, url=args.url, invoker=args.invoker, body=args.body
         )
+    if args.command == "run-now":
+        return run_now(context, stdout, Endpoints.from_env(args.scheduler_endpoint), args.job, args.wait)
     endpoints = Endpoints.from_env(args.scheduler_endpoint, args.firestore_admin_endpoint)
     return Smoke(context, stdout, endpoints, wait_seconds=args.wait).run(args.job)
+
+
+def _backfill_range(context: StackContext, out: TextIO, args: argparse.Namespace) -> int:
+    if not (args.since and args.until):
+        raise UserError("backfill needs --at (one run), or --since and --until (a range)")
+    if args.body is not None:
+        raise UserError("--body is for one run (--at): a range is delivered with the job's own body")
+    return backfill_range(
+        context,
+        out,
+        job=args.job,
+        since=parse_time(args.since, "--since"),
+        until=parse_time(args.until, "--until"),
+        only_missed=args.only_missed,
+        url=args.url,
+        invoker=args.invoker,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

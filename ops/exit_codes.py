@@ -27,8 +27,9 @@ class ExitCode(IntEnum):
 _MEANINGS = {
     ExitCode.OK: "done: nothing missed, every smoke step passed, the function accepted the delivery",
     ExitCode.RUN_PROBLEM: (
-        "the answer is a problem with a run: a run was missed (audit), a smoke step failed, the "
-        "function did not accept a delivery, or redo refused an unfinished run"
+        "the answer is a problem with a run: a run was missed (audit), a smoke step failed, a manual "
+        "run (run-now) failed or did not complete, the function did not accept a delivery, or redo "
+        "refused an unfinished run"
     ),
     ExitCode.USAGE_ERROR: (
         "the command was wrong (unknown stack or job, a bad flag or time, a time off the job's "

@@ -2,13 +2,16 @@
 
 Both compute the runs the schedule expects and read those records by id: no query and no
 index, so they work on any database the stack deployed, exactly as the scheduled audit does.
+Manual runs (`run-now`, a force-run) follow no schedule: they are found by an equality on the
+job name (ops/run_now.py), which Firestore's automatic single-field index serves.
 Like the scheduled audit, they learn the target this stack's function records from the
 audit's own runs, and count a run recorded by another target as missed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
@@ -23,11 +26,13 @@ from exactly_once.audit.missed_runs import (
     stack_target,
 )
 from exactly_once.audit.reads import firestore_reader
-from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
+from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339, parse_rfc3339
 from exactly_once.targets.downstream import Downstream
-from infra.settings.jobs import AUDIT_JOB_NAME
+from infra.plan.audit_job import audit_interval_seconds
+from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
 from ops.context import StackContext, UserError, utc_now
 from ops.exit_codes import ExitCode
+from ops.run_now import describe, manual_runs
 
 # How many of the latest runs `status` shows per job by default.
 STATUS_RUNS = 5
@@ -50,18 +55,60 @@ def _judge(
     )
 
 
-def _stack_target(context: StackContext, until: datetime) -> str | None:
+def _audit_run_ids(context: StackContext, since: datetime, until: datetime) -> list[str]:
+    """The ids of the stack's audit runs scheduled in [since, until], newest first."""
+    audit = next((job for job in context.settings.jobs if job.name == AUDIT_JOB_NAME), None)
+    if audit is None:
+        return []
+    audited = context.audited(audit)
+    times = fire_times(audited.schedule, audited.time_zone, since, until)
+    return [RunKey(context.project, context.location, audited.name, t).run_id for t in reversed(times)]
+
+
+def stack_target_until(context: StackContext, until: datetime) -> str | None:
     """The target recorded on the stack's latest audit runs up to `until` (within the
     retention): the function that ran them runs every job of the stack. None without the
     audit job, or when none of its runs has a record."""
-    audit = next((job for job in context.settings.jobs if job.name == AUDIT_JOB_NAME), None)
-    if audit is None:
-        return None
-    audited = context.audited(audit)
     since = until - timedelta(seconds=context.settings.retention_seconds)
-    times = fire_times(audited.schedule, audited.time_zone, since, until)
-    ids = [RunKey(context.project, context.location, audited.name, t).run_id for t in reversed(times)]
-    return stack_target(_reader(context), ids)
+    return stack_target(_reader(context), _audit_run_ids(context, since, until))
+
+
+def catchup_deliveries(context: StackContext, since: datetime, until: datetime) -> dict[str, str]:
+    """Run id -> one line about its catch-up delivery, for the runs in [since, until] that the
+    stack's audit delivered again: each audit run lists them in its output (jobs/missed_runs.py).
+    The audits that can have delivered them ran up to a retention after `until`."""
+    later = until + timedelta(
+        seconds=max(context.settings.retention_seconds, audit_interval_seconds(context.settings))
+    )
+    ids = _audit_run_ids(context, since, min(later, utc_now()))
+    records = _reader(context)(ids) if ids else {}
+    found: dict[str, str] = {}
+    for record in records.values():
+        for entry in _caught_up(record):
+            run_time = parse_rfc3339(entry["schedule_time"])
+            if since <= run_time <= until:
+                audit_time = record.get("schedule_time")
+                when = format_rfc3339(audit_time) if isinstance(audit_time, datetime) else "?"
+                found.setdefault(
+                    entry["run_id"], f"delivered again by the audit of {when} ({entry.get('via')})"
+                )
+    return found
+
+
+def _caught_up(record: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The catch-up deliveries an audit run's output lists; none for an output of another shape."""
+    try:
+        output = json.loads(record.get("output_json") or "null")
+    except ValueError:
+        return []
+    entries = output.get("caught_up") if isinstance(output, dict) else None
+    return [
+        entry
+        for entry in entries or []
+        if isinstance(entry, dict)
+        and isinstance(entry.get("run_id"), str)
+        and isinstance(entry.get("schedule_time"), str)
+    ]
 
 
 def _target_note(target: str | None) -> str:
@@ -111,15 +158,26 @@ def audit(
         f"from {format_rfc3339(since)} to {format_rfc3339(until)}\n"
     )
     out.write(_retention_note(context, since, now) + "\n")
-    target = _stack_target(context, until)
+    target = stack_target_until(context, until)
     out.write(_target_note(target) + "\n")
     runs = _judge(context, expected, now, target)
+    caught_up = catchup_deliveries(context, since, until)
     for run in runs:
         detail = f"  ({run.detail})" if run.detail else ""
         out.write(f"{format_rfc3339(run.schedule_time)}  {run.job}  {run.state.value}{detail}\n")
+        if run.run_id in caught_up:
+            out.write(f"{format_rfc3339(run.schedule_time)}  {run.job}  catch-up: {caught_up[run.run_id]}\n")
+    for settings in context.jobs(job):
+        for record in _manual(context, settings, since, until):
+            claimed = format_rfc3339(record["claimed_at"])
+            out.write(f"{claimed}  {record.get('job_name')}  manual  ({describe(record)})\n")
     missed = [run for run in runs if run.state is RunState.MISSED]
+    paused = [run for run in runs if run.state is RunState.PAUSED]
     failed_downstream = [run for run in runs if run.state is RunState.DOWNSTREAM_FAILED]
-    summary = f"{len(runs)} expected runs, {len(missed)} missed"
+    recovered = sum(run.run_id in caught_up for run in runs)
+    summary = (
+        f"{len(runs)} expected runs, {len(missed)} missed, {len(paused)} paused, {recovered} delivered again"
+    )
     if failed_downstream:
         summary += f", {len(failed_downstream)} whose downstream work failed"
     out.write(summary + "\n")
@@ -141,17 +199,34 @@ def status(
     now = now or utc_now()
     until = until or now
     since = until - timedelta(seconds=context.settings.retention_seconds)
-    target = _stack_target(context, until)
+    target = stack_target_until(context, until)
     for settings in context.jobs(job):
         audited = context.audited(settings)
-        out.write(f"job {settings.name}  (schedule {settings.schedule!r} in {settings.time_zone})\n")
+        where = f"(schedule {settings.schedule!r} in {settings.time_zone})"
+        out.write(f"job {settings.name}  {where}{_pause_note(settings)}\n")
         latest = fire_times(audited.schedule, audited.time_zone, since, until)[-limit:]
         runs = _judge(context, [(audited, instant) for instant in latest], now, target)
         if not runs:
             out.write("  no scheduled runs in the retention window\n")
         for run in reversed(runs):
             out.write("  " + _status_line(run) + "\n")
+        for record in reversed(_manual(context, settings, since, until)[-limit:]):
+            out.write(f"  manual run claimed {format_rfc3339(record['claimed_at'])}: {describe(record)}\n")
     return ExitCode.OK
+
+
+def _manual(
+    context: StackContext, job: JobSettings, since: datetime, until: datetime
+) -> list[dict[str, Any]]:
+    """The job's manual runs (`run-now`, a force-run) claimed in [since, until]."""
+    records = manual_runs(context, context.settings.scheduler_job_id(job), since)
+    return [record for record in records if record["claimed_at"] <= until]
+
+
+def _pause_note(job: JobSettings) -> str:
+    if not job.paused:
+        return ""
+    return "  PAUSED (paused: true: Cloud Scheduler delivers none of its runs until the config resumes it)"
 
 
 def _status_line(run: ExpectedRun) -> str:

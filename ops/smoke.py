@@ -1,128 +1,45 @@
 """`smoke`: after `pulumi up`, prove the deployment works end to end, one step at a time.
 
-1. force-run a job through the Cloud Scheduler API (what the schedule will do): by default
-   the stack's own missed-run audit, never one of your jobs unless you name it,
-2. wait for its run record to reach `completed` (Scheduler -> function -> ledger),
+1. run a job now, by `run-now`'s path (ops/run_now.py): Cloud Scheduler's RunJob, which the
+   function records as a manual run of its own, never as the job's next scheduled run. By
+   default the stack's own missed-run audit, never one of your jobs unless you name it,
+2. wait for that manual run's record to reach `completed` (Scheduler -> function -> ledger),
 3. check that the ledger's TTL policy is active (records will expire, retries still dedup).
 
 Each step prints PASS or FAIL and, on failure, the likely fix. The two APIs are called through
 Google's own client libraries (google-cloud-scheduler, the Firestore admin client), so
-credentials, retries and errors behave as in every other Google client. Their endpoints can be
-pointed elsewhere (flags or environment): that is how the tests drive them against loopback
-fakes speaking the same REST protocol.
+credentials, retries and errors behave as in every other Google client; ops/google_apis.py
+says how their endpoints can be pointed at the tests' loopback fakes.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, TextIO
+from datetime import datetime
+from typing import TextIO
 
-import requests
 from google.api_core import exceptions as api_exceptions
-from google.api_core.client_options import ClientOptions
 from google.auth import exceptions as auth_exceptions
-from google.auth.credentials import AnonymousCredentials
 from google.cloud.firestore_admin_v1 import FirestoreAdminClient
 from google.cloud.firestore_admin_v1.types import Field
-from google.cloud.firestore_v1.base_query import FieldFilter
-from google.cloud.scheduler_v1 import CloudSchedulerClient
 
-from exactly_once.ledger.fields import CLAIMED_AT, EXPIRE_AT
+from exactly_once.ledger.fields import EXPIRE_AT
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
-from ops.context import StackContext, UserError, is_loopback, utc_now
+from ops.context import StackContext, UserError, utc_now
 from ops.exit_codes import ExitCode
+from ops.google_apis import (
+    API_TIMEOUT_SECONDS,
+    FIRESTORE_API,
+    NO_CREDENTIALS,
+    UNREACHABLE,
+    Endpoints,
+    caller_refused,
+    client_options,
+    likely_fix,
+)
+from ops.run_now import DEFAULT_WAIT_SECONDS, RunJobRefused, RunNow, describe
 
-SCHEDULER_ENDPOINT_ENV = "OPS_SCHEDULER_ENDPOINT"
-FIRESTORE_ADMIN_ENDPOINT_ENV = "OPS_FIRESTORE_ADMIN_ENDPOINT"
-SCHEDULER_API = "cloudscheduler.googleapis.com"
-FIRESTORE_API = "firestore.googleapis.com"
-DEFAULT_WAIT_SECONDS = 180.0
-_POLL_SECONDS = 2.0
-_API_TIMEOUT_SECONDS = 30.0
-# What a call can fail with besides an API error: no credentials, no connection.
-_UNREACHABLE = (auth_exceptions.TransportError, requests.RequestException, api_exceptions.RetryError)
-
-
-@dataclass(frozen=True)
-class Endpoints:
-    """Where the two APIs are; None: the client library's own endpoint."""
-
-    scheduler: str | None = None
-    firestore_admin: str | None = None
-
-    @classmethod
-    def from_env(cls, scheduler: str | None = None, firestore_admin: str | None = None) -> Endpoints:
-        def pick(flag: str | None, variable: str) -> str | None:
-            chosen = flag or os.environ.get(variable)
-            return chosen.rstrip("/") if chosen else None
-
-        return cls(
-            scheduler=pick(scheduler, SCHEDULER_ENDPOINT_ENV),
-            firestore_admin=pick(firestore_admin, FIRESTORE_ADMIN_ENDPOINT_ENV),
-        )
-
-
-def client_options(endpoint: str | None) -> dict[str, Any]:
-    """How to build an official client for `endpoint`.
-
-    Always the REST transport: the same protocol in production and against the tests' fakes,
-    so the path the tests exercise is the one operators run. A loopback endpoint (a fake)
-    gets anonymous credentials; any other uses Application Default Credentials, as every
-    Google client does."""
-    options: dict[str, Any] = {"transport": "rest"}
-    if endpoint is not None:
-        options["client_options"] = ClientOptions(api_endpoint=endpoint)
-        if is_loopback(endpoint):
-            options["credentials"] = AnonymousCredentials()  # type: ignore[no-untyped-call]
-    return options
-
-
-_NO_CREDENTIALS = "authenticate: `gcloud auth application-default login` ({error})"
-
-
-def _reasons(error: api_exceptions.GoogleAPICallError) -> set[str]:
-    """The ErrorInfo reasons of an error (SERVICE_DISABLED, ...). Over REST the details are
-    JSON objects, over gRPC messages: read both alike."""
-    reasons = set()
-    for detail in error.details or ():
-        reason = detail.get("reason") if isinstance(detail, dict) else getattr(detail, "reason", None)
-        if isinstance(reason, str) and reason:
-            reasons.add(reason)
-    return reasons
-
-
-def _service_disabled(error: api_exceptions.GoogleAPICallError) -> bool:
-    return isinstance(error, api_exceptions.Forbidden) and (
-        "SERVICE_DISABLED" in _reasons(error) or "has not been used" in error.message
-    )
-
-
-def _caller_refused(error: api_exceptions.GoogleAPICallError) -> bool:
-    """The caller's identity was refused, not the deployment found wanting: the smoke test
-    could not look, which is CLOUD_UNREACHABLE and not a failed step."""
-    return isinstance(error, api_exceptions.Unauthorized) or (
-        isinstance(error, api_exceptions.Forbidden) and not _service_disabled(error)
-    )
-
-
-def _likely_fix(api: str, error: api_exceptions.GoogleAPICallError) -> str:
-    """The fix an operator most likely needs for a failed Google API call. REST answers map
-    to the HTTP-status classes (Unauthorized, Forbidden), gRPC ones to their subclasses."""
-    reasons = _reasons(error)
-    text = " ".join([*sorted(reasons), error.message]).strip()
-    if isinstance(error, api_exceptions.Unauthorized):
-        return "authenticate: `gcloud auth application-default login`"
-    if _service_disabled(error):
-        return f"enable the API: `gcloud services enable {api}` (pulumi up enables it; wait a minute)"
-    if isinstance(error, api_exceptions.Forbidden):
-        return f"IAM: your identity lacks the permission ({text})"
-    if isinstance(error, api_exceptions.NotFound):
-        return "not found: is the stack deployed (`pulumi up`) and is --stack the right one?"
-    return f"HTTP {error.code}: {text}"
+__all__ = ["DEFAULT_WAIT_SECONDS", "Endpoints", "Smoke"]
 
 
 class Smoke:
@@ -148,9 +65,9 @@ class Smoke:
     def run(self, job_name: str | None) -> ExitCode:
         settings = self._context.job(job_name) if job_name else self.default_job()
         job_id = self._context.settings.scheduler_job_id(settings)
-        # A little slack for the clock difference between this machine and the function.
-        started = self._clock() - timedelta(seconds=5)
-        passed = self._force_run(job_id) and self._wait_for_completed(job_id, started)
+        runner = RunNow(self._context, self._endpoints, self._wait, self._clock)
+        since = self._force_run(runner, job_id)
+        passed = since is not None and self._wait_for_completed(runner, job_id, since)
         passed = self._ttl_active() and passed
         self._out.write(f"smoke test of stack {self._context.stack}: {'PASS' if passed else 'FAIL'}\n")
         if passed:
@@ -175,54 +92,28 @@ class Smoke:
         self._found_problem |= not ok and not unreachable
         return ok
 
-    def _force_run(self, job_id: str) -> bool:
-        context = self._context
-        name = CloudSchedulerClient.job_path(context.project, context.location, job_id)
+    def _force_run(self, runner: RunNow, job_id: str) -> datetime | None:
+        """RunJob; the moment from which the manual run is looked for, None when refused."""
         step = f"force-run Cloud Scheduler job {job_id}"
         try:
-            scheduler = CloudSchedulerClient(**client_options(self._endpoints.scheduler))
-            job = scheduler.run_job(name=name, timeout=_API_TIMEOUT_SECONDS)
-        except auth_exceptions.DefaultCredentialsError as error:
-            return self._step(False, step, _NO_CREDENTIALS.format(error=error), unreachable=True)
-        except api_exceptions.GoogleAPICallError as error:
-            refused = _caller_refused(error)
-            return self._step(False, step, _likely_fix(SCHEDULER_API, error), unreachable=refused)
-        except _UNREACHABLE as error:
-            return self._step(False, step, f"cannot reach the Cloud Scheduler API: {error}", unreachable=True)
-        return self._step(True, step, f"accepted ({job.name or name})")
+            since = runner.start(job_id)
+        except RunJobRefused as error:
+            self._step(False, step, str(error), unreachable=error.unreachable)
+            return None
+        self._step(True, step, "accepted: a manual run of its own, as `run-now` starts one")
+        return since
 
-    def _wait_for_completed(self, job_id: str, since: datetime) -> bool:
-        """Poll the ledger for a record of this job claimed since the smoke test started.
-        An equality on job_name needs no composite index (and claimed_at is not indexed at
-        all, see exactly_once.ledger.fields.UNINDEXED_RUN_FIELDS); the claim time is checked here."""
-        step = "run record reaches completed"
-        collection = self._context.firestore().collection(self._context.settings.runs_collection)
-        query = collection.where(filter=FieldFilter("job_name", "==", job_id))
-        deadline = time.monotonic() + self._wait
-        latest: dict[str, Any] | None = None
-        while time.monotonic() < deadline:
-            records = [doc.to_dict() or {} for doc in query.stream(timeout=_API_TIMEOUT_SECONDS)]
-            mine = sorted(
-                (
-                    record
-                    for record in records
-                    if isinstance(claimed := record.get(CLAIMED_AT), datetime) and claimed >= since
-                ),
-                key=lambda record: record[CLAIMED_AT],
-            )
-            latest = mine[-1] if mine else latest
-            if any(record.get("status") == "completed" for record in mine):
-                done = next(record for record in mine if record.get("status") == "completed")
-                return self._step(
-                    True, step, f"result {done.get('result')} (attempt {done.get('attempt_id')})"
-                )
-            time.sleep(_POLL_SECONDS)
+    def _wait_for_completed(self, runner: RunNow, job_id: str, since: datetime) -> bool:
+        step = "manual run record reaches completed"
+        done, latest = runner.wait(job_id, since)
+        if done is not None:
+            return self._step(True, step, describe(done))
         if latest is None:
             return self._step(
                 False,
                 step,
-                f"no run record within {self._wait:g}s: the delivery never reached the function or the "
-                "ledger. Check the job's last attempt status (`gcloud scheduler jobs describe`): "
+                f"no manual run recorded within {self._wait:g}s: the delivery never reached the function or "
+                "the ledger. Check the job's last attempt status (`gcloud scheduler jobs describe`): "
                 "401/403 -> the invoker account needs roles/run.invoker and the OIDC audience must be "
                 "the function URL; 404 -> wrong URL; ingress ALLOW_INTERNAL_ONLY admits Cloud Scheduler "
                 "of the same project only; 500 store_error -> the runtime account's Firestore grant",
@@ -230,8 +121,8 @@ class Smoke:
         return self._step(
             False,
             step,
-            f"record stuck at status {latest.get('status')!r} after {self._wait:g}s: read the function's "
-            "log lines for this run (outcome, error)",
+            f"record stuck after {self._wait:g}s ({describe(latest)}): read the function's log lines for "
+            "this run (outcome, error)",
         )
 
     def _ttl_active(self) -> bool:
@@ -242,13 +133,13 @@ class Smoke:
         step = f"TTL policy on {context.settings.runs_collection}.{EXPIRE_AT}"
         try:
             admin = FirestoreAdminClient(**client_options(self._endpoints.firestore_admin))
-            field = admin.get_field(name=name, timeout=_API_TIMEOUT_SECONDS)
+            field = admin.get_field(name=name, timeout=API_TIMEOUT_SECONDS)
         except auth_exceptions.DefaultCredentialsError as error:
-            return self._step(False, step, _NO_CREDENTIALS.format(error=error), unreachable=True)
+            return self._step(False, step, NO_CREDENTIALS.format(error=error), unreachable=True)
         except api_exceptions.GoogleAPICallError as error:
-            refused = _caller_refused(error)
-            return self._step(False, step, _likely_fix(FIRESTORE_API, error), unreachable=refused)
-        except _UNREACHABLE as error:
+            refused = caller_refused(error)
+            return self._step(False, step, likely_fix(FIRESTORE_API, error), unreachable=refused)
+        except UNREACHABLE as error:
             return self._step(False, step, f"cannot reach the Firestore admin API: {error}", unreachable=True)
         state = field.ttl_config.state
         if state == Field.TtlConfig.State.ACTIVE:

@@ -51,6 +51,7 @@ from policy.identities.roles import check_conditional_roles, check_no_primitive_
 from policy.identities.runtime import validate_runtime_grants
 from policy.public_access import check_bucket_private, check_ingress, check_no_public_principals
 from policy.scheduler_jobs import check_job_auth, check_job_not_google_api, check_job_schedule_and_deadline
+from policy.timing.catchup import validate_catchup_windows
 from policy.timing.invariants import timing_validator
 from policy.ttl import validate_idempotency_ttl, validate_runs_ttl
 
@@ -180,6 +181,15 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
         _MANDATORY,
         [BUCKET],
         check_bucket_private,
+    ),
+    StackValidationPolicy(
+        name="catchup-window",
+        description=(
+            "Each job's catch-up window is at least its retry window plus the audit's interval, and at most "
+            "the ledger's retention."
+        ),
+        validate=validate_catchup_windows,
+        enforcement_level=_MANDATORY,
     ),
     StackValidationPolicy(
         name="runs-collection-ttl",

@@ -31,6 +31,7 @@ from exactly_once.delivery.outcomes import Outcome
 from exactly_once.targets.endpoints import (
     BIGQUERY_ENDPOINT_ENV,
     CLOUD_RUN_ENDPOINT_ENV,
+    CLOUD_TASKS_ENDPOINT_ENV,
     ENDPOINT_VARIABLES,
     ID_TOKEN_DISABLED_ENV,
     WORKFLOWS_ENDPOINT_ENV,
@@ -100,6 +101,7 @@ _ENDPOINT_APIS = {
     WORKFLOWS_ENDPOINT_ENV: "Workflows",
     CLOUD_RUN_ENDPOINT_ENV: "Cloud Run Admin API",
     BIGQUERY_ENDPOINT_ENV: "BigQuery",
+    CLOUD_TASKS_ENDPOINT_ENV: "Cloud Tasks",
 }
 # A test-only switch of the shipped `jobs.downstream_http` job. It is defined in function/jobs/,
 # which is deployed beside the package but not installed with it, so `make docs` cannot import it.
@@ -268,6 +270,23 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
         "string",
         "`allow`, `skip` or `wait`: what a run does while another run of this job holds its lease"
         f" (goes into `{JOB_OVERLAP_ENV}`).",
+    ),
+    "paused": (
+        "boolean",
+        "`true`: the Cloud Scheduler job is paused, and the audit counts its runs as paused, not missed. "
+        "Always deployed (`false` when unset), so a `pulumi up` resumes a job paused by hand "
+        "(docs/operations.md, Pause).",
+    ),
+    "catchup.windowSeconds": (
+        "number",
+        "How far back from each run of the missed-run audit it delivers this job's missed runs again. "
+        "At least the job's retry window + the audit's interval, at most `retentionSeconds` "
+        "(docs/operations.md, Catch-up).",
+    ),
+    "catchup.runs": (
+        "string",
+        "`all`: every missed run in the window, oldest first; `latest`: only the newest, when no later "
+        "run is recorded.",
     ),
     "cloudRunJob.sample": (
         "boolean",

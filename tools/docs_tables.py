@@ -27,6 +27,8 @@ from infra.config.schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
 from infra.plan.outputs import STACK_OUTPUTS
 from infra.settings.jobs import (
     _JOB_KEYS,
+    CATCHUP_KEYS,
+    DEFAULT_CATCHUP_RUNS,
     DEFAULT_OVERLAP,
     DEFAULT_RETRY,
     DEFAULT_TIME_ZONE,
@@ -80,14 +82,17 @@ def _job_defaults() -> dict[str, str]:
         **retry,
         "handler": "`jobHandler`",
         "overlap": f"`{DEFAULT_OVERLAP}`",
+        "paused": "`false`",
+        "catchup.runs": f"`{DEFAULT_CATCHUP_RUNS}`",
     }
 
 
 def job_fields() -> list[str]:
     """Every field a `jobs` entry may set, as the parser spells them."""
-    nested = ("retry", *(kind.key for kind in TARGET_KINDS), "grants")
+    nested = ("retry", "catchup", *(kind.key for kind in TARGET_KINDS), "grants")
     fields = [key for key in _JOB_KEYS if key not in nested]
     fields += [f"retry.{key}" for key in RETRY_KEYS]
+    fields += [f"catchup.{key}" for key in CATCHUP_KEYS]
     fields += [f"{kind.key}.{key}" for kind in TARGET_KINDS for key in kind.keys]
     fields += ["grants[].role", *(f"grants[].{kind.key}" for kind in GRANT_KINDS)]
     return fields

@@ -19,7 +19,8 @@ The package, room by room:
 - `ledger`: the run records in Firestore and the claim / renew / finish protocol over them.
 - `token_check`: idempotency tokens for a downstream step (a workflow, a service) that may
   be called twice for one run.
-- `audit`: the missed-run audit, which compares the schedule with the ledger.
+- `audit`: the missed-run audit, which compares the schedule with the ledger, and the
+  catch-up that delivers a job's missed runs again.
 - `targets`: what the shipped proxy jobs share (error classification, endpoints, names), and
   the downstream work they start, recorded with the run and followed to its end.
 

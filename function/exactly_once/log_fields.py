@@ -35,6 +35,8 @@ AUDIT_SUMMARY: Final = "missed_run_audit"
 DOWNSTREAM_FAILED: Final = "downstream_failed"
 # The audit job's summary of the runs whose downstream work it followed (audit/downstream.py).
 DOWNSTREAM_AUDIT: Final = "downstream_audit"
+# The audit delivered a missed run again (its job's `catchup` policy).
+CATCHUP_DELIVERY: Final = "catchup_delivery"
 # The watchdog ended an attempt's instance (delivery/heartbeat.py); CAUSE says why, in a word.
 ATTEMPT_ENDED: Final = "attempt_ended"
 CAUSE: Final = "cause"

@@ -44,6 +44,7 @@ _CLOUD_RUN_JOB_MAX = 63
 _DATASET_MAX = 1024
 # Log-based metric ids are at most 100 characters: the prefix leaves room for their suffixes.
 _MONITORING_PREFIX_MAX = 60
+_TASK_QUEUE_MAX = 100
 # Service account display names: at most 100 bytes (UTF-8).
 DISPLAY_NAME_MAX_BYTES = 100
 _DISPLAY_NAME = "Exactly-once scheduler ({stack}): {title}"
@@ -141,6 +142,10 @@ class StackNames:
         if BIGQUERY_TABLE_ID.match(table):
             return table
         return f"{re.sub(r'[^A-Za-z0-9_]', '_', job_name)}_{stable_tag(job_name)}_runs"
+
+    def task_queue_id(self) -> str:
+        """The Cloud Tasks queue the missed-run audit's catch-up deliveries go through."""
+        return self._name("catchup", _TASK_QUEUE_MAX)
 
     def monitoring_prefix(self) -> str:
         """Prefix of the log-based metric ids, alert policy and dashboard names."""

@@ -8,47 +8,34 @@ hand judge runs by the same windows.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from datetime import datetime
 
-from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob
+from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob, Redelivery
+from infra.plan.catchup import catchup_delivery
 from infra.settings.jobs import AUDIT_JOB_NAME, DEFAULT_RETRY, JobSettings
 from infra.settings.stack import StackSettings
-from infra.timing import rules as timing
+from infra.timing import audit_cadence as cadence
 from infra.timing.rules import MAX_ATTEMPT_DEADLINE_SECONDS, MIN_ATTEMPT_DEADLINE_SECONDS, RetryConfig
 
 AUDIT_HANDLER = "jobs.missed_runs:audit_missed_runs"
 # Hourly: a missed run is reported at most an hour after its last retry could have ended.
 # (Every two hours when the lease is so long that the audit's own retries need longer.)
 AUDIT_MINUTE = 5
-# Retries: five, doubling three times, arrive 1, 3, 7, 15 and 31 first backoffs after the
-# first attempt; the first backoff is a twentieth of the lease (at least the default's).
-_RETRY_SPAN_IN_BACKOFFS = 31
-_BACKOFFS_PER_LEASE = 20
-# Cloud Scheduler starts an attempt a little after its scheduled time; allow for that.
-DISPATCH_SLACK_SECONDS = 60.0
 
 
 def retry_window_seconds(settings: StackSettings, job: JobSettings) -> float:
-    """From a run's schedule time until no attempt of it can still arrive or be running:
-    the latest retry arrival (every attempt using its whole deadline), plus a lease for
-    the last attempt's claim, plus Scheduler's dispatch delay."""
-    latest = timing.latest_retry_arrival_seconds(job.retry, job.attempt_deadline_seconds)
-    return latest + settings.lease_seconds + DISPATCH_SLACK_SECONDS
+    """From a run's schedule time until no attempt of it can still arrive or be running."""
+    return cadence.retry_window(job.retry, job.attempt_deadline_seconds, settings.lease_seconds)
 
 
 def _first_backoff(settings: StackSettings) -> float:
-    return max(
-        DEFAULT_RETRY.min_backoff_seconds, float(math.ceil(settings.lease_seconds / _BACKOFFS_PER_LEASE))
-    )
+    return cadence.first_backoff(settings.lease_seconds, DEFAULT_RETRY.min_backoff_seconds)
 
 
 def audit_interval_hours(settings: StackSettings) -> int:
-    """Hours between audit runs: one, unless the audit's last retry (about one and a half
-    leases out) would not arrive before the next run, which ends the retries."""
-    last_retry = _RETRY_SPAN_IN_BACKOFFS * _first_backoff(settings)
-    return 1 if last_retry < 3600 else math.ceil((last_retry + 1) / 3600)
+    """Hours between audit runs (infra/timing/audit_cadence.py)."""
+    return cadence.audit_interval_hours(settings.lease_seconds, DEFAULT_RETRY.min_backoff_seconds)
 
 
 def audit_interval_seconds(settings: StackSettings) -> float:
@@ -118,18 +105,26 @@ def audited_jobs(
             time_zone=job.time_zone,
             retry_window_seconds=retry_window_seconds(settings, job),
             not_before=deployed_at.get(job.name),
+            paused=job.paused,
+            catchup=job.catchup,
+            delivery=catchup_delivery(settings, job) if job.catchup is not None else None,
         )
         for job in settings.jobs
     )
 
 
 def audit_environment(
-    settings: StackSettings, deployed_at: Mapping[str, datetime] | None = None
+    settings: StackSettings,
+    deployed_at: Mapping[str, datetime] | None = None,
+    redelivery: Redelivery | None = None,
 ) -> dict[str, str]:
     """The function environment the audit job reads (AUDIT_JOBS), for `settings` with the audit
     job already added. Without `deployed_at`, the first audit after a job is created reports
-    the runs of the hour before it as missed, once."""
+    the runs of the hour before it as missed, once. `redelivery` says where catch-up
+    deliveries go (infra/plan/catchup.py); a stack with a catch-up policy needs one."""
     config = AuditConfig(
-        jobs=audited_jobs(settings, deployed_at), interval_seconds=audit_interval_seconds(settings)
+        jobs=audited_jobs(settings, deployed_at),
+        interval_seconds=audit_interval_seconds(settings),
+        redelivery=redelivery,
     )
     return {AUDIT_JOBS_ENV: config.to_json()}

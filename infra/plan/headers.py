@@ -30,12 +30,14 @@ def headers_for(settings: StackSettings, job: JobSettings) -> dict[str, str]:
     return headers
 
 
+def run_headers(settings: StackSettings, job: JobSettings) -> dict[str, str]:
+    """What every delivery of `job` carries whatever its run: the deployed job id and the
+    HttpTarget headers; the missed-run audit's catch-up adds each run's schedule time."""
+    return {JOB_NAME_HEADER: settings.scheduler_job_id(job), **headers_for(settings, job)}
+
+
 def delivery_headers(settings: StackSettings, job: JobSettings, schedule_time: datetime) -> dict[str, str]:
     """Every header Cloud Scheduler sends with a delivery of `job`'s run at `schedule_time`:
     the deployed job id, the schedule time (the same on every retry) and the HttpTarget
     headers. The local scheduler, `ops backfill` and the tests deliver with these."""
-    return {
-        JOB_NAME_HEADER: settings.scheduler_job_id(job),
-        SCHEDULE_TIME_HEADER: format_rfc3339(schedule_time),
-        **headers_for(settings, job),
-    }
+    return {**run_headers(settings, job), SCHEDULE_TIME_HEADER: format_rfc3339(schedule_time)}

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from infra.config.access import SECRET_ACCESSOR, ResourceGrant
+from infra.plan.catchup import catches_up
 from infra.settings.environment import function_secrets
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
@@ -20,6 +21,8 @@ from infra.targets.kind import ProjectRole
 from infra.targets.registry import kind_of
 
 SECRET_MANAGER_API: Final = "secretmanager.googleapis.com"
+# The missed-run audit's catch-up deliveries (infra/plan/catchup.py).
+CLOUD_TASKS_API: Final = "cloudtasks.googleapis.com"
 
 
 def sample_cloud_run_jobs(settings: StackSettings) -> tuple[JobSettings, ...]:
@@ -47,6 +50,8 @@ def extra_apis(settings: StackSettings) -> tuple[str, ...]:
     apis = [api for kind in settings.kinds_used() for api in kind.apis]
     if function_secrets(settings) or any(g.kind == "secret" for g in runtime_grants(settings)):
         apis.append(SECRET_MANAGER_API)
+    if catches_up(settings):
+        apis.append(CLOUD_TASKS_API)
     return tuple(apis)
 
 

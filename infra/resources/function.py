@@ -17,6 +17,7 @@ import pulumiverse_time
 from exactly_once.audit.config import AUDIT_JOBS_ENV
 from exactly_once.delivery.scheduler_request import parse_rfc3339
 from infra.plan.audit_job import audit_environment
+from infra.plan.catchup import FUNCTION_ROLE, catches_up, redelivery
 from infra.resources.build import BuildIdentity
 from infra.resources.propagation import SECRET_GRANTS, pause_after
 from infra.resources.runtime_access import secret_environment_variables
@@ -103,6 +104,7 @@ def dedup_function(
     runtime_account: gcp.serviceaccount.Account,
     audit_from: Mapping[str, pulumi.Input[str]],
     access: list[pulumi.Resource],
+    invoker_email: pulumi.Input[str] | None = None,
 ) -> gcp.cloudfunctionsv2.Function:
     """`opts` carries the parent and what the build needs first; the runtime's secret grants
     are waited for here, since only a function with secrets has them."""
@@ -124,7 +126,7 @@ def dedup_function(
         f"{name}-function",
         project=settings.project,
         location=settings.region,
-        name=settings.names.function_name("handler"),
+        name=settings.names.function_name(FUNCTION_ROLE),
         description="Deduplicates Cloud Scheduler deliveries: each scheduled run executes once.",
         build_config=build.config(FUNCTION_ENTRY_POINT),
         service_config={
@@ -138,7 +140,7 @@ def dedup_function(
             "all_traffic_on_latest_revision": True,
             "environment_variables": {
                 **function_environment(settings),
-                **audit_function_environment(settings, audit_from),
+                **audit_function_environment(settings, audit_from, invoker_email),
             },
             "secret_environment_variables": secrets or None,
         },
@@ -147,20 +149,31 @@ def dedup_function(
 
 
 def audit_function_environment(
-    settings: StackSettings, created_at: Mapping[str, pulumi.Input[str]] | None = None
+    settings: StackSettings,
+    created_at: Mapping[str, pulumi.Input[str]] | None = None,
+    invoker_email: pulumi.Input[str] | None = None,
 ) -> dict[str, pulumi.Input[str]]:
     """AUDIT_JOBS for the function's environment. `created_at` maps config job names to when
     each job was created (RFC 3339, e.g. a `pulumiverse_time.Static` per job), so the audit
-    never reports runs scheduled before a job existed. Nothing without the audit job
-    (`missedRunAudit: false`)."""
+    never reports runs scheduled before a job existed. `invoker_email`, the account catch-up
+    deliveries sign as, is needed when a job has a `catchup` policy (infra/plan/catchup.py).
+    Nothing without the audit job (`missedRunAudit: false`)."""
     if not settings.missed_run_audit:
         return {}
-    if not created_at:
-        return dict(audit_environment(settings))
-    names = list(created_at)
+    if catches_up(settings) and invoker_email is None:
+        raise ValueError("a job catches up: the audit needs the invoker account its deliveries sign as")
+    names = list(created_at or {})
 
-    def render(times: list[str]) -> str:
+    def render(values: list[str]) -> str:
+        email, times = (values[0], values[1:]) if invoker_email is not None else (None, values)
         deployed = {name: parse_rfc3339(time) for name, time in zip(names, times, strict=True)}
-        return audit_environment(settings, deployed)[AUDIT_JOBS_ENV]
+        resend = redelivery(settings, email) if catches_up(settings) and email is not None else None
+        return audit_environment(settings, deployed, resend)[AUDIT_JOBS_ENV]
 
-    return {AUDIT_JOBS_ENV: pulumi.Output.all(*(created_at[name] for name in names)).apply(render)}
+    inputs = [
+        *([invoker_email] if invoker_email is not None else []),
+        *((created_at or {})[n] for n in names),
+    ]
+    if not inputs:
+        return dict(audit_environment(settings))
+    return {AUDIT_JOBS_ENV: pulumi.Output.all(*inputs).apply(render)}

@@ -42,6 +42,9 @@ def scheduler_job(
         description=f"Exactly-once scheduled job {job.name} of stack {settings.stack}",
         schedule=job.schedule,
         time_zone=job.time_zone,
+        # Always explicit: left unset, a job paused by hand would stay paused and one the
+        # config pauses could be resumed by hand without the stack noticing.
+        paused=job.paused,
         attempt_deadline=duration(job.attempt_deadline_seconds),
         retry_config={
             "retry_count": retry.retry_count,

@@ -16,6 +16,7 @@ from infra.resources.identities import run_invoker, service_account
 from infra.resources.ledger import LedgerDatabase, field_options
 from infra.settings.environment import token_check_environment
 from infra.settings.stack import StackSettings
+from infra.targets.workflow import workflow_resource_name
 
 TOKEN_CHECK_ENTRY_POINT = "check_idempotency_token"
 # The token check does a few Firestore writes per call; anything slower is a fault to retry.
@@ -133,7 +134,7 @@ def sample_workflows(
             opts=pulumi.ResourceOptions(parent=parent, depends_on=[workflows_api, token_check_binding]),
         )
         workflows[job.name] = pulumi.Output.all(workflow.project, workflow.region, workflow.name).apply(
-            lambda parts: "projects/{}/locations/{}/workflows/{}".format(*parts)
+            lambda parts: workflow_resource_name(*parts)
         )
     return SampleWorkflows(
         token_check_uri=token_check_uri,

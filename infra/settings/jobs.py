@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
+from exactly_once.audit.config import Catchup, CatchupRuns
 from exactly_once.config import HANDLER_PATTERN, TIME_LIMIT_MARGIN_SECONDS, OverlapPolicy
 from infra.config.access import ACCESS_KEYS, JobAccess, parse_access
 from infra.config.handlers import malformed_handler
@@ -53,6 +54,8 @@ _JOB_KEYS = (
     "body",
     "handler",
     "overlap",
+    "paused",
+    "catchup",
     # What the job starts per run (infra/targets/), and what it needs (infra/config/access.py).
     *TARGET_KEYS,
     *ACCESS_KEYS,
@@ -65,6 +68,9 @@ RETRY_KEYS = {
     "maxDoublings": "max_doublings",
 }
 _INTEGER_RETRY_FIELDS = {"retry_count", "max_doublings"}
+CATCHUP_KEYS = ("windowSeconds", "runs")
+# Every missed run inside the window executes once, unless the job asks for the latest only.
+DEFAULT_CATCHUP_RUNS = CatchupRuns.ALL
 
 _JOB_NAME = re.compile(r"^[A-Za-z0-9_-]{1,100}$")
 _NAME_RULE = "1-100 of A-Z, a-z, 0-9, '-', '_'"
@@ -87,6 +93,10 @@ class JobSettings:
     # What the job starts per run (infra/targets/): a WorkflowTarget, CloudRunJobTarget, ...
     target: object | None = None
     access: JobAccess = dataclasses.field(default_factory=JobAccess)
+    # `paused: true`: the Scheduler job is paused, and the audit counts its runs as paused.
+    paused: bool = False
+    # `catchup`: the missed runs the stack's audit delivers again; None: none.
+    catchup: Catchup | None = None
 
     @property
     def sample_workflow(self) -> bool:
@@ -178,6 +188,10 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         handler = check_target_job(target, handler, body, prefix, errors)
         body = kind_of(target).body(target)
     access = parse_access(item, prefix, errors)
+    paused = item.get("paused", False)
+    if not isinstance(paused, bool):
+        errors.append(f"{errors.key(f'{prefix}.paused')}: expected true or false, got {paused!r}")
+    catchup = _catchup(item["catchup"], f"{prefix}.catchup", errors) if "catchup" in item else None
 
     if len(errors) > before or deadline is None or retry is None:
         return None
@@ -193,7 +207,37 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         overlap=OverlapPolicy(overlap),
         target=target,
         access=access,
+        paused=paused is True,
+        catchup=catchup,
     )
+
+
+def _catchup(raw: Any, prefix: str, errors: ConfigProblems) -> Catchup | None:
+    """`catchup: {windowSeconds: N, runs: latest | all}`; the timing rules bound the window
+    by the audit's schedule and the ledger's retention (infra/timing/catchup.py)."""
+    if not isinstance(raw, Mapping):
+        errors.append(f"{errors.key(prefix)}: expected an object such as {{windowSeconds: 7200, runs: all}}")
+        return None
+    before = len(errors)
+    unknown_keys(raw, prefix, CATCHUP_KEYS, errors, what="catchup key")
+    if "windowSeconds" not in raw:
+        errors.append(
+            f"{errors.key(f'{prefix}.windowSeconds')}: missing: how far back missed runs are delivered"
+        )
+        window = None
+    else:
+        window = _number(raw["windowSeconds"], f"{prefix}.windowSeconds", errors)
+        if window is not None and window <= 0:
+            errors.append(
+                f"{errors.key(f'{prefix}.windowSeconds')}: expected a positive number of seconds, "
+                f"got {raw['windowSeconds']!r}"
+            )
+    runs = raw.get("runs", DEFAULT_CATCHUP_RUNS.value)
+    if runs not in tuple(CatchupRuns):
+        errors.append(f"{errors.key(f'{prefix}.runs')}: {runs!r} is not one of {', '.join(CatchupRuns)}")
+    if len(errors) > before or window is None:
+        return None
+    return Catchup(window_seconds=window, runs=CatchupRuns(runs))
 
 
 def _time_limit(item: Mapping[str, Any], prefix: str, errors: ConfigProblems) -> float | None:

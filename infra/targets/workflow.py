@@ -23,6 +23,11 @@ EXECUTIONS_API: Final = "workflowexecutions.googleapis.com"
 KEYS: Final = ("sample", "name", "argument")
 
 
+def workflow_resource_name(project: str, region: str, workflow: str) -> str:
+    """A workflow's full resource name, as a job's body names it."""
+    return f"projects/{project}/locations/{region}/workflows/{workflow}"
+
+
 @dataclass(frozen=True)
 class WorkflowTarget:
     sample: bool

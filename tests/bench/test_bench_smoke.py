@@ -25,7 +25,14 @@ RTTS = (0.0, 2.0)
 @pytest.fixture(scope="module")
 def report(emulator_host):
     return run_bench(
-        emulator_host, cases=[1, 2, 3], repeats=1, rtts=RTTS, storms=1, quick=True, progress=lambda _: None
+        emulator_host,
+        cases=[1, 2, 3],
+        repeats=1,
+        rtts=RTTS,
+        storms=1,
+        quick=True,
+        progress=lambda _: None,
+        http=False,
     )
 
 

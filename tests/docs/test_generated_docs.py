@@ -88,9 +88,10 @@ def test_the_jobs_table_names_every_field_the_parser_accepts() -> None:
     stack = _page("docs/stack.md")
     table = stack.split("## The jobs", 1)[1].split("\n## ", 1)[0]
     documented = set(re.findall(r"^\| `([a-zA-Z.\[\]]+)` \|", table, flags=re.M))
-    nested = ("retry", "workflow", "cloudRunJob", "bigquery", "grants")
+    nested = ("retry", "catchup", "workflow", "cloudRunJob", "bigquery", "grants")
     accepted = {key for key in job_config._JOB_KEYS if key not in nested}
     accepted |= {f"retry.{key}" for key in job_config.RETRY_KEYS}
+    accepted |= {f"catchup.{key}" for key in job_config.CATCHUP_KEYS}
     accepted |= {f"workflow.{key}" for key in workflow.KEYS}
     accepted |= {f"cloudRunJob.{key}" for key in cloud_run_job.KEYS}
     accepted |= {f"bigquery.{key}" for key in bigquery.KEYS}

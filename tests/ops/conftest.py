@@ -64,12 +64,14 @@ class DevFunction:
     def first_job(self) -> JobSettings:
         return self.settings.jobs[0]
 
-    def deliver(self, job: JobSettings, schedule_time: datetime) -> requests.Response:
-        """One delivery exactly as Cloud Scheduler sends it."""
+    def deliver(
+        self, job: JobSettings, schedule_time: datetime, body: bytes | None = None
+    ) -> requests.Response:
+        """One delivery exactly as Cloud Scheduler sends it (with another `body`, if given)."""
         return requests.post(
             self.server.url,
             headers=delivery_headers(self.settings, job, schedule_time),
-            data=job.body_bytes() or b"",
+            data=body if body is not None else job.body_bytes() or b"",
             timeout=120,
         )
 

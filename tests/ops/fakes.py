@@ -3,7 +3,9 @@ official clients' REST transport speaks, and of a function that records what it 
 
 - Cloud Scheduler: `POST /v1/projects/P/locations/L/jobs/J:run` answers the Job resource and
   then, like the real service, delivers the job's HTTP request to its target with the
-  X-CloudScheduler headers (asynchronously: the API call does not wait for the target).
+  X-CloudScheduler headers (asynchronously: the API call does not wait for the target),
+  carrying the next scheduled run's time when the job's schedule is known, as a forced run
+  of the real service does.
 - Firestore admin: `GET /v1/projects/P/databases/D/collectionGroups/C/fields/F` answers a
   Field resource with its ttlConfig state.
 
@@ -21,9 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import requests
 
+from exactly_once.audit.missed_runs import following_fire_times
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
 from tests.support.loopback_fake import HttpAnswer, HttpFake, HttpRequest
 
@@ -38,6 +42,10 @@ class FakeJob:
     uri: str
     headers: Mapping[str, str]
     body: bytes = b""
+    # The job's schedule: a forced run (RunJob) carries the next scheduled run's time, as Cloud
+    # Scheduler's does; without one, the time of the call.
+    schedule: str | None = None
+    time_zone: str = "Etc/UTC"
 
 
 @dataclass(frozen=True)
@@ -95,9 +103,12 @@ class FakeGoogleApis(HttpFake):
             thread.join(timeout=60)
 
     def _deliver_later(self, job_id: str, job: FakeJob) -> None:
+        now = datetime.now(UTC).replace(microsecond=0)
+        if job.schedule is not None:
+            now = next(following_fire_times(job.schedule, ZoneInfo(job.time_zone), now))
         headers = {
             JOB_NAME_HEADER: job_id,
-            SCHEDULE_TIME_HEADER: format_rfc3339(datetime.now(UTC).replace(microsecond=0)),
+            SCHEDULE_TIME_HEADER: format_rfc3339(now),
             "User-Agent": "Google-Cloud-Scheduler",
             **job.headers,
         }

@@ -45,7 +45,11 @@ def _deploy(apis: FakeGoogleApis, dev_function: DevFunction, uri: str | None = N
             f"projects/{settings.project}/locations/{settings.region}/jobs/{settings.scheduler_job_id(job)}"
         )
         apis.jobs[name] = FakeJob(
-            uri or dev_function.server.url, headers_for(settings, job), job.body_bytes() or b""
+            uri or dev_function.server.url,
+            headers_for(settings, job),
+            job.body_bytes() or b"",
+            schedule=job.schedule,
+            time_zone=job.time_zone,
         )
     return f"projects/{settings.project}/locations/{settings.region}/jobs/{deployed_id(dev_function)}"
 
@@ -73,7 +77,7 @@ def test_smoke_passes_on_a_working_deployment(
     assert result.returncode == 0, result.stdout + result.stderr
     assert _step_lines(result.stdout) == [
         f"PASS  force-run Cloud Scheduler job {deployed_id(dev_function)}",
-        "PASS  run record reaches completed",
+        "PASS  manual run record reaches completed",
         "PASS  TTL policy on scheduler_runs.expire_at",
     ]
     # The audit was force-run, and it alone: none of the stack's own jobs ran unasked.
@@ -145,7 +149,7 @@ def test_smoke_says_when_the_delivery_never_reaches_the_ledger(
     assert result.returncode == 1
     assert _step_lines(result.stdout) == [
         f"PASS  force-run Cloud Scheduler job {deployed_id(dev_function)}",
-        "FAIL  run record reaches completed",
+        "FAIL  manual run record reaches completed",
         "PASS  TTL policy on scheduler_runs.expire_at",
     ]
     assert "roles/run.invoker" in result.stdout

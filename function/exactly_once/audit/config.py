@@ -6,10 +6,14 @@ and must not need the function's run-time packages to do so.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc3339
@@ -23,6 +27,46 @@ class AuditError(ValueError):
     """An audit that cannot be computed as asked (bad schedule, zone, window or config)."""
 
 
+class CatchupRuns(StrEnum):
+    """Which of a job's missed runs inside its catch-up window the audit delivers again."""
+
+    LATEST = "latest"  # the newest run only, and only when no later run is recorded
+    ALL = "all"  # every one, oldest first
+
+
+@dataclass(frozen=True)
+class Catchup:
+    """A job's catch-up policy (the job key `catchup`): how far back the audit re-delivers
+    runs nobody delivered, and which of them."""
+
+    window_seconds: float
+    runs: CatchupRuns
+
+    def to_json(self) -> dict[str, Any]:
+        return {"window_seconds": self.window_seconds, "runs": self.runs.value}
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What a catch-up delivery of a job sends besides its schedule time: the headers Cloud
+    Scheduler sends (all but X-CloudScheduler-ScheduleTime, which is the run's own) and the
+    body, so the re-delivered run has the run id and the input of the lost one."""
+
+    headers: Mapping[str, str]
+    body: bytes = b""
+    # How long a delivery waits for the function: the job's attempt deadline, as Scheduler's.
+    deadline_seconds: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "headers": dict(sorted(self.headers.items())),
+            "body": base64.b64encode(self.body).decode(),
+        }
+        if self.deadline_seconds is not None:
+            fields["deadline_seconds"] = self.deadline_seconds
+        return fields
+
+
 @dataclass(frozen=True)
 class AuditedJob:
     """What the audit needs to know about one scheduled job."""
@@ -34,6 +78,12 @@ class AuditedJob:
     retry_window_seconds: float
     # When the job was deployed: runs scheduled earlier were never due, so never missed.
     not_before: datetime | None = None
+    # The stack pauses the job (`paused: true`): its runs without a record were skipped on
+    # purpose, not missed.
+    paused: bool = False
+    # The job's catch-up policy, and what a catch-up delivery sends (both or neither).
+    catchup: Catchup | None = None
+    delivery: Delivery | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -44,7 +94,29 @@ class AuditedJob:
         }
         if self.not_before is not None:
             fields["not_before"] = format_rfc3339(self.not_before)
+        if self.paused:
+            fields["paused"] = True
+        if self.catchup is not None:
+            fields["catchup"] = self.catchup.to_json()
+        if self.delivery is not None:
+            fields["delivery"] = self.delivery.to_json()
         return fields
+
+
+@dataclass(frozen=True)
+class Redelivery:
+    """Where catch-up deliveries go. With a `queue`, each is a Cloud Tasks task on it: an HTTP
+    request to `url` with an OIDC token of `invoker` (the account Cloud Scheduler signs with),
+    which Cloud Run counts as internal traffic. Without one, `url` must be a loopback address
+    (a local stack, the tests), and the audit posts to it itself."""
+
+    url: str
+    queue: str | None = None
+    invoker: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        fields = {"url": self.url, "queue": self.queue, "invoker": self.invoker}
+        return {key: value for key, value in fields.items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -55,13 +127,17 @@ class AuditConfig:
     # How far back each audit run looks: the audit's own schedule period, so that
     # consecutive runs cover time without gaps or overlaps.
     interval_seconds: float
+    # Where catch-up deliveries go; None: no job has a catch-up policy.
+    redelivery: Redelivery | None = None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {"interval_seconds": self.interval_seconds, "jobs": [job.to_json() for job in self.jobs]},
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        fields: dict[str, Any] = {
+            "interval_seconds": self.interval_seconds,
+            "jobs": [job.to_json() for job in self.jobs],
+        }
+        if self.redelivery is not None:
+            fields["redelivery"] = self.redelivery.to_json()
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> AuditConfig:
@@ -73,13 +149,68 @@ class AuditConfig:
             raise AuditError('expected {"interval_seconds": <seconds>, "jobs": [...]}')
         interval = _positive_number(raw.get("interval_seconds"), "interval_seconds")
         jobs = tuple(_audited_job(item, index) for index, item in enumerate(raw["jobs"]))
-        return cls(jobs=jobs, interval_seconds=interval)
+        redelivery = _redelivery(raw.get("redelivery"))
+        if redelivery is None and any(job.catchup is not None for job in jobs):
+            raise AuditError("redelivery: a job has a catch-up policy, but nothing says where to deliver")
+        return cls(jobs=jobs, interval_seconds=interval, redelivery=redelivery)
+
+
+def _redelivery(raw: Any) -> Redelivery | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or sorted(set(raw) - {"url", "queue", "invoker"}):
+        raise AuditError('redelivery: expected {"url", "queue"?, "invoker"?}')
+    for key in ("url", "queue", "invoker"):
+        if key in raw and (not isinstance(raw[key], str) or not raw[key]):
+            raise AuditError(f"redelivery.{key}: expected a non-empty string")
+    if "url" not in raw:
+        raise AuditError("redelivery.url: missing")
+    if ("queue" in raw) != ("invoker" in raw):
+        raise AuditError(
+            "redelivery: a queue needs the invoker account its tasks sign as, and only a queue does"
+        )
+    return Redelivery(url=raw["url"], queue=raw.get("queue"), invoker=raw.get("invoker"))
+
+
+def _catchup(raw: Any, where: str) -> Catchup:
+    if not isinstance(raw, dict) or sorted(set(raw) - {"window_seconds", "runs"}):
+        raise AuditError(f'{where}: expected {{"window_seconds", "runs"}}')
+    runs = raw.get("runs")
+    if runs not in tuple(CatchupRuns):
+        raise AuditError(f"{where}.runs: expected one of {', '.join(CatchupRuns)}, got {runs!r}")
+    return Catchup(_positive_number(raw.get("window_seconds"), f"{where}.window_seconds"), CatchupRuns(runs))
+
+
+def _delivery(raw: Any, where: str) -> Delivery:
+    if not isinstance(raw, dict) or not isinstance(raw.get("headers"), dict):
+        raise AuditError(f'{where}: expected {{"headers": {{...}}, "body": <base64>}}')
+    headers = raw["headers"]
+    if not all(isinstance(key, str) and isinstance(value, str) for key, value in headers.items()):
+        raise AuditError(f"{where}.headers: expected string names and values")
+    try:
+        body = base64.b64decode(raw.get("body", ""), validate=True)
+    except (binascii.Error, TypeError):
+        raise AuditError(f"{where}.body: expected base64") from None
+    deadline = raw.get("deadline_seconds")
+    if deadline is not None:
+        deadline = _positive_number(deadline, f"{where}.deadline_seconds")
+    return Delivery(headers=dict(headers), body=body, deadline_seconds=deadline)
 
 
 def _audited_job(item: Any, index: int) -> AuditedJob:
     if not isinstance(item, dict):
         raise AuditError(f"jobs[{index}]: expected an object")
-    unknown = sorted(set(item) - {"name", "schedule", "time_zone", "retry_window_seconds", "not_before"})
+    known = {
+        "name",
+        "schedule",
+        "time_zone",
+        "retry_window_seconds",
+        "not_before",
+        "paused",
+        "catchup",
+        "delivery",
+    }
+    unknown = sorted(set(item) - known)
     if unknown:
         raise AuditError(f"jobs[{index}]: unknown fields {unknown}")
     for key in ("name", "schedule", "time_zone"):
@@ -95,6 +226,13 @@ def _audited_job(item: Any, index: int) -> AuditedJob:
             raise AuditError(
                 f"jobs[{index}].not_before: expected an RFC 3339 time, got {item['not_before']!r}"
             )
+    paused = item.get("paused", False)
+    if not isinstance(paused, bool):
+        raise AuditError(f"jobs[{index}].paused: expected true or false, got {paused!r}")
+    catchup = _catchup(item["catchup"], f"jobs[{index}].catchup") if "catchup" in item else None
+    delivery = _delivery(item["delivery"], f"jobs[{index}].delivery") if "delivery" in item else None
+    if catchup is not None and delivery is None:
+        raise AuditError(f"jobs[{index}].delivery: a job with a catch-up policy needs what to deliver")
     return AuditedJob(
         name=item["name"],
         schedule=item["schedule"],
@@ -103,6 +241,9 @@ def _audited_job(item: Any, index: int) -> AuditedJob:
             item.get("retry_window_seconds"), f"jobs[{index}].retry_window_seconds"
         ),
         not_before=not_before,
+        paused=paused,
+        catchup=catchup,
+        delivery=delivery,
     )
 
 

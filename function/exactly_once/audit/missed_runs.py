@@ -48,6 +48,7 @@ class RunState(StrEnum):
     # Completed, but the downstream work it started (a proxy run's execution) failed or was
     # cancelled: reported like a missed run, since the work did not happen as scheduled.
     DOWNSTREAM_FAILED = "downstream failed"
+    PAUSED = "paused"  # no record, and the stack pauses the job: skipped on purpose
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ class ExpectedRun:
             return f"retry window open until {format_rfc3339(self.window_closes)}"
         if self.state is RunState.IN_PROGRESS:
             return f"attempt {record.get('attempt_id')} holds it"
+        if self.state is RunState.PAUSED:
+            return "the stack pauses the job (paused: true): Cloud Scheduler did not deliver it"
         return ""
 
 
@@ -152,10 +155,19 @@ def fire_times(schedule: str, time_zone: str, since: datetime, until: datetime) 
 
 
 def classify(
-    record: Mapping[str, Any] | None, window_closes: datetime, now: datetime, target: str | None = None
+    record: Mapping[str, Any] | None,
+    window_closes: datetime,
+    now: datetime,
+    target: str | None = None,
+    *,
+    paused: bool = False,
 ) -> RunState:
     """One run's state from its ledger record (or its absence) and its retry window; `target`
-    is the one this stack's function records (None: every record counts as this stack's)."""
+    is the one this stack's function records (None: every record counts as this stack's).
+    A run of a `paused` job without a record was skipped on purpose: paused, never missed
+    (one that has a record, a manual run say, is judged by it as usual)."""
+    if record is None and paused:
+        return RunState.PAUSED
     if record is not None and recorded_by_another_target(record, target):
         return RunState.MISSED  # refused here on every delivery: this stack never runs it
     if record is not None and record.get("status") == "completed":
@@ -240,6 +252,6 @@ def judge_runs(
     for (job, instant), run_id in zip(expected, ids, strict=True):
         closes = instant + timedelta(seconds=job.retry_window_seconds)
         record = records.get(run_id)
-        state = classify(record, closes, now, target)
+        state = classify(record, closes, now, target, paused=job.paused)
         runs.append(ExpectedRun(job.name, instant, run_id, state, closes, record, target))
     return sorted(runs, key=lambda run: (run.schedule_time, run.job))

@@ -23,9 +23,16 @@ from exactly_once.targets.loopback import is_loopback_host
 WORKFLOWS_ENDPOINT_ENV = "WORKFLOWS_API_ENDPOINT"
 CLOUD_RUN_ENDPOINT_ENV = "CLOUD_RUN_API_ENDPOINT"
 BIGQUERY_ENDPOINT_ENV = "BIGQUERY_API_ENDPOINT"
-# Every endpoint switch of the shipped proxy jobs; the policy pack refuses a plaintext one in a
-# deployed function.
-ENDPOINT_VARIABLES: Final = (WORKFLOWS_ENDPOINT_ENV, CLOUD_RUN_ENDPOINT_ENV, BIGQUERY_ENDPOINT_ENV)
+# The missed-run audit's catch-up deliveries (exactly_once/audit/redelivery.py).
+CLOUD_TASKS_ENDPOINT_ENV = "CLOUD_TASKS_API_ENDPOINT"
+# Every endpoint switch of the shipped proxy jobs and the audit; the policy pack refuses a
+# plaintext one in a deployed function.
+ENDPOINT_VARIABLES: Final = (
+    WORKFLOWS_ENDPOINT_ENV,
+    CLOUD_RUN_ENDPOINT_ENV,
+    BIGQUERY_ENDPOINT_ENV,
+    CLOUD_TASKS_ENDPOINT_ENV,
+)
 # The downstream HTTP proxy's switch that sends no ID token, to a loopback server only (tests).
 ID_TOKEN_DISABLED_ENV = "DOWNSTREAM_ID_TOKEN_DISABLED"
 

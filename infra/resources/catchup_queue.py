@@ -1,0 +1,74 @@
+"""The Cloud Tasks queue the missed-run audit delivers missed runs through, and the two
+grants that let the function use it (infra/plan/catchup.py says why Cloud Tasks).
+
+Only a stack with a job that has a `catchup` policy deploys it. The runtime account may add
+tasks to this queue only, and may put the invoker account's OIDC token on them (act as it),
+which is what Cloud Tasks checks before it signs a task's request as that account.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.plan.catchup import catches_up
+from infra.settings.jobs import DEFAULT_RETRY
+from infra.settings.stack import StackSettings
+from infra.timing.durations import duration
+
+ENQUEUER_ROLE = "roles/cloudtasks.enqueuer"
+ACT_AS_ROLE = "roles/iam.serviceAccountUser"
+
+
+class CatchupQueue(NamedTuple):
+    queue: gcp.cloudtasks.Queue
+    grants: list[pulumi.Resource]
+
+
+def catchup_queue(
+    name: str,
+    settings: StackSettings,
+    *,
+    runtime_account: gcp.serviceaccount.Account,
+    invoker_account: gcp.serviceaccount.Account,
+    opts: pulumi.ResourceOptions,
+) -> CatchupQueue | None:
+    """The queue and its grants; None when no job catches up. A catch-up delivery retries as
+    a job's default Scheduler retries do (the timing rules hold for them): a crashed attempt's
+    run is taken over once its lease has ended."""
+    if not catches_up(settings):
+        return None
+    retry = DEFAULT_RETRY
+    queue = gcp.cloudtasks.Queue(
+        f"{name}-catchup-queue",
+        project=settings.project,
+        location=settings.region,
+        name=settings.names.task_queue_id(),
+        retry_config={
+            "max_attempts": retry.retry_count + 1,
+            "min_backoff": duration(retry.min_backoff_seconds),
+            "max_backoff": duration(retry.max_backoff_seconds),
+            "max_doublings": retry.max_doublings,
+        },
+        opts=opts,
+    )
+    child = pulumi.ResourceOptions(parent=opts.parent)
+    enqueuer = gcp.cloudtasks.QueueIamMember(
+        f"{name}-catchup-queue-enqueuer",
+        project=settings.project,
+        location=settings.region,
+        name=queue.name,
+        role=ENQUEUER_ROLE,
+        member=runtime_account.member,
+        opts=child,
+    )
+    act_as = gcp.serviceaccount.IAMMember(
+        f"{name}-runtime-acts-as-invoker",
+        service_account_id=invoker_account.name,
+        role=ACT_AS_ROLE,
+        member=runtime_account.member,
+        opts=child,
+    )
+    return CatchupQueue(queue, [enqueuer, act_as])

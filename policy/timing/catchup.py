@@ -1,0 +1,66 @@
+"""catchup-window: every catch-up window the deployed audit is configured with can be served.
+
+The audit's configuration is the function's AUDIT_JOBS variable (exactly_once.audit.config):
+each job's catch-up window and retry window, the audit's interval. The ledger's retention is
+the function's RETENTION_SECONDS. The rule is infra/timing/catchup.py's, the one the stack
+validates its config with; here it is read from what is about to be deployed, so a hand-edited
+environment or a fork's own program is held to it too.
+"""
+
+from __future__ import annotations
+
+from pulumi_policy import ReportViolation, StackValidationArgs
+
+from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditError
+from exactly_once.config import RETENTION_SECONDS_ENV
+from infra.timing.catchup import CatchupTiming, check_catchup_window
+from policy.engine.env import function_env
+from policy.engine.functions import ledger_functions
+from policy.engine.props import MISSING, UNKNOWN, as_number
+
+_FIX = {
+    "catchup-window-reachable": "lengthen the job's catchup.windowSeconds to at least the number named",
+    "catchup-window-within-retention": (
+        f"shorten the job's catchup.windowSeconds, or raise {RETENTION_SECONDS_ENV} (retentionSeconds)"
+    ),
+}
+
+
+def validate_catchup_windows(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    for function in ledger_functions(args.resources):
+        raw = function_env(function, AUDIT_JOBS_ENV)
+        retention_raw = function_env(function, RETENTION_SECONDS_ENV)
+        if raw is MISSING or raw is UNKNOWN or retention_raw is UNKNOWN:
+            continue  # no audit here, or an input unknown in preview: checked on the update
+        where = f"function '{function.name}' {AUDIT_JOBS_ENV}"
+        try:
+            config = AuditConfig.from_json(raw) if isinstance(raw, str) else None
+        except AuditError as error:
+            report_violation(f"{where}: {error}.", function.urn)
+            continue
+        if config is None:
+            report_violation(f"{where}: expected a JSON string.", function.urn)
+            continue
+        retention = None if retention_raw is MISSING else as_number(retention_raw)
+        for job in config.jobs:
+            if job.catchup is None:
+                continue
+            if retention is None:
+                report_violation(
+                    f"{where}: job {job.name} catches up, but {RETENTION_SECONDS_ENV} is not a number of "
+                    "seconds: set it explicitly so its window can be checked.",
+                    function.urn,
+                )
+                continue
+            timing = CatchupTiming(
+                window_seconds=job.catchup.window_seconds,
+                retry_window_seconds=job.retry_window_seconds,
+                audit_interval_seconds=config.interval_seconds,
+                retention_seconds=retention,
+            )
+            for violation in check_catchup_window(timing):
+                report_violation(
+                    f"{where}: job {job.name} [{violation.rule}]: {violation.message}. "
+                    f"Fix: {_FIX[violation.rule]}.",
+                    function.urn,
+                )

@@ -1,0 +1,159 @@
+"""Catch-up as a deployed stack does it: the audit creates one Cloud Tasks task per missed run
+through the official client (REST) against the loopback fake, which delivers each to the real
+function, as Cloud Tasks does; and `ops backfill --since/--until` through the same queue."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from exactly_once.audit.config import CatchupRuns, Redelivery
+from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER, NO_CACHE
+from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
+from exactly_once.targets.endpoints import CLOUD_TASKS_ENDPOINT_ENV
+from infra.plan.audit_job import audit_environment
+from infra.plan.catchup import queue_path
+from infra.settings.environment import function_environment
+from infra.settings.jobs import AUDIT_JOB_NAME
+from localrun.emulator import free_loopback_port
+from ops.catchup import backfill_range
+from ops.context import StackContext
+from ops.exit_codes import ExitCode
+from tests.ops.conftest import STACK, DevFunction
+from tests.ops.test_catchup import _catching_up, _executed_times
+from tests.support.fake_cloud_tasks import FakeCloudTasks
+from tests.support.waiting import wait_until
+
+INVOKER = "eos-dev-invoker@my-gcp-project.iam.gserviceaccount.com"
+
+
+def _day_at(hour: int, minute: int) -> datetime:
+    day = datetime.now(UTC).date() - timedelta(days=2)
+    return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
+
+
+@pytest.fixture
+def tasks() -> Iterator[FakeCloudTasks]:
+    fake = FakeCloudTasks().start()
+    yield fake
+    fake.stop()
+
+
+def _serve(function_servers, settings, tasks, emulator_host, project, db, log_path) -> DevFunction:
+    port = free_loopback_port()
+    url = f"http://127.0.0.1:{port}/"
+    resend = Redelivery(url=url, queue=queue_path(settings), invoker=INVOKER)
+    env = {
+        **function_environment(settings),
+        **audit_environment(settings, redelivery=resend),
+        CLOUD_TASKS_ENDPOINT_ENV: tasks.endpoint,
+        "GOOGLE_CLOUD_PROJECT": project,
+        "FIRESTORE_DATABASE": "(default)",
+        "FIRESTORE_EMULATOR_HOST": emulator_host,
+    }
+    tasks.queues.add(queue_path(settings))
+    return DevFunction(settings, function_servers(env, port=port), db, log_path)
+
+
+def test_the_audit_delivers_missed_runs_as_tasks_signed_as_the_invoker(
+    function_servers, tasks, emulator_host, project, db, log_path, dev_settings
+) -> None:
+    settings = _catching_up(dev_settings, CatchupRuns.ALL)
+    function = _serve(function_servers, settings, tasks, emulator_host, project, db, log_path)
+    demo = function.first_job
+    delivered = [
+        _day_at(h, m)
+        for h in (9, 10, 11)
+        for m in (0, 15, 30, 45)
+        if _day_at(9, 0) < _day_at(h, m) < _day_at(11, 15)
+    ]
+    for instant in delivered:
+        assert function.deliver(demo, instant).json()["outcome"] == "executed"
+
+    audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
+    audit = function.deliver(audit_job, _day_at(12, 5)).json()
+    assert audit["outcome"] == "executed"
+    missed = [_day_at(11, 15), _day_at(11, 30), _day_at(11, 45)]
+    assert [t["httpRequest"]["headers"][SCHEDULE_TIME_HEADER] for t in tasks.tasks] == [
+        format_rfc3339(t) for t in missed
+    ]
+    (first, *_) = tasks.tasks
+    request = first["httpRequest"]
+    assert request["url"] == function.server.url and request["httpMethod"] == "POST"
+    assert request["oidcToken"] == {"serviceAccountEmail": INVOKER, "audience": function.server.url}
+    assert request["headers"][JOB_NAME_HEADER] == settings.scheduler_job_id(demo)
+    assert request["headers"][CACHE_CONTROL_HEADER] == NO_CACHE
+    assert first["dispatchDeadline"] == "60s"
+    assert [entry["via"] for entry in audit["output"]["caught_up"]] == [
+        f"task {t['name']}" for t in tasks.tasks
+    ]
+
+    wait_until(lambda: len(tasks.deliveries) == 3, timeout=120, what="the three tasks' deliveries")
+    tasks.join()
+    assert tasks.deliveries == [200, 200, 200]
+    assert _executed_times(function) == {t: 1 for t in [*delivered, *missed]}
+
+
+def test_a_refused_task_leaves_the_run_to_the_next_audit(
+    function_servers, tasks, emulator_host, project, db, log_path, dev_settings
+) -> None:
+    settings = _catching_up(dev_settings, CatchupRuns.ALL)
+    function = _serve(function_servers, settings, tasks, emulator_host, project, db, log_path)
+    demo = function.first_job
+    audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
+    outage = [_day_at(11, 15), _day_at(11, 30), _day_at(11, 45)]
+    for instant in [_day_at(h, m) for h in (9, 10, 11, 12) for m in (0, 15, 30, 45)]:
+        if _day_at(9, 0) < instant and instant not in outage:
+            assert function.deliver(demo, instant).json()["outcome"] == "executed"
+    tasks.failures.append(403)  # the first CreateTask is refused (cloudtasks.tasks.create denied)
+
+    audit = function.deliver(audit_job, _day_at(12, 5)).json()
+    assert [entry["schedule_time"] for entry in audit["output"]["caught_up"]] == [
+        format_rfc3339(t) for t in outage[1:]
+    ]
+    (refused,) = [
+        entry
+        for entry in function.log_lines()
+        if entry.get("event") == "catchup_delivery"
+        and entry.get("audit_run_id") == audit["run_id"]
+        and entry["delivered"] is False
+    ]
+    assert (refused["schedule_time"], refused["severity"]) == (format_rfc3339(outage[0]), "ERROR")
+    wait_until(lambda: len(tasks.deliveries) == 2, timeout=120, what="two tasks' deliveries")
+
+    # The next audit hands the refused one over, and nothing else.
+    second = function.deliver(audit_job, _day_at(13, 5)).json()
+    assert [entry["schedule_time"] for entry in second["output"]["caught_up"]] == [format_rfc3339(outage[0])]
+    wait_until(lambda: len(tasks.deliveries) == 3, timeout=120, what="the third task's delivery")
+    tasks.join()
+    assert [_executed_times(function)[t] for t in outage] == [1, 1, 1]
+
+
+def test_ops_backfill_of_a_range_creates_tasks_and_sends_nothing_itself(
+    function_servers, tasks, emulator_host, project, db, log_path, dev_settings, monkeypatch
+) -> None:
+    settings = _catching_up(dev_settings, CatchupRuns.ALL)
+    function = _serve(function_servers, settings, tasks, emulator_host, project, db, log_path)
+    demo = function.first_job
+    assert function.deliver(demo, _day_at(10, 0)).json()["outcome"] == "executed"
+    monkeypatch.setenv(CLOUD_TASKS_ENDPOINT_ENV, tasks.endpoint)
+    out = io.StringIO()
+    code = backfill_range(
+        StackContext(STACK, settings, project, "(default)"),
+        out,
+        job=demo.name,
+        since=_day_at(10, 0),
+        until=_day_at(10, 50),
+        only_missed=True,
+        url=function.server.url.replace("http://", "https://"),  # as a deployed function's
+        invoker=INVOKER,
+    )
+    assert code == ExitCode.OK, out.getvalue()
+    assert [t["httpRequest"]["headers"][SCHEDULE_TIME_HEADER] for t in tasks.tasks] == [
+        format_rfc3339(_day_at(10, m)) for m in (15, 30, 45)
+    ]
+    assert out.getvalue().count("  delivered: task projects/") == 3
+    assert f"{format_rfc3339(_day_at(10, 0))}  {demo.name}  not delivered: completed" in out.getvalue()

@@ -1,0 +1,134 @@
+"""`ops backfill --since/--until`, and what `ops audit` and `ops status` say of paused jobs and
+of runs the audit delivered again: on the real function server and the emulator."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from datetime import UTC, datetime, timedelta
+
+from exactly_once.audit.config import CatchupRuns
+from exactly_once.delivery.scheduler_request import format_rfc3339
+from infra.settings.jobs import AUDIT_JOB_NAME
+from ops import ledger_view
+from ops.context import StackContext
+from ops.exit_codes import ExitCode
+from tests.ops.conftest import STACK, Cli, DevFunction
+from tests.ops.test_catchup import _catching_up, _executed_times, _serve
+
+
+def _day_at(hour: int, minute: int) -> datetime:
+    day = datetime.now(UTC).date() - timedelta(days=2)
+    return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
+
+
+def _stamp(hour: int, minute: int) -> str:
+    return format_rfc3339(_day_at(hour, minute))
+
+
+def _context(function: DevFunction, project: str) -> StackContext:
+    return StackContext(STACK, function.settings, project, "(default)")
+
+
+def test_backfill_of_a_range_delivers_each_missed_run_once(dev_function: DevFunction, cli: Cli) -> None:
+    job = dev_function.first_job
+    for minute in (0, 45):
+        assert dev_function.deliver(job, _day_at(10, minute)).json()["outcome"] == "executed"
+    window = ["--job", job.name, "--since", _stamp(10, 0), "--until", _stamp(10, 50)]
+    url = ["--url", dev_function.server.url]
+
+    first = cli("backfill", *window, "--only-missed", *url)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "2 of 4 scheduled missed runs to deliver" in first.stdout
+    delivered = [line for line in first.stdout.splitlines() if "  delivered: " in line]
+    assert [line.split()[0] for line in delivered] == [_stamp(10, 15), _stamp(10, 30)]
+    assert all("outcome executed" in line for line in delivered)
+    assert sum(1 for line in first.stdout.splitlines() if "  not delivered: completed" in line) == 2
+
+    again = cli("backfill", *window, "--only-missed", *url)
+    assert again.returncode == 0 and "0 of 4 scheduled missed runs to deliver" in again.stdout
+    # Without --only-missed every run is sent, and the ledger answers the completed ones.
+    every = cli("backfill", *window, *url)
+    assert every.returncode == 0, every.stderr
+    assert every.stdout.count("outcome duplicate_completed") == 4
+    assert sorted(_executed_times(dev_function).values()) == [1, 1, 1, 1]
+
+
+def test_backfill_range_mistakes_are_usage_errors(dev_function: DevFunction, cli: Cli) -> None:
+    job = dev_function.first_job.name
+    for args, problem in (
+        (["--since", _stamp(10, 0)], "backfill needs --at (one run), or --since and --until"),
+        (["--at", _stamp(10, 0), "--since", _stamp(10, 0)], "--at names one run"),
+        (["--since", _stamp(10, 0), "--until", "2999-01-01T00:00:00Z"], "is in the future"),
+        # A deployed dev stack has no catch-up queue: nothing is sent from this machine.
+        (
+            ["--since", _stamp(10, 0), "--until", _stamp(10, 50), "--url", "https://x.run.app"],
+            "no catch-up queue",
+        ),
+    ):
+        result = cli("backfill", "--job", job, *args)
+        assert result.returncode == ExitCode.USAGE_ERROR, result.stdout + result.stderr
+        assert problem in result.stderr and "Traceback" not in result.stderr
+    assert _executed_times(dev_function) == {}
+
+
+def test_audit_and_status_show_a_paused_job_as_paused(
+    function_servers, emulator_host, project, db, log_path, dev_settings
+) -> None:
+    demo = dataclasses.replace(dev_settings.jobs[0], paused=True)
+    settings = dataclasses.replace(dev_settings, jobs=(demo, *dev_settings.jobs[1:]))
+    function = _serve(function_servers, settings, emulator_host, project, db, log_path)
+    assert function.deliver(demo, _day_at(10, 0)).json()["outcome"] == "executed"  # before the pause
+
+    out = io.StringIO()
+    code = ledger_view.audit(
+        _context(function, project), out, job=demo.name, since=_day_at(10, 0), until=_day_at(10, 50)
+    )
+    assert code == ExitCode.OK, out.getvalue()
+    rows = [line for line in out.getvalue().splitlines() if line.startswith(_stamp(10, 0)[:11])]
+    assert [row.split()[2] for row in rows] == ["completed", "paused", "paused", "paused"]
+    assert "4 expected runs, 0 missed, 3 paused" in out.getvalue()
+
+    status = io.StringIO()
+    ledger_view.status(_context(function, project), status, job=demo.name, until=_day_at(10, 50))
+    assert f"job {demo.name}  (schedule '*/15 * * * *' in Etc/UTC)  PAUSED" in status.getvalue()
+
+    # The scheduled audit logs no missed run and raises no alert for them.
+    audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
+    audit = function.deliver(audit_job, _day_at(11, 5)).json()
+    assert (
+        audit["output"]["missed"] == 3
+    )  # the workflow job's 10:30, the BigQuery job's 10:45, the audit's 10:05
+    lines = [line for line in function.log_lines() if line.get("audit_run_id") == audit["run_id"]]
+    missed_jobs = {line["job"] for line in lines if line.get("event") == "missed_run"}
+    assert settings.scheduler_job_id(demo) not in missed_jobs
+    (summary,) = [line for line in lines if line.get("event") == "missed_run_audit"]
+    assert summary["paused"] == 3  # 10:15, 10:30, 10:45
+
+
+def test_ops_audit_shows_each_catchup_delivery(
+    function_servers, emulator_host, project, db, log_path, dev_settings
+) -> None:
+    settings = _catching_up(dev_settings, CatchupRuns.ALL)
+    function = _serve(function_servers, settings, emulator_host, project, db, log_path)
+    demo = function.first_job
+    for instant in [_day_at(10, m) for m in (15, 30, 45)] + [_day_at(11, m) for m in (0, 15, 30)]:
+        assert function.deliver(demo, instant).json()["outcome"] == "executed"
+    audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
+    assert function.deliver(audit_job, _day_at(12, 5)).json()["outcome"] == "executed"
+
+    out = io.StringIO()
+    code = ledger_view.audit(
+        _context(function, project),
+        out,
+        job=demo.name,
+        since=_day_at(11, 0),
+        until=_day_at(11, 50),
+        now=_day_at(12, 6),
+    )
+    assert code == ExitCode.OK, out.getvalue()
+    catchup_rows = [line for line in out.getvalue().splitlines() if "  catch-up: " in line]
+    assert len(catchup_rows) == 1
+    assert catchup_rows[0].startswith(f"{_stamp(11, 45)}  {settings.scheduler_job_id(demo)}  catch-up: ")
+    assert f"delivered again by the audit of {_stamp(12, 5)}" in catchup_rows[0]
+    assert "4 expected runs, 0 missed, 0 paused, 1 delivered again" in out.getvalue()

@@ -1,0 +1,68 @@
+"""catchup-window: the deployed audit's catch-up windows against its interval and the retention."""
+
+from __future__ import annotations
+
+import json
+
+from pulumi_policy import EnforcementLevel
+
+from exactly_once.audit.config import AUDIT_JOBS_ENV
+from policy.offline import UNKNOWN_STRING, Reported, run_stack_policy, stack_policy
+from tests.policy import fixtures
+
+
+def _audit_jobs(window: float, *, retry_window: float = 900, interval: float = 3600) -> str:
+    return json.dumps(
+        {
+            "interval_seconds": interval,
+            "jobs": [
+                {
+                    "name": "eos-dev_demo",
+                    "schedule": "*/15 * * * *",
+                    "time_zone": "Etc/UTC",
+                    "retry_window_seconds": retry_window,
+                    "catchup": {"window_seconds": window, "runs": "all"},
+                    "delivery": {"headers": {"X-CloudScheduler-JobName": "eos-dev_demo"}, "body": ""},
+                }
+            ],
+            "redelivery": {"url": "https://f", "queue": "projects/p/locations/l/queues/q", "invoker": "i@x"},
+        }
+    )
+
+
+def check(audit_jobs: str | None, retention: str = "86400") -> Reported:
+    function = fixtures.function()
+    env = function["serviceConfig"]["environmentVariables"]
+    env["RETENTION_SECONDS"] = retention
+    if audit_jobs is not None:
+        env[AUDIT_JOBS_ENV] = audit_jobs
+    return run_stack_policy(stack_policy("catchup-window"), fixtures.stack(function=function))
+
+
+def test_the_rule_is_mandatory() -> None:
+    assert stack_policy("catchup-window").enforcement_level == EnforcementLevel.MANDATORY
+
+
+def test_a_window_the_audit_can_serve_passes() -> None:
+    assert check(_audit_jobs(4500)).violations == []
+    assert check(_audit_jobs(86400)).violations == []
+    assert check(None).violations == []  # no audit
+    assert check(UNKNOWN_STRING).violations == []  # preview
+
+
+def test_a_window_shorter_than_retry_window_and_interval_is_refused_naming_the_numbers() -> None:
+    [(message, urn)] = check(_audit_jobs(4499)).violations
+    assert "job eos-dev_demo [catchup-window-reachable]" in message
+    assert "retry window 900s + the audit's interval 3600s = 4500s" in message
+    assert urn.endswith("eos-function")
+
+
+def test_a_window_longer_than_the_retention_is_refused() -> None:
+    [(message, _)] = check(_audit_jobs(7200), retention="3600").violations
+    assert "[catchup-window-within-retention]" in message
+    assert "catch-up window 7200s is longer than the ledger's retention 3600s" in message
+
+
+def test_a_malformed_audit_config_is_reported() -> None:
+    [(message, _)] = check("{not json").violations
+    assert f"{AUDIT_JOBS_ENV}: not JSON" in message
