@@ -40,6 +40,7 @@ from exactly_once.ledger.fields import (
     job_status_collection,
     job_status_id,
 )
+from exactly_once.targets.downstream import Downstream
 from infra.plan.audit_job import audit_interval_seconds
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
 from ops.context import StackContext, UserError, utc_now
@@ -154,7 +155,8 @@ def audit(
     until: datetime | None = None,
     now: datetime | None = None,
 ) -> ExitCode:
-    """One line per expected run in [since, until]; OK when none is missed, else RUN_PROBLEM."""
+    """One line per expected run in [since, until]; OK when none is missed and no run's
+    downstream work failed, else RUN_PROBLEM."""
     now = now or utc_now()
     until = until or now
     since = since or until - timedelta(seconds=context.settings.retention_seconds)
@@ -185,12 +187,16 @@ def audit(
     missed = [run for run in runs if run.state is RunState.MISSED]
     paused = [run for run in runs if run.state is RunState.PAUSED]
     skipped_late = [run for run in runs if run.state is RunState.SKIPPED_LATE]
+    failed_downstream = [run for run in runs if run.state is RunState.DOWNSTREAM_FAILED]
     recovered = sum(run.run_id in caught_up for run in runs)
-    out.write(
-        f"{len(runs)} expected runs, {len(missed)} missed, {len(paused)} paused, "
-        f"{recovered} delivered again, {len(skipped_late)} skipped late\n"
+    summary = (
+        f"{len(runs)} expected runs, {len(missed)} missed, {len(paused)} paused, {recovered} delivered again"
+        f", {len(skipped_late)} skipped late"
     )
-    return ExitCode.RUN_PROBLEM if missed else ExitCode.OK
+    if failed_downstream:
+        summary += f", {len(failed_downstream)} whose downstream work failed"
+    out.write(summary + "\n")
+    return ExitCode.RUN_PROBLEM if missed or failed_downstream else ExitCode.OK
 
 
 def status(
@@ -285,5 +291,10 @@ def _status_line(run: ExpectedRun) -> str:
             parts.append(f"duration={(completed - claimed).total_seconds():.3f}s")
     if record.get("error"):
         parts.append(f"error={record['error']!r}")
+    if (downstream := Downstream.from_record(record)) is not None:
+        parts.append(f"{downstream.kind}={downstream.name}")
+        parts.append(f"downstream={downstream.state.value}")
+        if downstream.error:
+            parts.append(f"downstream_error={downstream.error!r}")
     parts.append(f"-> {run.state.value}")
     return "  ".join(parts)

@@ -11,7 +11,8 @@
 The package, room by room:
 
 - `decorator`: `@exactly_once`, which serves a job of one run as a Cloud Scheduler target;
-  `context` (what a job receives) and `errors` (how it fails) are all job code needs.
+  `context` (what a job receives) and `errors` (how it fails) are all job code needs;
+  `run_writes` holds the Firestore writes a job stages for its run's completing commit.
 - `delivery`: one delivery of a run, from its HTTP request to its answer (`handler`), and
   what keeps a run to one attempt at a time: the lease's heartbeat and watchdog, the per-job
   overlap lock, the instance's memory of completed runs.
@@ -20,7 +21,8 @@ The package, room by room:
   be called twice for one run.
 - `audit`: the missed-run audit, which compares the schedule with the ledger, and the
   catch-up that delivers a job's missed runs again.
-- `targets`: what the shipped proxy jobs share (error classification, endpoints, names).
+- `targets`: what the shipped proxy jobs share (error classification, endpoints, names), and
+  the downstream work they start, recorded with the run and followed to its end.
 
 Names are loaded on first use, so `import exactly_once.config` (which the Pulumi program and
 the policy pack do) costs nothing beyond the standard library, and an instance imports the

@@ -46,6 +46,7 @@ from exactly_once.ledger.job_status import JobStatuses
 from exactly_once.ledger.protocol import RunLedger, new_attempt_id
 from exactly_once.ledger.store import FirestoreRunStore, store_deadline_for
 from exactly_once.once import OncePerInstance
+from exactly_once.run_writes import WriteScope
 
 __all__ = ["CONFIG", "build_handler", "exactly_once", "firestore_client", "json_response", "request_body"]
 
@@ -82,6 +83,7 @@ def build_handler(
         locks=locks,
         cache=CompletedRuns(),
         statuses=JobStatuses(client, config.runs_collection),
+        write_scope=WriteScope.of(client, config.runs_collection),
     )
 
 

@@ -32,6 +32,12 @@ JOB_RETURNED: Final = "job_returned"
 EVENT: Final = "event"
 MISSED_RUN: Final = "missed_run"
 AUDIT_SUMMARY: Final = "missed_run_audit"
+# A proxy run's downstream work (a Cloud Run job execution, a Workflows execution, a BigQuery
+# job) ended failed or cancelled (targets/following.py); its fields are the run record's
+# downstream_* fields, the API's error among them.
+DOWNSTREAM_FAILED: Final = "downstream_failed"
+# The audit job's summary of the runs whose downstream work it followed (audit/downstream.py).
+DOWNSTREAM_AUDIT: Final = "downstream_audit"
 # The audit delivered a missed run again (its job's `catchup` policy).
 CATCHUP_DELIVERY: Final = "catchup_delivery"
 # The watchdog ended an attempt's instance (delivery/heartbeat.py); CAUSE says why, in a word.

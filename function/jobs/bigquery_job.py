@@ -14,13 +14,17 @@ Settings: BIGQUERY_JOBS (JSON, set by the stack), keyed by the scheduled job's i
 body must be empty. BIGQUERY_API_ENDPOINT (optional) overrides the endpoint
 (exactly_once/targets/endpoints.py). Every call is made once, its timeout cut to what the
 attempt has left (exactly_once/targets/call_timeout.py).
+
+The run records the job's name and state (exactly_once/targets/downstream.py): a query job
+usually outlasts the call that starts it. `job_state` asks for it again afterwards, for
+whoever follows the run's job to its end (exactly_once/targets/following.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as google_exceptions
 from google.api_core.retry import Retry
@@ -29,6 +33,7 @@ from google.auth.credentials import AnonymousCredentials
 from exactly_once import RetryableJobError, RunContext, TerminalJobError, log_fields, structured_log
 from exactly_once.once import OncePerInstance
 from exactly_once.targets.call_timeout import call_timeout
+from exactly_once.targets.downstream import BIGQUERY, Downstream, DownstreamState
 from exactly_once.targets.endpoints import BIGQUERY_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
 from exactly_once.targets.errors import downstream_call
 from exactly_once.targets.job_specs import BIGQUERY_JOBS_ENV, BigQueryJobSpec, bigquery_job_id, read_table
@@ -94,8 +99,31 @@ def run_bigquery_job(context: RunContext) -> dict[str, object]:
         # The id is taken for good: running the run again would find this same failed job.
         reason = job.error_result.get("reason", "error")
         raise TerminalJobError(f"BigQuery job {name} failed: {reason}: {job.error_result.get('message', '')}")
+    context.downstream.started(_followed(name, job))
     _log(context, name, job.state, reused)
     return {"job": name, "state": job.state, "reused": reused}
+
+
+def job_state(known: Downstream, timeout: float) -> Downstream:
+    """The job `known` names ("project:location.job_id", as the run's output names it), as
+    the BigQuery API reports it now: the follower of BIGQUERY work
+    (exactly_once/targets/following.py). One call, no retry."""
+    project, _, rest = known.name.partition(":")
+    location, _, job_id = rest.partition(".")
+    job = _client().get_job(job_id, project=project, location=location, retry=NO_RETRY, timeout=timeout)
+    return _followed(known.name, job)
+
+
+def _followed(name: str, job: Any) -> Downstream:
+    """A job's state: done with an error result failed (or was cancelled: BigQuery's reason
+    `stopped`), done without one succeeded, anything else is still running."""
+    if job.state != "DONE":
+        return Downstream(BIGQUERY, name, DownstreamState.RUNNING)
+    error = job.error_result
+    if not error:
+        return Downstream(BIGQUERY, name, DownstreamState.SUCCEEDED)
+    state = DownstreamState.CANCELLED if error.get("reason") == "stopped" else DownstreamState.FAILED
+    return Downstream(BIGQUERY, name, state, f"{error.get('reason', 'error')}: {error.get('message', '')}")
 
 
 def _existing_job(

@@ -13,6 +13,11 @@ has not made visible when the next attempt lists (docs/proxy.md); the container'
 covers it. Every call is made once, its timeout cut to what the attempt has left
 (exactly_once/targets/call_timeout.py).
 
+The run records the execution's name and state (exactly_once/targets/downstream.py): running
+when just started, the found execution's own state when an earlier attempt started it.
+`execution_state` asks for it again afterwards, for whoever follows the run's execution to its
+end (exactly_once/targets/following.py).
+
 Settings: CLOUD_RUN_JOBS (JSON, set by the stack; exactly_once/targets/job_specs.py), keyed by
 the scheduled job's id. The request body must be empty. CLOUD_RUN_API_ENDPOINT (optional)
 overrides the endpoint (exactly_once/targets/endpoints.py); the client speaks REST.
@@ -32,6 +37,7 @@ from exactly_once import RetryableJobError, RunContext, TerminalJobError, log_fi
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from exactly_once.once import OncePerInstance
 from exactly_once.targets.call_timeout import CALL_TIMEOUT_SECONDS, call_timeout
+from exactly_once.targets.downstream import CLOUD_RUN_JOB, Downstream, DownstreamState
 from exactly_once.targets.endpoints import CLOUD_RUN_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
 from exactly_once.targets.errors import downstream_call
 from exactly_once.targets.job_specs import (
@@ -101,14 +107,16 @@ def run_cloud_run_job(context: RunContext) -> dict[str, object]:
     not_before = context.schedule_time - CREATED_BEFORE_SCHEDULE_MARGIN
     search_ends_at = time.monotonic() + SEARCH_SECONDS
     with downstream_call(searching):
-        found = execution_of_run(
+        found_execution = execution_of_run(
             executions,
             spec.job,
             context.run_id,
             not_before,
             lambda: call_timeout(context, searching, step_ends_at=search_ends_at),
         )
-    if found is not None:
+    if found_execution is not None:
+        found = str(found_execution.name)
+        context.downstream.started(_followed(found, found_execution))
         _log(context, spec.job, found, "found the execution an earlier attempt started")
         return {"execution": found, "reused": True}
     running = f"running {spec.job}"
@@ -123,6 +131,7 @@ def run_cloud_run_job(context: RunContext) -> dict[str, object]:
     if not name:
         # Accepted but unnamed: the next attempt finds the execution by its RUN_ID.
         raise RetryableJobError(f"{running}: the answer named no execution")
+    context.downstream.started(_followed(name, started if isinstance(started, run_v2.Execution) else None))
     _log(context, spec.job, name, "started a Cloud Run job execution")
     return {"execution": name, "reused": False}
 
@@ -154,8 +163,8 @@ def overrides(spec: CloudRunJobSpec, context: RunContext) -> run_v2.RunJobReques
 
 def execution_of_run(
     client: run_v2.ExecutionsClient, job: str, run_id: str, not_before: datetime, timeout: Timeout
-) -> str | None:
-    """The name of `job`'s execution whose RUN_ID is `run_id`, deleted ones included (it ran),
+) -> run_v2.Execution | None:
+    """`job`'s execution whose RUN_ID is `run_id`, deleted ones included (it ran),
     searched newest first down to `not_before`; None when there is none. Page by page, each
     call with its own `timeout()` (the library's pager would give every page the first's)."""
     from google.cloud import run_v2
@@ -166,7 +175,7 @@ def execution_of_run(
         page = next(iter(pager.pages))  # the answer just received: no further call
         for execution in page.executions:
             if run_id in _run_ids(execution):
-                return str(execution.name)
+                return execution
             created = execution.create_time
             if created is not None and created.year > 1970 and created < not_before:
                 return None
@@ -174,6 +183,41 @@ def execution_of_run(
             return None
         request.page_token = page.next_page_token
     return None
+
+
+def execution_state(known: Downstream, timeout: float) -> Downstream:
+    """The execution `known` names, as the Cloud Run Admin API reports it now: the follower
+    of CLOUD_RUN_JOB work (exactly_once/targets/following.py). One call, no retry."""
+    _, executions = _clients()
+    return _followed(known.name, executions.get_execution(name=known.name, retry=None, timeout=timeout))
+
+
+def _followed(name: str, execution: run_v2.Execution | None) -> Downstream:
+    state, error = execution_outcome(execution) if execution is not None else (DownstreamState.RUNNING, None)
+    return Downstream(CLOUD_RUN_JOB, name, state, error)
+
+
+def execution_outcome(execution: run_v2.Execution) -> tuple[DownstreamState, str | None]:
+    """An execution's state, with the API's words when it failed: its Completed condition
+    says whether it ended and how; an execution with cancelled tasks that ended was
+    cancelled. Without that condition (an execution just created), it runs until Cloud Run
+    sets a completion time."""
+    from google.cloud import run_v2
+
+    completed = next((c for c in execution.conditions if c.type_ == "Completed"), None)
+    ended_at = execution.completion_time
+    ended = ended_at is not None and ended_at.year > 1970
+    if completed is not None and completed.state == run_v2.Condition.State.CONDITION_SUCCEEDED:
+        return DownstreamState.SUCCEEDED, None
+    failed = completed is not None and completed.state == run_v2.Condition.State.CONDITION_FAILED
+    if not failed and not ended:
+        return DownstreamState.RUNNING, None
+    message = (completed.message if completed is not None else "") or None
+    if execution.cancelled_count:
+        return DownstreamState.CANCELLED, message or f"{execution.cancelled_count} task(s) cancelled"
+    if failed or execution.failed_count:
+        return DownstreamState.FAILED, message or f"{execution.failed_count} task(s) failed"
+    return DownstreamState.SUCCEEDED, None
 
 
 def _run_ids(execution: run_v2.Execution) -> Iterable[str]:

@@ -6,13 +6,17 @@ whose retry window closed in the interval that ends at its own schedule time. Co
 audit runs therefore cover time back to back: every run is judged once, and a retried or late
 audit reaches the same verdict, because nothing in it depends on the instance's clock.
 
-The stack's missed-run alert counts the lines; the ledger is only read. A paused job's runs
-without a record are counted as paused, never missed.
+The stack's missed-run alert counts the lines; the ledger is only read for them. A paused
+job's runs without a record are counted as paused, never missed.
 
 A job with a catch-up policy has its missed runs inside its window delivered again
 (exactly_once/audit/catchup.py picks them, audit/redelivery.py sends them): each is one
 `catchup_delivery` line instead of a `missed_run` line, and the audit run's output (stored in
 its run record, which `ops audit` reads) lists them.
+
+Each audit run then follows the downstream work of every proxy run still recorded running
+(exactly_once/audit/downstream.py): it asks each execution's API, records what changed on the
+run, and logs a `downstream_failed` line for work that failed, which the stack alerts on.
 
 AUDIT_JOBS (JSON, set by the stack): {"interval_seconds": 3600, "jobs": [{"name", "schedule",
 "time_zone", "retry_window_seconds", "not_before"?, "paused"?, "catchup"?, "delivery"?}, ...],
@@ -31,6 +35,7 @@ from typing import Any, TextIO
 from exactly_once import RunContext, firestore_client, log_fields, structured_log
 from exactly_once.audit.catchup import catchup_candidates
 from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob, AuditError
+from exactly_once.audit.downstream import follow_running_work
 from exactly_once.audit.missed_runs import (
     ExpectedRun,
     RecordReader,
@@ -80,10 +85,18 @@ def audit_missed_runs(context: RunContext) -> dict[str, Any]:
     judged = report_missed_runs(
         context, CONFIG, read, sys.stdout, caught_up={run["run_id"] for run in caught_up}
     )
+    followed = follow_running_work(
+        firestore_client(),
+        RUNS_COLLECTION,
+        seconds_left=context.seconds_left,
+        audit_run_id=context.run_id,
+        stream=sys.stdout,
+    )
     return {
         "judged": len(judged),
         "missed": sum(run.state is RunState.MISSED for run in judged),
         "caught_up": caught_up,
+        "downstream": dict(followed),
     }
 
 

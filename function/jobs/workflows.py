@@ -18,6 +18,10 @@ channel with no credentials, for tests only.
 
 The executions_v1 client of google-cloud-workflows 1.23 ships gRPC transports only (no
 REST), so the fake used by the tests is a loopback gRPC server.
+
+The run records the execution's name and state (exactly_once/targets/downstream.py);
+`execution_state` asks for it again afterwards, for whoever follows the run's execution to its
+end (exactly_once/targets/following.py).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from exactly_once import RunContext, TerminalJobError, log_fields, structured_lo
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from exactly_once.once import OncePerInstance
 from exactly_once.targets.call_timeout import call_timeout
+from exactly_once.targets.downstream import WORKFLOW, Downstream, DownstreamState
 from exactly_once.targets.endpoints import WORKFLOWS_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
 from exactly_once.targets.errors import downstream_call
 from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
@@ -122,8 +127,32 @@ def start_workflow_execution(context: RunContext) -> dict[str, str]:
             retry=None,
             timeout=call_timeout(context, starting),
         )
+    context.downstream.started(_followed(execution))
     _log_started(context, request.workflow, execution)
     return {"execution": execution.name}
+
+
+def execution_state(known: Downstream, timeout: float) -> Downstream:
+    """The execution `known` names, as the Workflows Executions API reports it now: the
+    follower of WORKFLOW work (exactly_once/targets/following.py). One call, no retry."""
+    return _followed(_executions_client().get_execution(name=known.name, retry=None, timeout=timeout))
+
+
+def _followed(execution: Execution) -> Downstream:
+    from google.cloud.workflows.executions_v1 import Execution
+
+    states = {
+        Execution.State.SUCCEEDED: DownstreamState.SUCCEEDED,
+        Execution.State.FAILED: DownstreamState.FAILED,
+        Execution.State.CANCELLED: DownstreamState.CANCELLED,
+        # The execution's data is gone (its retention ended): how it ended cannot be known.
+        Execution.State.UNAVAILABLE: DownstreamState.FAILED,
+    }
+    state = states.get(execution.state, DownstreamState.RUNNING)  # queued, active
+    error = None
+    if state.failed:
+        error = execution.error.payload or execution.error.context or f"execution {execution.state.name}"
+    return Downstream(WORKFLOW, str(execution.name), state, error)
 
 
 def _log_started(context: RunContext, workflow: str, execution: Execution) -> None:

@@ -173,6 +173,24 @@ METRIC_ALERTS: tuple[tuple[LogMetric, str, Alert], ...] = (
             "effects for the run id, since its last step may have been cut off.",
         ),
     ),
+    (
+        log_filters.DOWNSTREAM_FAILURES,
+        "downstream failed",
+        Alert(
+            summary="the work a proxy run started failed",
+            window_seconds=3600,
+            meaning="A cloudRunJob, workflow or bigquery run completed when its execution started, and the "
+            "execution then failed or was cancelled (the line's `downstream_name`, `downstream_state` and "
+            "`downstream_error`, the API's own words). The ledger records the run completed, so Cloud "
+            "Scheduler does not retry it; the line comes from the proxy itself, from the next run of a "
+            "skip or wait job, or from the hourly audit job, whichever first saw the execution end.",
+            runbook="Read the execution's own logs (`downstream_name`) and fix the cause. A workflow runs "
+            "again with `python -m ops redo --stack <stack> --job <job> --at <schedule time>` (a new "
+            "execution, same run id). A Cloud Run job execution or a BigQuery job is found again by its run "
+            "id, so redo would report the same failed one: start the work by hand (`gcloud run jobs "
+            "execute`, `bq query`). `python -m ops status --job <job>` shows each run's downstream state.",
+        ),
+    ),
 )
 
 ALERTS: tuple[AlertSpec, ...] = (

@@ -86,7 +86,14 @@ ENDED_ATTEMPTS = LogMetric(
     equals={log_fields.EVENT: log_fields.ATTEMPT_ENDED},
     labels=(log_fields.CAUSE, log_fields.JOB),
 )
-METRICS = (DELIVERIES, LATENCY, MISSED_RUNS, ENDED_ATTEMPTS)
+DOWNSTREAM_FAILURES = LogMetric(
+    suffix="downstream-failures",
+    description="Proxy runs whose downstream work (Cloud Run job execution, workflow, BigQuery job) "
+    "failed or was cancelled after it started, by job.",
+    equals={log_fields.EVENT: log_fields.DOWNSTREAM_FAILED},
+    labels=(log_fields.JOB,),
+)
+METRICS = (DELIVERIES, LATENCY, MISSED_RUNS, ENDED_ATTEMPTS, DOWNSTREAM_FAILURES)
 
 
 def metric_id(name_prefix: str, metric: LogMetric) -> str:

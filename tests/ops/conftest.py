@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -75,7 +76,7 @@ class DevFunction:
             timeout=120,
         )
 
-    def executions(self, job: JobSettings) -> list[dict[str, object]]:
+    def executions(self, job: JobSettings) -> list[dict[str, Any]]:
         query = self.db.collection(EXECUTIONS_COLLECTION).where(
             filter=FieldFilter("job_name", "==", self.settings.scheduler_job_id(job))
         )

@@ -8,8 +8,10 @@ import dataclasses
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import pytest
+from google.cloud.firestore import DocumentSnapshot
 
 from exactly_once import log_fields
 from exactly_once.audit.config import Catchup, CatchupRuns, Redelivery
@@ -146,7 +148,11 @@ def test_only_runs_no_attempt_holds_or_recorded_are_delivered_again(
             settings.project, settings.region, settings.scheduler_job_id(demo), _day_at(11, 30)
         ).run_id
         record = function.db.collection(settings.runs_collection).document(run_id)
-        wait_until(lambda: record.get().exists, timeout=60, what="the 11:30 attempt's claim")
+
+        def claimed() -> bool:
+            return cast(DocumentSnapshot, record.get()).exists
+
+        wait_until(claimed, timeout=60, what="the 11:30 attempt's claim")
         audit = function.deliver(audit_job, _day_at(12, 5)).json()
         assert running.result(timeout=120).json()["outcome"] == "executed"
 

@@ -138,7 +138,7 @@ def test_the_audit_config_carries_pause_catchup_and_redelivery_both_ways() -> No
 
 
 def _raw(**job_fields: Any) -> dict[str, Any]:
-    entry = json.loads(
+    entry: dict[str, Any] = json.loads(
         AuditConfig(
             jobs=(job(),), interval_seconds=3600, redelivery=Redelivery("http://127.0.0.1:1/")
         ).to_json()

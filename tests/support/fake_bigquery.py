@@ -23,6 +23,14 @@ class FakeBigQuery(GoogleApiFake):
     jobs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     inserts: list[dict[str, Any]] = field(default_factory=list)
 
+    def finish(self, project: str, job_id: str, error: dict[str, str] | None = None) -> None:
+        """End a RUNNING job: DONE, with `error` ({"reason", "message"}) as its error result."""
+        with self.lock:
+            status: dict[str, Any] = {"state": "DONE"}
+            if error is not None:
+                status.update(errorResult=error, errors=[error])
+            self.jobs[(project, job_id)]["status"] = status
+
     def created(self) -> list[dict[str, Any]]:
         with self.lock:
             return list(self.jobs.values())

@@ -3,7 +3,9 @@ transport speaks for `jobs.run` and `jobs.executions.list`.
 
 `jobs.run` creates an execution whose template carries the overrides' env and args, and
 answers a long-running operation whose metadata is the execution, as the API does. The list
-is newest first (creation time, descending), paged by pageSize / pageToken.
+is newest first (creation time, descending), paged by pageSize / pageToken. `jobs.executions.get`
+answers one execution; an execution runs until the test ends it (`finish`), as Cloud Run
+reports an ended one: a completion time, a `Completed` condition and the tasks' counts.
 """
 
 from __future__ import annotations
@@ -37,6 +39,25 @@ class FakeCloudRun(GoogleApiFake):
         """An execution started before, by someone else or for another run."""
         with self.lock:
             return self._create(job, [{"name": "RUN_ID", "value": run_id}], [], created)
+
+    def finish(self, name: str, outcome: str = "succeeded", message: str = "") -> None:
+        """End the execution `name`: "succeeded", "failed" (with `message`, as the API's
+        condition says why) or "cancelled"."""
+        with self.lock:
+            execution = self._named(name)
+            tasks = execution["taskCount"]
+            execution["completionTime"] = rfc3339(datetime.now(UTC))
+            state = "CONDITION_SUCCEEDED" if outcome == "succeeded" else "CONDITION_FAILED"
+            execution["conditions"] = [{"type": "Completed", "state": state, "message": message}]
+            count = {"succeeded": "succeededCount", "failed": "failedCount", "cancelled": "cancelledCount"}
+            execution[count[outcome]] = tasks
+
+    def _named(self, name: str) -> dict[str, Any]:
+        for executions in self.executions.values():
+            for execution in executions:
+                if execution["name"] == name:
+                    return execution
+        raise ApiError(404, f"Resource '{name}' was not found")
 
     def _create(self, job: str, env: list[Any], args: list[str], created: datetime) -> dict[str, Any]:
         execution = {
@@ -82,4 +103,6 @@ class FakeCloudRun(GoogleApiFake):
             if start + size < len(newest_first):
                 answer["nextPageToken"] = str(start + size)
             return answer
+        if method == "GET" and "/executions/" in path:
+            return self._named(path.removeprefix("/v2/"))
         raise ApiError(404, f"no route {method} {path}")

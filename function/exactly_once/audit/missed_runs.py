@@ -32,6 +32,7 @@ from croniter import croniter
 from exactly_once.audit.config import AuditedJob, AuditError
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
 from exactly_once.ledger.fields import RESULT, SKIPPED_LATE, TARGET, recorded_by_another_target
+from exactly_once.targets.downstream import Downstream
 
 # A schedule over an audit window cannot sensibly expect more runs than this (one a minute for
 # a week); a larger window is an operator's typo, not a workload.
@@ -44,6 +45,9 @@ class RunState(StrEnum):
     IN_PROGRESS = "in progress"  # a claim exists and the retry window is still open
     PENDING = "pending"  # no record yet, but a delivery may still come
     MISSED = "missed"
+    # Completed, but the downstream work it started (a proxy run's execution) failed or was
+    # cancelled: reported like a missed run, since the work did not happen as scheduled.
+    DOWNSTREAM_FAILED = "downstream failed"
     PAUSED = "paused"  # no record, and the stack pauses the job: skipped on purpose
     # Recorded skipped: delivered past the job's startingDeadlineSeconds, never run, never missed.
     SKIPPED_LATE = "skipped late"
@@ -83,6 +87,10 @@ class ExpectedRun:
             return "no delivery reached the ledger"
         if self.state in (RunState.TERMINAL_FAILURE, RunState.SKIPPED_LATE):
             return str(record.get("error") or "")
+        downstream = Downstream.from_record(record)
+        if downstream is not None and self.state in (RunState.COMPLETED, RunState.DOWNSTREAM_FAILED):
+            error = f": {downstream.error}" if downstream.error else ""
+            return f"{downstream.kind} {downstream.name} {downstream.state.value}{error}"
         if self.state is RunState.PENDING:
             return f"retry window open until {format_rfc3339(self.window_closes)}"
         if self.state is RunState.IN_PROGRESS:
@@ -169,6 +177,9 @@ def classify(
             return RunState.TERMINAL_FAILURE
         if record.get(RESULT) == SKIPPED_LATE:
             return RunState.SKIPPED_LATE
+        downstream = Downstream.from_record(record)
+        if downstream is not None and downstream.state.failed:
+            return RunState.DOWNSTREAM_FAILED
         return RunState.COMPLETED
     if now < window_closes:
         return RunState.IN_PROGRESS if record is not None else RunState.PENDING

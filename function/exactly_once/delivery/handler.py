@@ -18,7 +18,7 @@ from google.api_core import exceptions as google_exceptions
 
 from exactly_once import log_fields, strict_json, structured_log
 from exactly_once.config import OverlapPolicy
-from exactly_once.context import JobHandler, RunContext, encode_output
+from exactly_once.context import JobHandler, Progress, RunContext, decode_checkpoint, encode_output
 from exactly_once.delivery.forced_runs import DeliveredRun
 from exactly_once.delivery.heartbeat import EndAttempt, LeaseKeeper
 from exactly_once.delivery.outcomes import (
@@ -46,6 +46,10 @@ from exactly_once.ledger.protocol import (
     RunLedger,
     WrongTarget,
 )
+from exactly_once.ledger.records import WritesRefused
+from exactly_once.run_writes import RunWrites, WriteScope
+from exactly_once.targets.downstream import DOWNSTREAM_NAME, DOWNSTREAM_STATE, DownstreamState
+from exactly_once.targets.following import log_failed
 
 # A Scheduler job's body is a few hundred bytes of parameters; anything near this is not one.
 # Checked before anything is read into memory or written.
@@ -77,8 +81,11 @@ class ScheduledRunHandler:
         cache: CompletedRuns | None = None,
         statuses: JobStatuses | None = None,
         log_stream: TextIO | None = None,
+        write_scope: WriteScope | None = None,
     ) -> None:
-        """`end_attempt` is what the watchdog calls to stop an attempt that overran its time
+        """`write_scope` is the ledger's database and runs collection, which a job's
+        context.writes are checked against (None: unchecked, for tests without one).
+        `end_attempt` is what the watchdog calls to stop an attempt that overran its time
         limit or could not keep its lease: heartbeat.end_instance in a deployed function.
         `time_limits` holds the jobs whose limit is shorter than `time_limit_seconds`, by job name;
         `starting_deadlines` the jobs whose runs are skipped when delivered later than that many
@@ -99,6 +106,7 @@ class ScheduledRunHandler:
         self._end_attempt = end_attempt
         self._statuses = statuses
         self._log_stream = log_stream
+        self._write_scope = write_scope
 
     def handle(self, method: str, headers: Mapping[str, str], body: bytes | None) -> Reply:
         """Answer one delivery; `body` is None when it could not be read. Whatever goes
@@ -209,7 +217,7 @@ class ScheduledRunHandler:
             # The watchdog would end the instance as the job starts: give the claim back unrun.
             entry["error"] = f"the claim took longer than the job's {time_limit:g}s time limit"
             with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
-                self._ledger.release(claim)
+                self._ledger.release(claim, checkpoint_json=claim.checkpoint_json)
             return Answer(
                 Outcome.STORE_ERROR, "Firestore answered the claim past the time limit: job not run"
             )
@@ -280,11 +288,18 @@ class ScheduledRunHandler:
             except JobBusy as busy:
                 entry["holder_run_id"] = busy.holder_run_id
                 return self._overlapped(claim, busy, policy, entry)
-            return self._run_and_finish(key, claim, body, entry, ends_at)
+            answer = self._run_and_finish(key, claim, body, entry, ends_at)
+            if answer.outcome in (Outcome.EXECUTED, Outcome.LEASE_TAKEN_OVER) and (
+                entry.get(DOWNSTREAM_STATE) == DownstreamState.RUNNING
+            ):
+                # The run started work that is still running: the lock stays with the run
+                # until a later run (or nobody) finds that work ended (JobLocks.acquire).
+                lock = None
+            return answer
         except (google_exceptions.GoogleAPIError, LeaseLost) as error:
             entry["error"] = error_text(repr(error))
             with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
-                self._ledger.release(claim)
+                self._ledger.release(claim, checkpoint_json=claim.checkpoint_json)
             return Answer(Outcome.STORE_ERROR, "could not take or settle the job's lock: Firestore failed")
         finally:
             if lock is not None:
@@ -299,7 +314,8 @@ class ScheduledRunHandler:
             entry["result"] = JobResult.OVERLAP_SKIPPED.value
             self._remember(claim, JobResult.OVERLAP_SKIPPED, None)
             return self._duplicate(JobResult.OVERLAP_SKIPPED.value, None)
-        self._ledger.release(claim)  # nothing ran: the next delivery claims afresh
+        # Nothing ran: the next delivery claims afresh, with the checkpoint the run holds.
+        self._ledger.release(claim, checkpoint_json=claim.checkpoint_json)
         entry["retry_after_s"] = busy.retry_after_seconds
         return Answer(
             Outcome.OVERLAP_WAIT,
@@ -328,6 +344,9 @@ class ScheduledRunHandler:
             fence=claim.fence,
             body=body,
             ends_at=ends_at,
+            last_checkpoint=decode_checkpoint(claim.checkpoint_json),
+            progress=Progress(claim.checkpoint_json),
+            writes=RunWrites(self._write_scope),
         )
         about = {k: entry[k] for k in (log_fields.RUN_ID, log_fields.JOB, "attempt_id", "fence")}
         keeper = LeaseKeeper(
@@ -337,6 +356,7 @@ class ScheduledRunHandler:
             end_attempt=self._end_attempt,
             about=about,
             log_stream=self._log_stream,
+            checkpoint=context.progress.latest,
         )
         failure: BaseException | None = None
         output_json: str | None = None
@@ -358,7 +378,9 @@ class ScheduledRunHandler:
         entry[log_fields.JOB_RETURNED] = returned
         if keeper.renewals:
             entry["renewals"] = keeper.renewals
-        return self._finish(key, keeper.claim, output_json, failure, entry)
+        if context.writes:
+            entry["staged_writes"] = len(context.writes)
+        return self._finish(key, keeper.claim, output_json, failure, entry, context)
 
     def _finish(
         self,
@@ -367,10 +389,20 @@ class ScheduledRunHandler:
         output_json: str | None,
         failure: BaseException | None,
         entry: dict[str, Any],
+        context: RunContext,
     ) -> Answer:
-        """Record what the job came to, as the owner of the run's latest lease, and with it the
-        job's last result (one commit either way)."""
+        """Record what the job came to, as the owner of the run's latest lease. The job's
+        staged writes ride in the completing commit of a job that returned, and only there: a
+        failed job's are dropped (a retry stages its own). So does the downstream work a
+        proxy job reported starting; a failed job's latest checkpoint rides in its release.
+        The job's last result (ledger/job_status.py) rides in whichever commit ends the attempt."""
         statuses = self._statuses
+        checkpoint_json = context.progress.latest()
+        writes = context.writes.staged()
+        downstream = context.downstream.latest
+        record_fields = downstream.fields() if downstream is not None else None
+        if downstream is not None:
+            entry.update({DOWNSTREAM_NAME: downstream.name, DOWNSTREAM_STATE: downstream.state.value})
         try:
             if isinstance(failure, TerminalJobError):
                 entry["error"] = message = error_text(failure)
@@ -386,10 +418,26 @@ class ScheduledRunHandler:
                 trace = "".join(traceback.format_exception(failure))
                 entry.update(error=error_text(repr(failure)), traceback=error_text(trace))
                 also = [statuses.failed(key, claim.run_id, entry["error"])] if statuses else []
-                self._ledger.release(claim, also=also)
+                # The job's latest checkpoint rides in the release, for the retry to resume.
+                self._ledger.release(claim, checkpoint_json=checkpoint_json, also=also)
                 return Answer(Outcome.FAILED_RELEASED, "job failed: claim released for the next retry")
-            also = [statuses.succeeded(key, claim.run_id, output_json)] if statuses else []
-            self._ledger.complete(claim, output_json=output_json, also=also)
+            try:
+                success = [statuses.succeeded(key, claim.run_id, output_json)] if statuses else []
+                self._ledger.complete(
+                    claim, output_json=output_json, also=[*writes, *success], record_fields=record_fields
+                )
+            except WritesRefused as refused:
+                # Firestore refused one of the job's writes (a create of a document that
+                # exists...): none applied, and a retry would stage the same ones.
+                entry["error"] = message = error_text(str(refused))
+                also = [statuses.failed(key, claim.run_id, message)] if statuses else []
+                self._ledger.complete(claim, JobResult.TERMINAL_FAILURE, message, also=also)
+                self._remember(claim, JobResult.TERMINAL_FAILURE, None, error=message)
+                return Answer(
+                    Outcome.FAILED_TERMINAL,
+                    "a write staged in context.writes was refused: none applied, recorded failed",
+                    error=message,
+                )
         except LeaseLost:
             return Answer(
                 Outcome.LEASE_LOST,
@@ -400,6 +448,9 @@ class ScheduledRunHandler:
             entry["error"] = error_text(repr(error))
             return Answer(Outcome.STORE_ERROR, "could not record the run's end: Firestore failed")
         self._remember(claim, JobResult.SUCCEEDED, output_json)
+        if downstream is not None and downstream.state.failed:
+            stored = {"job_name": context.job_name, "schedule_time": context.schedule_time}
+            log_failed(stored, claim.run_id, downstream, seen_by="proxy", log_stream=self._log_stream)
         if claim.kind is ClaimKind.TOOK_OVER_LEASE:
             return Answer(
                 Outcome.LEASE_TAKEN_OVER,

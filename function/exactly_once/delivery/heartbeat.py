@@ -250,9 +250,15 @@ class LeaseKeeper:
         end_attempt: EndAttempt = end_instance,
         about: Mapping[str, Any] | None = None,
         log_stream: Any = None,
+        checkpoint: Callable[[], str | None] | None = None,
     ) -> None:
+        """`checkpoint` reads the job's latest checkpoint (JSON text): a renewal carries it
+        when it differs from what the record already holds, in the renewal's own write."""
         self._ledger = ledger
         self._claim = claim
+        self._checkpoint = checkpoint
+        # The checkpoint the record holds as of the last confirmed renewal (or the claim).
+        self._renewed_checkpoint = claim.checkpoint_json
         self._ends_at = ends_at
         self._end_attempt = end_attempt
         self._fields = dict(about or {})  # the run, for the watchdog's log line
@@ -351,8 +357,10 @@ class LeaseKeeper:
         if now >= give_up_at:
             self._end(RENEWAL_FAILED, f"no lease renewal was confirmed for {now - claim.sent_at:.1f}s")
             return None
+        latest = self._checkpoint() if self._checkpoint is not None else None
+        carried = latest if latest != self._renewed_checkpoint else None
         try:
-            self._claim = self._ledger.renew(claim, timeout=give_up_at - now)
+            self._claim = self._ledger.renew(claim, timeout=give_up_at - now, checkpoint_json=carried)
         except LeaseLost:
             self._end(TAKEN_OVER, "another attempt took the run over")
             return None
@@ -362,6 +370,8 @@ class LeaseKeeper:
             left = max(0.0, give_up_at - time.monotonic())
             return min(RETRY_PAUSE_SECONDS, self._lease / RENEWALS_PER_LEASE / 4, left)
         self.renewals += 1
+        if carried is not None:
+            self._renewed_checkpoint = carried
         self._arm_backstop()
         return 0.0
 

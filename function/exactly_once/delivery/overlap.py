@@ -8,6 +8,12 @@ the lock needs no renewal of its own while a long job renews its run's lease, a 
 holder's lock is free as soon as its run's lease ends, and the next run takes it over with a
 compare-and-swap. `allow` jobs never touch it: they keep the two-RPC path.
 
+A proxy run whose downstream work (a Cloud Run job execution, a workflow, a BigQuery job) is
+still running when the run completes keeps the lock (delivery/handler.py): the run is over,
+its work is not. A contender then asks the downstream API about that work
+(targets/following.py) and finds the lock busy while the work runs, free once it ended; an
+API that does not answer counts as the work still running.
+
 The lock lives in the runs collection (its id is a hash, like a run id, and its `expire_at`
 lets the TTL policy collect a lock a crashed holder left behind). It carries no `job_name`
 or `status` field, so queries for a job's runs never mistake it for one.
@@ -23,10 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from exactly_once import log_fields, structured_log
 from exactly_once.delivery.scheduler_request import RunKey
+from exactly_once.errors import error_text
 from exactly_once.ledger.protocol import Claim, RunStatus
 from exactly_once.ledger.records import lease_seconds_left
-from exactly_once.ledger.store import COMMIT_TIME, Budget, RecordExists, RunStore, StaleWrite
+from exactly_once.ledger.store import COMMIT_TIME, Budget, RecordExists, RunStore, StaleWrite, StoredRecord
+from exactly_once.targets.downstream import DOWNSTREAM_NAME, Downstream
+from exactly_once.targets.following import follow
 
 
 def lock_id(key: RunKey) -> str:
@@ -104,11 +114,31 @@ class JobLocks:
 
     def _seconds_left_on_run(self, run_id: str, budget: Budget) -> float:
         """How long the holder's run keeps its lease: zero once it completed, was released,
-        or its lease ended unrenewed."""
+        or its lease ended unrenewed. A completed run whose downstream work still runs is
+        busy for another lease, when the next contender asks again."""
         stored = self._store.get(run_id, timeout=budget.left())
+        if stored is not None and stored.fields.get("status") == RunStatus.COMPLETED:
+            return self._lease.total_seconds() if self._downstream_running(run_id, stored, budget) else 0.0
         if stored is None or stored.fields.get("status") != RunStatus.IN_PROGRESS:
             return 0.0
         return lease_seconds_left(stored, self._lease)
+
+    def _downstream_running(self, run_id: str, stored: StoredRecord, budget: Budget) -> bool:
+        known = Downstream.from_record(stored.fields)
+        if known is None or known.state.ended:
+            return False
+        try:
+            current = follow(self._store, run_id, stored, timeout=budget.left(), seen_by="overlap")
+        except Exception as error:  # the API did not answer, or cannot be asked: it may run on
+            message = f"could not ask about run {run_id}'s {known.kind} {known.name}: counted as running"
+            fields = {
+                log_fields.RUN_ID: run_id,
+                DOWNSTREAM_NAME: known.name,
+                "error": error_text(repr(error)),
+            }
+            structured_log.emit("WARNING", message, fields)
+            return True
+        return current is not None and not current.state.ended
 
     def release(self, lock: JobLock) -> None:
         """Let the next run of the job start. A lock taken over meanwhile (our lease ran out)

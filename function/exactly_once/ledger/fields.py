@@ -29,6 +29,9 @@ RESULT: Final = "result"
 # ScheduleTime (on Firestore's clock): recorded completed, the job never run. The audit counts
 # such a run as skipped late, not missed; the record's "error" says by how much it was late.
 SKIPPED_LATE: Final = "skipped_late"
+# The job's latest checkpoint (JSON text) as of the owner's last renewal or its release: what
+# an attempt that takes the run over resumes from. A completion clears it.
+CHECKPOINT: Final = "checkpoint_json"
 # What claimed the run (@exactly_once(target=...), by default the Cloud Run service), so that two functions
 # sharing a runs collection and a job name cannot decide each other's runs.
 TARGET: Final = "target"

@@ -36,7 +36,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,7 +44,14 @@ from typing import Any
 from google.api_core import exceptions as google_exceptions
 
 from exactly_once.delivery.scheduler_request import RunKey
-from exactly_once.ledger.fields import COMPLETED_AT, EXPIRE_AT, RENEWED_AT, TARGET, recorded_by_another_target
+from exactly_once.ledger.fields import (
+    CHECKPOINT,
+    COMPLETED_AT,
+    EXPIRE_AT,
+    RENEWED_AT,
+    TARGET,
+    recorded_by_another_target,
+)
 from exactly_once.ledger.records import (
     ClaimKind,
     ClaimTooLate,
@@ -116,6 +123,9 @@ class Claim:
     sent_at: float
     # SHA-256 (hex) of the body this attempt runs the job with, as recorded with the run.
     fingerprint: str = ""
+    # The checkpoint (JSON text) the run held when this attempt claimed it, from an earlier
+    # attempt that died or failed: None for a first attempt.
+    checkpoint_json: str | None = None
 
 
 class RunLedger:
@@ -193,7 +203,7 @@ class RunLedger:
                     sent = creating.since(unheard)
                     writing = None
                     return self._started(
-                        run_id, attempt_id, ClaimKind.CREATED, update_time, sent, fingerprint
+                        run_id, attempt_id, ClaimKind.CREATED, update_time, sent, fingerprint, None
                     )
 
                 stored = self._store.get(run_id, timeout=budget.left())
@@ -204,13 +214,23 @@ class RunLedger:
                     # Our own write committed but its answer was lost and the retry was refused.
                     kind = _own_kind(stored, unheard)
                     sent = unheard.sent_at if unheard is not None else began
-                    return self._started(run_id, attempt_id, kind, stored.update_time, sent, fingerprint)
+                    inherited = stored.fields.get(CHECKPOINT)
+                    return self._started(
+                        run_id, attempt_id, kind, stored.update_time, sent, fingerprint, inherited
+                    )
                 if abandoned is not None and abandoned.holds(stored):
                     # An attempt of this instance that gave up on its claim unanswered wrote it;
                     # it never ran the job, so the run is this attempt's to continue at once.
                     kind = abandoned.kind
                 else:
                     kind = self._takeover_kind(run_id, stored, target)
+                # A run that never completed keeps its checkpoint for the attempt taking it over.
+                inherited = (
+                    None
+                    if stored.fields.get("status") == RunStatus.COMPLETED
+                    else stored.fields.get(CHECKPOINT)
+                )
+                record[CHECKPOINT] = inherited
                 writing = taking = _Sent(kind, time.monotonic())
                 try:
                     update_time = self._store.update(
@@ -222,7 +242,7 @@ class RunLedger:
                     continue  # someone else changed it first, or our own try did: look again
                 sent = taking.since(unheard)
                 writing = None
-                return self._started(run_id, attempt_id, kind, update_time, sent, fingerprint)
+                return self._started(run_id, attempt_id, kind, update_time, sent, fingerprint, inherited)
             raise RunInProgress(run_id, 1, None)
         except google_exceptions.GoogleAPIError:
             # A write of ours may hold the record now: the next claim of the run from this
@@ -235,6 +255,8 @@ class RunLedger:
         fields, now = stored.fields, stored.read_time
         if recorded_by_another_target(fields, target):
             raise WrongTarget(run_id, fields[TARGET], target)
+        if fields["status"] == RunStatus.RELEASED:
+            return ClaimKind.RECLAIMED_RELEASED  # given back by its owner: nobody holds it
         if fields["status"] == RunStatus.COMPLETED:
             if fields[EXPIRE_AT] <= now:
                 return ClaimKind.RECLAIMED_EXPIRED  # TTL deletion runs up to days late
@@ -258,6 +280,7 @@ class RunLedger:
         update_time: datetime,
         sent: float,
         fingerprint: str,
+        checkpoint_json: str | None,
     ) -> Claim:
         """The lease began at the commit, which happened after `sent`; when the answer took
         longer than the deadline, the lease may be gone: give the claim back unrun."""
@@ -270,6 +293,7 @@ class RunLedger:
             update_time + self._lease,
             sent,
             fingerprint,
+            checkpoint_json if isinstance(checkpoint_json, str) else None,
         )
         waited = time.monotonic() - sent
         if waited > self.deadline_seconds:
@@ -279,13 +303,17 @@ class RunLedger:
             raise ClaimTooLate(run_id, waited, self.deadline_seconds)
         return claim
 
-    def renew(self, claim: Claim, *, timeout: float) -> Claim:
+    def renew(self, claim: Claim, *, timeout: float, checkpoint_json: str | None = None) -> Claim:
         """Start the lease again at a new commit, only if this attempt still owns the run.
         Raises LeaseLost if another attempt took over, a GoogleAPIError if Firestore did not
-        answer within `timeout`."""
+        answer within `timeout`. A `checkpoint_json` rides in the same write: durable, for an
+        attempt that takes the run over, once the renewal commits."""
         budget = Budget(timeout, f"lease renewal of run {claim.run_id}")
         sent = time.monotonic()
-        update_time = self._write_as_owner(claim, {RENEWED_AT: COMMIT_TIME}, budget)
+        fields: dict[str, Any] = {RENEWED_AT: COMMIT_TIME}
+        if checkpoint_json is not None:
+            fields[CHECKPOINT] = checkpoint_json
+        update_time = self._write_as_owner(claim, fields, budget)
         return replace(claim, update_time=update_time, lease_expires=update_time + self._lease, sent_at=sent)
 
     def complete(
@@ -296,26 +324,42 @@ class RunLedger:
         output_json: str | None = None,
         *,
         also: Sequence[StagedWrite] = (),
+        record_fields: Mapping[str, Any] | None = None,
     ) -> None:
         """Mark the run completed, only if this attempt still owns it, with `also` in the same
         commit: applied if and only if the completion is. The TTL field is re-dated from the
-        claim's commit time, so retention is on Firestore's clock too."""
+        claim's commit time, so retention is on Firestore's clock too. `record_fields` are
+        what the job reported about its run (the downstream work a proxy started), written
+        in the same write."""
         fields = {
+            **(record_fields or {}),
             "status": RunStatus.COMPLETED.value,
             COMPLETED_AT: COMMIT_TIME,
             EXPIRE_AT: claim.update_time + self._retention,
             "result": result.value,
             "error": error,
             "output_json": output_json,
+            CHECKPOINT: None,  # a completed run resumes nothing
         }
         budget = Budget(self.deadline_seconds, f"completion of run {claim.run_id}")
         self._write_as_owner(claim, fields, budget, also=also)
 
-    def release(self, claim: Claim, *, also: Sequence[StagedWrite] = ()) -> None:
+    def release(
+        self, claim: Claim, *, checkpoint_json: str | None = None, also: Sequence[StagedWrite] = ()
+    ) -> None:
         """Delete the record after a retryable failure, so the next retry runs at once
         instead of waiting out the lease, with `also` in the same commit. Only the owner may
-        release."""
+        release.
+
+        With a checkpoint to keep, the record is rewritten as released instead, the
+        checkpoint in the same write: a claim takes a released record over at once, as it
+        would create a deleted one, and inherits the checkpoint. The same one write either
+        way; the checkpoint-free path is unchanged."""
         budget = Budget(self.deadline_seconds, f"release of run {claim.run_id}")
+        if checkpoint_json is not None:
+            fields = {"status": RunStatus.RELEASED.value, CHECKPOINT: checkpoint_json}
+            self._write_as_owner(claim, fields, budget, also=also)
+            return
         update_time = claim.update_time
         for _ in range(self.MAX_CLAIM_ROUNDS):
             try:
@@ -351,6 +395,10 @@ class RunLedger:
                 if stored.fields.get("status") == RunStatus.COMPLETED:
                     if fields.get("status") == RunStatus.COMPLETED:
                         return stored.update_time  # our own completion, answered late
+                    raise LeaseLost(claim) from None
+                if stored.fields.get("status") == RunStatus.RELEASED:
+                    if fields.get("status") == RunStatus.RELEASED:
+                        return stored.update_time  # our own release, answered late
                     raise LeaseLost(claim) from None
                 update_time = stored.update_time
         raise LeaseLost(claim)

@@ -14,6 +14,7 @@ from typing import Any
 
 from exactly_once.delivery.scheduler_request import RunKey
 from exactly_once.ledger.fields import (
+    CHECKPOINT,
     CLAIMED_AT,
     COMPLETED_AT,
     EXPIRE_AT,
@@ -29,12 +30,17 @@ from exactly_once.ledger.store import COMMIT_TIME, StoredRecord
 class RunStatus(StrEnum):
     IN_PROGRESS = "in_progress"
     COMPLETED = "completed"
+    # Given back after a retryable failure with a checkpoint to keep: claimable at once, like
+    # a deleted record, by a claim that inherits the checkpoint. (Without one, the record is
+    # deleted.)
+    RELEASED = "released"
 
 
 class ClaimKind(StrEnum):
     CREATED = "created"
     TOOK_OVER_LEASE = "took_over_lease"  # the previous attempt's lease had expired
     RECLAIMED_EXPIRED = "reclaimed_expired"  # past expire_at: TTL deletion had not run yet
+    RECLAIMED_RELEASED = "reclaimed_released"  # released with a checkpoint by a failed attempt
 
 
 class JobResult(StrEnum):
@@ -135,9 +141,11 @@ def in_progress_record(
     retention: timedelta,
     fingerprint: str = "",
     target: str = "",
+    checkpoint_json: str | None = None,
 ) -> dict[str, Any]:
     """A claimed run's record. Every field is always present (None until it applies), so a
-    takeover's update replaces a completed record's leftovers too. `now` (the instance's
+    takeover's update replaces a completed record's leftovers too; a takeover of a run that
+    has not completed carries its checkpoint over (`checkpoint_json`). `now` (the instance's
     clock) only dates the TTL field; the lease is counted from the write's commit time."""
     return {
         "status": RunStatus.IN_PROGRESS.value,
@@ -157,6 +165,7 @@ def in_progress_record(
         "result": None,
         "error": None,
         "output_json": None,
+        CHECKPOINT: checkpoint_json,
     }
 
 

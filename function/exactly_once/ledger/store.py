@@ -274,13 +274,15 @@ class FirestoreRunStore:
     ) -> T:
         """Send a write conditioned on the record's update_time; a refusal is a StaleWrite.
         A commit carrying other documents' writes may be refused for one of those instead (a
-        create of a document that exists is a Conflict), so the refusal's words go with it."""
+        create of a document that exists is a Conflict; a value Firestore will not store, such
+        as maps nested too deep, is an InvalidArgument: the record's own write never is), so
+        the refusal's words go with it."""
         refusals: tuple[type[google_exceptions.GoogleAPIError], ...] = (
             google_exceptions.FailedPrecondition,
             google_exceptions.NotFound,
         )
         if carries_others:
-            refusals += (google_exceptions.Conflict,)
+            refusals += (google_exceptions.Conflict, google_exceptions.InvalidArgument)
         tries = Tries()
         try:
             return with_retries(timeout, send, attempt_seconds=self.attempt_seconds, tries=tries)

@@ -20,6 +20,12 @@ from google.cloud import firestore
 # The writes one commit may hold, the ledger's own included. Firestore documents this limit
 # for a batch; a larger batch is refused whole, after the job has run.
 MAX_COMMIT_WRITES = 500
+# The ledger's own writes in a run's completing commit (the run record's, and the merge of the
+# job's status document, ledger/job_status.py): what a job's staged writes leave room for is
+# MAX_COMMIT_WRITES minus these. The one place to raise when the ledger adds a write of its own
+# to that commit. (Both fit in the bytes a commit keeps back for the record: a status holds
+# at most one output and one reason, as the record does.)
+LEDGER_COMMIT_WRITES = 2
 
 
 class WriteKind(enum.StrEnum):

@@ -82,6 +82,7 @@ def test_deliveries_are_counted_by_outcome_and_job() -> None:
         "eos-dev-delivery-latency",
         "eos-dev-missed-runs",
         "eos-dev-ended-attempts",
+        "eos-dev-downstream-failures",
     }
     deliveries = metrics["eos-dev-deliveries"]
     assert deliveries["labelExtractors"] == {
@@ -98,6 +99,7 @@ def test_deliveries_are_counted_by_outcome_and_job() -> None:
     assert latency["metricDescriptor"]["valueType"] == "DISTRIBUTION"
     assert "bucketOptions" in latency
     assert 'jsonPayload.event="missed_run"' in metrics["eos-dev-missed-runs"]["filter"]
+    assert 'jsonPayload.event="downstream_failed"' in metrics["eos-dev-downstream-failures"]["filter"]
     ended = metrics["eos-dev-ended-attempts"]
     assert 'jsonPayload.event="attempt_ended"' in ended["filter"]
     assert ended["labelExtractors"] == {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,7 @@ def catching_up() -> MockedStack:
     )
 
 
-def _scheduler_job(stack: MockedStack, name: str) -> dict[str, object]:
+def _scheduler_job(stack: MockedStack, name: str) -> dict[str, Any]:
     return next(r.inputs for r in stack.of_type(JOB) if str(r.inputs["name"]).endswith(f"_{name}"))
 
 

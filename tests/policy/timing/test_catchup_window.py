@@ -54,7 +54,7 @@ def test_a_window_shorter_than_retry_window_and_interval_is_refused_naming_the_n
     [(message, urn)] = check(_audit_jobs(4499)).violations
     assert "job eos-dev_demo [catchup-window-reachable]" in message
     assert "retry window 900s + the audit's interval 3600s = 4500s" in message
-    assert urn.endswith("eos-function")
+    assert urn is not None and urn.endswith("eos-function")
 
 
 def test_a_window_longer_than_the_retention_is_refused() -> None:
