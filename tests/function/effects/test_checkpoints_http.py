@@ -62,9 +62,11 @@ def test_a_released_run_keeps_its_checkpoint_for_the_retry_which_runs_at_once(
     failed = post(server)
 
     assert (failed.status_code, failed.json()["outcome"]) == (500, "failed_released"), failed.text
-    # The release is one write, as a delete would be: the record rewritten with the checkpoint.
+    # The release is one commit, as a delete would be: the record rewritten with the checkpoint,
+    # and the merge of the job's status (its last failure) beside it.
     sent = [(e["rpc"], e["fields"]) for e in faults.events() if e["event"] == "sent"]
-    assert sent == [("BatchWrite", sent[0][1]), ("Commit", ["checkpoint_json", "status"])], sent
+    assert [rpc for rpc, _ in sent] == ["BatchWrite", "Commit"], sent
+    assert {"checkpoint_json", "status", "last_failure", "consecutive_failures"} <= set(sent[1][1]), sent
     record = run_record(db).to_dict()
     assert (record["status"], json.loads(record["checkpoint_json"])) == ("released", {"step": 2})
     before = max(e["seq"] for e in faults.events())
