@@ -103,6 +103,7 @@ class InstancePool:
         self._background: list[threading.Thread] = []
         self._crash_lock = threading.Lock()  # one crash decision at a time
         self.crashes = 0
+        self.freezes = 0
         self.errors: list[str] = []
 
     def start(self) -> None:
@@ -209,22 +210,61 @@ class InstancePool:
         """Once the run is claimed (the attempt sent to `url`, or its copy beside it, sleeps in
         the job), kill that instance. False when the attempt and its copy ended first."""
         key = format_rfc3339(schedule_time)
-        index = next(i for i, server in enumerate(self._servers) if server.url == url)
+        return self.kill_when(url, lambda: key in live_claims(self._db, self._runs, job_id), done)
 
-        def ended() -> bool:
-            # On an instance of its own, whatever is in flight there is its copy.
-            return done.is_set() and (index not in self._alone or not self._in_flight[index])
-
-        wait_for(lambda: ended() or key in live_claims(self._db, self._runs, job_id), timeout=30.0)
+    def kill_when(self, url: str, ready: Callable[[], bool], done: threading.Event, timeout: float = 30.0) -> bool:
+        """Kill the instance at `url` (SIGKILL) once `ready()` says so, and restart it in the
+        background. False when the attempt sent there (and its copy) ended first."""
+        index = self._index_of(url)
+        wait_for(lambda: self._ended(index, done) or ready(), timeout=timeout)
         with self._crash_lock:
             with self._changed:
-                if ended() or index in self._down:
+                if self._ended(index, done) or index in self._down:
                     return False
                 self._down.add(index)
             self._servers[index].crash()
             self.crashes += 1
             self._in_background(self._restart, index, name=f"restart-{index}")
         return True
+
+    def freeze_when(
+        self,
+        url: str,
+        ready: Callable[[], bool],
+        done: threading.Event,
+        thaw_when: Callable[[], bool],
+        *,
+        timeout: float = 30.0,
+        longest_freeze: float = 120.0,
+    ) -> bool:
+        """Freeze the instance at `url` (SIGSTOP) once `ready()` says so, out of rotation,
+        and thaw it (SIGCONT) once `thaw_when()` says so. False when the attempt sent there
+        (and its copy) ended before it was ready."""
+        index = self._index_of(url)
+        wait_for(lambda: self._ended(index, done) or ready(), timeout=timeout)
+        with self._changed:
+            if self._ended(index, done) or index in self._down:
+                return False
+            self._down.add(index)
+        server = self._servers[index]
+        server.freeze()
+        self.freezes += 1
+        try:
+            wait_for(thaw_when, timeout=longest_freeze, interval=0.05)
+        finally:
+            server.thaw()
+            with self._changed:
+                self._down.discard(index)
+                self._changed.notify_all()
+        return True
+
+    def _index_of(self, url: str) -> int:
+        return next(i for i, server in enumerate(self._servers) if server.url == url)
+
+    def _ended(self, index: int, done: threading.Event) -> bool:
+        """The attempt sent to instance `index` returned; on an instance of its own, whatever
+        is still in flight there is its copy."""
+        return done.is_set() and (index not in self._alone or not self._in_flight[index])
 
     def wait_until_serving(self) -> None:
         """Every crashed instance restarted, every instance sent alone back in rotation."""

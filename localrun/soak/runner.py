@@ -1,0 +1,304 @@
+"""One soak: the emulator's function instances, every planned run delivered with its faults,
+the count of what each came to.
+
+The instances: `instances` in rotation, each reaching Firestore through a TCP proxy of its
+own (the Firestore faults of one attempt land on its instance only), and one instance per
+clock offset (libfaketime), which only the clock-skew fault's attempts are sent to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+from google.cloud import firestore
+
+from infra.settings.stack import StackSettings
+from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
+from localrun.delivery import RunResult
+from localrun.emulator import EMULATOR_HOST_ENV
+from localrun.function_server import FunctionServer
+from localrun.instances import InstancePool, live_claims, wait_for
+from localrun.scheduler import CompressedClock, fire_times
+from localrun.soak import checker
+from localrun.soak.injector import ExecutionWatch, Injector
+from localrun.soak.plan import RunPlan, SoakFault
+from localrun.soak.scheduler import AT_FORCED_TIME, FORCED, SCHEDULED, Delivered, SoakScheduler
+from localrun.soak.served import soak_record
+from localrun.tcp_proxy import TcpProxy
+
+SERVED_DIR = Path(soak_record.__file__).resolve().parent
+SOAK_JOB_HANDLER = "soak_job:run_soak_job"
+# The scheduled runs' fire times start here: in the past, so none is ahead of Firestore's
+# clock (a delivery ahead of it is a forced run), and the same on every replay.
+FIRST_FIRE_TIME = datetime(2020, 1, 1, tzinfo=UTC)
+# A forced run's ScheduleTime is the next whole minute at least this far ahead: every retry of
+# the forced delivery (under a minute at the soak's speed-up) is sent while it is still ahead.
+FORCED_LEAD_SECONDS = 75.0
+# The scheduled delivery of a forced run's ScheduleTime comes this long after it, as
+# Cloud Scheduler's does.
+AT_FORCED_TIME_DELAY_SECONDS = 1.0
+SKEW_OFFSETS = ("+120s", "-120s")
+
+
+@dataclass(frozen=True)
+class SoakOptions:
+    runs: int = 1000
+    seed: int = 1
+    only: int | None = None  # replay this run alone
+    instances: int = 4
+    in_flight: int = 40  # runs under way at once, at most
+    interval_seconds: float = 0.02  # between two runs fired
+    speedup: float = 20.0
+    forced: bool = True
+    # Directories put first on the instances' PYTHONPATH (a test's sitecustomize).
+    extra_pythonpath: tuple[Path, ...] = ()
+
+
+@dataclass
+class SoakOutcome:
+    judged: list[checker.Judged]
+    stray: list[str]
+    injected: dict[int, list[str]]
+    deliveries: int
+    instance_crashes: int
+    instance_freezes: int
+    restart_errors: list[str]
+    duration_seconds: float
+    timing: dict[str, float] = field(default_factory=dict)
+
+
+def soak(
+    settings: StackSettings,
+    plans: Sequence[RunPlan],
+    options: SoakOptions,
+    *,
+    emulator_host: str,
+    firestore_project: str,
+    out_dir: Path,
+    progress: TextIO | None = None,
+) -> SoakOutcome:
+    began = time.monotonic()
+    say = _printer(progress)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_path = out_dir / "function.log"
+    executions_path = out_dir / "executions.jsonl"
+    scheduler_log = out_dir / "scheduler.jsonl"
+    for path in (log_path, executions_path, scheduler_log):
+        path.unlink(missing_ok=True)
+    jobs = settings.jobs
+    compressed = CompressedTiming.of(settings, options.speedup, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS, job=jobs[0])
+    clock = CompressedClock(options.speedup)
+    selected = [plans[options.only]] if options.only is not None else list(plans)
+    times = {
+        job.name: fire_times(job.schedule, job.time_zone, FIRST_FIRE_TIME, math.ceil(len(plans) / len(jobs)))
+        for job in jobs
+    }
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_environment(EMULATOR_HOST_ENV, emulator_host))
+        db = firestore.Client(project=firestore_project)
+        base_env = compressed.function_env(settings, firestore_project=firestore_project, emulator_host=emulator_host)
+        base_env.pop("JOB_HANDLERS", None)
+        pythonpath = [str(p) for p in options.extra_pythonpath] + [str(SERVED_DIR)]
+        base_env.update(
+            JOB_HANDLER=SOAK_JOB_HANDLER,
+            PYTHONPATH=os.pathsep.join(pythonpath),
+            **{soak_record.EXECUTIONS_FILE_ENV: str(executions_path)},
+        )
+        proxies: dict[str, TcpProxy] = {}
+        servers = []
+        for _ in range(options.instances):
+            proxy = stack.enter_context(contextlib.closing(TcpProxy(emulator_host)))
+            server = FunctionServer({**base_env, EMULATOR_HOST_ENV: proxy.host}, log_path)
+            proxies[server.url] = proxy
+            servers.append(server)
+        pool = InstancePool(servers, db, settings.runs_collection, time_limit_seconds=compressed.time_limit_seconds)
+        faketime = shutil.which("faketime")
+        skewed_servers = {
+            offset: FunctionServer(base_env, log_path, launcher=(faketime, "-f", offset) if faketime else ())
+            for offset in SKEW_OFFSETS
+        }
+        skewed = {
+            offset: InstancePool([server], db, settings.runs_collection, time_limit_seconds=compressed.time_limit_seconds)
+            for offset, server in skewed_servers.items()
+        }
+        if faketime is None:
+            say("warning: faketime is not installed: the clock-skew fault's instances run on this machine's clock")
+        watch = ExecutionWatch(executions_path)
+        stack.callback(watch.close)
+        injector = Injector(
+            pool,
+            proxies,
+            db,
+            settings.runs_collection,
+            watch,
+            project=settings.project,
+            location=settings.region,
+        )
+        schedulers = {
+            job.name: SoakScheduler(
+                settings, job, pool, clock=clock, compressed=compressed, injector=injector, skewed=skewed
+            )
+            for job in jobs
+        }
+        say(
+            f"serving the function on {len(servers)} instances and {len(skewed)} clock-skewed ones "
+            f"(wall clock: lease {compressed.lease_seconds:g}s, time limit {compressed.time_limit_seconds:g}s)"
+        )
+        counter = _Progress(say, len(selected) + sum(p.primary is SoakFault.FORCED for p in selected) * 2)
+        log_lock = threading.Lock()
+
+        def finished(scheduler: SoakScheduler, result: RunResult) -> None:
+            delivered = scheduler.delivered(result.index)
+            entry = {
+                "tag": delivered.tag,
+                "run": delivered.run,
+                "role": delivered.role,
+                "job_id": scheduler.job_id,
+                **{k: v for k, v in result.to_json().items() if k in ("schedule_time", "acknowledged", "faults")},
+                "deliveries": [d.__dict__ for d in result.deliveries],
+            }
+            with log_lock, scheduler_log.open("a", encoding="utf-8") as log:
+                log.write(json.dumps(entry, default=str) + "\n")
+            counter.one(result)
+
+        try:
+            for instance_pool in (pool, *skewed.values()):
+                instance_pool.start()
+            for instance_pool in (pool, *skewed.values()):
+                instance_pool.warm_up(settings, jobs[0])
+            say(f"firing {len(selected)} runs of {len(jobs)} jobs, seed {options.seed}")
+            _fire(selected, jobs_named=[job.name for job in jobs], times=times, schedulers=schedulers,
+                  options=options, finished=finished)
+            for scheduler in schedulers.values():
+                scheduler.join_copies()
+            pool.wait_until_serving()
+            settle = compressed.lease_seconds * 2 + 10
+            job_ids = [scheduler.job_id for scheduler in schedulers.values()]
+            wait_for(
+                lambda: not any(live_claims(db, settings.runs_collection, job_id) for job_id in job_ids),
+                timeout=settle,
+                interval=0.5,
+            )
+        finally:
+            for instance_pool in (pool, *skewed.values()):
+                instance_pool.stop()
+        judged, stray = checker.check(executions_path, scheduler_log, db, settings.runs_collection)
+    injected: dict[int, list[str]] = {}
+    for scheduler in schedulers.values():
+        injected.update(scheduler.injected)
+    return SoakOutcome(
+        judged=judged,
+        stray=stray,
+        injected=injected,
+        deliveries=sum(j.deliveries for j in judged),
+        instance_crashes=pool.crashes,
+        instance_freezes=pool.freezes,
+        restart_errors=list(pool.errors),
+        duration_seconds=time.monotonic() - began,
+        timing={
+            "lease_seconds": compressed.lease_seconds,
+            "time_limit_seconds": compressed.time_limit_seconds,
+            "attempt_deadline_seconds": compressed.attempt_deadline_seconds(settings, jobs[0]),
+        },
+    )
+
+
+def _fire(
+    selected: Sequence[RunPlan],
+    *,
+    jobs_named: Sequence[str],
+    times: dict[str, list[datetime]],
+    schedulers: dict[str, SoakScheduler],
+    options: SoakOptions,
+    finished: Callable[[SoakScheduler, RunResult], None],
+) -> None:
+    """Fire the runs in plan order, at most `in_flight` under way at once; a forced run's two
+    extra deliveries beside its run, the second once its ScheduleTime has passed."""
+    slots = threading.BoundedSemaphore(options.in_flight)
+    threads: list[threading.Thread] = []
+    next_forced: dict[str, datetime] = {}
+
+    def start(scheduler: SoakScheduler, index: int, delivered: Delivered, at: float = 0.0) -> None:
+        scheduler.register(index, delivered)
+
+        def go() -> None:
+            if at:
+                time.sleep(max(0.0, at - time.time()))
+            with slots:
+                finished(scheduler, scheduler.run(index, delivered.schedule_time))
+
+        thread = threading.Thread(target=go, name=f"run-{index}", daemon=True)
+        threads.append(thread)
+        if not at:
+            slots.acquire()  # back-pressure: fire no faster than runs end
+            slots.release()
+        thread.start()
+
+    for plan in selected:
+        name = jobs_named[plan.index % len(jobs_named)]
+        scheduler = schedulers[name]
+        when = times[name][plan.index // len(jobs_named)]
+        start(scheduler, 3 * plan.index, Delivered(f"r{plan.index}", plan.index, SCHEDULED, when, plan))
+        if plan.primary is SoakFault.FORCED and options.forced:
+            ahead = datetime.now(UTC) + timedelta(seconds=FORCED_LEAD_SECONDS)
+            forced_at = ahead.replace(second=0, microsecond=0) + timedelta(minutes=1)
+            if name in next_forced:
+                forced_at = max(forced_at, next_forced[name])
+            next_forced[name] = forced_at + timedelta(minutes=1)
+            start(scheduler, 3 * plan.index + 1, Delivered(f"r{plan.index}-forced", plan.index, FORCED, forced_at, None))
+            due = forced_at.timestamp() + AT_FORCED_TIME_DELAY_SECONDS
+            at_time = Delivered(f"r{plan.index}-at-forced-time", plan.index, AT_FORCED_TIME, forced_at, None)
+            start(scheduler, 3 * plan.index + 2, at_time, at=due)
+        time.sleep(options.interval_seconds)
+    for thread in threads:
+        thread.join()
+
+
+class _Progress:
+    def __init__(self, say: Callable[[str], None], total: int) -> None:
+        self._say = say
+        self._total = total
+        self._done = 0
+        self._lock = threading.Lock()
+        self._began = time.monotonic()
+        self._every = max(1, total // 50)
+
+    def one(self, result: RunResult) -> None:
+        with self._lock:
+            self._done += 1
+            if self._done % self._every == 0 or self._done == self._total:
+                rate = self._done / max(time.monotonic() - self._began, 1e-9)
+                self._say(f"  [{self._done}/{self._total}] runs delivered ({rate:.1f}/s)")
+
+
+def _printer(stream: TextIO | None) -> Callable[[str], None]:
+    def say(text: str) -> None:
+        if stream is not None:
+            print(text, file=stream, flush=True)
+
+    return say
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
