@@ -87,6 +87,7 @@ class InstancePool:
         runs_collection: str,
         *,
         time_limit_seconds: float,
+        alone_timeout_seconds: float = 120.0,
     ) -> None:
         if not servers:
             raise ValueError("at least one instance")
@@ -95,6 +96,8 @@ class InstancePool:
         self._runs = runs_collection
         # An attempt runs at most this long on an instance: the function ends it then.
         self._time_limit = time_limit_seconds
+        # How long an attempt sent alone may wait for an instance to come free.
+        self._alone_timeout = alone_timeout_seconds
         self._changed = threading.Condition()  # guards everything below
         self._down: set[int] = set()
         self._alone: set[int] = set()
@@ -147,7 +150,7 @@ class InstancePool:
             if url is not None:
                 index = next(i for i, server in enumerate(self._servers) if server.url == url)
             elif alone:
-                index = self._take_alone()
+                index = self._take_alone(self._alone_timeout)
             else:
                 index = self._next_in_rotation()
             self._in_flight[index] += 1
@@ -174,7 +177,7 @@ class InstancePool:
         self._next += 1
         return self._next % count
 
-    def _take_alone(self, timeout: float = 120.0) -> int:
+    def _take_alone(self, timeout: float) -> int:
         """Take the least busy instance out of rotation (leaving one in it), then wait until
         the requests it was serving have ended."""
         deadline = time.monotonic() + timeout

@@ -41,10 +41,11 @@ class Outcome(enum.StrEnum):
     TWICE_OVERLAPPING = "twice_overlapping"  # twice or more, two of them at the same time
     LOST = "lost"  # never executed although the scheduler did not give up
     GIVEN_UP = "given_up"  # never executed, and the scheduler's retries ran out
+    NOT_DELIVERED = "not_delivered"  # the soak itself failed to deliver it: no verdict
 
     @property
     def fails(self) -> bool:
-        return self in (Outcome.TWICE, Outcome.TWICE_OVERLAPPING, Outcome.LOST)
+        return self in (Outcome.TWICE, Outcome.TWICE_OVERLAPPING, Outcome.LOST, Outcome.NOT_DELIVERED)
 
 
 @dataclass
@@ -130,7 +131,9 @@ def judge_runs(
         tag = str(entry["tag"])
         found = executions.get(tag, [])
         acknowledged = bool(entry["acknowledged"])
-        if len(found) >= 2:
+        if entry.get("harness_error"):
+            outcome = Outcome.NOT_DELIVERED
+        elif len(found) >= 2:
             outcome = Outcome.TWICE_OVERLAPPING if overlapping(found) else Outcome.TWICE
         elif len(found) == 1:
             outcome = Outcome.ONCE
@@ -161,9 +164,17 @@ def stray_executions(delivered: Sequence[Mapping[str, Any]], executions: Mapping
 
 
 def check(
-    executions_path: Path, scheduler_log_path: Path, db: firestore.Client, collection: str
+    executions_path: Path,
+    scheduler_log_path: Path,
+    db: firestore.Client,
+    collection: str,
+    expected: Sequence[str],
 ) -> tuple[list[Judged], list[str]]:
+    """The verdicts of the runs the scheduler's log names; a run in `expected` (the soak's
+    scheduled runs) that it does not name is stray too: lost by the harness, not hidden."""
     delivered = read_scheduler_log(scheduler_log_path)
+    logged = {str(entry["tag"]) for entry in delivered}
     executions = executions_by_tag(executions_path)
     ledger = ledger_states(db, collection, sorted({str(entry["job_id"]) for entry in delivered}))
-    return judge_runs(delivered, executions, ledger), stray_executions(delivered, executions)
+    missing = [f"{tag} (never logged by the scheduler)" for tag in expected if tag not in logged]
+    return judge_runs(delivered, executions, ledger), stray_executions(delivered, executions) + missing

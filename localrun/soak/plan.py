@@ -60,8 +60,8 @@ ALONE: frozenset[SoakFault] = frozenset(
 # Which commit a commit fault aims at: the claim's, or the completion's.
 CLAIM, FINISH = "claim", "finish"
 
-DEFAULT_PRIMARY_RATE = 0.03
-DEFAULT_COMBINABLE_RATE = 0.05
+DEFAULT_PRIMARY_RATE = 0.02
+DEFAULT_COMBINABLE_RATE = 0.04
 # The longest plain job, in wall-clock seconds: short work, many runs.
 MAX_PLAIN_SLEEP_SECONDS = 0.3
 

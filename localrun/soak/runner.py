@@ -24,6 +24,7 @@ from typing import Any, TextIO
 from google.cloud import firestore
 
 from infra.settings.stack import StackSettings
+from exactly_once.delivery.scheduler_request import format_rfc3339
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import RunResult
 from localrun.emulator import EMULATOR_HOST_ENV
@@ -43,12 +44,16 @@ SOAK_JOB_HANDLER = "soak_job:run_soak_job"
 # clock (a delivery ahead of it is a forced run), and the same on every replay.
 FIRST_FIRE_TIME = datetime(2020, 1, 1, tzinfo=UTC)
 # A forced run's ScheduleTime is the next whole minute at least this far ahead: every retry of
-# the forced delivery (under a minute at the soak's speed-up) is sent while it is still ahead.
-FORCED_LEAD_SECONDS = 75.0
+# the forced delivery (the last within 30 s at the soak's speed-up) is sent while it is still
+# ahead of Firestore's clock.
+FORCED_LEAD_SECONDS = 30.0
 # The scheduled delivery of a forced run's ScheduleTime comes this long after it, as
 # Cloud Scheduler's does.
 AT_FORCED_TIME_DELAY_SECONDS = 1.0
 SKEW_OFFSETS = ("+120s", "-120s")
+# An attempt sent alone waits for an instance to come free: on a busy machine, behind many
+# others that restart instances. A wait this long is the harness stuck, reported as such.
+ALONE_TIMEOUT_SECONDS = 1800.0
 
 
 @dataclass(frozen=True)
@@ -56,8 +61,8 @@ class SoakOptions:
     runs: int = 1000
     seed: int = 1
     only: int | None = None  # replay this run alone
-    instances: int = 4
-    in_flight: int = 40  # runs under way at once, at most
+    instances: int = 10
+    in_flight: int = 64  # runs under way at once, at most
     interval_seconds: float = 0.02  # between two runs fired
     speedup: float = 20.0
     forced: bool = True
@@ -123,12 +128,21 @@ def soak(
             server = FunctionServer({**base_env, EMULATOR_HOST_ENV: proxy.host}, log_path)
             proxies[server.url] = proxy
             servers.append(server)
-        pool = InstancePool(servers, db, settings.runs_collection, time_limit_seconds=compressed.time_limit_seconds)
+            stack.callback(server.stop)  # stopped even when the soak is interrupted
+        pool = InstancePool(
+            servers,
+            db,
+            settings.runs_collection,
+            time_limit_seconds=compressed.time_limit_seconds,
+            alone_timeout_seconds=ALONE_TIMEOUT_SECONDS,
+        )
         faketime = shutil.which("faketime")
         skewed_servers = {
             offset: FunctionServer(base_env, log_path, launcher=(faketime, "-f", offset) if faketime else ())
             for offset in SKEW_OFFSETS
         }
+        for server in skewed_servers.values():
+            stack.callback(server.stop)
         skewed = {
             offset: InstancePool([server], db, settings.runs_collection, time_limit_seconds=compressed.time_limit_seconds)
             for offset, server in skewed_servers.items()
@@ -168,6 +182,7 @@ def soak(
                 "job_id": scheduler.job_id,
                 **{k: v for k, v in result.to_json().items() if k in ("schedule_time", "acknowledged", "faults")},
                 "deliveries": [d.__dict__ for d in result.deliveries],
+                "harness_error": result.reason,
             }
             with log_lock, scheduler_log.open("a", encoding="utf-8") as log:
                 log.write(json.dumps(entry, default=str) + "\n")
@@ -194,7 +209,8 @@ def soak(
         finally:
             for instance_pool in (pool, *skewed.values()):
                 instance_pool.stop()
-        judged, stray = checker.check(executions_path, scheduler_log, db, settings.runs_collection)
+        expected = [f"r{plan.index}" for plan in selected]
+        judged, stray = checker.check(executions_path, scheduler_log, db, settings.runs_collection, expected)
     injected: dict[int, list[str]] = {}
     for scheduler in schedulers.values():
         injected.update(scheduler.injected)
@@ -237,7 +253,12 @@ def _fire(
             if at:
                 time.sleep(max(0.0, at - time.time()))
             with slots:
-                finished(scheduler, scheduler.run(index, delivered.schedule_time))
+                try:
+                    result = scheduler.run(index, delivered.schedule_time)
+                except Exception as error:  # the harness failed the run: never a silent gap
+                    result = RunResult(index, scheduler.job.name, format_rfc3339(delivered.schedule_time), [])
+                    result.reason = f"the soak could not deliver it: {error!r}"
+                finished(scheduler, result)
 
         thread = threading.Thread(target=go, name=f"run-{index}", daemon=True)
         threads.append(thread)
@@ -246,21 +267,26 @@ def _fire(
             slots.release()
         thread.start()
 
+    # Forced runs first: their second delivery waits for their ScheduleTime, up to a minute
+    # and a half ahead, which the rest of the soak spends firing the scheduled runs.
     for plan in selected:
-        name = jobs_named[plan.index % len(jobs_named)]
-        scheduler = schedulers[name]
-        when = times[name][plan.index // len(jobs_named)]
-        start(scheduler, 3 * plan.index, Delivered(f"r{plan.index}", plan.index, SCHEDULED, when, plan))
         if plan.primary is SoakFault.FORCED and options.forced:
+            name = jobs_named[plan.index % len(jobs_named)]
+            scheduler = schedulers[name]
             ahead = datetime.now(UTC) + timedelta(seconds=FORCED_LEAD_SECONDS)
             forced_at = ahead.replace(second=0, microsecond=0) + timedelta(minutes=1)
             if name in next_forced:
                 forced_at = max(forced_at, next_forced[name])
             next_forced[name] = forced_at + timedelta(minutes=1)
-            start(scheduler, 3 * plan.index + 1, Delivered(f"r{plan.index}-forced", plan.index, FORCED, forced_at, None))
+            forced = Delivered(f"r{plan.index}-forced", plan.index, FORCED, forced_at, None)
+            start(scheduler, 3 * plan.index + 1, forced)
             due = forced_at.timestamp() + AT_FORCED_TIME_DELAY_SECONDS
             at_time = Delivered(f"r{plan.index}-at-forced-time", plan.index, AT_FORCED_TIME, forced_at, None)
             start(scheduler, 3 * plan.index + 2, at_time, at=due)
+    for plan in selected:
+        name = jobs_named[plan.index % len(jobs_named)]
+        when = times[name][plan.index // len(jobs_named)]
+        start(schedulers[name], 3 * plan.index, Delivered(f"r{plan.index}", plan.index, SCHEDULED, when, plan))
         time.sleep(options.interval_seconds)
     for thread in threads:
         thread.join()

@@ -22,7 +22,7 @@ from typing import Any
 
 import soak_record
 
-from exactly_once import RunContext, TerminalJobError
+from exactly_once import RetryableJobError, RunContext, TerminalJobError
 
 FIELDS = ("tag", "sleep_seconds", "action")
 ACTIONS = ("raise", "exit", "too_large", "not_json")
@@ -51,6 +51,13 @@ def run_soak_job(context: RunContext) -> Any:
         raise SoakJobFailure("the request body asked this run to fail")
     if action == "exit":
         sys.exit(3)
+    if context.seconds_left() <= 0:
+        # Past its time limit before its side effect: the instance was frozen (or starved)
+        # while the job worked, and a retry may have taken the run over meanwhile. The
+        # function's watchdog ends such an attempt as the process thaws, but the job's own
+        # thread may wake first: a job whose side effect cannot refuse a stale writer (this
+        # file cannot) checks the time left before it, as a long job does between its steps (docs/jobs.md).
+        raise RetryableJobError("past the time limit before the side effect: left to a retry")
     soak_record.append(path, soak_record.END, tag, **{**about, "at": time.time()})
     if action == "too_large":
         return {"padding": "x" * TOO_LARGE_BYTES}
