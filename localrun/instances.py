@@ -136,8 +136,11 @@ class InstancePool:
                     )
                 time.sleep(pause)
 
-    def stop(self) -> None:
-        self.wait_until_serving()
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop every instance, once the restarts under way are done (`wait`), or at once: an
+        interrupted run must not wait for them."""
+        if wait:
+            self.wait_until_serving()
         for server in self._servers:
             server.stop()
 
@@ -215,7 +218,9 @@ class InstancePool:
         key = format_rfc3339(schedule_time)
         return self.kill_when(url, lambda: key in live_claims(self._db, self._runs, job_id), done)
 
-    def kill_when(self, url: str, ready: Callable[[], bool], done: threading.Event, timeout: float = 30.0) -> bool:
+    def kill_when(
+        self, url: str, ready: Callable[[], bool], done: threading.Event, timeout: float = 30.0
+    ) -> bool:
         """Kill the instance at `url` (SIGKILL) once `ready()` says so, and restart it in the
         background. False when the attempt sent there (and its copy) ended first."""
         index = self._index_of(url)

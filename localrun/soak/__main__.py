@@ -11,7 +11,7 @@ import json
 import shlex
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from infra.config.schema import REPO_ROOT, SettingsError
@@ -29,7 +29,7 @@ DEFAULT_OUTPUT_DIR = REPO_ROOT / ".soak"
 EXIT_OK, EXIT_FAILED, EXIT_CANNOT_RUN = 0, 1, 2
 
 
-def _at_least(minimum: int):  # type: ignore[no-untyped-def]
+def _at_least(minimum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         value = int(text)
         if value < minimum:
@@ -50,10 +50,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--runs", type=_at_least(1), default=defaults.runs, help="scheduled runs to fire")
     parser.add_argument("--seed", type=int, default=defaults.seed, help="seed of every run's fault schedule")
-    parser.add_argument("--only", type=_at_least(0), help="replay this run's schedule alone (with the same --seed and --runs)")
-    parser.add_argument("--instances", type=_at_least(2), default=defaults.instances, help="function instances in rotation")
-    parser.add_argument("--in-flight", type=_at_least(1), default=defaults.in_flight, help="runs under way at once, at most")
-    parser.add_argument("--min-each", type=_at_least(0), default=20, help="every fault kind on at least this many runs")
+    parser.add_argument(
+        "--only", type=_at_least(0), help="replay this run's schedule alone (with the same --seed and --runs)"
+    )
+    parser.add_argument(
+        "--instances", type=_at_least(2), default=defaults.instances, help="function instances in rotation"
+    )
+    parser.add_argument(
+        "--in-flight", type=_at_least(1), default=defaults.in_flight, help="runs under way at once, at most"
+    )
+    parser.add_argument(
+        "--min-each", type=_at_least(0), default=20, help="every fault kind on at least this many runs"
+    )
     parser.add_argument(
         "--forced", action=argparse.BooleanOptionalAction, default=True, help="inject forced runs"
     )
@@ -64,7 +72,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.only is not None and args.only >= args.runs:
-        print(f"soak: --only {args.only} is not a run of --runs {args.runs} (0..{args.runs - 1})", file=sys.stderr)
+        print(
+            f"soak: --only {args.only} is not a run of --runs {args.runs} (0..{args.runs - 1})",
+            file=sys.stderr,
+        )
         return EXIT_CANNOT_RUN
     try:
         settings = load_stack_settings(SOAK_STACK, stacks_dir=DEMO_STACKS_DIR)
@@ -74,7 +85,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     excluded = () if args.forced else (SoakFault.FORCED,)
     plans = plan_soak(args.runs, args.seed, min_each=args.min_each, excluded=excluded)
     options = SoakOptions(
-        runs=args.runs, seed=args.seed, only=args.only, instances=args.instances, in_flight=args.in_flight,
+        runs=args.runs,
+        seed=args.seed,
+        only=args.only,
+        instances=args.instances,
+        in_flight=args.in_flight,
         forced=args.forced,
     )
     out_dir: Path = args.output_dir
@@ -83,16 +98,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("starting the Firestore emulator ...", file=sys.stderr, flush=True)
         with firestore_emulator(log_dir=out_dir) as host:
             outcome = soak(
-                settings, plans, options, emulator_host=host, firestore_project=f"soak-{uuid.uuid4().hex[:8]}",
-                out_dir=out_dir, progress=sys.stderr,
+                settings,
+                plans,
+                options,
+                emulator_host=host,
+                firestore_project=f"soak-{uuid.uuid4().hex[:8]}",
+                out_dir=out_dir,
+                progress=sys.stderr,
             )
     except (EmulatorError, FunctionServerError, WarmUpError) as error:
         print(f"soak: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    command = "make soak" + (f' ARGS="{shlex.join(argv if argv is not None else sys.argv[1:])}"' if (argv if argv is not None else sys.argv[1:]) else "")
+    command = "make soak" + (
+        f' ARGS="{shlex.join(argv if argv is not None else sys.argv[1:])}"'
+        if (argv if argv is not None else sys.argv[1:])
+        else ""
+    )
     report = build_report(
-        seed=args.seed, runs=args.runs, only=args.only, command=command, plans=plans, judged=outcome.judged,
-        injected=outcome.injected, stray=outcome.stray,
+        seed=args.seed,
+        runs=args.runs,
+        only=args.only,
+        command=command,
+        plans=plans,
+        judged=outcome.judged,
+        injected=outcome.injected,
+        stray=outcome.stray,
         facts={
             "duration_seconds": round(outcome.duration_seconds, 1),
             "instances": args.instances,

@@ -21,6 +21,7 @@ scheduler without an execution (retries exhausted: counted, not hidden).
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -85,7 +86,9 @@ def executions_by_tag(path: Path) -> dict[str, list[Execution]]:
             execution.start_line = number
         elif record.get("event") == soak_record.END:
             if execution.end_line is not None:  # the same attempt twice: count both
-                by_attempt[(key[0], f"{key[1]}#{number}")] = Execution(key[1], execution.start_line, number, None)
+                by_attempt[(key[0], f"{key[1]}#{number}")] = Execution(
+                    key[1], execution.start_line, number, None
+                )
             else:
                 execution.end_line = number
     found: dict[str, list[Execution]] = defaultdict(list)
@@ -100,10 +103,12 @@ def overlapping(executions: Sequence[Execution]) -> bool:
     spans = sorted(
         (e.start_line if e.start_line is not None else e.end_line or 0, e.end_line or 0) for e in executions
     )
-    return any(later[0] < earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
+    return any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans))
 
 
-def ledger_states(db: firestore.Client, collection: str, job_ids: Iterable[str]) -> dict[tuple[str, str], str]:
+def ledger_states(
+    db: firestore.Client, collection: str, job_ids: Iterable[str]
+) -> dict[tuple[str, str], str]:
     """(job id, schedule time RFC 3339) -> the record's status, and result once completed."""
     states: dict[tuple[str, str], str] = {}
     for job_id in job_ids:
@@ -157,7 +162,9 @@ def judge_runs(
     return judged
 
 
-def stray_executions(delivered: Sequence[Mapping[str, Any]], executions: Mapping[str, Sequence[Execution]]) -> list[str]:
+def stray_executions(
+    delivered: Sequence[Mapping[str, Any]], executions: Mapping[str, Sequence[Execution]]
+) -> list[str]:
     """Tags that executed but that the soak never delivered: none, unless something is badly off."""
     known = {str(entry["tag"]) for entry in delivered}
     return sorted(tag for tag in executions if tag not in known)

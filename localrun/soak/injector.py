@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_document import DocumentSnapshot
 
 from exactly_once.delivery.scheduler_request import RunKey
 from localrun.instances import InstancePool, wait_for
@@ -112,7 +113,7 @@ class Injector:
     def record(self, job_id: str, schedule_time: datetime) -> dict[str, Any] | None:
         """The run's ledger record, read from the emulator directly (no proxy, no fault)."""
         run_id = RunKey(self._project, self._location, job_id, schedule_time).run_id
-        snapshot = self._db.collection(self._runs).document(run_id).get()
+        snapshot = cast(DocumentSnapshot, self._db.collection(self._runs).document(run_id).get())
         return snapshot.to_dict() if snapshot.exists else None
 
     def arm(
@@ -187,7 +188,12 @@ class Injector:
             proxy.cut("blackhole" if plan.variant == "blackhole" else "refuse")
             timer = threading.Timer(plan.seconds, lambda: _restore(proxy))
             timer.start()
-            armed._after.append(lambda: (timer.join(), _restore(proxy)))
+
+            def restored() -> None:
+                timer.join()
+                _restore(proxy)
+
+            armed._after.append(restored)
         return armed
 
 

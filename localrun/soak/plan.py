@@ -8,6 +8,7 @@ on the number of runs, so a replay names the same `--runs` as the soak it replay
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import random
 from collections.abc import Sequence
@@ -83,7 +84,9 @@ class RunPlan:
     @property
     def kinds(self) -> tuple[SoakFault, ...]:
         combined = tuple(
-            fault for fault, on in ((SoakFault.CONCURRENT, self.concurrent), (SoakFault.DUPLICATE, self.duplicate)) if on
+            fault
+            for fault, on in ((SoakFault.CONCURRENT, self.concurrent), (SoakFault.DUPLICATE, self.duplicate))
+            if on
         )
         return ((self.primary,) if self.primary else ()) + combined
 
@@ -134,7 +137,7 @@ def _run_plan(index: int, seed: int, primary_rate: float, combinable_rate: float
 
 def _with_primary(plan: RunPlan, primary: SoakFault | None, rng: random.Random) -> RunPlan:
     variant, seconds = _variant(primary, rng)
-    return RunPlan(plan.index, primary, plan.concurrent, plan.duplicate, variant, seconds, plan.sleep_seconds)
+    return dataclasses.replace(plan, primary=primary, variant=variant, seconds=seconds)
 
 
 def plan_soak(
@@ -154,19 +157,14 @@ def plan_soak(
     plans = [
         _with_primary(plan, None, random.Random(0)) if plan.primary in excluded else plan for plan in plans
     ]
-    if excluded_combinable := [f for f in COMBINABLE if f in excluded]:
-        plans = [
-            RunPlan(
-                p.index,
-                p.primary,
-                p.concurrent and SoakFault.CONCURRENT not in excluded_combinable,
-                p.duplicate and SoakFault.DUPLICATE not in excluded_combinable,
-                p.variant,
-                p.seconds,
-                p.sleep_seconds,
-            )
-            for p in plans
-        ]
+    plans = [
+        dataclasses.replace(
+            p,
+            concurrent=p.concurrent and SoakFault.CONCURRENT not in excluded,
+            duplicate=p.duplicate and SoakFault.DUPLICATE not in excluded,
+        )
+        for p in plans
+    ]
     rng = random.Random(f"soak-top-up:{seed}:{runs}")
     for fault in PRIMARY:
         if fault in excluded:
@@ -183,14 +181,10 @@ def plan_soak(
         free = [plan.index for plan in plans if not getattr(plan, field)]
         for index in rng.sample(free, max(0, min(missing, len(free)))):
             old = plans[index]
-            plans[index] = RunPlan(
-                old.index,
-                old.primary,
-                old.concurrent or fault is SoakFault.CONCURRENT,
-                old.duplicate or fault is SoakFault.DUPLICATE,
-                old.variant,
-                old.seconds,
-                old.sleep_seconds,
+            plans[index] = dataclasses.replace(
+                old,
+                concurrent=old.concurrent or fault is SoakFault.CONCURRENT,
+                duplicate=old.duplicate or fault is SoakFault.DUPLICATE,
             )
     return plans
 

@@ -52,9 +52,7 @@ def build_report(
         "outcomes": {outcome.value: outcomes.get(outcome.value, 0) for outcome in Outcome},
         "outcomes_by_fault": {kind: dict(counts) for kind, counts in by_fault.items()},
         "stray_executions": list(stray),
-        "failed": [
-            {**entry.to_json(), "schedule": plans[entry.run].describe()} for entry in failed
-        ],
+        "failed": [{**entry.to_json(), "schedule": plans[entry.run].describe()} for entry in failed],
         **facts,
     }
 
@@ -66,7 +64,7 @@ def failure_lines(report: dict[str, Any]) -> list[str]:
             f"FAILED run {entry['run']} ({entry['tag']}, {entry['role']}, {entry['job_id']} "
             f"{entry['schedule_time']}): {entry['outcome']}, {entry['executions']} execution(s); "
             f"seed {report['seed']}, fault schedule {entry['schedule']}; replay: "
-            f"make soak ARGS=\"--seed {report['seed']} --runs {report['runs_planned']} --only {entry['run']}\""
+            f'make soak ARGS="--seed {report["seed"]} --runs {report["runs_planned"]} --only {entry["run"]}"'
         )
     for tag in report["stray_executions"]:
         lines.append(f"FAILED: an execution of {tag!r}, which the soak never delivered")
@@ -108,7 +106,13 @@ def write_chart(report: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     kinds = list(report["outcomes_by_fault"])
-    colours = {"once": "#4caf50", "twice": "#e53935", "twice_overlapping": "#8e0000", "lost": "#ff9800", "given_up": "#9e9e9e"}
+    colours = {
+        "once": "#4caf50",
+        "twice": "#e53935",
+        "twice_overlapping": "#8e0000",
+        "lost": "#ff9800",
+        "given_up": "#9e9e9e",
+    }
     figure, axes = plt.subplots(figsize=(9, 0.35 * len(kinds) + 1.5))
     left = [0] * len(kinds)
     for outcome, colour in colours.items():

@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from google.cloud import firestore
 
-from infra.settings.stack import StackSettings
 from exactly_once.delivery.scheduler_request import format_rfc3339
+from infra.settings.stack import StackSettings
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import RunResult
 from localrun.emulator import EMULATOR_HOST_ENV
@@ -95,6 +95,8 @@ def soak(
 ) -> SoakOutcome:
     began = time.monotonic()
     say = _printer(progress)
+    # Absolute: the instances run in function/, and write the execution file from there.
+    out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = out_dir / "function.log"
     executions_path = out_dir / "executions.jsonl"
@@ -102,7 +104,9 @@ def soak(
     for path in (log_path, executions_path, scheduler_log):
         path.unlink(missing_ok=True)
     jobs = settings.jobs
-    compressed = CompressedTiming.of(settings, options.speedup, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS, job=jobs[0])
+    compressed = CompressedTiming.of(
+        settings, options.speedup, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS, job=jobs[0]
+    )
     clock = CompressedClock(options.speedup)
     selected = [plans[options.only]] if options.only is not None else list(plans)
     times = {
@@ -113,7 +117,9 @@ def soak(
     with contextlib.ExitStack() as stack:
         stack.enter_context(_environment(EMULATOR_HOST_ENV, emulator_host))
         db = firestore.Client(project=firestore_project)
-        base_env = compressed.function_env(settings, firestore_project=firestore_project, emulator_host=emulator_host)
+        base_env = compressed.function_env(
+            settings, firestore_project=firestore_project, emulator_host=emulator_host
+        )
         base_env.pop("JOB_HANDLERS", None)
         pythonpath = [str(p) for p in options.extra_pythonpath] + [str(SERVED_DIR)]
         base_env.update(
@@ -144,11 +150,16 @@ def soak(
         for server in skewed_servers.values():
             stack.callback(server.stop)
         skewed = {
-            offset: InstancePool([server], db, settings.runs_collection, time_limit_seconds=compressed.time_limit_seconds)
+            offset: InstancePool(
+                [server], db, settings.runs_collection, time_limit_seconds=compressed.time_limit_seconds
+            )
             for offset, server in skewed_servers.items()
         }
         if faketime is None:
-            say("warning: faketime is not installed: the clock-skew fault's instances run on this machine's clock")
+            say(
+                "warning: faketime is not installed: the clock-skew fault's instances run on "
+                "this machine's clock"
+            )
         watch = ExecutionWatch(executions_path)
         stack.callback(watch.close)
         injector = Injector(
@@ -168,7 +179,8 @@ def soak(
         }
         say(
             f"serving the function on {len(servers)} instances and {len(skewed)} clock-skewed ones "
-            f"(wall clock: lease {compressed.lease_seconds:g}s, time limit {compressed.time_limit_seconds:g}s)"
+            f"(wall clock: lease {compressed.lease_seconds:g}s, "
+            f"time limit {compressed.time_limit_seconds:g}s)"
         )
         counter = _Progress(say, len(selected) + sum(p.primary is SoakFault.FORCED for p in selected) * 2)
         log_lock = threading.Lock()
@@ -180,7 +192,11 @@ def soak(
                 "run": delivered.run,
                 "role": delivered.role,
                 "job_id": scheduler.job_id,
-                **{k: v for k, v in result.to_json().items() if k in ("schedule_time", "acknowledged", "faults")},
+                **{
+                    k: v
+                    for k, v in result.to_json().items()
+                    if k in ("schedule_time", "acknowledged", "faults")
+                },
                 "deliveries": [d.__dict__ for d in result.deliveries],
                 "harness_error": result.reason,
             }
@@ -188,14 +204,21 @@ def soak(
                 log.write(json.dumps(entry, default=str) + "\n")
             counter.one(result)
 
+        finished_cleanly = False
         try:
             for instance_pool in (pool, *skewed.values()):
                 instance_pool.start()
             for instance_pool in (pool, *skewed.values()):
                 instance_pool.warm_up(settings, jobs[0])
             say(f"firing {len(selected)} runs of {len(jobs)} jobs, seed {options.seed}")
-            _fire(selected, jobs_named=[job.name for job in jobs], times=times, schedulers=schedulers,
-                  options=options, finished=finished)
+            _fire(
+                selected,
+                jobs_named=[job.name for job in jobs],
+                times=times,
+                schedulers=schedulers,
+                options=options,
+                finished=finished,
+            )
             for scheduler in schedulers.values():
                 scheduler.join_copies()
             pool.wait_until_serving()
@@ -206,9 +229,10 @@ def soak(
                 timeout=settle,
                 interval=0.5,
             )
+            finished_cleanly = True
         finally:
             for instance_pool in (pool, *skewed.values()):
-                instance_pool.stop()
+                instance_pool.stop(wait=finished_cleanly)
         expected = [f"r{plan.index}" for plan in selected]
         judged, stray = checker.check(executions_path, scheduler_log, db, settings.runs_collection, expected)
     injected: dict[int, list[str]] = {}
@@ -286,7 +310,9 @@ def _fire(
     for plan in selected:
         name = jobs_named[plan.index % len(jobs_named)]
         when = times[name][plan.index // len(jobs_named)]
-        start(schedulers[name], 3 * plan.index, Delivered(f"r{plan.index}", plan.index, SCHEDULED, when, plan))
+        start(
+            schedulers[name], 3 * plan.index, Delivered(f"r{plan.index}", plan.index, SCHEDULED, when, plan)
+        )
         time.sleep(options.interval_seconds)
     for thread in threads:
         thread.join()

@@ -21,7 +21,7 @@ from localrun.delivery import Delivery, Router, RunResult
 from localrun.faults import Fault
 from localrun.scheduler import ENDED, LocalScheduler
 from localrun.soak.injector import Armed, Injector
-from localrun.soak.plan import ALONE, CLAIM, RunPlan, SoakFault
+from localrun.soak.plan import ALONE, RunPlan, SoakFault
 
 # What the job's body says for each job fault.
 _ACTIONS = {SoakFault.RAISE: "raise", SoakFault.EXIT: "exit"}
@@ -130,8 +130,6 @@ class SoakScheduler(LocalScheduler):
             else:
                 delivery.outcome = f"lost_ack:{delivery.outcome}"
                 ok = False
-        if fault is SoakFault.KILL_MID_COMMIT and plan is not None and plan.variant == CLAIM:
-            pass  # a kill that did not come is already discarded above
         delivery.faults = [k for k in delivery.faults if SoakFault(k) in happened]
         result.deliveries.append(delivery)
         if plan is not None and plan.duplicate:

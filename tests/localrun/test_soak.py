@@ -66,7 +66,13 @@ def test_a_small_soak_executes_every_run_once_under_every_fault_kind(emulator_ho
     assert outcomes[Outcome.ONCE] + outcomes[Outcome.GIVEN_UP] == 26
     injected = Counter(kind for kinds in outcome.injected.values() for kind in kinds)
     # The faults whose moment cannot be pre-empted by a quick answer happened, each.
-    for kind in (SoakFault.KILL_MID_JOB, SoakFault.FREEZE, SoakFault.HANG, SoakFault.CLOCK_SKEW, SoakFault.RAISE):
+    for kind in (
+        SoakFault.KILL_MID_JOB,
+        SoakFault.FREEZE,
+        SoakFault.HANG,
+        SoakFault.CLOCK_SKEW,
+        SoakFault.RAISE,
+    ):
         assert injected[kind.value] >= 1, kind
     assert outcome.instance_crashes >= 1 and outcome.instance_freezes >= 1
     assert outcome.restart_errors == []
@@ -109,4 +115,6 @@ def test_a_ledger_whose_claim_lost_its_precondition_fails_the_soak_naming_a_doub
     assert report["ok"] is False
     lines = failure_lines(report)
     run = doubled[0].run
-    assert any(f"FAILED run {run} " in line and "seed 9" in line and f"--only {run}" in line for line in lines)
+    assert any(
+        f"FAILED run {run} " in line and "seed 9" in line and f"--only {run}" in line for line in lines
+    )

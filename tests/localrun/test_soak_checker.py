@@ -25,11 +25,19 @@ def delivered(tag: str, *, acknowledged: bool = True, error: str = "") -> dict[s
 def test_each_run_is_judged_from_the_executions_its_job_recorded(tmp_path: Path):
     path = tmp_path / "executions.jsonl"
     events = [
-        ("start", "r1", "a"), ("end", "r1", "a"),  # once
-        ("start", "r2", "b"), ("start", "r2", "c"), ("end", "r2", "b"), ("end", "r2", "c"),  # at once
-        ("start", "r3", "d"), ("end", "r3", "d"), ("start", "r3", "e"), ("end", "r3", "e"),  # one after the other
+        ("start", "r1", "a"),
+        ("end", "r1", "a"),  # once
+        ("start", "r2", "b"),
+        ("start", "r2", "c"),
+        ("end", "r2", "b"),
+        ("end", "r2", "c"),  # at once
+        ("start", "r3", "d"),
+        ("end", "r3", "d"),
+        ("start", "r3", "e"),
+        ("end", "r3", "e"),  # one after the other
         ("start", "r4", "f"),  # started, never ended: not an execution
-        ("start", "r6", "g"), ("end", "r6", "g"),
+        ("start", "r6", "g"),
+        ("end", "r6", "g"),
     ]
     for event, tag, attempt in events:
         soak_record.append(str(path), event, tag, attempt_id=attempt)

@@ -20,7 +20,8 @@ import sys
 import time
 from typing import Any
 
-import soak_record
+# The soak's instances have this directory on their PYTHONPATH; its package name is the checker's.
+import soak_record  # type: ignore[import-not-found,unused-ignore]
 
 from exactly_once import RetryableJobError, RunContext, TerminalJobError
 
