@@ -244,10 +244,11 @@ class InstancePool:
         *,
         timeout: float = 30.0,
         longest_freeze: float = 120.0,
+        frozen: threading.Event | None = None,
     ) -> bool:
         """Freeze the instance at `url` (SIGSTOP) once `ready()` says so, out of rotation,
-        and thaw it (SIGCONT) once `thaw_when()` says so. False when the attempt sent there
-        (and its copy) ended before it was ready."""
+        and thaw it (SIGCONT) once `thaw_when()` says so; `frozen` is set in between. False
+        when the attempt sent there (and its copy) ended before it was ready."""
         index = self._index_of(url)
         wait_for(lambda: self._ended(index, done) or ready(), timeout=timeout)
         with self._changed:
@@ -257,6 +258,8 @@ class InstancePool:
         server = self._servers[index]
         server.freeze()
         self.freezes += 1
+        if frozen is not None:
+            frozen.set()
         try:
             wait_for(thaw_when, timeout=longest_freeze, interval=0.05)
         finally:

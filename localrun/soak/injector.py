@@ -78,10 +78,16 @@ class Armed:
     _after: list[Callable[[], None]] = field(default_factory=list)
     _outcome: list[bool] = field(default_factory=list)
 
+    # Set once the fault is under way, when that is before its thread ends (a freeze, until
+    # the thaw): the attempt's retries must not wait for the thaw, they bring it about.
+    _begun: threading.Event = field(default_factory=threading.Event)
+
     def settle(self) -> bool:
+        """Whether the fault happened, once the attempt has returned and left its instance."""
         if self._thread is not None:
-            self._thread.join()
-            self.happened = all(self._outcome) if self._outcome else False
+            thread = self._thread
+            wait_for(lambda: self._begun.is_set() or not thread.is_alive(), timeout=3600, interval=0.05)
+            self.happened = self._begun.is_set() or (all(self._outcome) if self._outcome else False)
         for step in self._after:
             step()
         return self.happened
@@ -169,7 +175,9 @@ class Injector:
                 return holder is not None and holder != self._watch.started(tag)
 
             background(
-                lambda: self._pool.freeze_when(url, inside, done, taken_over, timeout=MOMENT_TIMEOUT_SECONDS)
+                lambda: self._pool.freeze_when(
+                    url, inside, done, taken_over, timeout=MOMENT_TIMEOUT_SECONDS, frozen=armed._begun
+                )
             )
         elif fault is SoakFault.LOST_COMMIT_ANSWER:
             assert proxy is not None

@@ -119,8 +119,10 @@ class SoakScheduler(LocalScheduler):
                 self._post(url, headers, body, timeout, delivery)
             finally:
                 done.set()
-                if armed is not None and not armed.settle():
-                    happened.discard(armed.fault)
+        # Settled once the attempt has left its instance: a fault still waiting for its moment
+        # then knows that the moment will not come.
+        if armed is not None and not armed.settle():
+            happened.discard(armed.fault)
         if delivery.outcome == "dropped" and fault is SoakFault.HANG:
             delivery.outcome = ENDED  # sent alone: only its own watchdog ends its instance
         ok = delivery.status is not None and 200 <= delivery.status < 300
