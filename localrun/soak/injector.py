@@ -38,8 +38,8 @@ class ExecutionWatch:
         self._lock = threading.Lock()
         self._started: dict[str, str] = {}  # tag -> attempt id of its first start
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._follow, name="execution-watch", daemon=True)
-        self._thread.start()
+        self.thread = threading.Thread(target=self._follow, name="execution-watch", daemon=True)
+        self.thread.start()
 
     def started(self, tag: str) -> str | None:
         with self._lock:
@@ -47,7 +47,7 @@ class ExecutionWatch:
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join()
+        self.thread.join()
 
     def _follow(self) -> None:
         offset = 0
@@ -74,21 +74,21 @@ class Armed:
 
     fault: SoakFault
     happened: bool = True
-    _thread: threading.Thread | None = None
-    _after: list[Callable[[], None]] = field(default_factory=list)
-    _outcome: list[bool] = field(default_factory=list)
+    thread: threading.Thread | None = None
+    after: list[Callable[[], None]] = field(default_factory=list)
+    outcome: list[bool] = field(default_factory=list)
 
     # Set once the fault is under way, when that is before its thread ends (a freeze, until
     # the thaw): the attempt's retries must not wait for the thaw, they bring it about.
-    _begun: threading.Event = field(default_factory=threading.Event)
+    begun: threading.Event = field(default_factory=threading.Event)
 
     def settle(self) -> bool:
         """Whether the fault happened, once the attempt has returned and left its instance."""
-        if self._thread is not None:
-            thread = self._thread
-            wait_for(lambda: self._begun.is_set() or not thread.is_alive(), timeout=3600, interval=0.05)
-            self.happened = self._begun.is_set() or (all(self._outcome) if self._outcome else False)
-        for step in self._after:
+        if self.thread is not None:
+            thread = self.thread
+            wait_for(lambda: self.begun.is_set() or not thread.is_alive(), timeout=3600, interval=0.05)
+            self.happened = self.begun.is_set() or (all(self.outcome) if self.outcome else False)
+        for step in self.after:
             step()
         return self.happened
 
@@ -138,8 +138,8 @@ class Injector:
             return lambda: (self.record(job_id, schedule_time) or {}).get("status") == wanted
 
         def background(work: Callable[[], bool]) -> None:
-            armed._thread = threading.Thread(target=lambda: armed._outcome.append(work()), daemon=True)
-            armed._thread.start()
+            armed.thread = threading.Thread(target=lambda: armed.outcome.append(work()), daemon=True)
+            armed.thread.start()
 
         def when_inside(then: Callable[[], None]) -> bool:
             wait_for(lambda: done.is_set() or inside(), timeout=MOMENT_TIMEOUT_SECONDS)
@@ -176,7 +176,7 @@ class Injector:
 
             background(
                 lambda: self._pool.freeze_when(
-                    url, inside, done, taken_over, timeout=MOMENT_TIMEOUT_SECONDS, frozen=armed._begun
+                    url, inside, done, taken_over, timeout=MOMENT_TIMEOUT_SECONDS, frozen=armed.begun
                 )
             )
         elif fault is SoakFault.LOST_COMMIT_ANSWER:
@@ -185,12 +185,12 @@ class Injector:
                 proxy.lose_answers()
             else:
                 background(lambda: when_inside(proxy.lose_answers))
-            armed._after.append(proxy.deliver_answers)
+            armed.after.append(proxy.deliver_answers)
         elif fault is SoakFault.FIRESTORE_SLOW:
             assert proxy is not None
             held = proxy.held
             proxy.hold_next_request(plan.seconds)
-            armed._after.append(lambda: setattr(armed, "happened", proxy.held > held))
+            armed.after.append(lambda: setattr(armed, "happened", proxy.held > held))
         elif fault is SoakFault.FIRESTORE_CUT:
             assert proxy is not None
             proxy.cut("blackhole" if plan.variant == "blackhole" else "refuse")
@@ -201,7 +201,7 @@ class Injector:
                 timer.join()
                 _restore(proxy)
 
-            armed._after.append(restored)
+            armed.after.append(restored)
         return armed
 
 

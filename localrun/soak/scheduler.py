@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -107,7 +106,7 @@ class SoakScheduler(LocalScheduler):
         done = threading.Event()
         armed: Armed | None = None
         happened = set(kinds)
-        with _route(router, alone) as url:
+        with router.route(alone=alone) as url:
             sent_at = round(self.clock.now() - first_attempt, 3)
             if plan is not None and plan.concurrent:
                 pinned = url if alone else None
@@ -163,7 +162,3 @@ class SoakScheduler(LocalScheduler):
         with self._copies_lock:
             self._copies.append(copy)
         copy.start()
-
-
-def _route(router: Router, alone: bool) -> AbstractContextManager[str]:
-    return router.route(alone=alone)
