@@ -134,6 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
     )
     (out_dir / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    # Every run's verdict, one line each: the report keeps only the failed ones.
+    with (out_dir / "verdicts.jsonl").open("w", encoding="utf-8") as verdicts:
+        for entry in outcome.judged:
+            verdicts.write(json.dumps(entry.to_json()) + "\n")
     (out_dir / "report.md").write_text(markdown(report), encoding="utf-8")
     chart = write_chart(report, out_dir / "outcomes.png")
     print(markdown(report))
@@ -148,7 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{o['once']} executed once, {o['twice'] + o['twice_overlapping']} twice, {o['lost']} lost, "
         f"{o['given_up']} given up by the scheduler ({report['duration_seconds']:g} s)"
     )
-    print(f"report: {out_dir / 'report.json'}, {out_dir / 'report.md'}, chart: {chart}")
+    print(
+        f"report: {out_dir / 'report.json'}, {out_dir / 'report.md'}, every run: {out_dir / 'verdicts.jsonl'}"
+    )
+    print(f"chart: {chart}")
     return EXIT_OK if report["ok"] else EXIT_FAILED
 
 
