@@ -183,25 +183,12 @@ def soak(
             f"time limit {compressed.time_limit_seconds:g}s)"
         )
         counter = _Progress(say, len(selected) + sum(p.primary is SoakFault.FORCED for p in selected) * 2)
-        log_lock = threading.Lock()
+        ended: list[tuple[SoakScheduler, RunResult]] = []
+        ended_lock = threading.Lock()
 
         def finished(scheduler: SoakScheduler, result: RunResult) -> None:
-            delivered = scheduler.delivered(result.index)
-            entry = {
-                "tag": delivered.tag,
-                "run": delivered.run,
-                "role": delivered.role,
-                "job_id": scheduler.job_id,
-                **{
-                    k: v
-                    for k, v in result.to_json().items()
-                    if k in ("schedule_time", "acknowledged", "faults")
-                },
-                "deliveries": [d.__dict__ for d in result.deliveries],
-                "harness_error": result.reason,
-            }
-            with log_lock, scheduler_log.open("a", encoding="utf-8") as log:
-                log.write(json.dumps(entry, default=str) + "\n")
+            with ended_lock:
+                ended.append((scheduler, result))
             counter.one(result)
 
         finished_cleanly = False
@@ -221,6 +208,8 @@ def soak(
             )
             for scheduler in schedulers.values():
                 scheduler.join_copies()
+            # Written once every copy has been answered: a copy outlives its run's last attempt.
+            _write_log(scheduler_log, ended)
             pool.wait_until_serving()
             settle = compressed.lease_seconds * 2 + 10
             job_ids = [scheduler.job_id for scheduler in schedulers.values()]
@@ -253,6 +242,25 @@ def soak(
             "attempt_deadline_seconds": compressed.attempt_deadline_seconds(settings, jobs[0]),
         },
     )
+
+
+def _write_log(path: Path, ended: Sequence[tuple[SoakScheduler, RunResult]]) -> None:
+    """The scheduler's log: every run it delivered, its deliveries, whether it gave up."""
+    with path.open("w", encoding="utf-8") as log:
+        for scheduler, result in ended:
+            delivered = scheduler.delivered(result.index)
+            entry = {
+                "tag": delivered.tag,
+                "run": delivered.run,
+                "role": delivered.role,
+                "job_id": scheduler.job_id,
+                "schedule_time": result.schedule_time,
+                "acknowledged": result.acknowledged,
+                "faults": result.faults,
+                "deliveries": [d.__dict__ for d in result.deliveries],
+                "harness_error": result.reason,
+            }
+            log.write(json.dumps(entry, default=str) + "\n")
 
 
 def _fire(
