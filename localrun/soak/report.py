@@ -99,28 +99,38 @@ def markdown(report: dict[str, Any]) -> str:
 
 
 def write_chart(report: dict[str, Any], path: Path) -> Path:
-    """Outcomes by fault kind, one horizontal stacked bar per kind."""
+    """Outcomes by fault kind: one bar per kind, split by outcome as shares of that kind's runs
+    (the plain runs outnumber each fault's by far), with the number of runs beside it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    kinds = list(report["outcomes_by_fault"])
+    by_fault = report["outcomes_by_fault"]
+    kinds = [kind for kind in by_fault if sum(by_fault[kind].values())]
     colours = {
         "once": "#4caf50",
         "twice": "#e53935",
         "twice_overlapping": "#8e0000",
         "lost": "#ff9800",
         "given_up": "#9e9e9e",
+        "not_delivered": "#3f51b5",
     }
-    figure, axes = plt.subplots(figsize=(9, 0.35 * len(kinds) + 1.5))
-    left = [0] * len(kinds)
+    totals = [sum(by_fault[kind].values()) for kind in kinds]
+    figure, axes = plt.subplots(figsize=(9, 0.38 * len(kinds) + 1.6))
+    left = [0.0] * len(kinds)
     for outcome, colour in colours.items():
-        values = [report["outcomes_by_fault"][kind].get(outcome, 0) for kind in kinds]
-        axes.barh(kinds, values, left=left, color=colour, label=outcome.replace("_", " "))
-        left = [a + b for a, b in zip(left, values, strict=True)]
+        shares = [
+            100 * by_fault[kind].get(outcome, 0) / total for kind, total in zip(kinds, totals, strict=True)
+        ]
+        if any(shares):
+            axes.barh(kinds, shares, left=left, color=colour, label=outcome.replace("_", " "))
+        left = [a + b for a, b in zip(left, shares, strict=True)]
+    for row, total in enumerate(totals):
+        axes.text(101, row, f"{total} runs", va="center", fontsize="small")
+    axes.set_xlim(0, 118)
     axes.invert_yaxis()
-    axes.set_xlabel("runs")
+    axes.set_xlabel("% of the runs with that fault")
     axes.set_title(f"soak: {report['runs']} runs, seed {report['seed']}: outcome by fault kind")
     axes.legend(loc="lower right", fontsize="small")
     figure.tight_layout()
