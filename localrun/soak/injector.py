@@ -26,6 +26,8 @@ from localrun.tcp_proxy import TcpProxy
 
 # How long a fault waits for its moment, at most.
 MOMENT_TIMEOUT_SECONDS = 60.0
+# How long a claim's write is held while its instance is killed.
+CLAIM_HOLD_SECONDS = 1.5
 
 
 class ExecutionWatch:
@@ -153,21 +155,27 @@ class Injector:
         elif fault is SoakFault.KILL_MID_COMMIT:
             assert proxy is not None
             if plan.variant == CLAIM:
-                # The claim's create reaches Firestore; its answer never comes back.
-                proxy.lose_answers()
-                committed = status("in_progress")
+                # The claim's write held on its way to Firestore, the instance killed while it
+                # is held; the proxy then delivers it, and the claim may commit after the
+                # instance has died (or not: a request whose client is gone may be dropped).
+                # Held rather than answered and lost: a connection the instance has yet to open
+                # needs the server's answers before its first request goes out.
+                held = proxy.held
+                proxy.hold_next_request(CLAIM_HOLD_SECONDS)
+                background(
+                    lambda: self._pool.kill_when(url, lambda: proxy.held > held, done, MOMENT_TIMEOUT_SECONDS)
+                )
             else:
-                committed = status("completed")
+                # Once the job works, answers are dropped: its completion commits, unanswered.
+                def kill() -> bool:
+                    if not when_inside(proxy.lose_answers):
+                        return False
+                    try:
+                        return self._pool.kill_when(url, status("completed"), done, MOMENT_TIMEOUT_SECONDS)
+                    finally:
+                        proxy.deliver_answers()  # for the restarted instance
 
-            def kill() -> bool:
-                if plan.variant != CLAIM and not when_inside(proxy.lose_answers):
-                    return False
-                try:
-                    return self._pool.kill_when(url, committed, done, MOMENT_TIMEOUT_SECONDS)
-                finally:
-                    proxy.deliver_answers()  # for the restarted instance
-
-            background(kill)
+                background(kill)
         elif fault is SoakFault.FREEZE:
 
             def taken_over() -> bool:
