@@ -21,7 +21,7 @@ POLICY_VENV := policy/venv
 POLICY_STAMP := $(POLICY_VENV)/.installed
 LINTED := function infra policy localrun bench bootstrap ops tools tests __main__.py
 
-.PHONY: install lint lint-workflows typecheck check test test-suite test-runtime demo bench docs clean faketime
+.PHONY: install lint lint-workflows typecheck check test test-suite test-runtime demo soak bench docs clean faketime
 
 $(STAMP): $(REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -123,6 +123,12 @@ demo: $(STAMP)
 	if [ $$code -ne 0 ]; then echo "make demo: the demo exited with code $$code (.demo/exit-code)" >&2; fi; \
 	exit $$code
 
+# Thousands of runs of several jobs under every fault kind, drawn from a seed, counted by an
+# independent checker (docs/local-run.md#the-soak): exit code 1 names each run executed twice
+# or lost, with its seed and fault schedule; `ARGS="--seed S --only RUN"` replays one run.
+soak: $(STAMP) faketime
+	$(BIN)/python -m localrun.soak $(ARGS)
+
 bench: $(STAMP)
 	$(BIN)/python -m bench.run $(ARGS)
 
@@ -133,4 +139,4 @@ docs: $(STAMP)
 	$(BIN)/python -m tools.docs_tables
 
 clean:
-	rm -rf $(VENV) $(RUNTIME_VENV) $(POLICY_VENV) .pytest_cache .mypy_cache .ruff_cache .demo
+	rm -rf $(VENV) $(RUNTIME_VENV) $(POLICY_VENV) .pytest_cache .mypy_cache .ruff_cache .demo .soak

@@ -89,6 +89,19 @@ class FunctionServer:
     def stop(self) -> None:
         self._signal(signal.SIGTERM)
 
+    def freeze(self) -> None:
+        """Stop every process of the server (SIGSTOP), as a host that stalls: nothing runs,
+        not even the function's watchdog, until thaw()."""
+        self._send(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self._send(signal.SIGCONT)
+
+    def _send(self, signum: int) -> None:
+        if self._process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signum)
+
     def restart(self) -> None:
         self.crash()
         self.start()

@@ -87,6 +87,7 @@ class InstancePool:
         runs_collection: str,
         *,
         time_limit_seconds: float,
+        alone_timeout_seconds: float = 120.0,
     ) -> None:
         if not servers:
             raise ValueError("at least one instance")
@@ -95,6 +96,8 @@ class InstancePool:
         self._runs = runs_collection
         # An attempt runs at most this long on an instance: the function ends it then.
         self._time_limit = time_limit_seconds
+        # How long an attempt sent alone may wait for an instance to come free.
+        self._alone_timeout = alone_timeout_seconds
         self._changed = threading.Condition()  # guards everything below
         self._down: set[int] = set()
         self._alone: set[int] = set()
@@ -103,6 +106,7 @@ class InstancePool:
         self._background: list[threading.Thread] = []
         self._crash_lock = threading.Lock()  # one crash decision at a time
         self.crashes = 0
+        self.freezes = 0
         self.errors: list[str] = []
 
     def start(self) -> None:
@@ -132,8 +136,11 @@ class InstancePool:
                     )
                 time.sleep(pause)
 
-    def stop(self) -> None:
-        self.wait_until_serving()
+    def stop(self, *, wait: bool = True) -> None:
+        """Stop every instance, once the restarts under way are done (`wait`), or at once: an
+        interrupted run must not wait for them."""
+        if wait:
+            self.wait_until_serving()
         for server in self._servers:
             server.stop()
 
@@ -146,7 +153,7 @@ class InstancePool:
             if url is not None:
                 index = next(i for i, server in enumerate(self._servers) if server.url == url)
             elif alone:
-                index = self._take_alone()
+                index = self._take_alone(self._alone_timeout)
             else:
                 index = self._next_in_rotation()
             self._in_flight[index] += 1
@@ -173,7 +180,7 @@ class InstancePool:
         self._next += 1
         return self._next % count
 
-    def _take_alone(self, timeout: float = 120.0) -> int:
+    def _take_alone(self, timeout: float) -> int:
         """Take the least busy instance out of rotation (leaving one in it), then wait until
         the requests it was serving have ended."""
         deadline = time.monotonic() + timeout
@@ -209,22 +216,66 @@ class InstancePool:
         """Once the run is claimed (the attempt sent to `url`, or its copy beside it, sleeps in
         the job), kill that instance. False when the attempt and its copy ended first."""
         key = format_rfc3339(schedule_time)
-        index = next(i for i, server in enumerate(self._servers) if server.url == url)
+        return self.kill_when(url, lambda: key in live_claims(self._db, self._runs, job_id), done)
 
-        def ended() -> bool:
-            # On an instance of its own, whatever is in flight there is its copy.
-            return done.is_set() and (index not in self._alone or not self._in_flight[index])
-
-        wait_for(lambda: ended() or key in live_claims(self._db, self._runs, job_id), timeout=30.0)
+    def kill_when(
+        self, url: str, ready: Callable[[], bool], done: threading.Event, timeout: float = 30.0
+    ) -> bool:
+        """Kill the instance at `url` (SIGKILL) once `ready()` says so, and restart it in the
+        background. False when the attempt sent there (and its copy) ended first."""
+        index = self._index_of(url)
+        wait_for(lambda: self._ended(index, done) or ready(), timeout=timeout)
         with self._crash_lock:
             with self._changed:
-                if ended() or index in self._down:
+                if self._ended(index, done) or index in self._down:
                     return False
                 self._down.add(index)
             self._servers[index].crash()
             self.crashes += 1
             self._in_background(self._restart, index, name=f"restart-{index}")
         return True
+
+    def freeze_when(
+        self,
+        url: str,
+        ready: Callable[[], bool],
+        done: threading.Event,
+        thaw_when: Callable[[], bool],
+        *,
+        timeout: float = 30.0,
+        longest_freeze: float = 120.0,
+        frozen: threading.Event | None = None,
+    ) -> bool:
+        """Freeze the instance at `url` (SIGSTOP) once `ready()` says so, out of rotation,
+        and thaw it (SIGCONT) once `thaw_when()` says so; `frozen` is set in between. False
+        when the attempt sent there (and its copy) ended before it was ready."""
+        index = self._index_of(url)
+        wait_for(lambda: self._ended(index, done) or ready(), timeout=timeout)
+        with self._changed:
+            if self._ended(index, done) or index in self._down:
+                return False
+            self._down.add(index)
+        server = self._servers[index]
+        server.freeze()
+        self.freezes += 1
+        if frozen is not None:
+            frozen.set()
+        try:
+            wait_for(thaw_when, timeout=longest_freeze, interval=0.05)
+        finally:
+            server.thaw()
+            with self._changed:
+                self._down.discard(index)
+                self._changed.notify_all()
+        return True
+
+    def _index_of(self, url: str) -> int:
+        return next(i for i, server in enumerate(self._servers) if server.url == url)
+
+    def _ended(self, index: int, done: threading.Event) -> bool:
+        """The attempt sent to instance `index` returned; on an instance of its own, whatever
+        is still in flight there is its copy."""
+        return done.is_set() and (index not in self._alone or not self._in_flight[index])
 
     def wait_until_serving(self) -> None:
         """Every crashed instance restarted, every instance sent alone back in rotation."""
