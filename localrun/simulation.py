@@ -10,7 +10,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,7 +77,7 @@ def simulate(
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / "function.log"
     log_path.unlink(missing_ok=True)
-    say = _printer(progress)
+    say = printer(progress)
 
     handler = settings.handler_of(job)
     rates = options.rates
@@ -92,7 +92,7 @@ def simulate(
     clock = CompressedClock(options.speedup)
     compressed = options.compressed(settings, job)
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_environment(EMULATOR_HOST_ENV, emulator_host))
+        stack.enter_context(environment_variable(EMULATOR_HOST_ENV, emulator_host))
         proxy: TcpProxy | None = None
         if options.firestore_rtt_seconds:
             # The function reaches Firestore through a delaying proxy; the counts read it directly.
@@ -175,7 +175,9 @@ def simulate(
 # --- output -----------------------------------------------------------------------------------
 
 
-def _printer(stream: TextIO | None) -> Any:
+def printer(stream: TextIO | None) -> Callable[[str], None]:
+    """A progress printer on `stream`, or one that says nothing."""
+
     def say(text: str) -> None:
         if stream is not None:
             print(text, file=stream, flush=True)
@@ -184,7 +186,8 @@ def _printer(stream: TextIO | None) -> Any:
 
 
 @contextlib.contextmanager
-def _environment(name: str, value: str) -> Iterator[None]:
+def environment_variable(name: str, value: str) -> Iterator[None]:
+    """`name` set to `value` in this process's environment while the block runs."""
     previous = os.environ.get(name)
     os.environ[name] = value
     try:

@@ -15,7 +15,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,6 +31,7 @@ from localrun.emulator import EMULATOR_HOST_ENV
 from localrun.function_server import FunctionServer
 from localrun.instances import InstancePool, live_claims, wait_for
 from localrun.scheduler import CompressedClock, fire_times
+from localrun.simulation import environment_variable, printer
 from localrun.soak import checker
 from localrun.soak.injector import ExecutionWatch, Injector
 from localrun.soak.plan import RunPlan, SoakFault
@@ -100,7 +101,7 @@ def soak(
     progress: TextIO | None = None,
 ) -> SoakOutcome:
     began = time.monotonic()
-    say = _printer(progress)
+    say = printer(progress)
     # Absolute: the instances run in function/, and write the execution file from there.
     out_dir = out_dir.resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -121,7 +122,7 @@ def soak(
     }
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_environment(EMULATOR_HOST_ENV, emulator_host))
+        stack.enter_context(environment_variable(EMULATOR_HOST_ENV, emulator_host))
         db = firestore.Client(project=firestore_project)
         base_env = compressed.function_env(
             settings, firestore_project=firestore_project, emulator_host=emulator_host
@@ -348,24 +349,3 @@ class _Progress:
             if self._done % self._every == 0 or self._done == self._total:
                 rate = self._done / max(time.monotonic() - self._began, 1e-9)
                 self._say(f"  [{self._done}/{self._total}] runs delivered ({rate:.1f}/s)")
-
-
-def _printer(stream: TextIO | None) -> Callable[[str], None]:
-    def say(text: str) -> None:
-        if stream is not None:
-            print(text, file=stream, flush=True)
-
-    return say
-
-
-@contextlib.contextmanager
-def _environment(name: str, value: str) -> Iterator[None]:
-    previous = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = previous
