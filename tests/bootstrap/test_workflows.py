@@ -131,7 +131,7 @@ def test_every_pulumi_step_downloads_plugins_with_the_jobs_token(name: str) -> N
 
 def test_the_test_workflow_runs_make_test_and_make_demo_with_everything_they_need() -> None:
     """The fast checks first, then the emulator's jobs side by side: together, every target
-    `make test` runs, and `make demo` (the README's two commands)."""
+    `make test` runs, `make demo` (the README's two commands) and the short soak .ci/run runs."""
     test = workflow("test.yml")
     assert set(test["on"]) == {"pull_request", "push"}
     checks, emulator = test["jobs"]["checks"], test["jobs"]["emulator"]
@@ -144,7 +144,8 @@ def test_the_test_workflow_runs_make_test_and_make_demo_with_everything_they_nee
     ).stdout
     test_targets = re.search(r"--output-sync=target ([\w -]+)$", planned, re.MULTILINE)
     assert test_targets, planned
-    assert sorted(targets) == sorted({*test_targets.group(1).split(), "demo"} - {"lint", "typecheck"})
+    readme_and_ci = {"demo", "soak-short"}
+    assert sorted(targets) == sorted({*test_targets.group(1).split(), *readme_and_ci} - {"lint", "typecheck"})
     [python] = steps_using(emulator, "actions/setup-python")
     assert set(python["with"]["python-version"].split()) == {"3.11", "3.12"}
     assert steps_using(emulator, "actions/setup-java")

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER
-from infra.config.schema import FUNCTION_DIR, REPO_ROOT
+from localrun import FUNCTION_DIR
 from tests.support.demo_runs import server_env
 from tests.support.doc_examples import WATERMARK_JOB, example_source
 
@@ -66,7 +66,7 @@ def test_the_watermark_job_passes_lint_and_typecheck_where_a_forker_puts_it(tmp_
     bin_dir = Path(sys.executable).parent
     if not (bin_dir / "ruff").exists() or not (bin_dir / "mypy").exists():
         pytest.skip("ruff and mypy are installed in venv/, not in the runtime's virtualenv")
-    shutil.copy(REPO_ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    shutil.copy(FUNCTION_DIR.parent / "pyproject.toml", tmp_path / "pyproject.toml")
     (tmp_path / "function" / "jobs").mkdir(parents=True)
     (tmp_path / "function" / "exactly_once").symlink_to(FUNCTION_DIR / "exactly_once")
     module = f"function/{WATERMARK_JOB}"

@@ -21,11 +21,7 @@ that: faulthandler's timer, a C thread that dumps every thread's traceback to st
 exits the process (status 1). It is armed for the latest moment the attempt may still run,
 halfway past the watchdog's own deadline (the earlier of the time limit and its give-up
 point) towards what must not be passed (the function timeout, the earliest end of the lease),
-re-armed after each confirmed renewal and released when the job returns. Arming starts
-faulthandler's C thread and cancelling joins it, holding the interpreter lock while the
-operating system schedules that thread to exit: the request thread only arms (the job must
-not start unguarded); the attempt's watcher, which wakes as the job returns anyway, cancels,
-while the request thread's finishing write is in flight.
+re-armed after each confirmed renewal and cancelled when the job returns.
 
 So the lease always outlives the attempt that holds it, and no two attempts of one run execute
 at the same time. A job that watches RunContext.seconds_left() stops before its time limit and
@@ -86,10 +82,6 @@ _DUMP_LATER = faulthandler.dump_traceback_later
 _CANCEL_DUMP = faulthandler.cancel_dump_traceback_later
 # Backstops with an attempt's deadline set: while there is one, the timer is theirs.
 _ARMED: set[Backstop] = set()
-# Backstops whose last attempt was released with faulthandler's timer still set for it: the
-# attempt's watcher cancels it (Backstop.settle), unless another arm or a call from outside
-# (which then owns the timer) came first.
-_UNSETTLED: set[Backstop] = set()
 _ARMED_LOCK = threading.Lock()
 # The `event` of the warning a job's call to faulthandler's timer leaves.
 BACKSTOP_KEPT = "backstop_kept"
@@ -122,31 +114,8 @@ class Backstop:
             self._deadlines.pop(attempt, None)
             self._set_timer()
 
-    def release(self, attempt: object) -> None:
-        """Forget the attempt's deadline at once. Another attempt's still set re-arms the
-        timer now; none left, the timer's cancel is left to settle(): until then it stays set
-        for the released deadline, which no running attempt depends on (the next arm replaces
-        it) and which, like every backstop deadline, lies past the watchdog's own. Should the
-        watcher not settle it by then, the process ends idle, after the run was answered."""
-        with self._lock:
-            self._deadlines.pop(attempt, None)
-            if self._deadlines:
-                self._set_timer()
-                return
-            with _ARMED_LOCK:
-                _ARMED.discard(self)
-                _UNSETTLED.add(self)
-
-    def settle(self) -> None:
-        """Cancel a timer left set by release(), if nothing has set it since."""
-        with self._lock, _ARMED_LOCK:
-            if self in _UNSETTLED and not self._deadlines:
-                _UNSETTLED.discard(self)
-                _CANCEL_DUMP()
-
     def _set_timer(self) -> None:
         with _ARMED_LOCK:
-            _UNSETTLED.discard(self)
             if not self._deadlines:
                 _ARMED.discard(self)
                 _CANCEL_DUMP()
@@ -176,7 +145,6 @@ def _guarded_cancel_dump() -> None:
 def _refused(name: str) -> bool:
     with _ARMED_LOCK:
         if not _ARMED:
-            _UNSETTLED.clear()  # the caller's timer now: no backstop may cancel it later
             return False
     message = (
         f"faulthandler.{name} called while an attempt's backstop holds faulthandler's one timer: "
@@ -297,7 +265,7 @@ class LeaseKeeper:
         with self._ending:
             self._done.set()
             if self._backstop is not None:
-                self._backstop.release(self)  # the watcher, woken by _done, settles it
+                self._backstop.cancel(self)
         if self._renewing.acquire(timeout=RENEWAL_WAIT_SECONDS):
             self._renewing.release()
 
@@ -328,8 +296,6 @@ class LeaseKeeper:
             self._watch()
         except BaseException as error:
             self._failed(error)
-        if self._backstop is not None:
-            self._backstop.settle()
 
     def _watch(self) -> None:
         interval = self._lease / RENEWALS_PER_LEASE

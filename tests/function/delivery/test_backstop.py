@@ -49,29 +49,3 @@ def test_cancelling_one_attempt_keeps_the_others_deadline_and_the_last_cancel_di
     assert run("late, soon", then="backstop.cancel(soon)").stdout == "still running\n"
     both = run("late, soon", then="backstop.cancel(soon); backstop.cancel(late)")
     assert (both.returncode, both.stdout, both.stderr) == (0, "still running\n", "")
-
-
-def test_a_released_attempt_leaves_the_timer_set_until_it_is_settled():
-    # Released and never settled: the timer still ends the process at the released deadline.
-    assert run("soon,", then="backstop.release(soon)").returncode == 1
-    settled = run("soon,", then="backstop.release(soon); backstop.settle()")
-    assert (settled.returncode, settled.stdout, settled.stderr) == (0, "still running\n", "")
-
-
-def test_the_next_attempt_armed_before_the_settle_gets_its_own_deadline():
-    # The second attempt arms after the first was released but before the first's watcher
-    # settled: the timer is set for the second's deadline, and a late settle leaves it set.
-    rearmed = run(
-        "soon,", then="backstop.release(soon); backstop.arm(late, deadlines[late]); backstop.settle()"
-    )
-    assert (rearmed.returncode, rearmed.stdout) == (0, "still running\n")
-    again = run(
-        "late,",
-        then="backstop.release(late); backstop.arm(soon, deadlines[soon]); backstop.settle()",
-    )
-    assert again.returncode == 1  # the new attempt's own (short) deadline still ends it
-
-
-def test_releasing_one_attempt_re_arms_at_once_for_the_others():
-    assert run("late, soon", then="backstop.release(late)").returncode == 1
-    assert run("late, soon", then="backstop.release(soon)").stdout == "still running\n"
