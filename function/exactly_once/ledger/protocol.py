@@ -34,7 +34,6 @@ from __future__ import annotations
 import calendar
 import contextlib
 import math
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -77,6 +76,7 @@ from exactly_once.ledger.store import (
     StoredRecord,
     store_deadline_for,
 )
+from exactly_once.ledger.unheard_claims import AbandonedClaims, SentClaim, own_claim_kind
 from exactly_once.ledger.writes import StagedWrite
 
 __all__ = [
@@ -149,7 +149,7 @@ class RunLedger:
         self._retention = retention
         self._clock = clock
         self.deadline_seconds = store_deadline_for(lease).total_seconds()
-        self._abandoned = _AbandonedClaims()
+        self._abandoned = AbandonedClaims()
 
     @property
     def lease(self) -> timedelta:
@@ -180,8 +180,8 @@ class RunLedger:
         budget = Budget(self.deadline_seconds, f"claim of run {run_id}")
         began = time.monotonic()
         abandoned = self._abandoned.take(run_id, began - self._lease.total_seconds())
-        unheard: _Sent | None = None  # the claim's writes that may have committed unheard of
-        writing: _Sent | None = None  # the write on the wire, while it is
+        unheard: SentClaim | None = None  # the claim's writes that may have committed unheard of
+        writing: SentClaim | None = None  # the write on the wire, while it is
         try:
             for _ in range(self.MAX_CLAIM_ROUNDS):
                 record = in_progress_record(
@@ -193,11 +193,11 @@ class RunLedger:
                     fingerprint=fingerprint,
                     target=target,
                 )
-                writing = creating = _Sent(ClaimKind.CREATED, time.monotonic())
+                writing = creating = SentClaim(ClaimKind.CREATED, time.monotonic())
                 try:
                     update_time = self._store.create(run_id, record, timeout=budget.left())
                 except RecordExists as exists:
-                    unheard = _Sent.merge(unheard, creating if exists.unheard else None)
+                    unheard = SentClaim.merge(unheard, creating if exists.unheard else None)
                     writing = None
                 else:
                     sent = creating.since(unheard)
@@ -212,7 +212,7 @@ class RunLedger:
                 holder = stored.fields.get("attempt_id")
                 if holder == attempt_id:
                     # Our own write committed but its answer was lost and the retry was refused.
-                    kind = _own_kind(stored, unheard)
+                    kind = own_claim_kind(stored, unheard)
                     sent = unheard.sent_at if unheard is not None else began
                     inherited = stored.fields.get(CHECKPOINT)
                     return self._started(
@@ -231,13 +231,13 @@ class RunLedger:
                     else stored.fields.get(CHECKPOINT)
                 )
                 record[CHECKPOINT] = inherited
-                writing = taking = _Sent(kind, time.monotonic())
+                writing = taking = SentClaim(kind, time.monotonic())
                 try:
                     update_time = self._store.update(
                         run_id, record, if_updated_at=stored.update_time, timeout=budget.left()
                     )
                 except StaleWrite as stale:
-                    unheard = _Sent.merge(unheard, taking if stale.unheard else None)
+                    unheard = SentClaim.merge(unheard, taking if stale.unheard else None)
                     writing = None
                     continue  # someone else changed it first, or our own try did: look again
                 sent = taking.since(unheard)
@@ -247,7 +247,7 @@ class RunLedger:
         except google_exceptions.GoogleAPIError:
             # A write of ours may hold the record now: the next claim of the run from this
             # instance recognises it instead of waiting out its lease.
-            self._abandoned.put(run_id, attempt_id, _Sent.merge(unheard, writing))
+            self._abandoned.put(run_id, attempt_id, SentClaim.merge(unheard, writing))
             raise
 
     def _takeover_kind(self, run_id: str, stored: StoredRecord, target: str) -> ClaimKind:
@@ -426,71 +426,3 @@ def _raise_if_others_refused(
     the others was (and no retry of the same commit can succeed)."""
     if refused.refusal is not None and stored.update_time == sent_on:
         raise WritesRefused(claim, refused.refusal)
-
-
-@dataclass(frozen=True)
-class _Sent:
-    """A claim write that may have committed: the kind of claim it makes, and when it was
-    sent (time.monotonic()). Merged, the earliest send and the latest kind."""
-
-    kind: ClaimKind
-    sent_at: float
-
-    @staticmethod
-    def merge(earlier: _Sent | None, later: _Sent | None) -> _Sent | None:
-        if earlier is None or later is None:
-            return earlier or later
-        return _Sent(later.kind, min(earlier.sent_at, later.sent_at))
-
-    def since(self, unheard: _Sent | None) -> float:
-        """When the lease clock of a claim this write won starts."""
-        return self.sent_at if unheard is None else min(unheard.sent_at, self.sent_at)
-
-
-def _own_kind(stored: StoredRecord, unheard: _Sent | None) -> ClaimKind:
-    """Which write of ours holds the record: a create leaves it with update_time equal to its
-    create_time; an update (a takeover) does not."""
-    if stored.create_time is not None and stored.create_time == stored.update_time:
-        return ClaimKind.CREATED
-    if unheard is not None and unheard.kind is not ClaimKind.CREATED:
-        return unheard.kind
-    return ClaimKind.CREATED if stored.create_time is None else ClaimKind.TOOK_OVER_LEASE
-
-
-@dataclass(frozen=True)
-class _Abandoned:
-    attempt_id: str
-    kind: ClaimKind
-    sent_at: float
-
-    def holds(self, stored: StoredRecord) -> bool:
-        fields = stored.fields
-        return fields.get("attempt_id") == self.attempt_id and fields.get("status") == RunStatus.IN_PROGRESS
-
-
-class _AbandonedClaims:
-    """Claims this instance gave up on while a write of theirs may have committed: by run,
-    for a lease (after that, their record is anybody's to take over anyway), and a bounded
-    number of them (a run never delivered here again must not be kept for ever)."""
-
-    LIMIT = 1024
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._claims: dict[str, _Abandoned] = {}
-
-    def put(self, run_id: str, attempt_id: str, write: _Sent | None) -> None:
-        if write is None:
-            return
-        with self._lock:
-            self._claims.pop(run_id, None)
-            while len(self._claims) >= self.LIMIT:
-                del self._claims[next(iter(self._claims))]
-            self._claims[run_id] = _Abandoned(attempt_id, write.kind, write.sent_at)
-
-    def take(self, run_id: str, not_before: float) -> _Abandoned | None:
-        with self._lock:
-            abandoned = self._claims.pop(run_id, None)
-        if abandoned is None or abandoned.sent_at < not_before:
-            return None
-        return abandoned
