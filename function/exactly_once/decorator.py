@@ -37,9 +37,9 @@ from google.cloud import firestore
 
 from exactly_once.config import FunctionConfig
 from exactly_once.context import RunContext
-from exactly_once.delivery.handler import MAX_BODY_BYTES, ScheduledRunHandler, unavailable_reply
+from exactly_once.delivery.handler import MAX_BODY_BYTES, ScheduledRunHandler
 from exactly_once.delivery.heartbeat import end_instance
-from exactly_once.delivery.outcomes import Reply
+from exactly_once.delivery.outcomes import Reply, unavailable_reply
 from exactly_once.delivery.overlap import JobLocks
 from exactly_once.delivery.warm_cache import CompletedRuns
 from exactly_once.ledger.job_status import JobStatuses

@@ -405,15 +405,8 @@ class ScheduledRunHandler:
             entry.update({DOWNSTREAM_NAME: downstream.name, DOWNSTREAM_STATE: downstream.state.value})
         try:
             if isinstance(failure, TerminalJobError):
-                entry["error"] = message = error_text(failure)
-                also = [statuses.failed(key, claim.run_id, message)] if statuses else []
-                self._ledger.complete(claim, JobResult.TERMINAL_FAILURE, message, also=also)
-                self._remember(claim, JobResult.TERMINAL_FAILURE, None, error=message)
-                return Answer(
-                    Outcome.FAILED_TERMINAL,
-                    "job failed terminally: recorded, will not be retried",
-                    error=message,
-                )
+                why = "job failed terminally: recorded, will not be retried"
+                return self._record_terminal(key, claim, error_text(failure), entry, why)
             if failure is not None:
                 trace = "".join(traceback.format_exception(failure))
                 entry.update(error=error_text(repr(failure)), traceback=error_text(trace))
@@ -429,15 +422,8 @@ class ScheduledRunHandler:
             except WritesRefused as refused:
                 # Firestore refused one of the job's writes (a create of a document that
                 # exists...): none applied, and a retry would stage the same ones.
-                entry["error"] = message = error_text(str(refused))
-                also = [statuses.failed(key, claim.run_id, message)] if statuses else []
-                self._ledger.complete(claim, JobResult.TERMINAL_FAILURE, message, also=also)
-                self._remember(claim, JobResult.TERMINAL_FAILURE, None, error=message)
-                return Answer(
-                    Outcome.FAILED_TERMINAL,
-                    "a write staged in context.writes was refused: none applied, recorded failed",
-                    error=message,
-                )
+                why = "a write staged in context.writes was refused: none applied, recorded failed"
+                return self._record_terminal(key, claim, error_text(str(refused)), entry, why)
         except LeaseLost:
             return Answer(
                 Outcome.LEASE_LOST,
@@ -458,6 +444,16 @@ class ScheduledRunHandler:
                 output_json=output_json,
             )
         return Answer(Outcome.EXECUTED, "job ran", output_json=output_json)
+
+    def _record_terminal(
+        self, key: RunKey, claim: Claim, message: str, entry: dict[str, Any], why: str
+    ) -> Answer:
+        """Complete the run as failed for good, with the job's status, and answer so."""
+        entry["error"] = message
+        also = [self._statuses.failed(key, claim.run_id, message)] if self._statuses else []
+        self._ledger.complete(claim, JobResult.TERMINAL_FAILURE, message, also=also)
+        self._remember(claim, JobResult.TERMINAL_FAILURE, None, error=message)
+        return Answer(Outcome.FAILED_TERMINAL, why, error=message)
 
     def _remember(
         self, claim: Claim, result: JobResult, output_json: str | None, *, error: str | None = None
@@ -488,17 +484,3 @@ def _flag_other_body(entry: dict[str, Any], recorded: str, ours: str) -> None:
     the record (the run happened), but never silently."""
     if recorded and recorded != ours:
         entry["body_mismatch"] = True
-
-
-def unavailable_reply(error: Exception, log_stream: TextIO | None = None) -> Reply:
-    """The answer when the handler cannot be built (no credentials, a broken client): the
-    same JSON shape and log line as any other failure, never the framework's HTML page."""
-    status, severity = STATUS_AND_SEVERITY[Outcome.INTERNAL_ERROR]
-    message = "the function could not handle the request"
-    fields = {
-        log_fields.OUTCOME: Outcome.INTERNAL_ERROR.value,
-        "error": error_text(repr(error)),
-        "traceback": error_text(traceback.format_exc()),
-    }
-    structured_log.emit(severity, f"{Outcome.INTERNAL_ERROR.value}: {message}", fields, log_stream)
-    return Reply(status, {"outcome": Outcome.INTERNAL_ERROR.value, "message": message})

@@ -9,9 +9,13 @@ instance could take a request, and the two must stay apart in request metrics.
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TextIO
+
+from exactly_once import log_fields, structured_log
+from exactly_once.errors import error_text
 
 
 class Outcome(StrEnum):
@@ -80,3 +84,17 @@ class Answer:
     # The recorded reason of a terminal failure: answered to the attempt that failed and to its
     # duplicates, so whoever reads the answer learns why without the logs.
     error: str | None = None
+
+
+def unavailable_reply(error: Exception, log_stream: TextIO | None = None) -> Reply:
+    """The answer when the handler cannot be built (no credentials, a broken client): the
+    same JSON shape and log line as any other failure, never the framework's HTML page."""
+    status, severity = STATUS_AND_SEVERITY[Outcome.INTERNAL_ERROR]
+    message = "the function could not handle the request"
+    fields = {
+        log_fields.OUTCOME: Outcome.INTERNAL_ERROR.value,
+        "error": error_text(repr(error)),
+        "traceback": error_text(traceback.format_exc()),
+    }
+    structured_log.emit(severity, f"{Outcome.INTERNAL_ERROR.value}: {message}", fields, log_stream)
+    return Reply(status, {"outcome": Outcome.INTERNAL_ERROR.value, "message": message})

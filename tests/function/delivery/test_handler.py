@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 from google.api_core import exceptions as google_exceptions
 
-from exactly_once.delivery.handler import MAX_BODY_BYTES, unavailable_reply
+from exactly_once.delivery.handler import MAX_BODY_BYTES
+from exactly_once.delivery.outcomes import unavailable_reply
 from exactly_once.delivery.scheduler_request import (
     JOB_NAME_HEADER,
     SCHEDULE_TIME_HEADER,
