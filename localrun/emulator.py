@@ -7,6 +7,7 @@ private emulator, waits until it really answers, and never leaves a Java process
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import shutil
 import signal
@@ -19,6 +20,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from localrun.port_holder import port_holder
+
 EMULATOR_HOST_ENV = "FIRESTORE_EMULATOR_HOST"
 # The project of the one document the launcher writes before it hands an emulator over.
 WARM_UP_PROJECT = "emulator-warm-up"
@@ -29,6 +32,8 @@ START_TIMEOUT_SECONDS = 90.0
 # How long the emulator gets to stop after SIGTERM, then after SIGKILL.
 STOP_TIMEOUT_SECONDS = 15.0
 KILL_TIMEOUT_SECONDS = 5.0
+# Ports tried before giving up, each lost to another process between its pick and the bind.
+PORT_ATTEMPTS = 5
 
 
 class EmulatorError(RuntimeError):
@@ -76,7 +81,7 @@ def emulator_answers(host: str) -> bool:
     try:
         with urllib.request.urlopen(f"http://{host}/", timeout=2) as response:
             return bool(response.status == 200)
-    except (urllib.error.URLError, OSError):
+    except (urllib.error.URLError, OSError, http.client.HTTPException):
         return False
 
 
@@ -94,27 +99,52 @@ def firestore_emulator(log_dir: Path | None = None) -> Iterator[str]:
     gcloud = shutil.which("gcloud")
     if gcloud is None:
         raise EmulatorError("gcloud is not on PATH: install the Google Cloud CLI with the Firestore emulator")
-    host = f"127.0.0.1:{free_loopback_port()}"
     log_path = Path(log_dir or tempfile.mkdtemp(prefix="firestore-emulator-")) / "emulator.log"
-    with log_path.open("wb") as log:
-        # A session of its own, so stopping it reaches the Java process gcloud spawns.
-        process = subprocess.Popen(
-            [gcloud, "emulators", "firestore", "start", f"--host-port={host}", "--quiet"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    log_path.write_bytes(b"")
+    process, host = _start(gcloud, log_path)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while not emulator_answers(host):
-            if process.poll() is not None or time.monotonic() > deadline:
-                tail = log_path.read_text(errors="replace")[-2000:]
-                raise EmulatorError(f"Firestore emulator did not start on {host}:\n{tail}")
-            time.sleep(0.2)
-        _warm_up(host, deadline, log_path)
+        _warm_up(host, time.monotonic() + START_TIMEOUT_SECONDS, log_path)
         yield host
     finally:
         _stop_group(process)
+
+
+def _start(gcloud: str, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """The running emulator's process and `host:port`. An answer counts only from its own
+    process group (localrun/port_holder.py): when another process took the port picked for it,
+    it starts again on another."""
+    for _ in range(PORT_ATTEMPTS):
+        host = f"127.0.0.1:{free_loopback_port()}"
+        with log_path.open("ab") as log:
+            # A session of its own, so stopping it reaches the Java process gcloud spawns.
+            process = subprocess.Popen(
+                [gcloud, "emulators", "firestore", "start", f"--host-port={host}", "--quiet"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        if _serves_on_its_port(process, host, log_path):
+            return process, host
+        _stop_group(process)
+    raise EmulatorError(f"every one of {PORT_ATTEMPTS} ports picked for the Firestore emulator was taken")
+
+
+def _serves_on_its_port(process: subprocess.Popen[bytes], host: str, log_path: Path) -> bool:
+    """True once it answers from its own process group; False as soon as another process holds
+    its port. Raises (having stopped it) when it exits or does not answer in time."""
+    port = int(host.rpartition(":")[2])
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while True:
+        holder = port_holder(port, process.pid)
+        if holder == "other":
+            return False
+        if holder != "none" and emulator_answers(host):
+            return True
+        if process.poll() is not None or time.monotonic() > deadline:
+            _stop_group(process)
+            tail = log_path.read_text(errors="replace")[-2000:]
+            raise EmulatorError(f"Firestore emulator did not start on {host}:\n{tail}")
+        time.sleep(0.2)
 
 
 def _warm_up(host: str, deadline: float, log_path: Path) -> None:

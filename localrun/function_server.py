@@ -7,6 +7,7 @@ purpose (SIGKILL, no cleanup, exactly what a lost instance looks like) and start
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import signal
 import subprocess
@@ -19,9 +20,12 @@ from pathlib import Path
 
 from localrun import FUNCTION_DIR
 from localrun.emulator import free_loopback_port
+from localrun.port_holder import port_holder
 
 TARGET = "handle_scheduled_job"
 START_TIMEOUT_SECONDS = 60.0
+# Ports tried before giving up, each lost to another process between its pick and the bind.
+PORT_ATTEMPTS = 5
 
 
 class FunctionServerError(RuntimeError):
@@ -44,7 +48,9 @@ class FunctionServer:
         python: Path | None = None,
     ) -> None:
         self.port = port or free_loopback_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
+        # A port the caller chose, or one clients were already told, is kept; a port picked
+        # here may be exchanged for another while it has not served yet.
+        self._port_fixed = port is not None
         self.source = source
         self.target = target
         # Prepended to the command, e.g. ("faketime", "+120s") for an instance whose clock is off.
@@ -56,12 +62,39 @@ class FunctionServer:
         self._log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
     def start(self) -> None:
         """Start and wait until it answers. The function answers a bare GET with 405, which
-        proves the module imported (config and handlers are checked at import)."""
-        self.spawn()
+        proves the module imported (config and handlers are checked at import).
+
+        An answer counts only from this server's own process (localrun/port_holder.py): when
+        another process took the port between its pick and the bind, the server starts again
+        on another port, unless its port is fixed (chosen by the caller, or served before)."""
+        for _ in range(PORT_ATTEMPTS):
+            self.spawn()
+            if self._serves_on_its_port():
+                self._port_fixed = True
+                return
+            self.stop()
+            if self._port_fixed:
+                raise FunctionServerError(f"port {self.port} is held by another process")
+            self.port = free_loopback_port()
+        raise FunctionServerError(f"every one of {PORT_ATTEMPTS} ports picked was taken by another process")
+
+    def _serves_on_its_port(self) -> bool:
+        """True once it answers from its own process; False as soon as another process holds
+        its port. Raises when it exits or does not answer in time."""
+        assert self._process is not None
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while not self.answers():
+        while True:
+            holder = port_holder(self.port, self._process.pid)
+            if holder == "other":
+                return False
+            if holder != "none" and self.answers():
+                return True
             if not self.running or time.monotonic() > deadline:
                 self.stop()
                 tail = self._log_path.read_text(errors="replace")[-3000:]
@@ -143,8 +176,8 @@ class FunctionServer:
                 return True
         except urllib.error.HTTPError:
             return True  # any HTTP answer means the app is serving
-        except (urllib.error.URLError, OSError):
-            return False
+        except (urllib.error.URLError, OSError, http.client.HTTPException):
+            return False  # nothing there yet, or something that does not speak HTTP/1.1
 
 
 @contextlib.contextmanager

@@ -53,8 +53,6 @@ class TcpProxy:
         self._target = (host, int(port))
         self.round_trip_seconds = round_trip_seconds
         self._request_tap = request_tap
-        self.port = free_loopback_port()
-        self.host = f"127.0.0.1:{self.port}"
         self.mode: Literal["forward"] | CutMode = "forward"
         # Connections accepted and forwarded: proof that a client really goes through here.
         self.forwarded = 0
@@ -67,7 +65,9 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._losing_answers = threading.Event()
         self._hold_seconds = 0.0
-        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self._listener = _listen_on_a_free_port()
+        self.port = int(self._listener.getsockname()[1])
+        self.host = f"127.0.0.1:{self.port}"
         self._stopped = threading.Event()
         threading.Thread(target=self._accept, name=f"proxy-{self.port}", daemon=True).start()
 
@@ -168,6 +168,15 @@ class ChunkDelays:
         with self._lock:
             self.chunks += 1
             self.shortest_seconds = min(self.shortest_seconds, sent_at - received_at)
+
+
+def _listen_on_a_free_port(attempts: int = 5) -> socket.socket:
+    """A listening socket on a port of this process's share. The port was free when picked;
+    another process may bind it before this one does, and then another is picked."""
+    for _ in range(attempts - 1):
+        with contextlib.suppress(OSError):
+            return socket.create_server(("127.0.0.1", free_loopback_port()))
+    return socket.create_server(("127.0.0.1", free_loopback_port()))
 
 
 def _pipe(
