@@ -88,8 +88,9 @@ faketime:
 # FIRESTORE_EMULATOR_HOST when it is set) and stop it at the end. Each run has pytest-xdist
 # workers, more than the machine's cores (the tests wait as much as they compute), and one
 # emulator its workers share (tests/conftest.py). LOCALRUN_PORT_SHARE gives each run, and in
-# it each worker, its own share of the free ports: no two servers are ever started on the
-# same one.
+# it each worker, its own share of the free ports, so two launchers never pick the same one;
+# a port taken anyway by a process that picks no share (the emulator's Java binds three of
+# its own choosing) sends the launcher to another (localrun/port_holder.py).
 TEST_WORKERS ?= 4
 RUNTIME_TEST_WORKERS ?= 2
 # A module's tests stay on one worker, which builds the module's fixtures once (a virtualenv,
