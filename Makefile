@@ -79,10 +79,13 @@ faketime:
 # virtualenvs at once first), each target's output printed whole when it ends: the tests spend
 # much of their time waiting (on function servers, leases, the emulator), and the rest fills it.
 #
-# tests/function runs twice, on purpose, and neither run may be dropped: on 3.11 with the whole
+# tests/function runs on two Pythons, side by side. On 3.12 (`test-runtime`), the python312
+# Cloud Run runtime's Python the function is deployed on, all of it. On 3.11, with the whole
 # suite (`test-suite`), because the function's package supports Python 3.11 and newer
-# (function/pyproject.toml), and on 3.12 (`test-runtime`), the python312 Cloud Run runtime's
-# Python the function is deployed on. The two runs go side by side, not one after the other.
+# (function/pyproject.toml): every test of the package's code in process, but not the tests
+# marked `served` (tests/conftest.py), which serve the deployed function through real servers
+# and spend most of the suite's time waiting on its leases; running them twice would cost every
+# push about four minutes of CI, for the one Python the function is not deployed on.
 #
 # The tests start the Firestore emulator themselves on a free loopback port (or use
 # FIRESTORE_EMULATOR_HOST when it is set) and stop it at the end. Each run has pytest-xdist
@@ -91,8 +94,8 @@ faketime:
 # it each worker, its own share of the free ports, so two launchers never pick the same one;
 # a port taken anyway by a process that picks no share (the emulator's Java binds three of
 # its own choosing) sends the launcher to another (localrun/port_holder.py).
-TEST_WORKERS ?= 4
-RUNTIME_TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
+RUNTIME_TEST_WORKERS ?= 4
 # A module's tests stay on one worker, which builds the module's fixtures once (a virtualenv,
 # a Pulumi program's run); the modules go to whichever worker is free. The 30 slowest tests
 # are listed at the end of each run, where a newly slow one shows.
@@ -103,7 +106,7 @@ test: faketime
 
 # The pack's own virtualenv too: a test loads the pack in it, as `pulumi up --policy-pack` does.
 test-suite: $(STAMP) $(POLICY_STAMP)
-	LOCALRUN_PORT_SHARE=0/2 $(BIN)/python -m pytest -n $(TEST_WORKERS) $(PYTEST_PARALLEL)
+	LOCALRUN_PORT_SHARE=0/2 $(BIN)/python -m pytest -n $(TEST_WORKERS) -m 'not served' $(PYTEST_PARALLEL)
 
 $(RUNTIME_VENV)/.installed: function/requirements.txt tests/requirements-function.txt
 	@test -n "$(RUNTIME_PYTHON)" || { echo "python3.12 not found: the function's tests run on the python312 runtime's Python (install it, or set RUNTIME_PYTHON=...)"; exit 1; }

@@ -22,6 +22,7 @@ from localrun.emulator import EMULATOR_HOST_ENV, PORT_SHARE_ENV, firestore_emula
 from localrun.function_server import FunctionServer
 
 _SHARED_EMULATOR = pytest.StashKey[contextlib.ExitStack]()
+FUNCTION_TESTS = Path(__file__).parent / "function"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -41,6 +42,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_SHARED_EMULATOR] = shared
         shared.callback(os.environ.pop, EMULATOR_HOST_ENV, None)
         os.environ[EMULATOR_HOST_ENV] = shared.enter_context(firestore_emulator())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `served` the tests of tests/function that serve the function through real
+    Functions Framework servers (the `function_servers` fixture, directly or through another
+    fixture). The Makefile runs them on the runtime's Python only: the function is deployed on
+    python312, and these tests spend most of the suite's time waiting on leases and servers."""
+    for item in items:
+        if "function_servers" in getattr(item, "fixturenames", ()) and item.path.is_relative_to(FUNCTION_TESTS):
+            item.add_marker(pytest.mark.served)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
