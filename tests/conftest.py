@@ -50,7 +50,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     fixture). The Makefile runs them on the runtime's Python only: the function is deployed on
     python312, and these tests spend most of the suite's time waiting on leases and servers."""
     for item in items:
-        if "function_servers" in getattr(item, "fixturenames", ()) and item.path.is_relative_to(FUNCTION_TESTS):
+        serves = "function_servers" in getattr(item, "fixturenames", ())
+        if serves and item.path.is_relative_to(FUNCTION_TESTS):
             item.add_marker(pytest.mark.served)
 
 
