@@ -79,26 +79,29 @@ class FunctionServer:
                 self._port_fixed = True
                 return
             self.stop()
-            if self._port_fixed:
-                raise FunctionServerError(f"port {self.port} is held by another process")
             self.port = free_loopback_port()
         raise FunctionServerError(f"every one of {PORT_ATTEMPTS} ports picked was taken by another process")
 
     def _serves_on_its_port(self) -> bool:
-        """True once it answers from its own process; False as soon as another process holds
-        its port. Raises when it exits or does not answer in time."""
+        """True once it answers from its own process. False when another process holds a port
+        it may leave. On a fixed port it waits instead, as gunicorn does, retrying its bind
+        for a few seconds: after a crash, the killed instance's workers may hold the port for a
+        moment yet. Raises when it exits or does not answer in time."""
         assert self._process is not None
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while True:
             holder = port_holder(self.port, self._process.pid)
-            if holder == "other":
+            if holder == "other" and not self._port_fixed:
                 return False
-            if holder != "none" and self.answers():
+            if holder in ("ours", "unknown") and self.answers():
                 return True
             if not self.running or time.monotonic() > deadline:
                 self.stop()
+                taken = " (another process holds the port)" if holder == "other" else ""
                 tail = self._log_path.read_text(errors="replace")[-3000:]
-                raise FunctionServerError(f"function server on port {self.port} did not start:\n{tail}")
+                raise FunctionServerError(
+                    f"function server on port {self.port} did not start{taken}:\n{tail}"
+                )
             time.sleep(0.1)
 
     def spawn(self) -> None:

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from localrun import emulator, function_server, tcp_proxy
 from localrun.emulator import EMULATOR_HOST_ENV, emulator_answers, firestore_emulator, free_loopback_port
 from localrun.function_server import FunctionServer, FunctionServerError
 from localrun.port_holder import port_holder
+from tests.support.waiting import wait_until
 
 # A process of its own (its own session) that listens on a port and answers nothing but bytes
 # that are not HTTP/1.1, as the emulator's gRPC port does.
@@ -72,11 +74,35 @@ def test_a_function_server_whose_port_was_taken_serves_on_another(stranger, monk
         server.stop()
 
 
-def test_a_function_server_on_a_port_its_caller_chose_names_the_port_when_it_is_taken(stranger, tmp_path):
+def test_a_function_server_on_a_port_its_caller_chose_says_another_process_holds_it(stranger, tmp_path):
     server = FunctionServer({}, tmp_path / "function.log", port=stranger)
-    with pytest.raises(FunctionServerError, match=rf"port {stranger} is held by another process"):
+    with pytest.raises(FunctionServerError, match=rf"port {stranger} did not start \(another process holds"):
         server.start()
     assert not server.running
+
+
+def test_a_server_on_a_fixed_port_waits_for_a_holder_that_lets_go(tmp_path):
+    """As after a crash, when the killed instance's workers hold its port a moment longer:
+    the port its clients know is waited for, as gunicorn retries its bind, not given up."""
+    port = free_loopback_port()
+    holder = subprocess.Popen([sys.executable, "-c", STRANGER, str(port)], stdout=subprocess.PIPE)
+    assert holder.stdout is not None and holder.stdout.readline() == b"listening\n"
+    server = FunctionServer({}, tmp_path / "function.log", port=port)
+    starting = threading.Thread(target=server.start)
+    starting.start()
+    try:
+        log = tmp_path / "function.log"
+        in_use = "Connection in use"  # gunicorn's line for each bind it retries
+        wait_until(lambda: log.exists() and in_use in log.read_text(), timeout=60, what=in_use)
+        holder.kill()
+        holder.wait()
+        starting.join(timeout=120)
+        assert not starting.is_alive() and server.running and server.port == port
+        assert port_holder(port, os.getsid(next(iter(server.worker_pids())))) == "ours"
+    finally:
+        holder.kill()
+        starting.join(timeout=120)
+        server.stop()
 
 
 def test_the_emulator_whose_port_was_taken_serves_on_another(stranger, monkeypatch, tmp_path):
