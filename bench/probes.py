@@ -154,7 +154,7 @@ def patches() -> list[Patch]:
     from gunicorn.workers import gthread  # type: ignore[import-untyped]
 
     from exactly_once import decorator, structured_log
-    from exactly_once.delivery import handler, heartbeat, warm_cache
+    from exactly_once.delivery import finishing, handler, heartbeat, warm_cache
     from exactly_once.ledger import protocol
     from exactly_once.router import JobRouter
 
@@ -184,7 +184,7 @@ def patches() -> list[Patch]:
         Patch(heartbeat.LeaseKeeper, "__exit__", named(WATCH_END)),
         Patch(handler, "encode_output", named(ENCODE_OUTPUT)),
         Patch(protocol.RunLedger, "complete", named(COMPLETE)),
-        Patch(handler.ScheduledRunHandler, "_remember", named(REMEMBER)),
+        Patch(finishing.RunFinisher, "remember", named(REMEMBER)),
         Patch(structured_log, "emit", named(LOG_LINE)),
     ]
 

@@ -12,7 +12,7 @@ has room for beside the ledger's own, a document of another database (the commit
 ledger's, on its database), one of the ledger's own documents, a value the client library
 cannot encode. What Firestore alone can tell (a create of a document that exists, an update
 of one that does not) refuses the whole commit; the run is then recorded failed terminally
-(delivery/handler.py), none of its writes applied.
+(delivery/finishing.py), none of its writes applied.
 
 A failed attempt's writes are dropped with it: the retry runs the job again, which stages
 them again.

@@ -1,5 +1,7 @@
 """One delivery of a scheduled run: identify it, claim it, run the job, finish it, answer.
 
+Finishing (the one write that ends a claimed attempt) is finishing.py's.
+
 Kept free of Flask so the same code is driven by the Functions Framework in production and
 by tests; decorator.py only adapts the request and response.
 """
@@ -19,6 +21,7 @@ from google.api_core import exceptions as google_exceptions
 from exactly_once import log_fields, strict_json, structured_log
 from exactly_once.config import OverlapPolicy
 from exactly_once.context import JobHandler, Progress, RunContext, decode_checkpoint, encode_output
+from exactly_once.delivery.finishing import RunFinisher
 from exactly_once.delivery.forced_runs import DeliveredRun
 from exactly_once.delivery.heartbeat import EndAttempt, LeaseKeeper
 from exactly_once.delivery.outcomes import (
@@ -37,7 +40,6 @@ from exactly_once.errors import TerminalJobError, error_text
 from exactly_once.ledger.job_status import JobStatuses
 from exactly_once.ledger.protocol import (
     Claim,
-    ClaimKind,
     ClaimTooLate,
     JobResult,
     LeaseLost,
@@ -46,10 +48,8 @@ from exactly_once.ledger.protocol import (
     RunLedger,
     WrongTarget,
 )
-from exactly_once.ledger.records import WritesRefused
 from exactly_once.run_writes import RunWrites, WriteScope
-from exactly_once.targets.downstream import DOWNSTREAM_NAME, DOWNSTREAM_STATE, DownstreamState
-from exactly_once.targets.following import log_failed
+from exactly_once.targets.downstream import DOWNSTREAM_STATE, DownstreamState
 
 # A Scheduler job's body is a few hundred bytes of parameters; anything near this is not one.
 # Checked before anything is read into memory or written.
@@ -107,6 +107,7 @@ class ScheduledRunHandler:
         self._statuses = statuses
         self._log_stream = log_stream
         self._write_scope = write_scope
+        self._finisher = RunFinisher(ledger, self._cache, statuses, log_stream)
 
     def handle(self, method: str, headers: Mapping[str, str], body: bytes | None) -> Reply:
         """Answer one delivery; `body` is None when it could not be read. Whatever goes
@@ -210,7 +211,7 @@ class ScheduledRunHandler:
         # Lateness on Firestore's clock: the claim's commit time less the ScheduleTime.
         lateness = (claim.update_time - key.schedule_time).total_seconds()
         if (deadline := self._starting_deadlines.get(key.job_name)) is not None and lateness > deadline:
-            return self._skip_late(claim, lateness, deadline, entry)
+            return self._finisher.skip_late(claim, lateness, deadline, entry)
         time_limit = self._time_limits.get(key.job_name, self._time_limit)
         ends_at = started + time_limit
         if time.monotonic() >= ends_at:
@@ -249,26 +250,6 @@ class ScheduledRunHandler:
             return None
         error = stored.fields.get("error") if stored is not None else None
         return error if isinstance(error, str) else None
-
-    def _skip_late(self, claim: Claim, late: float, deadline: float, entry: dict[str, Any]) -> Answer:
-        """Record the run as skipped, never run: its time has passed for this job (lateness is
-        the claim's commit time, Firestore's clock, less the ScheduleTime). The completing write
-        is the delivery's second, as a run's would be."""
-        reason = (
-            f"delivered {late:.3f}s after its ScheduleTime, past the job's startingDeadlineSeconds "
-            f"({deadline:g}s): not run"
-        )
-        entry.update(late_by_s=round(late, 3), starting_deadline_s=deadline)
-        try:
-            self._ledger.complete(claim, JobResult.SKIPPED_LATE, reason)
-        except LeaseLost:
-            return Answer(Outcome.LEASE_LOST, "another attempt took the run over before it was skipped")
-        except google_exceptions.GoogleAPIError as error:
-            entry["error"] = error_text(repr(error))
-            return Answer(Outcome.STORE_ERROR, "could not record the late run as skipped: Firestore failed")
-        entry["result"] = JobResult.SKIPPED_LATE.value
-        self._remember(claim, JobResult.SKIPPED_LATE, None, error=reason)
-        return Answer(Outcome.SKIPPED_LATE, f"skipped: {reason}", error=reason)
 
     def _run_alone(
         self,
@@ -312,7 +293,7 @@ class ScheduledRunHandler:
         if policy is OverlapPolicy.SKIP:
             self._ledger.complete(claim, JobResult.OVERLAP_SKIPPED, f"run {busy.holder_run_id} was running")
             entry["result"] = JobResult.OVERLAP_SKIPPED.value
-            self._remember(claim, JobResult.OVERLAP_SKIPPED, None)
+            self._finisher.remember(claim, JobResult.OVERLAP_SKIPPED, None)
             return self._duplicate(JobResult.OVERLAP_SKIPPED.value, None)
         # Nothing ran: the next delivery claims afresh, with the checkpoint the run holds.
         self._ledger.release(claim, checkpoint_json=claim.checkpoint_json)
@@ -380,89 +361,7 @@ class ScheduledRunHandler:
             entry["renewals"] = keeper.renewals
         if context.writes:
             entry["staged_writes"] = len(context.writes)
-        return self._finish(key, keeper.claim, output_json, failure, entry, context)
-
-    def _finish(
-        self,
-        key: RunKey,
-        claim: Claim,
-        output_json: str | None,
-        failure: BaseException | None,
-        entry: dict[str, Any],
-        context: RunContext,
-    ) -> Answer:
-        """Record what the job came to, as the owner of the run's latest lease. The job's
-        staged writes ride in the completing commit of a job that returned, and only there: a
-        failed job's are dropped (a retry stages its own). So does the downstream work a
-        proxy job reported starting; a failed job's latest checkpoint rides in its release.
-        The job's last result (ledger/job_status.py) rides in whichever commit ends the attempt."""
-        statuses = self._statuses
-        checkpoint_json = context.progress.latest()
-        writes = context.writes.staged()
-        downstream = context.downstream.latest
-        record_fields = downstream.fields() if downstream is not None else None
-        if downstream is not None:
-            entry.update({DOWNSTREAM_NAME: downstream.name, DOWNSTREAM_STATE: downstream.state.value})
-        try:
-            if isinstance(failure, TerminalJobError):
-                why = "job failed terminally: recorded, will not be retried"
-                return self._record_terminal(key, claim, error_text(failure), entry, why)
-            if failure is not None:
-                trace = "".join(traceback.format_exception(failure))
-                entry.update(error=error_text(repr(failure)), traceback=error_text(trace))
-                also = [statuses.failed(key, claim.run_id, entry["error"])] if statuses else []
-                # The job's latest checkpoint rides in the release, for the retry to resume.
-                self._ledger.release(claim, checkpoint_json=checkpoint_json, also=also)
-                return Answer(Outcome.FAILED_RELEASED, "job failed: claim released for the next retry")
-            try:
-                success = [statuses.succeeded(key, claim.run_id, output_json)] if statuses else []
-                self._ledger.complete(
-                    claim, output_json=output_json, also=[*writes, *success], record_fields=record_fields
-                )
-            except WritesRefused as refused:
-                # Firestore refused one of the job's writes (a create of a document that
-                # exists...): none applied, and a retry would stage the same ones.
-                why = "a write staged in context.writes was refused: none applied, recorded failed"
-                return self._record_terminal(key, claim, error_text(str(refused)), entry, why)
-        except LeaseLost:
-            return Answer(
-                Outcome.LEASE_LOST,
-                "another attempt took the run over while this one ran: this instance was stalled "
-                "for longer than the lease",
-            )
-        except google_exceptions.GoogleAPIError as error:
-            entry["error"] = error_text(repr(error))
-            return Answer(Outcome.STORE_ERROR, "could not record the run's end: Firestore failed")
-        self._remember(claim, JobResult.SUCCEEDED, output_json)
-        if downstream is not None and downstream.state.failed:
-            stored = {"job_name": context.job_name, "schedule_time": context.schedule_time}
-            log_failed(stored, claim.run_id, downstream, seen_by="proxy", log_stream=self._log_stream)
-        if claim.kind is ClaimKind.TOOK_OVER_LEASE:
-            return Answer(
-                Outcome.LEASE_TAKEN_OVER,
-                "took over an expired lease and ran the job",
-                output_json=output_json,
-            )
-        return Answer(Outcome.EXECUTED, "job ran", output_json=output_json)
-
-    def _record_terminal(
-        self, key: RunKey, claim: Claim, message: str, entry: dict[str, Any], why: str
-    ) -> Answer:
-        """Complete the run as failed for good, with the job's status, and answer so."""
-        entry["error"] = message
-        also = [self._statuses.failed(key, claim.run_id, message)] if self._statuses else []
-        self._ledger.complete(claim, JobResult.TERMINAL_FAILURE, message, also=also)
-        self._remember(claim, JobResult.TERMINAL_FAILURE, None, error=message)
-        return Answer(Outcome.FAILED_TERMINAL, why, error=message)
-
-    def _remember(
-        self, claim: Claim, result: JobResult, output_json: str | None, *, error: str | None = None
-    ) -> None:
-        """The record expires retention after the owner's last write, at most a lease ago."""
-        valid_for = (self._ledger.retention - self._ledger.lease).total_seconds()
-        self._cache.remember(
-            claim.run_id, result.value, output_json, valid_for, fingerprint=claim.fingerprint, error=error
-        )
+        return self._finisher.finish(key, keeper.claim, output_json, failure, entry, context)
 
 
 def _identify(entry: dict[str, Any], key: RunKey) -> None:
