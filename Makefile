@@ -100,8 +100,8 @@ faketime:
 # it each worker, its own share of the free ports, so two launchers never pick the same one;
 # a port taken anyway by a process that picks no share (the emulator's Java binds three of
 # its own choosing) sends the launcher to another (localrun/port_holder.py).
-TEST_WORKERS ?= 3
-RUNTIME_TEST_WORKERS ?= 4
+TEST_WORKERS ?= 4
+RUNTIME_TEST_WORKERS ?= 3
 # A module's tests stay on one worker, which builds the module's fixtures once (a virtualenv,
 # a Pulumi program's run); the modules go to whichever worker is free. The 30 slowest tests
 # are listed at the end of each run, where a newly slow one shows.
