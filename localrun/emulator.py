@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from localrun.port_holder import port_holder
+from localrun.port_holder import wait_for_own_answer
 
 EMULATOR_HOST_ENV = "FIRESTORE_EMULATOR_HOST"
 # The project of the one document the launcher writes before it hands an emulator over.
@@ -130,21 +130,24 @@ def _start(gcloud: str, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def _serves_on_its_port(process: subprocess.Popen[bytes], host: str, log_path: Path) -> bool:
-    """True once it answers from its own process group; False as soon as another process holds
-    its port. Raises (having stopped it) when it exits or does not answer in time."""
-    port = int(host.rpartition(":")[2])
-    deadline = time.monotonic() + START_TIMEOUT_SECONDS
-    while True:
-        holder = port_holder(port, process.pid)
-        if holder == "other":
-            return False
-        if holder != "none" and emulator_answers(host):
-            return True
-        if process.poll() is not None or time.monotonic() > deadline:
-            _stop_group(process)
-            tail = log_path.read_text(errors="replace")[-2000:]
-            raise EmulatorError(f"Firestore emulator did not start on {host}:\n{tail}")
-        time.sleep(0.2)
+    """True once it answers from its own process group; False when another process took its
+    port. Raises (having stopped it) when it exits or does not answer in time."""
+    holder = wait_for_own_answer(
+        int(host.rpartition(":")[2]),
+        process.pid,
+        answers=lambda: emulator_answers(host),
+        running=lambda: process.poll() is None,
+        timeout=START_TIMEOUT_SECONDS,
+        may_move=True,
+        interval=0.2,
+    )
+    if holder is None:
+        return True
+    if holder == "other":
+        return False
+    _stop_group(process)
+    tail = log_path.read_text(errors="replace")[-2000:]
+    raise EmulatorError(f"Firestore emulator did not start on {host}:\n{tail}")
 
 
 def _warm_up(host: str, deadline: float, log_path: Path) -> None:

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
@@ -20,7 +19,7 @@ from pathlib import Path
 
 from localrun import FUNCTION_DIR
 from localrun.emulator import free_loopback_port
-from localrun.port_holder import port_holder
+from localrun.port_holder import wait_for_own_answer
 
 TARGET = "handle_scheduled_job"
 START_TIMEOUT_SECONDS = 60.0
@@ -83,26 +82,25 @@ class FunctionServer:
         raise FunctionServerError(f"every one of {PORT_ATTEMPTS} ports picked was taken by another process")
 
     def _serves_on_its_port(self) -> bool:
-        """True once it answers from its own process. False when another process holds a port
-        it may leave. On a fixed port it waits instead, as gunicorn does, retrying its bind
-        for a few seconds: after a crash, the killed instance's workers may hold the port for a
-        moment yet. Raises when it exits or does not answer in time."""
+        """True once it answers from its own process; False when another process took a port
+        it may leave. Raises (having stopped it) when it exits or does not answer in time."""
         assert self._process is not None
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while True:
-            holder = port_holder(self.port, self._process.pid)
-            if holder == "other" and not self._port_fixed:
-                return False
-            if holder in ("ours", "unknown") and self.answers():
-                return True
-            if not self.running or time.monotonic() > deadline:
-                self.stop()
-                taken = " (another process holds the port)" if holder == "other" else ""
-                tail = self._log_path.read_text(errors="replace")[-3000:]
-                raise FunctionServerError(
-                    f"function server on port {self.port} did not start{taken}:\n{tail}"
-                )
-            time.sleep(0.1)
+        holder = wait_for_own_answer(
+            self.port,
+            self._process.pid,
+            answers=self.answers,
+            running=lambda: self.running,
+            timeout=START_TIMEOUT_SECONDS,
+            may_move=not self._port_fixed,
+        )
+        if holder is None:
+            return True
+        if holder == "other" and not self._port_fixed:
+            return False
+        self.stop()
+        taken = " (another process holds the port)" if holder == "other" else ""
+        tail = self._log_path.read_text(errors="replace")[-3000:]
+        raise FunctionServerError(f"function server on port {self.port} did not start{taken}:\n{tail}")
 
     def spawn(self) -> None:
         """Start the process without waiting for it: for callers that time the start-up."""

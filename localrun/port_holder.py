@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -43,6 +45,34 @@ def port_holder(port: int, session: int) -> PortHolder:
             if any(os.readlink(fd_dir / fd) in sockets for fd in os.listdir(fd_dir)):
                 return "ours"
     return "other"
+
+
+def wait_for_own_answer(
+    port: int,
+    session: int,
+    *,
+    answers: Callable[[], bool],
+    running: Callable[[], bool],
+    timeout: float,
+    may_move: bool,
+    interval: float = 0.1,
+) -> PortHolder | None:
+    """Wait until the server just launched in `session` answers (`answers()`) from its own
+    process on `port`: None then. Otherwise who held the port when the wait stopped: "other"
+    at once when another process holds it and the server `may_move` to another port; else
+    whoever held it when the server ended (`running()` false) or `timeout` seconds passed. A
+    server that may not move (its clients know its port) waits out a holder that lets go, as
+    gunicorn retries its bind."""
+    deadline = time.monotonic() + timeout
+    while True:
+        holder = port_holder(port, session)
+        if holder == "other" and may_move:
+            return holder
+        if holder in ("ours", "unknown") and answers():
+            return None
+        if not running() or time.monotonic() > deadline:
+            return holder
+        time.sleep(interval)
 
 
 def _listening_inodes(port: int) -> set[str] | None:
