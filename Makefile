@@ -139,7 +139,7 @@ demo: $(STAMP)
 soak: $(STAMP) faketime
 	$(BIN)/python -m localrun.soak $(ARGS)
 
-# The short soak every CI run pays for, about a minute and a half: 300 runs, a fixed seed, every
+# The short soak every CI run pays for, about a minute: 300 runs, a fixed seed, every
 # fault kind but the forced run (whose scheduled delivery waits up to a minute and a half for
 # its ScheduleTime, the whole budget again); `make soak` injects that one too.
 soak-short: $(STAMP) faketime
