@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from localrun import FUNCTION_DIR
+from localrun import FUNCTION_DIR, faketime_leftovers
 from localrun.emulator import free_loopback_port
 from localrun.port_holder import wait_for_own_answer
 
@@ -106,6 +106,8 @@ class FunctionServer:
         """Start the process without waiting for it: for callers that time the start-up."""
         command = [*self.launcher, str(self.framework), f"--source={self.source}", f"--target={self.target}"]
         command += ["--host=127.0.0.1", f"--port={self.port}"]
+        if faketime_leftovers.is_faketime(self.launcher):
+            faketime_leftovers.remove_stale_files()
         with self._log_path.open("ab") as log:
             self._process = subprocess.Popen(
                 command,
@@ -141,6 +143,11 @@ class FunctionServer:
         self.start()
 
     @property
+    def pid(self) -> int | None:
+        """The launched process's (the launcher's, when there is one), while it runs."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
@@ -155,6 +162,8 @@ class FunctionServer:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait(timeout=5)
+        if faketime_leftovers.is_faketime(self.launcher):
+            faketime_leftovers.remove_wrapper_files(self._process.pid)
         self._process = None
 
     def worker_pids(self) -> frozenset[int]:
