@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 import exactly_once
+from infra.config.python_source import parse_python
 from infra.config.schema import REPO_ROOT
 from tests.support.sources import python_sources
 
@@ -80,7 +81,7 @@ def _export_lists(tree: ast.AST) -> set[int]:
 
 def string_constants(source: str) -> Iterator[tuple[int, str]]:
     """(line, text) of every string constant in `source`'s code, docstrings and `__all__` left out."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     skipped = _docstrings(tree) | _export_lists(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:

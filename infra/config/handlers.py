@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from exactly_once.config import HANDLER_PATTERN
+from infra.config.python_source import parse_python
 from infra.config.schema import ConfigProblems
 
 # The router calls a handler with one positional argument; these annotations admit it.
@@ -87,7 +88,7 @@ def _problem(module: str, attribute: str, function_dir: Path, hops: int) -> str 
         )
     shown = f"function/{path.relative_to(function_dir).as_posix()}"
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=shown)
+        tree = parse_python(path.read_text(encoding="utf-8"), filename=shown)
     except SyntaxError as error:
         return f"{shown} does not parse: {error.msg} (line {error.lineno})"
     binding = _last_binding(tree.body, attribute)

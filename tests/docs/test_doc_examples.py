@@ -5,7 +5,6 @@ applies to a fork's job module: the handler check, ruff and mypy --strict."""
 
 from __future__ import annotations
 
-import ast
 import re
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from infra.config.handlers import handler_problem
+from infra.config.python_source import parse_python
 from infra.config.schema import FUNCTION_DIR, REPO_ROOT
 from tests.package import test_installed_package
 from tests.support import doc_examples
@@ -48,7 +48,7 @@ def python_blocks(page: Path) -> list[tuple[str | None, str]]:
 def test_every_python_block_is_an_example_a_test_runs_or_a_sketch(page: Path) -> None:
     blocks = python_blocks(page)
     for _, code in blocks:
-        ast.parse(code)  # a sketch too is Python
+        parse_python(code)  # a sketch too is Python
     unmarked = [code for name, code in blocks if name is None and not code.startswith(SKETCH)]
     assert unmarked == [], f"{page.name}: mark these as examples a test runs, or as sketches"
     assert {name for name, _ in blocks if name is not None} == EXAMPLES[page]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 
+from infra.config.python_source import parse_python_file
 from infra.config.schema import REPO_ROOT
 from tests.support.python_imports import (
     FUNCTION,
@@ -85,7 +86,7 @@ def test_the_library_never_imports_the_deployment() -> None:
     reaching = {
         f"{path.relative_to(REPO_ROOT)}: {name}"
         for path in (FUNCTION / "exactly_once").rglob("*.py")
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in ast.walk(parse_python_file(path))
         for name in _imported_names(node)
         if name.split(".")[0] in DEPLOYMENT_MODULES
     }

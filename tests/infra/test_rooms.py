@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from infra.config.python_source import parse_python_file
 from infra.config.schema import REPO_ROOT
 
 INFRA = REPO_ROOT / "infra"
@@ -30,7 +31,7 @@ def _room(path: Path) -> str:
 def _imported(path: Path) -> set[str]:
     """Every module `path` names in an import, wherever the import stands."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parse_python_file(path)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -53,7 +54,7 @@ def test_infra_holds_only_rooms_the_component_and_its_init() -> None:
 
 def test_every_room_says_what_it_holds() -> None:
     for room in set(ROOMS) - {"component"}:
-        tree = ast.parse((INFRA / room / "__init__.py").read_text(encoding="utf-8"))
+        tree = parse_python_file(INFRA / room / "__init__.py")
         assert ast.get_docstring(tree), f"infra/{room}/__init__.py has no docstring"
 
 

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from infra.config.python_source import parse_python_file
 from infra.config.schema import REPO_ROOT
 
 FUNCTION = REPO_ROOT / "function"
@@ -27,7 +28,7 @@ def runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
 
 def imports_of(path: Path) -> Iterator[str]:
     """Modules `path` imports when it runs: `from package import submodule` names both."""
-    for node in runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in runtime_nodes(parse_python_file(path)):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

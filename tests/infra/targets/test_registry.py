@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from exactly_once.targets import job_specs
+from infra.config.python_source import parse_python_file
 from infra.config.schema import REPO_ROOT
 from infra.targets.kind import TargetKind
 from infra.targets.registry import TARGET_KINDS, kind_for_handler
@@ -40,7 +41,7 @@ def _enumerations(path: Path) -> list[str]:
     keys = {kind.key for kind in TARGET_KINDS}
     handlers = {kind.handler for kind in TARGET_KINDS} | {kind.handler_module for kind in TARGET_KINDS}
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parse_python_file(path)):
         if not isinstance(node, ast.Tuple | ast.List | ast.Set | ast.Dict):
             continue
         items = node.keys if isinstance(node, ast.Dict) else node.elts
