@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from exactly_once.delivery.overlap import lock_id
 from exactly_once.delivery.scheduler_request import (
     JOB_NAME_HEADER,
     SCHEDULE_TIME_HEADER,
@@ -191,9 +192,12 @@ def test_the_documented_job_and_tests_pass_lint_and_typecheck(fork):
 FIRST, SECOND = "2026-10-16T12:00:00Z", "2026-10-16T12:15:00Z"
 
 
+OVERLAP_POLICIES = {"a": "skip", "b": "wait"}
+
+
 @pytest.fixture
 def overlap_server(function_servers, emulator_host, project):
-    return function_servers(server_env(emulator_host, project, JOB_OVERLAP='{"a": "skip", "b": "wait"}'))
+    return function_servers(server_env(emulator_host, project, JOB_OVERLAP=json.dumps(OVERLAP_POLICIES)))
 
 
 def executed_runs(db, job: str, time: str) -> int:
@@ -201,14 +205,21 @@ def executed_runs(db, job: str, time: str) -> int:
 
 
 def start_long_first_run(server, db, job: str) -> threading.Thread:
-    thread = threading.Thread(target=post, args=(server, FIRST, {"sleep_seconds": 3}, job))
+    """The first run of `job`, started, and past the point where a second run could still
+    overlap it unnoticed: claimed, and for a job with an overlap policy holding the job's lock
+    (taken after the claim, so a claimed run alone does not hold it yet)."""
+    thread = threading.Thread(target=post, args=(server, FIRST, {"sleep_seconds": 5}, job))
     thread.start()
-    run_id = run_key_from_headers(headers(FIRST, job)).run_id
-    wait_until(
-        lambda: db.collection("scheduler_runs").document(run_id).get().exists,
-        timeout=20,
-        what=f"the first run of {job} to be claimed",
-    )
+    key = run_key_from_headers(headers(FIRST, job))
+    runs = db.collection("scheduler_runs")
+    wait_until(lambda: runs.document(key.run_id).get().exists, timeout=20, what=f"{job}'s first claim")
+    if job in OVERLAP_POLICIES:
+        lock = runs.document(lock_id(key))
+        wait_until(
+            lambda: (lock.get().to_dict() or {}).get("lock_run_id") == key.run_id,
+            timeout=20,
+            what=f"{job}'s lock held by its first run",
+        )
     return thread
 
 
