@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,12 +20,13 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra.config.schema import REPO_ROOT
 from infra.plan.audit_job import audit_environment, with_audit_job
-from infra.plan.headers import delivery_headers
+from infra.plan.headers import delivery_headers, headers_for
 from infra.settings.environment import function_environment
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
 from jobs.demo import EXECUTIONS_COLLECTION
 from localrun.function_server import FunctionServer
+from tests.ops.fakes import FakeGoogleApis, FakeJob
 from tests.support.stacks import FIXTURE_STACKS, fixture_stack
 
 STACK = "dev"
@@ -127,3 +129,28 @@ def dev_function(function_servers, emulator_host, project, db, log_path, dev_set
 @pytest.fixture
 def cli(emulator_host, project) -> Cli:
     return Cli(emulator_host, project)
+
+
+@pytest.fixture
+def apis() -> Iterator[FakeGoogleApis]:
+    """The loopback Cloud Scheduler and Firestore admin fakes, served for the test."""
+    fake = FakeGoogleApis().start()
+    yield fake
+    fake.stop()
+
+
+def deploy_jobs(apis: FakeGoogleApis, function: DevFunction, uri: str | None = None) -> None:
+    """Register every job of the stack with the fake Scheduler, as `pulumi up` creates them,
+    targeting `uri` (by default the served function)."""
+    settings = function.settings
+    for job in settings.jobs:
+        name = (
+            f"projects/{settings.project}/locations/{settings.region}/jobs/{settings.scheduler_job_id(job)}"
+        )
+        apis.jobs[name] = FakeJob(
+            uri or function.server.url,
+            headers_for(settings, job),
+            job.body_bytes() or b"",
+            schedule=job.schedule,
+            time_zone=job.time_zone,
+        )

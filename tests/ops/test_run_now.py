@@ -3,46 +3,20 @@ fake, the real function on the Functions Framework, the ledger on the emulator."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-import pytest
-
 from exactly_once.audit.missed_runs import following_fire_times
-from infra.plan.headers import headers_for
 from localrun.emulator import free_loopback_port
 from ops.exit_codes import ExitCode
-from tests.ops.conftest import Cli, DevFunction
-from tests.ops.fakes import FakeError, FakeGoogleApis, FakeJob
-
-
-@pytest.fixture
-def apis() -> Iterator[FakeGoogleApis]:
-    fake = FakeGoogleApis().start()
-    yield fake
-    fake.stop()
-
-
-def _deploy(apis: FakeGoogleApis, function: DevFunction, uri: str | None = None) -> None:
-    settings = function.settings
-    for job in settings.jobs:
-        name = (
-            f"projects/{settings.project}/locations/{settings.region}/jobs/{settings.scheduler_job_id(job)}"
-        )
-        apis.jobs[name] = FakeJob(
-            uri or function.server.url,
-            headers_for(settings, job),
-            job.body_bytes() or b"",
-            schedule=job.schedule,
-            time_zone=job.time_zone,
-        )
+from tests.ops.conftest import Cli, DevFunction, deploy_jobs
+from tests.ops.fakes import FakeError, FakeGoogleApis
 
 
 def test_run_now_starts_a_manual_run_waits_for_it_and_prints_it(
     apis: FakeGoogleApis, dev_function: DevFunction, cli: Cli
 ) -> None:
-    _deploy(apis, dev_function)
+    deploy_jobs(apis, dev_function)
     demo = dev_function.first_job
     before = datetime.now(UTC)
 
@@ -88,7 +62,7 @@ def test_run_now_failures_exit_with_their_own_status(
     unknown = cli("run-now", "--job", "no-such-job", *endpoint)
     assert unknown.returncode == ExitCode.USAGE_ERROR and "has no job 'no-such-job'" in unknown.stderr
 
-    _deploy(apis, dev_function, uri=f"http://127.0.0.1:{free_loopback_port()}/")  # nothing listens
+    deploy_jobs(apis, dev_function, uri=f"http://127.0.0.1:{free_loopback_port()}/")  # nothing listens
     lost = cli("run-now", "--job", demo.name, *endpoint, "--wait", "3")
     assert lost.returncode == ExitCode.RUN_PROBLEM
     assert "no manual run recorded within 3s" in lost.stdout

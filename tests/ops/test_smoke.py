@@ -5,20 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Iterator
 from importlib.metadata import version
 
 import pytest
 
-from infra.plan.headers import headers_for
 from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.settings.stack import StackSettings
 from localrun.emulator import free_loopback_port
 from ops.context import StackContext, UserError
 from ops.exit_codes import ExitCode
 from ops.smoke import Endpoints, Smoke
-from tests.ops.conftest import Cli, DevFunction
-from tests.ops.fakes import FakeError, FakeGoogleApis, FakeJob
+from tests.ops.conftest import Cli, DevFunction, deploy_jobs
+from tests.ops.fakes import FakeError, FakeGoogleApis
 
 
 def ttl_field_name(dev_function: DevFunction) -> str:
@@ -29,28 +27,11 @@ def ttl_field_name(dev_function: DevFunction) -> str:
     )
 
 
-@pytest.fixture
-def apis() -> Iterator[FakeGoogleApis]:
-    fake = FakeGoogleApis().start()
-    yield fake
-    fake.stop()
-
-
 def _deploy(apis: FakeGoogleApis, dev_function: DevFunction, uri: str | None = None) -> str:
-    """Register every job with the fake Scheduler as `pulumi up` would create them; the name
-    of the one smoke runs unasked, the stack's missed-run audit."""
+    """Every job registered with the fake Scheduler; the name of the one smoke runs unasked,
+    the stack's missed-run audit."""
+    deploy_jobs(apis, dev_function, uri)
     settings = dev_function.settings
-    for job in settings.jobs:
-        name = (
-            f"projects/{settings.project}/locations/{settings.region}/jobs/{settings.scheduler_job_id(job)}"
-        )
-        apis.jobs[name] = FakeJob(
-            uri or dev_function.server.url,
-            headers_for(settings, job),
-            job.body_bytes() or b"",
-            schedule=job.schedule,
-            time_zone=job.time_zone,
-        )
     return f"projects/{settings.project}/locations/{settings.region}/jobs/{deployed_id(dev_function)}"
 
 
