@@ -38,13 +38,15 @@ class Cli:
 
     emulator_host: str
     firestore_project: str
+    # Where its --stack is read from: the template's fixture stacks, or a test's own.
+    stacks_dir: Path = FIXTURE_STACKS
 
     def __call__(
         self, *args: str, stack: str = STACK, extra_env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "FIRESTORE_EMULATOR_HOST": self.emulator_host, **(extra_env or {})}
         storage = ["--firestore-project", self.firestore_project, "--database", "(default)"]
-        storage += ["--stacks-dir", str(FIXTURE_STACKS)]
+        storage += ["--stacks-dir", str(self.stacks_dir)]
         return subprocess.run(
             [sys.executable, "-m", "ops", *args, "--stack", stack, *storage],
             cwd=REPO_ROOT,

@@ -5,10 +5,9 @@ libraries' wire protocols. Executions succeed, fail, or never end (hang) as each
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -175,18 +174,7 @@ def test_an_execution_that_fails_after_its_run_was_executed_is_reported_by_the_a
 
 def _cli_in(cli: Cli, stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
     """The CLI on the test's stacks directory (the export job is only there)."""
-    env = {**os.environ, "FIRESTORE_EMULATOR_HOST": cli.emulator_host}
-    storage = ["--firestore-project", cli.firestore_project, "--database", "(default)"]
-    storage += ["--stacks-dir", str(stack.stacks_dir)]
-    return subprocess.run(
-        [sys.executable, "-m", "ops", *args, "--stack", "dev", *storage],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    return dataclasses.replace(cli, stacks_dir=stack.stacks_dir)(*args, stack="dev")
 
 
 def test_skip_skips_the_next_run_while_the_execution_still_runs_and_not_after_it_ended(stack: Stack) -> None:
