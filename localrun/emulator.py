@@ -20,7 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from localrun.port_holder import wait_for_own_answer
+from localrun.port_holder import PORT_ATTEMPTS, wait_for_own_answer
 
 EMULATOR_HOST_ENV = "FIRESTORE_EMULATOR_HOST"
 # The project of the one document the launcher writes before it hands an emulator over.
@@ -32,8 +32,6 @@ START_TIMEOUT_SECONDS = 90.0
 # How long the emulator gets to stop after SIGTERM, then after SIGKILL.
 STOP_TIMEOUT_SECONDS = 15.0
 KILL_TIMEOUT_SECONDS = 5.0
-# Ports tried before giving up, each lost to another process between its pick and the bind.
-PORT_ATTEMPTS = 5
 
 
 class EmulatorError(RuntimeError):

@@ -19,12 +19,10 @@ from pathlib import Path
 
 from localrun import FUNCTION_DIR, faketime_leftovers
 from localrun.emulator import free_loopback_port
-from localrun.port_holder import wait_for_own_answer
+from localrun.port_holder import PORT_ATTEMPTS, wait_for_own_answer
 
 TARGET = "handle_scheduled_job"
 START_TIMEOUT_SECONDS = 60.0
-# Ports tried before giving up, each lost to another process between its pick and the bind.
-PORT_ATTEMPTS = 5
 
 
 class FunctionServerError(RuntimeError):

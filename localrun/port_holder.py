@@ -26,6 +26,10 @@ from typing import Literal
 # "none": nothing listens yet; "unknown": /proc cannot tell (not Linux).
 PortHolder = Literal["ours", "other", "none", "unknown"]
 
+# Ports a launcher tries before giving up, each lost to another process between its pick and
+# the bind.
+PORT_ATTEMPTS = 5
+
 _TCP_TABLES = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 _LISTEN_STATE = "0A"
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from typing import Literal
 
 from localrun.emulator import free_loopback_port
+from localrun.port_holder import PORT_ATTEMPTS
 
 CutMode = Literal["refuse", "blackhole"]
 CUT_MODES: tuple[CutMode, ...] = ("refuse", "blackhole")
@@ -170,10 +171,10 @@ class ChunkDelays:
             self.shortest_seconds = min(self.shortest_seconds, sent_at - received_at)
 
 
-def _listen_on_a_free_port(attempts: int = 5) -> socket.socket:
+def _listen_on_a_free_port() -> socket.socket:
     """A listening socket on a port of this process's share. The port was free when picked;
     another process may bind it before this one does, and then another is picked."""
-    for _ in range(attempts - 1):
+    for _ in range(PORT_ATTEMPTS - 1):
         with contextlib.suppress(OSError):
             return socket.create_server(("127.0.0.1", free_loopback_port()))
     return socket.create_server(("127.0.0.1", free_loopback_port()))
