@@ -21,6 +21,11 @@ from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc333
 # The function's environment variable that carries AuditConfig.to_json(): written by the stack,
 # read by the audit job at start-up.
 AUDIT_JOBS_ENV = "AUDIT_JOBS"
+# The most runs of one job a catch-up window may hold (a week of a job every minute). Every
+# audit run reads the record of each run in every job's window, so the stack's config refuses a
+# wider window; an audit given one anyway (a configuration written by hand) walks only the
+# newest this many, and says so, rather than fail.
+MAX_CATCHUP_WINDOW_RUNS = 10_080
 
 
 class AuditError(ValueError):
