@@ -9,7 +9,9 @@ No test waits: the emulator's commit times move on their own, the memory store's
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -283,6 +285,41 @@ def test_a_record_created_again_after_a_delete_is_new(backend: Backend) -> None:
     assert (record.fields, record.create_time, record.update_time) == ({"n": 0}, second, second)
     with pytest.raises(StaleWrite):
         backend.store.update(RUN, {"n": 1}, if_updated_at=first, timeout=TIMEOUT)
+
+
+def test_of_writes_racing_from_one_state_exactly_one_wins(backend: Backend) -> None:
+    """Compare-and-swap, the ledger's whole footing: of creates racing for one record, and of
+    updates conditioned on one update_time, one commits and every other is refused."""
+    racers = 6
+
+    def race(write: Callable[[int], object]) -> list[object]:
+        barrier = threading.Barrier(racers)
+
+        def run(n: int) -> object:
+            barrier.wait()
+            try:
+                return write(n)
+            except (RecordExists, StaleWrite) as refused:
+                return refused
+
+        with ThreadPoolExecutor(racers) as pool:
+            return list(pool.map(run, range(racers)))
+
+    created = race(lambda n: backend.store.create(RUN, {"by": n}, timeout=TIMEOUT))
+    winners = [outcome for outcome in created if isinstance(outcome, datetime)]
+    assert len(winners) == 1 and all(isinstance(o, RecordExists) for o in created if o not in winners)
+    # Each update changes the record: a write that changes nothing keeps the update_time, so
+    # it would not stop the next one conditioned on the same time.
+    updated = race(
+        lambda n: backend.store.update(RUN, {"by": f"update {n}"}, if_updated_at=winners[0], timeout=TIMEOUT)
+    )
+    won = [(n, outcome) for n, outcome in enumerate(updated) if isinstance(outcome, datetime)]
+    assert len(won) == 1 and sum(isinstance(o, StaleWrite) for o in updated) == racers - 1
+    record = backend.record()
+    assert record is not None and (record.fields, record.update_time) == (
+        {"by": f"update {won[0][0]}"},
+        won[0][1],
+    )
 
 
 # -- server timestamps ----------------------------------------------------------------------
