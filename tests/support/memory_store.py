@@ -214,9 +214,16 @@ def offline_client(project: str = "memory-store") -> firestore.Client:
 
 class MemoryRunStore:
     """A RunStore on one collection of an in-memory database, as FirestoreRunStore on
-    Firestore behaves (see the module's docstring). Other documents (job status, writes that
-    rode in a commit) live in the same database, by path. One lock guards it all; scripted
-    hooks and clock movements run outside it, so a hook may call the store."""
+    Firestore behaves (the module's docstring lists what the emulator showed: a conditional
+    delete of a missing record is refused; SERVER_TIMESTAMP is the request's millisecond, not
+    the commit time; a write that changes nothing keeps the update_time, so it fences
+    nothing). Other documents (job status, job locks, writes that rode in a commit) live in
+    the same database, by path. One lock guards it all; scripted hooks and clock movements run
+    outside it, so a hook may call the store.
+
+    Time passes only when the test moves the clock: writes between two moves share their
+    server timestamps' millisecond, so a write whose only change is a server timestamp (a
+    lease renewal) changes nothing, as it would on Firestore within one millisecond."""
 
     def __init__(
         self,
