@@ -63,6 +63,10 @@ class RunContext:
     # A run forced ahead of its ScheduleTime (`gcloud scheduler jobs run`): `schedule_time` is
     # the scheduled run it announced, which still runs on its own at that time.
     forced: bool = False
+    # When this attempt's claim committed, on Firestore's clock: the run's "now" that neither a
+    # forced ScheduleTime nor a skewed instance clock can move (the missed-run audit's horizon).
+    # None in a plain context a test builds.
+    claimed_at: datetime | None = None
     # Reads the job's last successful run; the function sets it, a test may too. None: no
     # earlier run is known (previous() answers None).
     previous_reader: Callable[[], PreviousRun | None] | None = field(default=None, repr=False, compare=False)
@@ -179,7 +183,7 @@ def encode_json(value: Any, what: str, limit: int) -> str:
     try:
         text = strict_json.dumps(value)
     except strict_json.StrictJsonError as error:
-        raise TerminalJobError(f"{what} is {error}") from None
+        raise TerminalJobError(f"{what} cannot be stored as JSON: {error}") from None
     if strict_json.nesting_depth(text) > strict_json.MAX_DEPTH:
         raise TerminalJobError(f"{what} nests deeper than {strict_json.MAX_DEPTH} levels")
     if (size := len(text.encode())) > limit:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER, run_key_from_headers
-from exactly_once.ledger.records import in_progress_record, lease_seconds_left, utc_now
+from exactly_once.ledger.lifecycle import lease_seconds_left
+from exactly_once.ledger.records import in_progress_record, utc_now
 from exactly_once.ledger.store import FirestoreRunStore
 from tests.support.demo_runs import HEADERS
 from tests.support.waiting import wait_until

@@ -308,6 +308,21 @@ def marked_sleep(context: RunContext) -> dict[str, float]:
     return {"slept": seconds}
 
 
+def checkpointed(context: RunContext) -> dict[str, Any]:
+    """Marks the attempt, saves the body's `save` as its checkpoint (if any), then fails when
+    the body says `fail` and this is the run's first attempt (`fail: "first"`) or any attempt
+    (`fail: true`); answers the checkpoint it resumed from."""
+    body = context.json_body(allowed_fields=("save", "fail", "seconds"))
+    earlier = len(marks(_marks_client(), context.run_id))
+    _mark(context)
+    if body.get("save") is not None:
+        context.checkpoint(body["save"])
+    fail = body.get("fail", False)
+    if fail is True or (fail == "first" and earlier == 0):
+        raise RuntimeError(f"attempt {earlier + 1} of the run fails (the test asks it to)")
+    return {"resumed_from": context.last_checkpoint}
+
+
 EXITS: dict[str, Callable[[], BaseException]] = {
     "exit": lambda: SystemExit(3),
     "interrupt": lambda: KeyboardInterrupt(),

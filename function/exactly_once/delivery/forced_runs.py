@@ -74,11 +74,12 @@ class DeliveredRun:
             return self._claim_other(ledger, attempt_id, fingerprint=fingerprint, target=target)
         if trigger_at(first.schedule_time, claim.update_time) is first.trigger:
             return claim
-        # The guess was wrong: nothing ran under it, so give it back before claiming the other
-        # identity. Should the release fail, the record waits out its lease; no delivery the
-        # Firestore clock judges to be that run is left to run it.
+        # The guess was wrong: nothing ran under it, so give it back as it was found (with the
+        # checkpoint it inherited) before claiming the other identity. Should the give-back
+        # fail, the record waits out its lease; no delivery the Firestore clock judges to be
+        # that run is left to run it.
         with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
-            ledger.release(claim)
+            ledger.give_back(claim)
         return self._claim_other(ledger, attempt_id, fingerprint=fingerprint, target=target)
 
     def _claim_other(self, ledger: RunLedger, attempt_id: str, *, fingerprint: str, target: str) -> Claim:

@@ -181,18 +181,17 @@ class ScheduledRunHandler:
             finally:
                 _identify(entry, key := run.key)  # settled on Firestore's clock, or as far as it got
         except RunAlreadyCompleted as done:
-            entry["result"] = done.result
+            entry["result"] = done.result.value
             _flag_other_body(entry, done.fingerprint, fingerprint)
-            reason = self._recorded_error(key.run_id) if done.result == JobResult.TERMINAL_FAILURE else None
             self._cache.remember(
                 key.run_id,
-                done.result,
+                done.result.value,
                 done.output_json,
                 done.seconds_left,
                 fingerprint=done.fingerprint,
-                error=reason,
+                error=done.error,
             )
-            return self._duplicate(done.result, done.output_json, reason)
+            return self._duplicate(done.result.value, done.output_json, done.error)
         except RunInProgress as busy:
             entry.update(holder_attempt_id=busy.holder, retry_after_s=busy.retry_after_seconds)
             _flag_other_body(entry, busy.fingerprint, fingerprint)
@@ -218,7 +217,7 @@ class ScheduledRunHandler:
             # The watchdog would end the instance as the job starts: give the claim back unrun.
             entry["error"] = f"the claim took longer than the job's {time_limit:g}s time limit"
             with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
-                self._ledger.release(claim, checkpoint_json=claim.checkpoint_json)
+                self._ledger.give_back(claim)
             return Answer(
                 Outcome.STORE_ERROR, "Firestore answered the claim past the time limit: job not run"
             )
@@ -239,17 +238,6 @@ class ScheduledRunHandler:
             message = "duplicate of a run that failed terminally: job not run"
             return Answer(outcome, message, output_json=output_json, error=error)
         return Answer(outcome, "duplicate of a completed run: job not run", output_json=output_json)
-
-    def _recorded_error(self, run_id: str) -> str | None:
-        """The reason a terminally failed run recorded, for its duplicate's answer. One read, and
-        only for such duplicates (the run's other answers need none); should it fail, the
-        duplicate is still answered, without the reason."""
-        try:
-            stored = self._ledger.store.get(run_id, timeout=self._ledger.deadline_seconds)
-        except google_exceptions.GoogleAPIError:
-            return None
-        error = stored.fields.get("error") if stored is not None else None
-        return error if isinstance(error, str) else None
 
     def _run_alone(
         self,
@@ -280,7 +268,7 @@ class ScheduledRunHandler:
         except (google_exceptions.GoogleAPIError, LeaseLost) as error:
             entry["error"] = error_text(repr(error))
             with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
-                self._ledger.release(claim, checkpoint_json=claim.checkpoint_json)
+                self._ledger.give_back(claim)
             return Answer(Outcome.STORE_ERROR, "could not take or settle the job's lock: Firestore failed")
         finally:
             if lock is not None:
@@ -296,7 +284,7 @@ class ScheduledRunHandler:
             self._finisher.remember(claim, JobResult.OVERLAP_SKIPPED, None)
             return self._duplicate(JobResult.OVERLAP_SKIPPED.value, None)
         # Nothing ran: the next delivery claims afresh, with the checkpoint the run holds.
-        self._ledger.release(claim, checkpoint_json=claim.checkpoint_json)
+        self._ledger.give_back(claim)
         entry["retry_after_s"] = busy.retry_after_seconds
         return Answer(
             Outcome.OVERLAP_WAIT,
@@ -318,6 +306,7 @@ class ScheduledRunHandler:
             job_name=key.job_name,
             schedule_time=key.schedule_time,
             forced=key.forced,
+            claimed_at=claim.claimed_at,
             previous_reader=previous,
             project=key.project,
             location=key.location,

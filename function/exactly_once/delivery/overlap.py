@@ -3,7 +3,7 @@
 `skip` and `wait` jobs hold a job-level lock while a run executes. It is the ledger's
 technique on a second document, never a transaction: create() decides who holds it. A lock
 is live exactly as long as the run that holds it: a contender reads the holder's run record
-and judges its lease on Firestore's clock (exactly_once.ledger.records.lease_seconds_left). So
+and judges its lease on Firestore's clock (exactly_once.ledger.lifecycle.state_of). So
 the lock needs no renewal of its own while a long job renews its run's lease, a crashed
 holder's lock is free as soon as its run's lease ends, and the next run takes it over with a
 compare-and-swap. `allow` jobs never touch it: they keep the two-RPC path.
@@ -32,8 +32,8 @@ from datetime import datetime, timedelta
 from exactly_once import log_fields, structured_log
 from exactly_once.delivery.scheduler_request import RunKey
 from exactly_once.errors import error_text
-from exactly_once.ledger.protocol import Claim, RunStatus
-from exactly_once.ledger.records import lease_seconds_left
+from exactly_once.ledger import lifecycle
+from exactly_once.ledger.protocol import Claim
 from exactly_once.ledger.store import COMMIT_TIME, Budget, RecordExists, RunStore, StaleWrite, StoredRecord
 from exactly_once.targets.downstream import DOWNSTREAM_NAME, Downstream
 from exactly_once.targets.following import follow
@@ -117,11 +117,12 @@ class JobLocks:
         or its lease ended unrenewed. A completed run whose downstream work still runs is
         busy for another lease, when the next contender asks again."""
         stored = self._store.get(run_id, timeout=budget.left())
-        if stored is not None and stored.fields.get("status") == RunStatus.COMPLETED:
+        state = lifecycle.state_of(stored, self._lease)
+        if state is lifecycle.State.COMPLETED and stored is not None:
             return self._lease.total_seconds() if self._downstream_running(run_id, stored, budget) else 0.0
-        if stored is None or stored.fields.get("status") != RunStatus.IN_PROGRESS:
+        if state is not lifecycle.State.LEASED or stored is None:
             return 0.0
-        return lease_seconds_left(stored, self._lease)
+        return lifecycle.lease_seconds_left(stored, self._lease)
 
     def _downstream_running(self, run_id: str, stored: StoredRecord, budget: Budget) -> bool:
         known = Downstream.from_record(stored.fields)

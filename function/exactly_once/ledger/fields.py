@@ -2,14 +2,12 @@
 
 Kept apart from protocol.py (which needs the Firestore client library) so the Pulumi program can
 import them: the TTL policy and the indexing exemptions must name exactly the fields the
-ledger writes. The missed-run audit, which needs no Firestore client either, judges a record's
-target by the same rule as the claim (`recorded_by_another_target`).
+ledger writes. What a record's fields mean for its run is the lifecycle's (lifecycle.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 # The TTL field of run records, token records and job locks: Firestore deletes a document
 # some time after this moment.
@@ -67,15 +65,3 @@ def job_status_id(project: str, location: str, job_name: str) -> str:
 # record's entry would land at the end of the same index range, which caps the collection at
 # about 500 writes a second; exempt, the writes spread like the document ids do.
 UNINDEXED_RUN_FIELDS: Final = (CLAIMED_AT, RENEWED_AT, COMPLETED_AT, SCHEDULE_TIME)
-
-
-def recorded_by_another_target(record: Mapping[str, Any], target: str | None) -> bool:
-    """Whether the function of `target` must refuse the run `record` holds: the one rule of the
-    ledger's claim and of the missed-run audit. A record or a function without a target (one
-    outside Cloud Run, or a record from before targets were recorded) is nobody else's; a
-    record of the earlier "<service>/<module>.<function>" form is its service's."""
-    recorded = record.get(TARGET)
-    if not target or not recorded or recorded == target:
-        return False
-    # Recorded before the target was a setting: "<service>/<module>.<function>", the service's.
-    return not ("/" in recorded and "/" not in target and recorded.split("/", 1)[0] == target)

@@ -25,6 +25,9 @@ runs on this instance, and the kind of claim the write made; a refused write is 
 with a read on a budget of its own. A claim given up while a write of it may have committed
 is remembered, and the instance's next claim of the run continues from it at once.
 
+What each write writes, and how a record read back is judged, is the lifecycle's
+(lifecycle.py): this module only sends the writes and turns its verdicts into answers.
+
 A first delivery costs exactly two writes (create + complete), plus one renewal per third of
 a lease that the job runs. A duplicate costs a refused create and one read.
 """
@@ -33,7 +36,6 @@ from __future__ import annotations
 
 import calendar
 import contextlib
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -43,26 +45,17 @@ from typing import Any
 from google.api_core import exceptions as google_exceptions
 
 from exactly_once.delivery.scheduler_request import RunKey
-from exactly_once.ledger.fields import (
-    CHECKPOINT,
-    COMPLETED_AT,
-    EXPIRE_AT,
-    RENEWED_AT,
-    TARGET,
-    recorded_by_another_target,
-)
+from exactly_once.ledger import lifecycle
+from exactly_once.ledger.fields import CHECKPOINT
+from exactly_once.ledger.lifecycle import AfterRefusal, ClaimKind, Event, JobResult, StoredRecord
 from exactly_once.ledger.records import (
-    ClaimKind,
     ClaimTooLate,
-    JobResult,
     LeaseLost,
     RunAlreadyCompleted,
     RunInProgress,
-    RunStatus,
     WritesRefused,
     WrongTarget,
     in_progress_record,
-    lease_seconds_left,
     new_attempt_id,
     utc_now,
 )
@@ -73,10 +66,9 @@ from exactly_once.ledger.store import (
     RecordExists,
     RunStore,
     StaleWrite,
-    StoredRecord,
     store_deadline_for,
 )
-from exactly_once.ledger.unheard_claims import AbandonedClaims, SentClaim, own_claim_kind
+from exactly_once.ledger.unheard_claims import AbandonedClaims, SentClaim
 from exactly_once.ledger.writes import StagedWrite
 
 __all__ = [
@@ -88,7 +80,6 @@ __all__ = [
     "RunAlreadyCompleted",
     "RunInProgress",
     "RunLedger",
-    "RunStatus",
     "WritesRefused",
     "WrongTarget",
     "new_attempt_id",
@@ -116,21 +107,25 @@ class Claim:
     # next conditional write of the owner must match.
     update_time: datetime
     lease_expires: datetime
-    # time.monotonic() when that write was sent; for a claim, when the first of its writes
-    # that may have committed was sent (one whose answer was lost included). It committed
-    # later, so on this instance's clock the lease lasts at least until sent_at + lease:
-    # what the watchdog and the backstop count on.
+    # The instance's monotonic clock when that write was sent; for a claim, when the first of
+    # its writes that may have committed was sent (one whose answer was lost included). It
+    # committed later, so on this instance's clock the lease lasts at least until
+    # sent_at + lease: what the watchdog and the backstop count on.
     sent_at: float
     # SHA-256 (hex) of the body this attempt runs the job with, as recorded with the run.
     fingerprint: str = ""
     # The checkpoint (JSON text) the run held when this attempt claimed it, from an earlier
-    # attempt that died or failed: None for a first attempt.
+    # attempt that died or failed: None for a first attempt. A give-back puts it back.
     checkpoint_json: str | None = None
+    # The claim's commit time (Firestore's clock): the run's "now" that no instance clock skews.
+    claimed_at: datetime | None = None
 
 
 class RunLedger:
     """Claim/renew/finish protocol over a RunStore. The injectable clock is the instance's
-    wall clock, used only for the TTL field: tests skew it to show no decision depends on it."""
+    wall clock, used only for the TTL field: tests skew it to show no decision depends on it.
+    `monotonic` is the instance's time.monotonic (the store deadline, the lease's send times),
+    injectable so a test can make a call slow without waiting for it."""
 
     # Each round ends in a won write, a decision, or a lost race to a concurrent writer;
     # losing this many races in a row means others are busy with the run, i.e. in progress.
@@ -143,11 +138,13 @@ class RunLedger:
         lease: timedelta,
         retention: timedelta,
         clock: Callable[[], datetime] = utc_now,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._store = store
         self._lease = lease
         self._retention = retention
         self._clock = clock
+        self._monotonic = monotonic
         self.deadline_seconds = store_deadline_for(lease).total_seconds()
         self._abandoned = AbandonedClaims()
 
@@ -164,8 +161,15 @@ class RunLedger:
         return self._clock
 
     @property
+    def monotonic(self) -> Callable[[], float]:
+        return self._monotonic
+
+    @property
     def store(self) -> RunStore:
         return self._store
+
+    def _budget(self, seconds: float, what: str) -> Budget:
+        return Budget(seconds, what, self._monotonic)
 
     def claim(self, key: RunKey, attempt_id: str, *, fingerprint: str = "", target: str = "") -> Claim:
         """Own the run, or raise RunAlreadyCompleted / RunInProgress / WrongTarget /
@@ -177,8 +181,8 @@ class RunLedger:
         later round (the retry refused, the record read and found to be ours) only adds to
         how much of the lease is gone."""
         run_id = key.run_id
-        budget = Budget(self.deadline_seconds, f"claim of run {run_id}")
-        began = time.monotonic()
+        budget = self._budget(self.deadline_seconds, f"claim of run {run_id}")
+        began = self._monotonic()
         abandoned = self._abandoned.take(run_id, began - self._lease.total_seconds())
         unheard: SentClaim | None = None  # the claim's writes that may have committed unheard of
         writing: SentClaim | None = None  # the write on the wire, while it is
@@ -193,45 +197,44 @@ class RunLedger:
                     fingerprint=fingerprint,
                     target=target,
                 )
-                writing = creating = SentClaim(ClaimKind.CREATED, time.monotonic())
+                writing = creating = SentClaim(ClaimKind.CREATED, self._monotonic())
                 try:
                     update_time = self._store.create(run_id, record, timeout=budget.left())
                 except RecordExists as exists:
                     unheard = SentClaim.merge(unheard, creating if exists.unheard else None)
                     writing = None
                 else:
-                    sent = creating.since(unheard)
                     writing = None
                     return self._started(
-                        run_id, attempt_id, ClaimKind.CREATED, update_time, sent, fingerprint, None
+                        run_id,
+                        attempt_id,
+                        ClaimKind.CREATED,
+                        update_time,
+                        creating.since(unheard),
+                        fingerprint,
+                        None,
                     )
 
                 stored = self._store.get(run_id, timeout=budget.left())
                 if stored is None:
                     continue  # released between our create and our read: create again
-                holder = stored.fields.get("attempt_id")
-                if holder == attempt_id:
+                if lifecycle.is_owned_by(stored, attempt_id):
                     # Our own write committed but its answer was lost and the retry was refused.
-                    kind = own_claim_kind(stored, unheard)
+                    kind = lifecycle.own_claim_kind(stored, unheard.kind if unheard is not None else None)
                     sent = unheard.sent_at if unheard is not None else began
-                    inherited = stored.fields.get(CHECKPOINT)
+                    inherited = lifecycle.inherited_checkpoint(stored)
                     return self._started(
                         run_id, attempt_id, kind, stored.update_time, sent, fingerprint, inherited
                     )
+                verdict = lifecycle.on_claim(stored, target=target, default_lease=self._lease)
                 if abandoned is not None and abandoned.holds(stored):
                     # An attempt of this instance that gave up on its claim unanswered wrote it;
                     # it never ran the job, so the run is this attempt's to continue at once.
-                    kind = abandoned.kind
-                else:
-                    kind = self._takeover_kind(run_id, stored, target)
-                # A run that never completed keeps its checkpoint for the attempt taking it over.
-                inherited = (
-                    None
-                    if stored.fields.get("status") == RunStatus.COMPLETED
-                    else stored.fields.get(CHECKPOINT)
-                )
-                record[CHECKPOINT] = inherited
-                writing = taking = SentClaim(kind, time.monotonic())
+                    verdict = lifecycle.TakeOver(abandoned.kind, lifecycle.inherited_checkpoint(stored))
+                if not isinstance(verdict, lifecycle.TakeOver):
+                    raise self._refusal(run_id, verdict, stored, target)
+                record[CHECKPOINT] = verdict.checkpoint_json
+                writing = taking = SentClaim(verdict.kind, self._monotonic())
                 try:
                     update_time = self._store.update(
                         run_id, record, if_updated_at=stored.update_time, timeout=budget.left()
@@ -240,9 +243,16 @@ class RunLedger:
                     unheard = SentClaim.merge(unheard, taking if stale.unheard else None)
                     writing = None
                     continue  # someone else changed it first, or our own try did: look again
-                sent = taking.since(unheard)
                 writing = None
-                return self._started(run_id, attempt_id, kind, update_time, sent, fingerprint, inherited)
+                return self._started(
+                    run_id,
+                    attempt_id,
+                    verdict.kind,
+                    update_time,
+                    taking.since(unheard),
+                    fingerprint,
+                    verdict.checkpoint_json,
+                )
             raise RunInProgress(run_id, 1, None)
         except google_exceptions.GoogleAPIError:
             # A write of ours may hold the record now: the next claim of the run from this
@@ -250,27 +260,23 @@ class RunLedger:
             self._abandoned.put(run_id, attempt_id, SentClaim.merge(unheard, writing))
             raise
 
-    def _takeover_kind(self, run_id: str, stored: StoredRecord, target: str) -> ClaimKind:
-        """Decide on Firestore's clock whether the record may be overwritten, or raise."""
-        fields, now = stored.fields, stored.read_time
-        if recorded_by_another_target(fields, target):
-            raise WrongTarget(run_id, fields[TARGET], target)
-        if fields["status"] == RunStatus.RELEASED:
-            return ClaimKind.RECLAIMED_RELEASED  # given back by its owner: nobody holds it
-        if fields["status"] == RunStatus.COMPLETED:
-            if fields[EXPIRE_AT] <= now:
-                return ClaimKind.RECLAIMED_EXPIRED  # TTL deletion runs up to days late
-            raise RunAlreadyCompleted(run_id, fields, (fields[EXPIRE_AT] - now).total_seconds(), now)
-        seconds_left = lease_seconds_left(stored, self._lease)
-        if seconds_left > 0:
-            raise RunInProgress(
-                run_id,
-                max(1, math.ceil(seconds_left)),
-                fields.get("attempt_id"),
-                fields.get("body_sha256"),
-                read_time=now,
-            )
-        return ClaimKind.TOOK_OVER_LEASE
+    @staticmethod
+    def _refusal(
+        run_id: str, verdict: lifecycle.ClaimVerdict, stored: StoredRecord, target: str
+    ) -> Exception:
+        """The exception a delivery is refused with, for a verdict that is not a takeover."""
+        if isinstance(verdict, lifecycle.OtherTarget):
+            return WrongTarget(run_id, verdict.recorded, target)
+        if isinstance(verdict, lifecycle.Finished):
+            return RunAlreadyCompleted(run_id, verdict, stored.read_time)
+        assert isinstance(verdict, lifecycle.Held)
+        return RunInProgress(
+            run_id,
+            verdict.retry_after_seconds,
+            verdict.holder,
+            verdict.fingerprint,
+            read_time=stored.read_time,
+        )
 
     def _started(
         self,
@@ -283,7 +289,8 @@ class RunLedger:
         checkpoint_json: str | None,
     ) -> Claim:
         """The lease began at the commit, which happened after `sent`; when the answer took
-        longer than the deadline, the lease may be gone: give the claim back unrun."""
+        longer than the deadline, the lease may be gone: give the claim back unrun, with the
+        checkpoint it inherited."""
         claim = Claim(
             run_id,
             attempt_id,
@@ -293,13 +300,14 @@ class RunLedger:
             update_time + self._lease,
             sent,
             fingerprint,
-            checkpoint_json if isinstance(checkpoint_json, str) else None,
+            checkpoint_json,
+            claimed_at=update_time,
         )
-        waited = time.monotonic() - sent
+        waited = self._monotonic() - sent
         if waited > self.deadline_seconds:
             # Taken over meanwhile, or Firestore failing: either way the lease runs out.
             with contextlib.suppress(LeaseLost, google_exceptions.GoogleAPIError):
-                self.release(claim)
+                self.give_back(claim)
             raise ClaimTooLate(run_id, waited, self.deadline_seconds)
         return claim
 
@@ -308,12 +316,11 @@ class RunLedger:
         Raises LeaseLost if another attempt took over, a GoogleAPIError if Firestore did not
         answer within `timeout`. A `checkpoint_json` rides in the same write: durable, for an
         attempt that takes the run over, once the renewal commits."""
-        budget = Budget(timeout, f"lease renewal of run {claim.run_id}")
-        sent = time.monotonic()
-        fields: dict[str, Any] = {RENEWED_AT: COMMIT_TIME}
-        if checkpoint_json is not None:
-            fields[CHECKPOINT] = checkpoint_json
-        update_time = self._write_as_owner(claim, fields, budget)
+        budget = self._budget(timeout, f"lease renewal of run {claim.run_id}")
+        sent = self._monotonic()
+        fields = lifecycle.renewal_fields(checkpoint_json, COMMIT_TIME)
+        update_time = self._finish_as_owner(Event.RENEW, claim, fields, budget)
+        assert update_time is not None
         return replace(claim, update_time=update_time, lease_expires=update_time + self._lease, sent_at=sent)
 
     def complete(
@@ -327,102 +334,98 @@ class RunLedger:
         record_fields: Mapping[str, Any] | None = None,
     ) -> None:
         """Mark the run completed, only if this attempt still owns it, with `also` in the same
-        commit: applied if and only if the completion is. The TTL field is re-dated from the
-        claim's commit time, so retention is on Firestore's clock too. `record_fields` are
-        what the job reported about its run (the downstream work a proxy started), written
-        in the same write."""
-        fields = {
-            **(record_fields or {}),
-            "status": RunStatus.COMPLETED.value,
-            COMPLETED_AT: COMMIT_TIME,
-            EXPIRE_AT: claim.update_time + self._retention,
-            "result": result.value,
-            "error": error,
-            "output_json": output_json,
-            CHECKPOINT: None,  # a completed run resumes nothing
-        }
-        budget = Budget(self.deadline_seconds, f"completion of run {claim.run_id}")
-        self._write_as_owner(claim, fields, budget, also=also)
+        commit: applied if and only if the completion is. `record_fields` are what the job
+        reported about its run (the downstream work a proxy started), written in the same write.
+        A run skipped as late is completed with JobResult.SKIPPED_LATE."""
+        fields = lifecycle.completion_fields(
+            result,
+            error=error,
+            output_json=output_json,
+            expire_at=claim.update_time + self._retention,
+            commit_time=COMMIT_TIME,
+            reported=record_fields,
+        )
+        event = Event.SKIP_LATE if result is JobResult.SKIPPED_LATE else Event.COMPLETE
+        budget = self._budget(self.deadline_seconds, f"completion of run {claim.run_id}")
+        self._finish_as_owner(event, claim, fields, budget, also=also)
 
     def release(
         self, claim: Claim, *, checkpoint_json: str | None = None, also: Sequence[StagedWrite] = ()
     ) -> None:
-        """Delete the record after a retryable failure, so the next retry runs at once
-        instead of waiting out the lease, with `also` in the same commit. Only the owner may
-        release.
+        """Give the run back after a retryable failure, so the next retry runs at once instead
+        of waiting out the lease, with `also` in the same commit. `checkpoint_json` is the
+        attempt's latest (its own, else the one it inherited): kept in a `released` record, or
+        the record deleted when there is none. Only the owner may release."""
+        self._release(Event.RELEASE, claim, checkpoint_json, also)
 
-        With a checkpoint to keep, the record is rewritten as released instead, the
-        checkpoint in the same write: a claim takes a released record over at once, as it
-        would create a deleted one, and inherits the checkpoint. The same one write either
-        way; the checkpoint-free path is unchanged."""
-        budget = Budget(self.deadline_seconds, f"release of run {claim.run_id}")
-        if checkpoint_json is not None:
-            fields = {"status": RunStatus.RELEASED.value, CHECKPOINT: checkpoint_json}
-            self._write_as_owner(claim, fields, budget, also=also)
-            return
+    def give_back(self, claim: Claim) -> None:
+        """Return a claim whose job never ran (confirmed too late, claimed under the wrong
+        identity, refused by the job's lock...): the run is as the claim found it, its inherited
+        checkpoint put back, for the next claim to own at once."""
+        self._release(Event.GIVE_BACK, claim, claim.checkpoint_json, ())
+
+    def _release(
+        self, event: Event, claim: Claim, checkpoint_json: str | None, also: Sequence[StagedWrite]
+    ) -> None:
+        budget = self._budget(self.deadline_seconds, f"{event.value} of run {claim.run_id}")
+        fields = lifecycle.release_fields(checkpoint_json)
+        self._finish_as_owner(event, claim, fields, budget, also=also)
+
+    def _finish_as_owner(
+        self,
+        event: Event,
+        claim: Claim,
+        fields: dict[str, Any] | None,
+        budget: Budget,
+        *,
+        also: Sequence[StagedWrite] = (),
+    ) -> datetime | None:
+        """Send the owner's conditional write of `event` (`fields` None: a delete), and judge a
+        refusal with the lifecycle from the record read back: our own earlier write whose
+        answer was lost is done; a renewal of ours answered late is written over; anything
+        else is another attempt's lease (LeaseLost) or a refused write riding along
+        (WritesRefused). Returns the write's commit time (None for a delete, or a write found
+        already done)."""
         update_time = claim.update_time
         for _ in range(self.MAX_CLAIM_ROUNDS):
             try:
-                self._store.delete(claim.run_id, if_updated_at=update_time, timeout=budget.left(), also=also)
-                return
-            except StaleWrite as refused:
-                stored = self._store.get(claim.run_id, timeout=self._classifying(claim).left())
-                if stored is None:
-                    return  # gone: our delete committed and its answer was lost
-                if stored.fields.get("attempt_id") != claim.attempt_id:
-                    raise LeaseLost(claim) from None
-                _raise_if_others_refused(claim, refused, stored, update_time)
-                update_time = stored.update_time  # a renewal of ours whose answer was lost
-        raise LeaseLost(claim)
-
-    def _write_as_owner(
-        self, claim: Claim, fields: dict[str, Any], budget: Budget, *, also: Sequence[StagedWrite] = ()
-    ) -> datetime:
-        """A conditional update of our own record. A refused precondition is either a rival
-        (LeaseLost) or our own earlier write whose answer was lost: then the record still
-        carries our attempt_id, and the write is repeated on its update_time."""
-        update_time = claim.update_time
-        for _ in range(self.MAX_CLAIM_ROUNDS):
-            try:
+                if fields is None:
+                    self._store.delete(
+                        claim.run_id, if_updated_at=update_time, timeout=budget.left(), also=also
+                    )
+                    return None
                 return self._store.update(
                     claim.run_id, fields, if_updated_at=update_time, timeout=budget.left(), also=also
                 )
             except StaleWrite as refused:
-                stored = self._own_record(claim)
-                if stored is None:
+                found = self._store.get(claim.run_id, timeout=self._classifying(claim).left())
+                after = lifecycle.after_refusal(
+                    event,
+                    attempt_id=claim.attempt_id,
+                    lease_ends=claim.lease_expires,
+                    sent_on=update_time,
+                    unheard=refused.unheard,
+                    others_refused=refused.refusal is not None,
+                    found=found,
+                )
+                if after is AfterRefusal.COMMITTED:
+                    return (
+                        found.update_time
+                        if found is not None and lifecycle.is_owned_by(found, claim.attempt_id)
+                        else None
+                    )
+                if after is AfterRefusal.OTHERS_REFUSED:
+                    assert refused.refusal is not None
+                    raise WritesRefused(claim, refused.refusal) from None
+                if after is AfterRefusal.LOST:
                     raise LeaseLost(claim) from None
-                _raise_if_others_refused(claim, refused, stored, update_time)
-                if stored.fields.get("status") == RunStatus.COMPLETED:
-                    if fields.get("status") == RunStatus.COMPLETED:
-                        return stored.update_time  # our own completion, answered late
-                    raise LeaseLost(claim) from None
-                if stored.fields.get("status") == RunStatus.RELEASED:
-                    if fields.get("status") == RunStatus.RELEASED:
-                        return stored.update_time  # our own release, answered late
-                    raise LeaseLost(claim) from None
-                update_time = stored.update_time
+                assert found is not None
+                update_time = found.update_time  # a renewal of ours whose answer was lost
         raise LeaseLost(claim)
-
-    def _own_record(self, claim: Claim) -> StoredRecord | None:
-        """The record if it still belongs to this attempt, else None."""
-        stored = self._store.get(claim.run_id, timeout=self._classifying(claim).left())
-        if stored is None or stored.fields.get("attempt_id") != claim.attempt_id:
-            return None
-        return stored
 
     def _classifying(self, claim: Claim) -> Budget:
         """A budget of its own for the read that tells a refused write of ours from a rival's:
         the refusal has been answered, so Firestore is there, but the operation's budget may
         be spent (a process frozen mid-write, thawed after a retry took over), and "another
         attempt owns the run" must not be answered as "Firestore failed"."""
-        return Budget(self.deadline_seconds * ATTEMPT_SHARE, f"reading back run {claim.run_id}")
-
-
-def _raise_if_others_refused(
-    claim: Claim, refused: StaleWrite, stored: StoredRecord, sent_on: datetime
-) -> None:
-    """A refused commit that carried other writes, while our record is still exactly as the
-    write's precondition expected: the record's write was not what Firestore refused, one of
-    the others was (and no retry of the same commit can succeed)."""
-    if refused.refusal is not None and stored.update_time == sent_on:
-        raise WritesRefused(claim, refused.refusal)
+        return self._budget(self.deadline_seconds * ATTEMPT_SHARE, f"reading back run {claim.run_id}")

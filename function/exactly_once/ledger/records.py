@@ -1,72 +1,37 @@
-"""A run record's states, its fields, and what reading one can tell a delivery.
+"""What a claim or a finish can come to besides success, and the record a claim writes for a run.
 
-The ledger (protocol.py) writes these records; the job locks (delivery/overlap.py) read another run's
-record to tell whether it still holds its lease. Both judge a lease the same way, here.
+The decisions are the lifecycle's (lifecycle.py); these are how the ledger reports them to a
+delivery: the exceptions its callers handle, and the claimed record of a RunKey.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from exactly_once.delivery.scheduler_request import RunKey
-from exactly_once.ledger.fields import (
-    CHECKPOINT,
-    CLAIMED_AT,
-    COMPLETED_AT,
-    EXPIRE_AT,
-    RENEWED_AT,
-    SCHEDULE_TIME,
-    SKIPPED_LATE,
-    TARGET,
-    TRIGGER,
-)
-from exactly_once.ledger.store import COMMIT_TIME, StoredRecord
-
-
-class RunStatus(StrEnum):
-    IN_PROGRESS = "in_progress"
-    COMPLETED = "completed"
-    # Given back after a retryable failure with a checkpoint to keep: claimable at once, like
-    # a deleted record, by a claim that inherits the checkpoint. (Without one, the record is
-    # deleted.)
-    RELEASED = "released"
-
-
-class ClaimKind(StrEnum):
-    CREATED = "created"
-    TOOK_OVER_LEASE = "took_over_lease"  # the previous attempt's lease had expired
-    RECLAIMED_EXPIRED = "reclaimed_expired"  # past expire_at: TTL deletion had not run yet
-    RECLAIMED_RELEASED = "reclaimed_released"  # released with a checkpoint by a failed attempt
-
-
-class JobResult(StrEnum):
-    SUCCEEDED = "succeeded"
-    TERMINAL_FAILURE = "terminal_failure"
-    OVERLAP_SKIPPED = "overlap_skipped"  # another run of the job held its lock (policy skip)
-    SKIPPED_LATE = SKIPPED_LATE  # delivered past the job's startingDeadlineSeconds: never run
+from exactly_once.ledger.lifecycle import Finished, about_run, claimed_fields
+from exactly_once.ledger.store import COMMIT_TIME
 
 
 class RunAlreadyCompleted(Exception):
     """The run finished earlier: the job must not run again."""
 
-    def __init__(
-        self, run_id: str, fields: Mapping[str, Any], seconds_left: float, read_time: datetime | None = None
-    ) -> None:
+    def __init__(self, run_id: str, finished: Finished, read_time: datetime | None = None) -> None:
         super().__init__(f"run {run_id} is completed")
         self.run_id = run_id
         # When Firestore served the read that found the record: the delivery's first reading
         # of Firestore's clock when its claim was refused (delivery/forced_runs.py).
         self.read_time = read_time
-        self.result = str(fields.get("result", JobResult.SUCCEEDED))
-        self.output_json: str | None = fields.get("output_json")
+        self.result = finished.result
+        self.output_json = finished.output_json
         # Of the body that ran the job ("" for records written without one).
-        self.fingerprint: str = fields.get("body_sha256") or ""
+        self.fingerprint = finished.fingerprint
+        # The recorded reason of a terminal failure or a late skip.
+        self.error = finished.error
         # Until the record's retention ends (Firestore's clock): how long the answer stands.
-        self.seconds_left = seconds_left
+        self.seconds_left = finished.seconds_left
 
 
 class RunInProgress(Exception):
@@ -143,39 +108,24 @@ def in_progress_record(
     target: str = "",
     checkpoint_json: str | None = None,
 ) -> dict[str, Any]:
-    """A claimed run's record. Every field is always present (None until it applies), so a
-    takeover's update replaces a completed record's leftovers too; a takeover of a run that
-    has not completed carries its checkpoint over (`checkpoint_json`). `now` (the instance's
+    """A claimed run's record (lifecycle.claimed_fields) for `key`. `now` (the instance's
     clock) only dates the TTL field; the lease is counted from the write's commit time."""
-    return {
-        "status": RunStatus.IN_PROGRESS.value,
-        "attempt_id": attempt_id,
-        "lease_seconds": lease.total_seconds(),
-        EXPIRE_AT: now + retention,  # the TTL field; completion re-dates it on Firestore's clock
-        "job_name": key.job_name,
-        SCHEDULE_TIME: key.schedule_time,
-        TRIGGER: key.trigger.value,
-        "project": key.project,
-        "location": key.location,
-        TARGET: target or None,
-        "body_sha256": fingerprint or None,
-        CLAIMED_AT: COMMIT_TIME,
-        RENEWED_AT: None,
-        COMPLETED_AT: None,
-        "result": None,
-        "error": None,
-        "output_json": None,
-        CHECKPOINT: checkpoint_json,
-    }
-
-
-def lease_seconds_left(stored: StoredRecord, default_lease: timedelta) -> float:
-    """Seconds left on an in-progress record's lease, on Firestore's clock: the lease runs
-    from the owner's last write (claim or renewal) for the lease the owner wrote (its
-    configuration may differ from the reader's mid-deploy). Zero or less: expired."""
-    written = stored.fields.get("lease_seconds")
-    lease = float(written) if isinstance(written, int | float) else default_lease.total_seconds()
-    return (stored.update_time + timedelta(seconds=lease) - stored.read_time).total_seconds()
+    return claimed_fields(
+        attempt_id=attempt_id,
+        lease=lease,
+        expire_at=now + retention,  # the TTL field; completion re-dates it on Firestore's clock
+        about=about_run(
+            job_name=key.job_name,
+            schedule_time=key.schedule_time,
+            trigger=key.trigger.value,
+            project=key.project,
+            location=key.location,
+        ),
+        target=target,
+        fingerprint=fingerprint,
+        checkpoint_json=checkpoint_json,
+        commit_time=COMMIT_TIME,
+    )
 
 
 def utc_now() -> datetime:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar, cast
 
@@ -20,6 +19,7 @@ from google.api_core import exceptions as google_exceptions
 from google.cloud import firestore
 from google.cloud.firestore_v1.bulk_batch import BulkWriteBatch
 
+from exactly_once.ledger.lifecycle import StoredRecord as StoredRecord  # what get() returns
 from exactly_once.ledger.writes import StagedWrite, add_to_batch
 
 # Written in place of a timestamp, the commit time of the write (a server-side transform:
@@ -57,16 +57,18 @@ def store_deadline_for(lease: timedelta) -> timedelta:
 
 
 class Budget:
-    """A monotonic deadline shared by the calls of one ledger operation."""
+    """A monotonic deadline shared by the calls of one ledger operation. `monotonic` is the
+    instance's time.monotonic, injectable so a test can make a call slow without waiting."""
 
-    def __init__(self, seconds: float, what: str) -> None:
+    def __init__(self, seconds: float, what: str, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.seconds = seconds
         self._what = what
-        self._ends = time.monotonic() + seconds
+        self._monotonic = monotonic
+        self._ends = monotonic() + seconds
 
     def left(self) -> float:
         """Seconds left for the next call; DeadlineExceeded (a store error) when none are."""
-        left = self._ends - time.monotonic()
+        left = self._ends - self._monotonic()
         if left <= 0:
             message = f"{self._what}: Firestore took over {self.seconds:g}s"
             raise google_exceptions.DeadlineExceeded(message)  # type: ignore[no-untyped-call]
@@ -101,16 +103,6 @@ class Tries:
 
     def __init__(self) -> None:
         self.unanswered = False
-
-
-@dataclass(frozen=True)
-class StoredRecord:
-    fields: Mapping[str, Any]
-    update_time: datetime  # commit time of the record's last write (Firestore's clock)
-    read_time: datetime  # when Firestore served this read (Firestore's clock)
-    # Commit time of the write that created the document: equal to update_time when nothing
-    # changed it since. None from a store that does not say.
-    create_time: datetime | None = None
 
 
 class RunStore(Protocol):

@@ -11,8 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from exactly_once.ledger.records import ClaimKind, RunStatus
-from exactly_once.ledger.store import StoredRecord
+from exactly_once.ledger.lifecycle import ClaimKind, StoredRecord, holds_claim
 
 
 @dataclass(frozen=True)
@@ -34,16 +33,6 @@ class SentClaim:
         return self.sent_at if unheard is None else min(unheard.sent_at, self.sent_at)
 
 
-def own_claim_kind(stored: StoredRecord, unheard: SentClaim | None) -> ClaimKind:
-    """Which write of ours holds the record: a create leaves it with update_time equal to its
-    create_time; an update (a takeover) does not."""
-    if stored.create_time is not None and stored.create_time == stored.update_time:
-        return ClaimKind.CREATED
-    if unheard is not None and unheard.kind is not ClaimKind.CREATED:
-        return unheard.kind
-    return ClaimKind.CREATED if stored.create_time is None else ClaimKind.TOOK_OVER_LEASE
-
-
 @dataclass(frozen=True)
 class AbandonedClaim:
     attempt_id: str
@@ -51,8 +40,7 @@ class AbandonedClaim:
     sent_at: float
 
     def holds(self, stored: StoredRecord) -> bool:
-        fields = stored.fields
-        return fields.get("attempt_id") == self.attempt_id and fields.get("status") == RunStatus.IN_PROGRESS
+        return holds_claim(stored, self.attempt_id)
 
 
 class AbandonedClaims:

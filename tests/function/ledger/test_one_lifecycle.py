@@ -1,0 +1,83 @@
+"""One module decides a run record's state: no other module of the function package reads or
+compares a record's `status`, names its values, or imports the lifecycle's Status.
+
+A path that decides a run's state on its own (a give-back that forgets the checkpoint, a
+catch-up that tests `record is None`, a release that misreads its own committed write) is how
+each capability used to break another. Read from the source, so the rule holds for code no
+test runs. The token check is left out: its records are idempotency tokens, with states of
+their own (token_check/tokens.py), not run records.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+from infra.config.python_source import parse_python, parse_python_file
+from infra.config.schema import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "function"
+LIFECYCLE = PACKAGE / "exactly_once" / "ledger" / "lifecycle.py"
+# Records of another kind, with a status of their own.
+OTHER_RECORDS = (PACKAGE / "exactly_once" / "token_check",)
+STATUS_VALUES = {"in_progress", "completed", "released"}
+STATUS_NAMES = {"Status", "RunStatus", "STATUS"}
+
+
+def findings(tree: ast.AST) -> Iterator[str]:
+    """Every place a tree reads a record's status or compares with one of its values."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and _is_status(node.slice):
+            yield f"line {node.lineno}: reads ['status']"
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            if node.args and _is_status(node.args[0]):
+                yield f"line {node.lineno}: reads .get('status')"
+        elif isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                if isinstance(side, ast.Constant) and side.value in STATUS_VALUES:
+                    yield f"line {node.lineno}: compares with {side.value!r}"
+        if isinstance(node, ast.Name | ast.Attribute):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            if name in STATUS_NAMES:
+                yield f"line {node.lineno}: names {name}"
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name in STATUS_NAMES:
+                    yield f"line {node.lineno}: imports {alias.name}"
+
+
+def _is_status(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value == "status"
+
+
+def modules() -> Iterator[Path]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == LIFECYCLE or any(path.is_relative_to(other) for other in OTHER_RECORDS):
+            continue
+        yield path
+
+
+def test_no_module_but_the_lifecycle_reads_or_compares_a_run_records_status() -> None:
+    found = {
+        str(path.relative_to(REPO_ROOT)): list(findings(parse_python_file(path)))
+        for path in modules()
+    }
+    assert {path: where for path, where in found.items() if where} == {}
+
+
+def test_the_rule_finds_each_way_a_module_could_decide_a_state_itself() -> None:
+    """The rule bites: each of these would decide a run's state outside the lifecycle."""
+    offences = [
+        'if record.get("status") == "completed": pass',
+        'if fields["status"] != RunStatus.IN_PROGRESS: pass',
+        "from exactly_once.ledger.lifecycle import Status",
+        'done = stored.fields.get(STATUS) is lifecycle.Status.RELEASED',
+        'state = "released" if x else "in_progress"\nif state == "released": pass',
+    ]
+    for source in offences:
+        assert list(findings(parse_python(source))), source
+
+
+def test_the_lifecycle_module_itself_defines_the_states() -> None:
+    assert list(findings(parse_python_file(LIFECYCLE)))
