@@ -7,7 +7,9 @@ expects from a parser. Everything the function reads from a request body or stor
 here, so a hostile body is always a clear ValueError, never a crash or a retry loop.
 
 Integers are those Firestore and Workflows store: signed 64-bit. A larger one is refused on
-the way in and on the way out, so whatever dumps() writes, loads() reads back.
+the way in and on the way out, and so is an object key that is not a string (json.dumps would
+write it as one, and two keys could collide), so whatever dumps() writes, loads() reads back
+as it was.
 """
 
 from __future__ import annotations
@@ -76,18 +78,23 @@ def _int64(text: str) -> int:
     return value
 
 
-def _first_unstorable_integer(value: Any) -> int | None:
-    """An integer outside int64 anywhere in a value json.dumps accepted (so it is acyclic
-    and shallow enough), found without recursion."""
+def _unstorable(value: Any) -> str | None:
+    """What in a value json.dumps accepted (so it is acyclic and shallow enough) JSON would
+    not keep as it is, found without recursion: an integer outside int64, or an object key that
+    is not a string. json.dumps writes the key 1 as "1", so {1: "a", "1": "b"} would come back
+    as {"1": "b"}: a value silently lost."""
     pending = [value]
     while pending:
         item = pending.pop()
         if isinstance(item, dict):
+            for key in item:
+                if not isinstance(key, str):
+                    return f"object key {_shown(repr(key))} is not a string (JSON keys are strings)"
             pending.extend(item.values())
         elif isinstance(item, list | tuple):
             pending.extend(item)
-        elif isinstance(item, int) and not MIN_INTEGER <= item <= MAX_INTEGER:
-            return item
+        elif isinstance(item, int) and not isinstance(item, bool) and not MIN_INTEGER <= item <= MAX_INTEGER:
+            return f"integer {_shown(str(item))} is outside the signed 64-bit range"
     return None
 
 
@@ -109,11 +116,11 @@ def loads(data: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
 
 def dumps(value: Any) -> str:
     """Compact strict JSON; StrictJsonError for NaN, Infinity, integers outside int64,
-    cycles or non-JSON types."""
+    object keys that are not strings, cycles or non-JSON types."""
     try:
         text = json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (ValueError, TypeError, RecursionError) as error:
         raise StrictJsonError(f"not JSON-serialisable ({error})") from None
-    if (integer := _first_unstorable_integer(value)) is not None:
-        raise StrictJsonError(f"integer {_shown(str(integer))} is outside the signed 64-bit range")
+    if (problem := _unstorable(value)) is not None:
+        raise StrictJsonError(problem)
     return text

@@ -67,7 +67,7 @@ def test_a_checkpoint_is_strict_json_and_bounded():
     context = run_context()
     context.checkpoint({"step": 1})
     assert context.progress.latest() == '{"step":1}'
-    with pytest.raises(TerminalJobError, match="a checkpoint is"):
+    with pytest.raises(TerminalJobError, match="a checkpoint cannot be stored as JSON: not JSON"):
         context.checkpoint({"ratio": math.nan})
     with pytest.raises(TerminalJobError, match=f"more than the {MAX_CHECKPOINT_BYTES} bytes"):
         context.checkpoint(["x" * 100] * (MAX_CHECKPOINT_BYTES // 100 + 1))
