@@ -29,7 +29,13 @@ from infra.plan.outputs import outputs_of
 from infra.resources.build import BuildIdentity, build_identity, function_source
 from infra.resources.catchup_queue import catchup_queue
 from infra.resources.deployed_region import checked_region
-from infra.resources.function import audit_horizons, dedup_function, function_service, function_uri
+from infra.resources.function import (
+    audit_horizons,
+    dedup_function,
+    function_service,
+    function_uri,
+    pause_changes,
+)
 from infra.resources.identities import Identities, run_invoker
 from infra.resources.identities import identities as make_identities
 from infra.resources.ledger import LedgerDatabase, ledger_database
@@ -114,6 +120,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         identities = make_identities(name, settings, parent=self, iam_api=ready)
         build = self._build(name, settings, apis, ready, function_dir)
         audit_from = audit_horizons(name, settings, parent=self)
+        pause_changed = pause_changes(name, settings, parent=self)
         checker = self._token_check(name, settings, apis, ledger, identities, build)
         targets = self._sample_targets(name, settings, apis, ready, checker)
         access = self._runtime_access(name, settings, apis, identities.runtime, targets)
@@ -134,6 +141,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             build=build,
             runtime_account=identities.runtime,
             audit_from=audit_from,
+            pause_changed=pause_changed,
             access=access,
             invoker_email=identities.invoker.email,
         )

@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from exactly_once.audit.missed_runs import following_fire_times
+from exactly_once.audit.schedule import following_fire_times
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from infra.plan.headers import delivery_headers
 from infra.settings.jobs import JobSettings

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TextIO
 
-from exactly_once.audit.catchup import deliverable
 from exactly_once.audit.config import AuditError, Redelivery
-from exactly_once.audit.missed_runs import fire_times, judge_runs
+from exactly_once.audit.missed_runs import judge_runs
 from exactly_once.audit.reads import firestore_reader
 from exactly_once.audit.redelivery import RedeliveryError, sender_for
+from exactly_once.audit.schedule import fires
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from exactly_once.targets.loopback import is_loopback_http_url
 from infra.plan.catchup import catches_up, catchup_delivery, queue_path, redelivery
@@ -44,7 +44,8 @@ def backfill_range(
     now: datetime | None = None,
 ) -> ExitCode:
     """Hand every run of `job` scheduled in [since, until] to the catch-up machinery (with
-    `only_missed`, only those no attempt ever recorded whose retries are over); one line per
+    `only_missed`, only the missed runs a delivery would claim: no record, released, or
+    lapsed, their retries over); one line per
     run. OK when every one was handed over, CLOUD_UNREACHABLE at the first that was not."""
     now = now or utc_now()
     if until > now:
@@ -55,16 +56,17 @@ def backfill_range(
     )
     try:
         runs = judge_runs(
-            [(audited, instant) for instant in fire_times(audited.schedule, audited.time_zone, since, until)],
+            [(audited, fire) for fire in fires(audited.schedule, audited.time_zone, since, until)],
             project=context.project,
             location=context.location,
             now=now,
             read_records=firestore_reader(context.firestore(), context.settings.runs_collection),
+            lease=timedelta(seconds=context.settings.lease_seconds),
             target=stack_target_until(context, now),
         )
     except AuditError as error:
         raise UserError(str(error)) from None
-    chosen = [run for run in runs if deliverable(run, now)] if only_missed else runs
+    chosen = [run for run in runs if run.deliverable] if only_missed else runs
     send = sender_for(_redelivery(context, url, invoker), os.environ)
     what = "missed runs" if only_missed else "runs"
     out.write(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TextIO
 
 import google.auth
@@ -26,10 +26,11 @@ from google.auth import exceptions as auth_exceptions
 from google.auth import impersonated_credentials
 from google.auth.transport.requests import Request
 
-from exactly_once.audit.missed_runs import fire_times
+from exactly_once.audit.schedule import fire_times
 from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER
 from exactly_once.delivery.request_checks import NO_CACHE as NO_CACHE_DIRECTIVE
 from exactly_once.delivery.scheduler_request import format_rfc3339, run_key_from_headers
+from exactly_once.ledger import lifecycle
 from exactly_once.ledger.store import FirestoreRunStore, StaleWrite
 from infra.plan.headers import delivery_headers
 from ops.context import CloudUnreachable, StackContext, UserError, is_loopback
@@ -146,9 +147,10 @@ def redo(
     run_id = run_key_from_headers(headers).run_id
     record = store.get(run_id, timeout=LEDGER_TIMEOUT_SECONDS)
     fields = record.fields if record is not None else {}
-    if record is not None and fields.get("status") != "completed":
+    state = lifecycle.state_of(record, timedelta(seconds=context.settings.lease_seconds))
+    if record is not None and state not in (lifecycle.State.COMPLETED, lifecycle.State.EXPIRED):
         out.write(
-            f"redo of the {run}: not done, the run is {fields.get('status')} (attempt "
+            f"redo of the {run}: not done, the run is {state.value} (attempt "
             f"{fields.get('attempt_id')}); redo deletes only a completed run's record: wait for it to "
             "finish, or, if its attempt died, backfill it once its lease has ended\n"
         )

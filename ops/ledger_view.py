@@ -21,14 +21,14 @@ from exactly_once.audit.config import AuditError
 from exactly_once.audit.missed_runs import (
     ExpectedRun,
     RecordReader,
-    RunState,
     expected_runs,
-    fire_times,
     judge_runs,
     stack_target,
 )
 from exactly_once.audit.reads import firestore_reader
+from exactly_once.audit.schedule import FireTime, fires
 from exactly_once.delivery.scheduler_request import RunKey, Trigger, format_rfc3339, parse_rfc3339
+from exactly_once.ledger import lifecycle
 from exactly_once.ledger.fields import (
     CONSECUTIVE_FAILURES,
     ENDED_AT,
@@ -40,6 +40,7 @@ from exactly_once.ledger.fields import (
     job_status_collection,
     job_status_id,
 )
+from exactly_once.ledger.lifecycle import Verdict
 from exactly_once.targets.downstream import Downstream
 from infra.plan.audit_job import audit_interval_seconds
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
@@ -56,7 +57,7 @@ def _reader(context: StackContext) -> RecordReader:
 
 
 def _judge(
-    context: StackContext, expected: Sequence[tuple[Any, datetime]], now: datetime, target: str | None
+    context: StackContext, expected: Sequence[tuple[Any, FireTime]], now: datetime, target: str | None
 ) -> list[ExpectedRun]:
     return judge_runs(
         expected,
@@ -64,6 +65,7 @@ def _judge(
         location=context.location,
         now=now,
         read_records=_reader(context),
+        lease=timedelta(seconds=context.settings.lease_seconds),
         target=target,
     )
 
@@ -74,7 +76,7 @@ def _audit_run_ids(context: StackContext, since: datetime, until: datetime) -> l
     if audit is None:
         return []
     audited = context.audited(audit)
-    times = fire_times(audited.schedule, audited.time_zone, since, until)
+    times = [fire.instant for fire in fires(audited.schedule, audited.time_zone, since, until)]
     return [RunKey(context.project, context.location, audited.name, t).run_id for t in reversed(times)]
 
 
@@ -96,7 +98,8 @@ def catchup_deliveries(context: StackContext, since: datetime, until: datetime) 
     ids = _audit_run_ids(context, since, min(later, utc_now()))
     records = _reader(context)(ids) if ids else {}
     found: dict[str, str] = {}
-    for record in records.values():
+    for stored in records.values():
+        record = stored.fields
         for entry in _caught_up(record):
             run_time = parse_rfc3339(entry["schedule_time"])
             if since <= run_time <= until:
@@ -184,10 +187,10 @@ def audit(
         for record in _manual(context, settings, since, until):
             claimed = format_rfc3339(record["claimed_at"])
             out.write(f"{claimed}  {record.get('job_name')}  manual  ({describe(record)})\n")
-    missed = [run for run in runs if run.state is RunState.MISSED]
-    paused = [run for run in runs if run.state is RunState.PAUSED]
-    skipped_late = [run for run in runs if run.state is RunState.SKIPPED_LATE]
-    failed_downstream = [run for run in runs if run.state is RunState.DOWNSTREAM_FAILED]
+    missed = [run for run in runs if run.state is Verdict.MISSED]
+    paused = [run for run in runs if run.state is Verdict.PAUSED]
+    skipped_late = [run for run in runs if run.state is Verdict.SKIPPED_LATE]
+    failed_downstream = [run for run in runs if run.state is Verdict.DOWNSTREAM_FAILED]
     recovered = sum(run.run_id in caught_up for run in runs)
     summary = (
         f"{len(runs)} expected runs, {len(missed)} missed, {len(paused)} paused, {recovered} delivered again"
@@ -221,12 +224,12 @@ def status(
         where = f"(schedule {settings.schedule!r} in {settings.time_zone})"
         out.write(f"job {settings.name}  {where}{_pause_note(settings)}\n")
         out.write(_job_status_line(context, audited.name) + "\n")
-        latest = fire_times(audited.schedule, audited.time_zone, since, until)[-limit:]
-        runs = _judge(context, [(audited, instant) for instant in latest], now, target)
+        latest = fires(audited.schedule, audited.time_zone, since, until, newest=limit)
+        runs = _judge(context, [(audited, fire) for fire in latest], now, target)
         if not runs:
             out.write("  no scheduled runs in the retention window\n")
         for run in reversed(runs):
-            out.write("  " + _status_line(run) + "\n")
+            out.write("  " + _status_line(run, timedelta(seconds=context.settings.lease_seconds)) + "\n")
         for record in reversed(_manual(context, settings, since, until)[-limit:]):
             out.write(f"  manual run claimed {format_rfc3339(record['claimed_at'])}: {describe(record)}\n")
     return ExitCode.OK
@@ -275,9 +278,10 @@ def _pause_note(job: JobSettings) -> str:
     return "  PAUSED (paused: true: Cloud Scheduler delivers none of its runs until the config resumes it)"
 
 
-def _status_line(run: ExpectedRun) -> str:
-    record = run.record or {}
-    parts = [format_rfc3339(run.schedule_time), f"status={record.get('status') or 'none'}"]
+def _status_line(run: ExpectedRun, lease: timedelta) -> str:
+    record = run.fields
+    state = lifecycle.state_of(run.record, lease)
+    parts = [format_rfc3339(run.schedule_time), f"status={state.value}"]
     if record.get("result"):
         parts.append(f"result={record['result']}")
     if record.get("attempt_id"):

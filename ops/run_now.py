@@ -27,6 +27,7 @@ from google.cloud.firestore_v1.base_query import FieldFilter
 from google.cloud.scheduler_v1 import CloudSchedulerClient
 
 from exactly_once.delivery.scheduler_request import Trigger, format_rfc3339
+from exactly_once.ledger import lifecycle
 from exactly_once.ledger.fields import CLAIMED_AT, SCHEDULE_TIME, TRIGGER
 from ops.context import CloudUnreachable, StackContext, utc_now
 from ops.exit_codes import ExitCode
@@ -106,7 +107,7 @@ class RunNow:
         while True:
             runs = manual_runs(self.context, job_id, since)
             latest = runs[-1] if runs else latest
-            done = next((run for run in runs if run.get("status") == "completed"), None)
+            done = next((run for run in runs if lifecycle.result_of(run) is not None), None)
             if done is not None:
                 return done, None
             if time.monotonic() >= deadline:

@@ -33,6 +33,7 @@ PROJECT_NUMBER = "123456789012"
 GET_PROJECT = "gcp:organizations/getProject:getProject"
 SLEEP = "time:index/sleep:Sleep"
 OFFSET = "time:index/offset:Offset"
+STATIC = "time:index/static:Static"
 STACK_REFERENCE = "pulumi:pulumi:StackReference"
 # In preview the engine knows no output a provider computes; these mocks then answer them so.
 UNKNOWN = rpc.UNKNOWN
@@ -169,6 +170,8 @@ class GcpMocks(pulumi.runtime.Mocks):
             outputs.update(outputs=dict(self.previous_outputs), secretOutputNames=[])
         elif typ == OFFSET:
             outputs["rfc3339"] = f"2026-01-01T00:{int(inputs.get('offsetMinutes', 0)):02d}:00Z"
+        elif typ == STATIC:
+            outputs["rfc3339"] = "2026-01-01T00:00:00Z"
         return outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:

@@ -40,6 +40,9 @@ DOWNSTREAM_FAILED: Final = "downstream_failed"
 DOWNSTREAM_AUDIT: Final = "downstream_audit"
 # The audit delivered a missed run again (its job's `catchup` policy).
 CATCHUP_DELIVERY: Final = "catchup_delivery"
+# The audit could not judge one job (a schedule that never fires, an unknown zone): the other
+# jobs are judged all the same; this job's runs wait for the next audit that can.
+AUDIT_JOB_ERROR: Final = "audit_job_error"
 # The watchdog ended an attempt's instance (delivery/heartbeat.py); CAUSE says why, in a word.
 ATTEMPT_ENDED: Final = "attempt_ended"
 CAUSE: Final = "cause"

@@ -1,66 +1,80 @@
 """The scheduled missed-run audit: one `missed_run` log line per run that never completed.
 
-It runs as an ordinary job of the stack (hourly, through the same exactly-once handler), so
-each audit run happens once however often Cloud Scheduler delivers it, and it judges the runs
-whose retry window closed in the interval that ends at its own schedule time. Consecutive
-audit runs therefore cover time back to back: every run is judged once, and a retried or late
-audit reaches the same verdict, because nothing in it depends on the instance's clock.
+It runs as an ordinary job of the stack (hourly, through the same exactly-once handler, with
+the overlap policy `wait`, so two audits never judge at once), and each audit run happens once
+however often Cloud Scheduler delivers it.
 
-The stack's missed-run alert counts the lines; the ledger is only read for them. A paused
-job's runs without a record are counted as paused, never missed.
+**Its clock is Firestore's.** The audit's horizon is its own claim's commit time
+(`RunContext.claimed_at`): never the ScheduleTime it carries (a forced run carries the next
+hour's), never the instance's clock (which may be hours off). It judges the runs whose retry
+window closed between where the last completed audit stopped (kept in that audit's output,
+read through `RunContext.previous()`) and its horizon, so every run is judged once, by the
+first audit after its last possible delivery, however many audit runs an outage cost. How far
+back it looks is bounded by the records' retention (older runs' records may be gone): the
+output says where it started and what it did not judge.
+
+A paused job's runs without a record are counted as paused, never missed; the pauses are kept
+in the output too, so a resume does not make them up (exactly_once/audit/pauses.py).
 
 A job with a catch-up policy has its missed runs inside its window delivered again
 (exactly_once/audit/catchup.py picks them, audit/redelivery.py sends them): each is one
-`catchup_delivery` line instead of a `missed_run` line, and the audit run's output (stored in
-its run record, which `ops audit` reads) lists them.
+`catchup_delivery` line instead of a `missed_run` line, and the output lists them.
+
+One job the audit cannot judge (a schedule that never fires, a zone it does not know) is one
+`audit_job_error` line; every other job is judged all the same.
 
 Each audit run then follows the downstream work of every proxy run still recorded running
-(exactly_once/audit/downstream.py): it asks each execution's API, records what changed on the
-run, and logs a `downstream_failed` line for work that failed, which the stack alerts on.
+(exactly_once/audit/downstream.py).
 
 AUDIT_JOBS (JSON, set by the stack): {"interval_seconds": 3600, "jobs": [{"name", "schedule",
-"time_zone", "retry_window_seconds", "not_before"?, "paused"?, "catchup"?, "delivery"?}, ...],
-"redelivery"?: {"url", "queue"?, "invoker"?}}. RUNS_COLLECTION and FIRESTORE_DATABASE are
-the function's own.
+"time_zone", "retry_window_seconds", "not_before"?, "paused"?, "pause_changed_at"?,
+"catchup"?, "delivery"?}, ...], "redelivery"?: {"url", "queue"?, "invoker"?}}.
+RUNS_COLLECTION, FIRESTORE_DATABASE, LEASE_SECONDS and RETENTION_SECONDS are the function's own.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
-from typing import Any, TextIO
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TextIO, TypeVar
 
-from exactly_once import RunContext, firestore_client, log_fields, structured_log
-from exactly_once.audit.catchup import catchup_candidates
+from google.api_core import exceptions as google_exceptions
+
+from exactly_once import RunContext, TerminalJobError, firestore_client, log_fields, structured_log
+from exactly_once.audit.catchup import first_to_deliver, job_candidates
 from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob, AuditError
 from exactly_once.audit.downstream import follow_running_work
 from exactly_once.audit.missed_runs import (
     ExpectedRun,
     RecordReader,
-    RunState,
-    checked_schedule,
     judge_runs,
     runs_whose_window_closed,
     stack_target,
 )
+from exactly_once.audit.pauses import PauseHistory, history_from_json, history_to_json, observe
 from exactly_once.audit.reads import firestore_reader
 from exactly_once.audit.redelivery import RedeliveryError, Sender, check_redelivery, sender_for
 from exactly_once.config import ConfigError, FunctionConfig
-from exactly_once.delivery.scheduler_request import format_rfc3339
+from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc3339
+from exactly_once.errors import error_text
+from exactly_once.ledger.lifecycle import Verdict
 from exactly_once.once import OncePerInstance
+
+T = TypeVar("T")
 
 
 def config_from_env(env: Mapping[str, str]) -> AuditConfig:
-    """Read at start-up: a missing or malformed AUDIT_JOBS stops the instance, naming it."""
+    """Read at start-up: a missing or malformed AUDIT_JOBS stops the instance, naming it. A
+    job's schedule or zone is checked when that job is judged, so one bad job cannot stop the
+    instance (which serves every job of the stack) nor the audit of the others."""
     raw = env.get(AUDIT_JOBS_ENV, "").strip()
     if not raw:
         raise ConfigError(AUDIT_JOBS_ENV, "must be set for the missed-run audit job")
     try:
         config = AuditConfig.from_json(raw)
-        for job in config.jobs:
-            checked_schedule(job.schedule, job.time_zone)
     except AuditError as error:
         raise ConfigError(AUDIT_JOBS_ENV, str(error)) from None
     if config.redelivery is not None:
@@ -69,7 +83,7 @@ def config_from_env(env: Mapping[str, str]) -> AuditConfig:
 
 
 CONFIG = config_from_env(os.environ)
-RUNS_COLLECTION = FunctionConfig.from_env(os.environ).runs_collection
+FUNCTION = FunctionConfig.from_env(os.environ)
 # Built on first use (a Cloud Tasks client for a deployed stack): an audit with nothing to
 # catch up never builds one.
 _sender = OncePerInstance(
@@ -77,27 +91,93 @@ _sender = OncePerInstance(
 )
 
 
+@dataclass(frozen=True)
+class Span:
+    """The retry windows one audit judges: those that closed in (since, until]. `not_judged`
+    is where a longer span was cut at the records' retention (None when it was not)."""
+
+    since: datetime
+    until: datetime
+    not_judged: datetime | None = None
+
+
+@dataclass(frozen=True)
+class LastAudit:
+    """What the last completed audit left for this one: where it stopped, and the pauses."""
+
+    judged_until: datetime | None = None
+    pauses: PauseHistory | None = None
+
+
+@dataclass
+class AuditRun:
+    """One audit run's clock, span, knowledge and findings, shared by its steps."""
+
+    context: RunContext
+    config: AuditConfig
+    read_records: RecordReader
+    stream: TextIO
+    lease: timedelta
+    span: Span
+    pauses: PauseHistory
+    target: str | None
+    errors: dict[str, str]
+
+    @property
+    def horizon(self) -> datetime:
+        return self.span.until
+
+    def per_job(self, step: Callable[[AuditedJob], T], jobs: Iterable[AuditedJob]) -> list[T]:
+        """`step` for each job; a job it cannot judge is logged and left out, never the rest.
+        Firestore failing is not a job's fault: the audit fails, and is retried, whole."""
+        done = []
+        for job in jobs:
+            try:
+                done.append(step(job))
+            except google_exceptions.GoogleAPIError:
+                raise
+            except Exception as error:  # AuditError, or anything croniter raises on a schedule
+                self._job_error(job, error)
+        return done
+
+    def _job_error(self, job: AuditedJob, error: Exception) -> None:
+        reason = error_text(str(error) if isinstance(error, AuditError) else repr(error))
+        self.errors[job.name] = reason
+        structured_log.emit(
+            "ERROR",
+            f"{log_fields.AUDIT_JOB_ERROR}: job {job.name} (schedule {job.schedule!r} in {job.time_zone}) "
+            f"was not judged: {reason}; the other jobs were",
+            {
+                log_fields.EVENT: log_fields.AUDIT_JOB_ERROR,
+                log_fields.JOB: job.name,
+                "error": reason,
+                "audit_run_id": self.context.run_id,
+            },
+            self.stream,
+        )
+
+
 def audit_missed_runs(context: RunContext) -> dict[str, Any]:
     """The job handler (`jobs.missed_runs:audit_missed_runs`); its output, stored in its run
-    record, lists the runs it delivered again."""
-    read = firestore_reader(firestore_client(), RUNS_COLLECTION)
-    caught_up = catch_up(context, CONFIG, read, _lazy_send, sys.stdout)
-    judged = report_missed_runs(
-        context, CONFIG, read, sys.stdout, caught_up={run["run_id"] for run in caught_up}
+    record, says what it judged and lists the runs it delivered again."""
+    read = firestore_reader(firestore_client(), FUNCTION.runs_collection)
+    output = run_audit(
+        context,
+        CONFIG,
+        read,
+        _lazy_send,
+        sys.stdout,
+        lease=timedelta(seconds=FUNCTION.lease_seconds),
+        retention=timedelta(seconds=FUNCTION.retention_seconds),
     )
     followed = follow_running_work(
         firestore_client(),
-        RUNS_COLLECTION,
+        FUNCTION.runs_collection,
         seconds_left=context.seconds_left,
         audit_run_id=context.run_id,
         stream=sys.stdout,
     )
-    return {
-        "judged": len(judged),
-        "missed": sum(run.state is RunState.MISSED for run in judged),
-        "caught_up": caught_up,
-        "downstream": dict(followed),
-    }
+    return {**output, "downstream": dict(followed)}
 
 
 def _lazy_send(job: AuditedJob, schedule_time: datetime) -> str:
@@ -107,119 +187,242 @@ def _lazy_send(job: AuditedJob, schedule_time: datetime) -> str:
     return send(job, schedule_time)
 
 
-def catch_up(
-    context: RunContext, config: AuditConfig, read_records: RecordReader, send: Sender, stream: TextIO
-) -> list[dict[str, str]]:
+def run_audit(
+    context: RunContext,
+    config: AuditConfig,
+    read_records: RecordReader,
+    send: Sender,
+    stream: TextIO,
+    *,
+    lease: timedelta,
+    retention: timedelta,
+) -> dict[str, Any]:
+    """Catch up, then judge, on the span from where the last completed audit stopped to this
+    run's claim (Firestore's clock); the output is what the next audit continues from."""
+    if context.claimed_at is None:
+        raise TerminalJobError("the audit needs its claim's commit time (RunContext.claimed_at) as its clock")
+    horizon = context.claimed_at
+    last = last_audit(context, stream)
+    span = judged_span(config, horizon, last.judged_until, retention)
+    pauses = observe(
+        last.pauses or {},
+        config.jobs,
+        span_start=span.since,
+        horizon=horizon,
+        previous_horizon=last.judged_until,
+        keep_since=horizon - retention,
+    )
+    run = AuditRun(
+        context,
+        config,
+        read_records,
+        stream,
+        lease,
+        span,
+        pauses,
+        stack_target(read_records, [context.run_id]),
+        {},
+    )
+    caught_up = catch_up(run, send)
+    delivered = {entry["run_id"] for entry in caught_up}
+    judged = report_missed_runs(run, caught_up=delivered)
+    output: dict[str, Any] = {
+        "judged_from": format_rfc3339(span.since),
+        "judged_until": format_rfc3339(span.until),
+        "judged": len(judged),
+        "missed": sum(entry.state is Verdict.MISSED and entry.run_id not in delivered for entry in judged),
+        "paused": sum(entry.state is Verdict.PAUSED for entry in judged),
+        "caught_up": caught_up,
+        "pauses": history_to_json(pauses),
+    }
+    if span.not_judged is not None:
+        output["not_judged_before"] = format_rfc3339(span.not_judged)
+    if run.errors:
+        output["errors"] = dict(sorted(run.errors.items()))
+    return output
+
+
+def last_audit(context: RunContext, stream: TextIO) -> LastAudit:
+    """What the last completed audit's output says (one read, of the job's status). An output
+    this audit cannot read counts as none: the span starts an interval back, as on a first run."""
+    previous = context.previous()
+    output = previous.output if previous is not None else None
+    if not isinstance(output, dict):
+        return LastAudit()
+    try:
+        until = output.get("judged_until")
+        judged_until = parse_rfc3339(until) if isinstance(until, str) else None
+        return LastAudit(judged_until, history_from_json(output.get("pauses")))
+    except (AuditError, ValueError) as error:
+        structured_log.emit(
+            "WARNING",
+            f"the last audit's output could not be read ({error}): judging from one interval back",
+            {"audit_run_id": context.run_id, "previous_run_id": previous.run_id if previous else None},
+            stream,
+        )
+        return LastAudit()
+
+
+def judged_span(
+    config: AuditConfig, horizon: datetime, last_until: datetime | None, retention: timedelta
+) -> Span:
+    """From where the last audit stopped (one interval back on a first run) to `horizon`, but
+    never further back than the records' retention less the longest retry window allows: a run
+    older than that may have lost its record to the TTL, and would be reported missed for it."""
+    interval = timedelta(seconds=config.interval_seconds)
+    longest_window = max((job.retry_window_seconds for job in config.jobs), default=0.0)
+    lookback = max(interval, retention - timedelta(seconds=longest_window))
+    since = last_until if last_until is not None else horizon - interval
+    oldest = horizon - lookback
+    if since < oldest:
+        return Span(oldest, horizon, not_judged=oldest)
+    return Span(min(since, horizon), horizon)
+
+
+def catch_up(run: AuditRun, send: Sender) -> list[dict[str, str]]:
     """Deliver again each run the jobs' catch-up policies pick, oldest first; one
     `catchup_delivery` line each. Returns the runs handed over (job, schedule time, run id, how).
     A run whose hand-over failed is left to the next audit, and logged as such."""
-    jobs = {job.name: job for job in config.jobs}
-    # A scheduled audit runs after its schedule time. A forced one (`run-now`, `smoke`) carries
-    # the next scheduled time, still to come: no run is judged over before it really is.
-    now = min(context.schedule_time, datetime.now(UTC))
-    runs = catchup_candidates(
-        config.jobs,
-        project=context.project,
-        location=context.location,
-        now=now,
-        read_records=read_records,
-        target=stack_target(read_records, [context.run_id]),
-    )
+    context = run.context
+    catching_up = [job for job in run.config.jobs if job.catchup is not None]
+
+    def candidates(job: AuditedJob) -> list[ExpectedRun]:
+        window = job_candidates(
+            job,
+            project=context.project,
+            location=context.location,
+            now=run.horizon,
+            read_records=run.read_records,
+            lease=run.lease,
+            target=run.target,
+            pauses=run.pauses,
+        )
+        if window.truncated:
+            _window_truncated(run, job)
+        return window.chosen
+
+    chosen = first_to_deliver([entry for found in run.per_job(candidates, catching_up) for entry in found])
+    jobs = {job.name: job for job in run.config.jobs}
     delivered: list[dict[str, str]] = []
-    for run in runs:
-        stamp = format_rfc3339(run.schedule_time)
+    for entry in chosen:
+        stamp = format_rfc3339(entry.schedule_time)
         fields: dict[str, object] = {
             log_fields.EVENT: log_fields.CATCHUP_DELIVERY,
-            log_fields.JOB: run.job,
+            log_fields.JOB: entry.job,
             log_fields.SCHEDULE_TIME: stamp,
-            log_fields.RUN_ID: run.run_id,
+            log_fields.RUN_ID: entry.run_id,
             "audit_run_id": context.run_id,
+            "recorded": entry.record is not None,
         }
         try:
-            via = send(jobs[run.job], run.schedule_time)
+            via = send(jobs[entry.job], entry.schedule_time)
         except RedeliveryError as error:
             fields["delivered"] = False
             structured_log.emit(
                 "ERROR",
-                f"{log_fields.CATCHUP_DELIVERY}: job {run.job} scheduled at {stamp} not handed over: "
+                f"{log_fields.CATCHUP_DELIVERY}: job {entry.job} scheduled at {stamp} not handed over: "
                 f"{error}; the next audit tries again while the run is inside its catch-up window",
                 fields,
-                stream,
+                run.stream,
             )
             continue
         fields["delivered"], fields["via"] = True, via
+        why = "was never delivered" if entry.record is None else f"never completed ({entry.detail})"
         structured_log.emit(
             "WARNING",
-            f"{log_fields.CATCHUP_DELIVERY}: job {run.job} scheduled at {stamp} was never delivered; "
+            f"{log_fields.CATCHUP_DELIVERY}: job {entry.job} scheduled at {stamp} {why}; "
             f"delivered again ({via})",
             fields,
-            stream,
+            run.stream,
         )
-        delivered.append({"job": run.job, "schedule_time": stamp, "run_id": run.run_id, "via": via})
+        delivered.append({"job": entry.job, "schedule_time": stamp, "run_id": entry.run_id, "via": via})
     return delivered
 
 
+def _window_truncated(run: AuditRun, job: AuditedJob) -> None:
+    assert job.catchup is not None
+    structured_log.emit(
+        "WARNING",
+        f"job {job.name}: its catch-up window ({job.catchup.window_seconds:g}s) holds more runs than an "
+        "audit walks; only the newest were judged for catch-up",
+        {log_fields.JOB: job.name, "audit_run_id": run.context.run_id},
+        run.stream,
+    )
+
+
 def report_missed_runs(
-    context: RunContext,
-    config: AuditConfig,
-    read_records: RecordReader,
-    stream: TextIO,
-    *,
-    caught_up: frozenset[str] | set[str] = frozenset(),
+    run: AuditRun, *, caught_up: frozenset[str] | set[str] = frozenset()
 ) -> list[ExpectedRun]:
-    """Judge the runs whose window closed in (schedule_time - interval, schedule_time] and log
-    each missed one, but those `caught_up` (run ids this audit delivered again, each logged as
-    a catch-up delivery); returns what was judged.
+    """Judge the runs whose window closed in the audit's span and log each missed one, but those
+    `caught_up` (run ids this audit delivered again, each logged as a catch-up delivery); returns
+    what was judged.
 
     The target on this audit run's own record is the stack's: the function that claimed it
     runs every job of the stack, so a run recorded by any other target is missed."""
-    up_to = context.schedule_time
-    after = up_to - timedelta(seconds=config.interval_seconds)
-    due = runs_whose_window_closed(config.jobs, after=after, up_to=up_to)
-    judged = judge_runs(
-        due,
-        project=context.project,
-        location=context.location,
-        now=up_to,
-        read_records=read_records,
-        target=stack_target(read_records, [context.run_id]),
+    context, span = run.context, run.span
+
+    def judge(job: AuditedJob) -> list[ExpectedRun]:
+        due = runs_whose_window_closed(job, after=span.since, up_to=span.until)
+        return judge_runs(
+            [(job, fire) for fire in due],
+            project=context.project,
+            location=context.location,
+            now=span.until,
+            read_records=run.read_records,
+            lease=run.lease,
+            target=run.target,
+            pauses=run.pauses,
+        )
+
+    judged = sorted(
+        (entry for found in run.per_job(judge, run.config.jobs) for entry in found),
+        key=lambda entry: (entry.schedule_time, entry.job),
     )
-    missed = [run for run in judged if run.state is RunState.MISSED and run.run_id not in caught_up]
-    paused = [run for run in judged if run.state is RunState.PAUSED]
-    skipped_late = [run for run in judged if run.state is RunState.SKIPPED_LATE]
-    for run in missed:
+    missed = [entry for entry in judged if entry.state is Verdict.MISSED and entry.run_id not in caught_up]
+    counts = {verdict: sum(entry.state is verdict for entry in judged) for verdict in Verdict}
+    for entry in missed:
         fields: dict[str, object] = {
             log_fields.EVENT: log_fields.MISSED_RUN,
-            log_fields.JOB: run.job,
-            log_fields.SCHEDULE_TIME: format_rfc3339(run.schedule_time),
-            log_fields.RUN_ID: run.run_id,
-            "retry_window_closed": format_rfc3339(run.window_closes),
-            "claimed": run.record is not None,
+            log_fields.JOB: entry.job,
+            log_fields.SCHEDULE_TIME: format_rfc3339(entry.schedule_time),
+            log_fields.RUN_ID: entry.run_id,
+            "retry_window_closed": format_rfc3339(entry.window_closes),
+            "claimed": entry.record is not None,
             "audit_run_id": context.run_id,
         }
-        if run.other_target is not None:
-            fields["recorded_target"] = run.other_target
+        if entry.other_target is not None:
+            fields["recorded_target"] = entry.other_target
         structured_log.emit(
             "ERROR",
-            f"{log_fields.MISSED_RUN}: job {run.job} scheduled at {format_rfc3339(run.schedule_time)} "
-            f"never completed: {run.detail}",
+            f"{log_fields.MISSED_RUN}: job {entry.job} scheduled at {format_rfc3339(entry.schedule_time)} "
+            f"never completed: {entry.detail}",
             fields,
-            stream,
+            run.stream,
         )
+    cut = (
+        f"; runs whose window closed before {format_rfc3339(span.not_judged)} were not judged"
+        if span.not_judged
+        else ""
+    )
+    errors = f"; {len(run.errors)} jobs not judged" if run.errors else ""
     structured_log.emit(
-        "WARNING" if missed else "INFO",
-        f"{log_fields.AUDIT_SUMMARY}: {len(missed)} of {len(judged)} runs missed, {len(paused)} paused, "
-        f"{len(skipped_late)} skipped late, {len(caught_up)} delivered again "
-        f"(retry windows closed in ({format_rfc3339(after)}, {format_rfc3339(up_to)}])",
+        "WARNING" if missed or run.errors or span.not_judged else "INFO",
+        f"{log_fields.AUDIT_SUMMARY}: {len(missed)} of {len(judged)} runs missed, {counts[Verdict.PAUSED]} "
+        f"paused, {counts[Verdict.SKIPPED_LATE]} skipped late, {len(caught_up)} delivered again "
+        f"(retry windows closed in ({format_rfc3339(span.since)}, {format_rfc3339(span.until)}])"
+        f"{cut}{errors}",
         {
             log_fields.EVENT: log_fields.AUDIT_SUMMARY,
             "judged": len(judged),
             "missed": len(missed),
-            "paused": len(paused),
-            "skipped_late": len(skipped_late),
+            "paused": counts[Verdict.PAUSED],
+            "skipped_late": counts[Verdict.SKIPPED_LATE],
             "caught_up": len(caught_up),
+            "jobs_not_judged": len(run.errors),
+            "judged_from": format_rfc3339(span.since),
+            "judged_until": format_rfc3339(span.until),
             "audit_run_id": context.run_id,
         },
-        stream,
+        run.stream,
     )
     return judged

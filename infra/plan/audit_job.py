@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob, Redelivery
+from exactly_once.config import OverlapPolicy
 from infra.plan.catchup import catchup_delivery
 from infra.settings.jobs import AUDIT_JOB_NAME, DEFAULT_RETRY, JobSettings
 from infra.settings.stack import StackSettings
@@ -72,6 +73,9 @@ def audit_job(settings: StackSettings) -> JobSettings:
         attempt_deadline_seconds=deadline,
         retry=audit_retry(settings),
         handler=AUDIT_HANDLER,
+        # Two audit runs at once (a forced one beside the hourly one) would both continue from
+        # where the last one stopped and judge the same runs twice: the second waits.
+        overlap=OverlapPolicy.WAIT,
     )
 
 
@@ -92,12 +96,16 @@ def with_audit_job(settings: StackSettings) -> StackSettings:
 
 
 def audited_jobs(
-    settings: StackSettings, deployed_at: Mapping[str, datetime] | None = None
+    settings: StackSettings,
+    deployed_at: Mapping[str, datetime] | None = None,
+    pause_changed_at: Mapping[str, datetime] | None = None,
 ) -> tuple[AuditedJob, ...]:
     """Every job of `settings` as the audit sees it (the audit job too, when present: a
     missed audit run is reported by the next one). `deployed_at` (by config job name) keeps
-    the audit from reporting runs scheduled before a job existed."""
+    the audit from reporting runs scheduled before a job existed; `pause_changed_at` says when
+    a job's `paused` key last changed, so that the audit knows when its pause began or ended."""
     deployed_at = deployed_at or {}
+    pause_changed_at = pause_changed_at or {}
     return tuple(
         AuditedJob(
             name=settings.scheduler_job_id(job),
@@ -106,6 +114,7 @@ def audited_jobs(
             retry_window_seconds=retry_window_seconds(settings, job),
             not_before=deployed_at.get(job.name),
             paused=job.paused,
+            pause_changed_at=pause_changed_at.get(job.name),
             catchup=job.catchup,
             delivery=catchup_delivery(settings, job) if job.catchup is not None else None,
         )
@@ -117,13 +126,14 @@ def audit_environment(
     settings: StackSettings,
     deployed_at: Mapping[str, datetime] | None = None,
     redelivery: Redelivery | None = None,
+    pause_changed_at: Mapping[str, datetime] | None = None,
 ) -> dict[str, str]:
     """The function environment the audit job reads (AUDIT_JOBS), for `settings` with the audit
     job already added. Without `deployed_at`, the first audit after a job is created reports
     the runs of the hour before it as missed, once. `redelivery` says where catch-up
     deliveries go (infra/plan/catchup.py); a stack with a catch-up policy needs one."""
     config = AuditConfig(
-        jobs=audited_jobs(settings, deployed_at),
+        jobs=audited_jobs(settings, deployed_at, pause_changed_at),
         interval_seconds=audit_interval_seconds(settings),
         redelivery=redelivery,
     )

@@ -51,6 +51,26 @@ def audit_horizons(
     }
 
 
+def pause_changes(
+    name: str, settings: StackSettings, *, parent: pulumi.Resource
+) -> dict[str, pulumi.Input[str]]:
+    """Per job whose config sets `paused` (true or false), when that key last changed: a time
+    replaced whenever the flag flips, so the audit knows when the job's pause began, or ended
+    (exactly_once/audit/pauses.py). It is taken before the function and the Scheduler job are
+    updated; the audit allows the deploy's margin after a resume."""
+    if not settings.missed_run_audit:
+        return {}
+    return {
+        job.name: pulumiverse_time.Static(
+            f"{name}-pause-{job.name}",
+            triggers={"paused": "true" if job.paused else "false"},
+            opts=pulumi.ResourceOptions(parent=parent),
+        ).rfc3339
+        for job in settings.jobs
+        if job.pause_recorded
+    }
+
+
 def function_options(opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
     """`opts` for a function of the stack. Its name is fixed (infra/config/names.py), so a
     replacement that creates the new function before deleting the old one always meets 409
@@ -105,6 +125,7 @@ def dedup_function(
     audit_from: Mapping[str, pulumi.Input[str]],
     access: list[pulumi.Resource],
     invoker_email: pulumi.Input[str] | None = None,
+    pause_changed: Mapping[str, pulumi.Input[str]] | None = None,
 ) -> gcp.cloudfunctionsv2.Function:
     """`opts` carries the parent and what the build needs first; the runtime's secret grants
     are waited for here, since only a function with secrets has them."""
@@ -140,7 +161,7 @@ def dedup_function(
             "all_traffic_on_latest_revision": True,
             "environment_variables": {
                 **function_environment(settings),
-                **audit_function_environment(settings, audit_from, invoker_email),
+                **audit_function_environment(settings, audit_from, invoker_email, pause_changed),
             },
             "secret_environment_variables": secrets or None,
         },
@@ -152,27 +173,32 @@ def audit_function_environment(
     settings: StackSettings,
     created_at: Mapping[str, pulumi.Input[str]] | None = None,
     invoker_email: pulumi.Input[str] | None = None,
+    pause_changed: Mapping[str, pulumi.Input[str]] | None = None,
 ) -> dict[str, pulumi.Input[str]]:
     """AUDIT_JOBS for the function's environment. `created_at` maps config job names to when
     each job was created (RFC 3339, e.g. a `pulumiverse_time.Static` per job), so the audit
-    never reports runs scheduled before a job existed. `invoker_email`, the account catch-up
-    deliveries sign as, is needed when a job has a `catchup` policy (infra/plan/catchup.py).
+    never reports runs scheduled before a job existed; `pause_changed` to when a job's `paused`
+    key last changed (pause_changes). `invoker_email`, the account catch-up deliveries sign
+    as, is needed when a job has a `catchup` policy (infra/plan/catchup.py).
     Nothing without the audit job (`missedRunAudit: false`)."""
     if not settings.missed_run_audit:
         return {}
     if catches_up(settings) and invoker_email is None:
         raise ValueError("a job catches up: the audit needs the invoker account its deliveries sign as")
-    names = list(created_at or {})
+    created, changed = dict(created_at or {}), dict(pause_changed or {})
 
     def render(values: list[str]) -> str:
         email, times = (values[0], values[1:]) if invoker_email is not None else (None, values)
-        deployed = {name: parse_rfc3339(time) for name, time in zip(names, times, strict=True)}
+        parsed = [parse_rfc3339(time) for time in times]
+        deployed = dict(zip(created, parsed[: len(created)], strict=True))
+        paused = dict(zip(changed, parsed[len(created) :], strict=True))
         resend = redelivery(settings, email) if catches_up(settings) and email is not None else None
-        return audit_environment(settings, deployed, resend)[AUDIT_JOBS_ENV]
+        return audit_environment(settings, deployed, resend, paused)[AUDIT_JOBS_ENV]
 
     inputs = [
         *([invoker_email] if invoker_email is not None else []),
-        *((created_at or {})[n] for n in names),
+        *created.values(),
+        *changed.values(),
     ]
     if not inputs:
         return dict(audit_environment(settings))

@@ -99,6 +99,9 @@ class JobSettings:
     access: JobAccess = dataclasses.field(default_factory=JobAccess)
     # `paused: true`: the Scheduler job is paused, and the audit counts its runs as paused.
     paused: bool = False
+    # The config sets `paused` (true or false): the stack records when that key last changed,
+    # so the audit knows when a pause began and ended (exactly_once/audit/pauses.py).
+    pause_recorded: bool = False
     # `catchup`: the missed runs the stack's audit delivers again; None: none.
     catchup: Catchup | None = None
 
@@ -214,6 +217,7 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         target=target,
         access=access,
         paused=paused is True,
+        pause_recorded="paused" in item,
         catchup=catchup,
     )
 

@@ -27,7 +27,7 @@ from zoneinfo import ZoneInfo
 
 import requests
 
-from exactly_once.audit.missed_runs import following_fire_times
+from exactly_once.audit.schedule import following_fire_times
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
 from tests.support.loopback_fake import HttpAnswer, HttpFake, HttpRequest
 

@@ -210,7 +210,7 @@ def test_redo_leaves_a_run_in_progress_alone(dev_function: DevFunction, cli: Cli
     finally:
         function.stop()
     assert redo.returncode == 1
-    assert "not done, the run is in_progress (attempt live-attempt)" in redo.stdout
+    assert "not done, the run is leased (attempt live-attempt)" in redo.stdout
     assert function.deliveries == []
     record = FirestoreRunStore(dev_function.db, "scheduler_runs").get(
         run_key_from_headers(headers).run_id, timeout=30

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from exactly_once.audit.missed_runs import following_fire_times
+from exactly_once.audit.schedule import following_fire_times
 from localrun.emulator import free_loopback_port
 from ops.exit_codes import ExitCode
 from tests.ops.conftest import Cli, DevFunction, deploy_jobs

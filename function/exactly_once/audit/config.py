@@ -86,6 +86,8 @@ class AuditedJob:
     # The stack pauses the job (`paused: true`): its runs without a record were skipped on
     # purpose, not missed.
     paused: bool = False
+    # When the stack last paused or resumed the job (audit/pauses.py); None: not recorded.
+    pause_changed_at: datetime | None = None
     # The job's catch-up policy, and what a catch-up delivery sends (both or neither).
     catchup: Catchup | None = None
     delivery: Delivery | None = field(default=None, compare=False)
@@ -101,6 +103,8 @@ class AuditedJob:
             fields["not_before"] = format_rfc3339(self.not_before)
         if self.paused:
             fields["paused"] = True
+        if self.pause_changed_at is not None:
+            fields["pause_changed_at"] = format_rfc3339(self.pause_changed_at)
         if self.catchup is not None:
             fields["catchup"] = self.catchup.to_json()
         if self.delivery is not None:
@@ -212,6 +216,7 @@ def _audited_job(item: Any, index: int) -> AuditedJob:
         "retry_window_seconds",
         "not_before",
         "paused",
+        "pause_changed_at",
         "catchup",
         "delivery",
     }
@@ -221,16 +226,8 @@ def _audited_job(item: Any, index: int) -> AuditedJob:
     for key in ("name", "schedule", "time_zone"):
         if not isinstance(item.get(key), str) or not item[key]:
             raise AuditError(f"jobs[{index}].{key}: expected a non-empty string")
-    not_before = item.get("not_before")
-    if not_before is not None:
-        try:
-            not_before = parse_rfc3339(not_before) if isinstance(not_before, str) else None
-        except ValueError:
-            not_before = None
-        if not_before is None:
-            raise AuditError(
-                f"jobs[{index}].not_before: expected an RFC 3339 time, got {item['not_before']!r}"
-            )
+    not_before = _optional_time(item, "not_before", index)
+    pause_changed_at = _optional_time(item, "pause_changed_at", index)
     paused = item.get("paused", False)
     if not isinstance(paused, bool):
         raise AuditError(f"jobs[{index}].paused: expected true or false, got {paused!r}")
@@ -247,9 +244,24 @@ def _audited_job(item: Any, index: int) -> AuditedJob:
         ),
         not_before=not_before,
         paused=paused,
+        pause_changed_at=pause_changed_at,
         catchup=catchup,
         delivery=delivery,
     )
+
+
+def _optional_time(item: Mapping[str, Any], key: str, index: int) -> datetime | None:
+    raw = item.get(key)
+    if raw is None:
+        return None
+    try:
+        return parse_rfc3339(raw) if isinstance(raw, str) else _not_a_time(raw, key, index)
+    except ValueError:
+        return _not_a_time(raw, key, index)
+
+
+def _not_a_time(raw: Any, key: str, index: int) -> datetime:
+    raise AuditError(f"jobs[{index}].{key}: expected an RFC 3339 time, got {raw!r}")
 
 
 def _positive_number(value: Any, key: str) -> float:

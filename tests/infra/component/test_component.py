@@ -215,6 +215,8 @@ def test_function_build_and_service_config(stack: MockedStack) -> None:
         "JOB_HANDLERS": json.dumps(
             {"eos-prod_every-5": "jobs.noop:do_nothing", "eos-prod_missed-run-audit": AUDIT_HANDLER}
         ),
+        # The audit waits for another audit run of its own (infra/plan/audit_job.py).
+        "JOB_OVERLAP": json.dumps({"eos-prod_missed-run-audit": "wait"}),
         "AUDIT_JOBS": service["environmentVariables"]["AUDIT_JOBS"],
     }
 
