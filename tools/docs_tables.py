@@ -22,6 +22,7 @@ from pulumi_policy import StackValidationPolicy
 
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
 from exactly_once.delivery.outcomes import STATUS_AND_SEVERITY, Outcome
+from exactly_once.ledger.lifecycle import REFUSALS, TRANSITIONS
 from infra.config.access import GRANT_KINDS
 from infra.config.schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
 from infra.plan.outputs import STACK_OUTPUTS
@@ -157,6 +158,23 @@ def outcomes_table() -> str:
     return _table(("Outcome", "HTTP", "Severity", "When"), rows)
 
 
+def lifecycle_table() -> str:
+    rows = [
+        (
+            ", ".join(f"`{state.value}`" for state in row.sources),
+            row.event.value,
+            row.target,
+            row.write,
+            row.carries,
+        )
+        for row in TRANSITIONS
+    ]
+    rows += [
+        (f"`{state.value}`", "claim", "(unchanged)", "none", answer) for state, answer in REFUSALS.items()
+    ]
+    return _table(("From", "Event", "To", "Write", "Rides along"), rows)
+
+
 def function_environment_table() -> str:
     rows = [(f"`{v.name}`", v.default, v.meaning) for v in FUNCTION_ENVIRONMENT]
     return _table(("Variable", "Default", "Meaning"), rows)
@@ -167,6 +185,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "stack-outputs": stack_outputs_table,
     "policies": policies_table,
     "outcomes": outcomes_table,
+    "lifecycle": lifecycle_table,
     "function-environment": function_environment_table,
     "job-fields": job_fields_table,
     "metrics": lambda: metrics_table(_table),
@@ -193,8 +212,12 @@ def render(text: str, source: str = "page") -> str:
     return _BLOCK.sub(block, text)
 
 
+# The lifecycle's own docstring carries its table too: the module a reader opens first.
+LIFECYCLE_MODULE = REPO_ROOT / "function" / "exactly_once" / "ledger" / "lifecycle.py"
+
+
 def pages() -> list[Path]:
-    return sorted([REPO_ROOT / "README.md", *DOCS.glob("*.md")])
+    return sorted([REPO_ROOT / "README.md", *DOCS.glob("*.md"), LIFECYCLE_MODULE])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,9 +19,24 @@ The states of a run's record, as one read sees it (`State`):
 - `released`: given back with a checkpoint to keep: claimable at once, like an absent record.
 - `completed`: final, with its result (`JobResult`).
 
-The transitions (`TRANSITIONS`; `make docs` writes this table into docs/deduplication.md):
+The transitions (`TRANSITIONS` below; `make docs` writes this table from it, here and into
+docs/deduplication.md):
 
-<!-- the table is generated from TRANSITIONS: see `transition_table()` -->
+<!-- BEGIN GENERATED: lifecycle -->
+| From | Event | To | Write | Rides along |
+| --- | --- | --- | --- | --- |
+| `absent` | claim | leased | create (refused if any record exists) | attempt id, lease, fence = the commit time |
+| `lapsed`, `released`, `expired` | take over | leased | update conditioned on the record as read | the checkpoint the record holds (none from an expired, completed record) |
+| `leased` | renew | leased | update conditioned on the owner's last write | the owner's newer checkpoint, when it changed |
+| `leased` | complete | completed (succeeded, terminal failure or overlap skipped) | update conditioned on the owner's last write | output or error, staged writes (success only), job status, downstream work; checkpoint cleared |
+| `leased` | skip late | completed (skipped late) | update conditioned on the owner's last write | why it was late; checkpoint cleared |
+| `leased` | release | released, or absent without a checkpoint | update (or delete) conditioned on the owner's last write | the owner's latest checkpoint (its own or the one it inherited), job status failure |
+| `leased` | give back | released, or absent without a checkpoint | update (or delete) conditioned on the owner's last write | exactly the checkpoint the claim inherited; nothing else (the job never ran) |
+| `completed` | expire | expired, then absent | none: past `expire_at` (the claim's commit + retention) it counts as absent at once | nothing: Firestore's TTL deletes it, up to days later |
+| `lapsed`, `released` | expire | absent | none: the TTL deletes it after `expire_at` (the claimer's clock + retention) | its checkpoint goes with it: a run unfinished for the whole retention starts afresh |
+| `leased` | claim | (unchanged) | none | in_progress (409, Retry-After = seconds left on the lease) |
+| `completed` | claim | (unchanged) | none | answered from the record: the job is not run again |
+<!-- END GENERATED -->
 
 Three rules hold across the table:
 
@@ -184,11 +199,18 @@ TRANSITIONS: Final[tuple[Transition, ...]] = (
         "exactly the checkpoint the claim inherited; nothing else (the job never ran)",
     ),
     Transition(
-        (State.LEASED, State.LAPSED, State.RELEASED, State.COMPLETED),
+        (State.COMPLETED,),
         Event.EXPIRE,
         "expired, then absent",
-        "none (Firestore's TTL deletes it, up to days later)",
-        "a completed record past `expire_at` counts as absent at once",
+        "none: past `expire_at` (the claim's commit + retention) it counts as absent at once",
+        "nothing: Firestore's TTL deletes it, up to days later",
+    ),
+    Transition(
+        (State.LAPSED, State.RELEASED),
+        Event.EXPIRE,
+        "absent",
+        "none: the TTL deletes it after `expire_at` (the claimer's clock + retention)",
+        "its checkpoint goes with it: a run unfinished for the whole retention starts afresh",
     ),
 )
 
@@ -197,20 +219,6 @@ REFUSALS: Final[Mapping[State, str]] = {
     State.LEASED: "in_progress (409, Retry-After = seconds left on the lease)",
     State.COMPLETED: "answered from the record: the job is not run again",
 }
-
-
-def transition_table() -> str:
-    """TRANSITIONS as a Markdown table, for docs/deduplication.md (`make docs`)."""
-    rows = [
-        "| From | Event | To | Write | Rides along |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for row in TRANSITIONS:
-        sources = ", ".join(f"`{state.value}`" for state in row.sources)
-        rows.append(f"| {sources} | {row.event.value} | {row.target} | {row.write} | {row.carries} |")
-    for state, answer in REFUSALS.items():
-        rows.append(f"| `{state.value}` | claim | (unchanged) | none | {answer} |")
-    return "\n".join(rows)
 
 
 @dataclass(frozen=True)
