@@ -293,8 +293,9 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
     "paused": (
         "boolean",
         "`true`: the Cloud Scheduler job is paused, and the audit counts its runs as paused, not missed. "
-        "Always deployed (`false` when unset), so a `pulumi up` resumes a job paused by hand "
-        "(docs/operations.md, Pause).",
+        "Always deployed (`false` when unset), so a `pulumi up` resumes a job paused by hand. Set "
+        "(`true` or `false`), the stack records when it changes, so that a resume makes none of the "
+        "pause's runs up (docs/operations.md, Pause).",
     ),
     "catchup.windowSeconds": (
         "number",
