@@ -203,9 +203,6 @@ class _Pending:
     created: bool = False  # made in this commit, so a new create_time
 
 
-StoredRecordReader = Callable[[Sequence[str]], Mapping[str, StoredRecord]]
-
-
 def offline_client(project: str = "memory-store") -> firestore.Client:
     """A client that only names documents (a StagedWrite's reference, JobStatuses' documents)
     for a MemoryRunStore, which addresses them by path: it never sends an RPC."""
@@ -490,23 +487,9 @@ class MemoryRunStore:
         return cast(T, result)
 
 
-def fields_reader(store: MemoryRunStore, *, timeout: float = READ_TIMEOUT_SECONDS) -> RecordReader:
-    """The audit's RecordReader (run id -> fields) on `store`, as audit.reads.firestore_reader
-    is on Firestore."""
-
-    def read(run_ids: Sequence[str]) -> Mapping[str, Mapping[str, Any]]:
-        return {
-            run_id: record.fields for run_id, record in store.read_records(run_ids, timeout=timeout).items()
-        }
-
-    return read
-
-
-def stored_record_reader(
-    store: MemoryRunStore, *, timeout: float = READ_TIMEOUT_SECONDS
-) -> StoredRecordReader:
-    """Run id -> StoredRecord on `store`: the records with Firestore's read time, to judge
-    leases on."""
+def stored_record_reader(store: MemoryRunStore, *, timeout: float = READ_TIMEOUT_SECONDS) -> RecordReader:
+    """The audit's RecordReader on `store`, as audit.reads.firestore_reader is on Firestore:
+    run id -> StoredRecord, with Firestore's read time to judge leases on."""
     return lambda run_ids: store.read_records(run_ids, timeout=timeout)
 
 

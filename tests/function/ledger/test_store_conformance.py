@@ -43,7 +43,6 @@ from tests.support.memory_store import (
     MemoryRunStore,
     Operation,
     ServerClock,
-    fields_reader,
     offline_client,
     stored_record_reader,
 )
@@ -94,7 +93,9 @@ def _firestore_backend(db: firestore.Client) -> Backend:
 
 def _memory_backend() -> Backend:
     store = MemoryRunStore(RUNS)
-    return Backend("memory", store, offline_client(), store.snapshot, store.commit, fields_reader(store))
+    return Backend(
+        "memory", store, offline_client(), store.snapshot, store.commit, stored_record_reader(store)
+    )
 
 
 @pytest.fixture(params=["firestore", "memory"])
@@ -612,7 +613,10 @@ def test_the_audits_reader_returns_the_records_that_exist(backend: Backend) -> N
     backend.store.create("run-a", {"n": 1}, timeout=TIMEOUT)
     backend.store.create("run-b", {"n": 2}, timeout=TIMEOUT)
     got = backend.reader(["run-a", "missing", "run-b"])
-    assert {run_id: dict(fields) for run_id, fields in got.items()} == {"run-a": {"n": 1}, "run-b": {"n": 2}}
+    assert {run_id: dict(stored.fields) for run_id, stored in got.items()} == {
+        "run-a": {"n": 1},
+        "run-b": {"n": 2},
+    }
 
 
 # -- the memory store's own tools -----------------------------------------------------------
@@ -726,7 +730,7 @@ def test_unavailable_writes_nothing_and_is_retried_until_the_deadline(store: Mem
         store.get(RUN, timeout=TIMEOUT)
     store.script(Operation.GET_ALL, UNAVAILABLE)
     with pytest.raises(google_exceptions.ServiceUnavailable):
-        fields_reader(store)([RUN])
+        stored_record_reader(store)([RUN])
     assert store.rpcs[Operation.GET_ALL] == 1  # the audit's read is one try of its whole timeout
 
 
