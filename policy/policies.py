@@ -92,7 +92,8 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
     ),
     resource_policy(
         "scheduler-job-schedule-and-deadline",
-        "Cloud Scheduler jobs use a unix-cron schedule and an attempt deadline within 15s..30min.",
+        "Cloud Scheduler jobs use a unix-cron schedule that fires (no 31 February) and an attempt deadline "
+        "within 15s..30min.",
         _MANDATORY,
         [SCHEDULER_JOB],
         check_job_schedule_and_deadline,

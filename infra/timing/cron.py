@@ -1,5 +1,5 @@
-"""Unix-cron schedules, read the way Cloud Scheduler reads them: is one valid, and how close
-can two of its runs come.
+"""Unix-cron schedules, read the way Cloud Scheduler reads them: is one valid and does it ever
+fire, and how close can two of its runs come.
 
 The timing rules (infra/timing/rules.py) need the shortest gap between runs, because Cloud Scheduler
 stops retrying a run at the next scheduled one. Pure standard library, like the timing rules.
@@ -7,8 +7,10 @@ stops retrying a run at the next scheduled one. Pure standard library, like the 
 
 from __future__ import annotations
 
+import calendar
 import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 
@@ -46,6 +48,10 @@ CRON_MACROS = {
     "@hourly": "0 * * * *",
 }
 _CRON_ITEM = re.compile(r"^(?:\*|(?P<lo>\w+)(?:-(?P<hi>\w+))?)(?:/(?P<step>\d+))?$")
+
+# A leap-year cycle, from a leap year: every month length is seen, 29 February too, in leap and
+# common years. Whether a schedule ever fires is read over it.
+_CYCLE = (date(2028, 1, 1), date(2032, 1, 1))
 
 
 @dataclass(frozen=True)
@@ -127,16 +133,37 @@ def _parse_cron(schedule: str) -> _CronSpec:
 
 
 def unix_cron_error(schedule: str) -> str | None:
-    """Why `schedule` is not a five-field unix-cron expression, or None when it is.
+    """Why `schedule` is not a five-field unix-cron expression that fires, or None when it is.
 
     Only unix-cron jobs get the X-CloudScheduler-ScheduleTime header that identifies a run;
-    a groc schedule such as "every 5 minutes" would make every delivery look the same.
+    a groc schedule such as "every 5 minutes" would make every delivery look the same. A
+    schedule whose fields are each in range can still name no day at all (31 February):
+    Cloud Scheduler accepts it and never runs it, and the missed-run audit cannot compute
+    its runs.
     """
     try:
-        _parse_cron(schedule)
+        spec = _parse_cron(schedule)
     except ValueError as error:
         return str(error)
+    if not any(spec.runs_on(day) for day in _days(*_CYCLE)):
+        return f"schedule {schedule!r} never fires: {_no_such_day(spec)}"
     return None
+
+
+def _no_such_day(spec: _CronSpec) -> str:
+    """Why no day matches: only a day of month that no month of the schedule has can do that
+    (a day-of-week field, or a `*` day of month, matches in every month)."""
+    days, months = sorted(spec.days_of_month), sorted(spec.months)
+    longest = max(calendar.monthrange(_CYCLE[0].year, month)[1] for month in months)  # a leap year
+    day_text = f"day {days[0]} never occurs" if len(days) == 1 else f"days {_listed(days)} never occur"
+    month_text = (
+        f"month {months[0]}, which has" if len(months) == 1 else f"months {_listed(months)}, which have"
+    )
+    return f"{day_text} in {month_text} at most {longest} days"
+
+
+def _listed(values: list[int]) -> str:
+    return ", ".join(str(value) for value in values)
 
 
 def schedule_min_interval_seconds(schedule: str) -> float | None:
@@ -158,3 +185,8 @@ def schedule_min_interval_seconds(schedule: str) -> float | None:
     for earlier, later in itertools.pairwise(run_days):
         gaps.append((later - earlier).days * 86_400 - times_of_day[-1] + times_of_day[0])
     return float(min(gaps)) if gaps else None
+
+
+def _days(first: date, end: date) -> Iterator[date]:
+    for ordinal in range(first.toordinal(), end.toordinal()):
+        yield date.fromordinal(ordinal)
