@@ -2,17 +2,26 @@
 fire, and how close can two of its runs come.
 
 The timing rules (infra/timing/rules.py) need the shortest gap between runs, because Cloud Scheduler
-stops retrying a run at the next scheduled one. Pure standard library, like the timing rules.
+stops retrying a run at the next scheduled one. That gap is elapsed time, not wall-clock time:
+cron fields are wall-clock times in the job's zone, and a clock change makes one hour of the wall
+clock zero or two hours long. So a run's instant is read the way the function's audit reads it
+(exactly_once/audit/missed_runs.py::following_fire_times): a wall time skipped by spring-forward
+does not fire, one repeated by fall-back fires once, at its first occurrence.
+
+Pure standard library (zoneinfo, no croniter), like the timing rules.
 """
 
 from __future__ import annotations
 
 import calendar
-import itertools
+import functools
+import operator
 import re
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _WEEKDAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
@@ -49,9 +58,17 @@ CRON_MACROS = {
 }
 _CRON_ITEM = re.compile(r"^(?:\*|(?P<lo>\w+)(?:-(?P<hi>\w+))?)(?:/(?P<step>\d+))?$")
 
+# Cloud Scheduler's zone for a job that names none, and the one Google recommends: it has no
+# clock changes.
+DEFAULT_TIME_ZONE = "Etc/UTC"
 # A leap-year cycle, from a leap year: every month length is seen, 29 February too, in leap and
 # common years. Whether a schedule ever fires is read over it.
 _CYCLE = (date(2028, 1, 1), date(2032, 1, 1))
+# The shortest gap is looked for over one leap year (every clock change of the zone's year, and
+# 29 February) and the week after it (the gap across New Year, and a weekly job's next run).
+_GAP_YEAR = (date(2028, 1, 1), date(2029, 1, 8))
+_DAY_SECONDS = 86_400
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 
 
 @dataclass(frozen=True)
@@ -73,6 +90,10 @@ class _CronSpec:
         if self.any_day_of_month or self.any_day_of_week:
             return dom and dow
         return dom or dow
+
+    def times_of_day(self) -> list[int]:
+        """Seconds after midnight, wall clock, of every run of a day it runs on, ascending."""
+        return sorted(h * 3600 + m * 60 for h in self.hours for m in self.minutes)
 
 
 def _parse_cron(schedule: str) -> _CronSpec:
@@ -166,27 +187,160 @@ def _listed(values: list[int]) -> str:
     return ", ".join(str(value) for value in values)
 
 
-def schedule_min_interval_seconds(schedule: str) -> float | None:
-    """The shortest gap between two fire times of a unix-cron schedule, in wall-clock time
-    over a leap year (a DST change can shorten one gap by an hour); None if it never fires
-    twice in that year or is not unix-cron.
+@dataclass(frozen=True)
+class RunGap:
+    """The shortest time between two consecutive runs, and the two runs (in the job's zone)."""
+
+    seconds: float
+    earlier: datetime
+    later: datetime
+
+    @property
+    def clock_change(self) -> float:
+        """How much a clock change between the two runs adds to their wall-clock gap (negative:
+        the clocks went forward, and the runs are closer than the wall clock says)."""
+        wall = self.later.replace(tzinfo=None) - self.earlier.replace(tzinfo=None)
+        return self.seconds - wall.total_seconds()
+
+
+@functools.lru_cache(maxsize=1024)
+def shortest_gap(schedule: str, time_zone: str) -> RunGap | None:
+    """The shortest elapsed time between two consecutive runs of a unix-cron schedule read in
+    `time_zone`, over a leap year and the week after it, clock changes included; None if it
+    never fires twice in that time or is not unix-cron.
 
     Cloud Scheduler stops retrying a run at the next scheduled execution (or, per newer docs,
     may skip that execution while retries go on), so the gap bounds how long retries last.
+    In a zone with daylight saving time the spring-forward day brings two runs an hour closer
+    than the wall clock says (an every-two-hours job's runs at 00:00 and 02:00 are 3600 s
+    apart); fall-back moves them apart, since a repeated hour fires only once.
     """
     try:
         spec = _parse_cron(schedule)
     except ValueError:
         return None
-    times_of_day = sorted(h * 3600 + m * 60 for h in spec.hours for m in spec.minutes)
-    gaps = [b - a for a, b in itertools.pairwise(times_of_day)]
-    start = date(2028, 1, 1)  # a leap year, so 29 February schedules are seen
-    run_days = [d for d in (start + timedelta(days=n) for n in range(366 + 7)) if spec.runs_on(d)]
-    for earlier, later in itertools.pairwise(run_days):
-        gaps.append((later - earlier).days * 86_400 - times_of_day[-1] + times_of_day[0])
-    return float(min(gaps)) if gaps else None
+    runs = _instants(spec, time_zone, *_GAP_YEAR)
+    if len(runs) < 2:
+        return None
+    gaps = list(map(operator.sub, runs[1:], runs))
+    seconds = min(gaps)
+    index = gaps.index(seconds)
+    zone = _zone(time_zone)
+    return RunGap(
+        float(seconds),
+        datetime.fromtimestamp(runs[index], zone),
+        datetime.fromtimestamp(runs[index + 1], zone),
+    )
+
+
+def schedule_min_interval_seconds(schedule: str, time_zone: str) -> float | None:
+    """`shortest_gap`'s seconds: what the timing rules compare retries with."""
+    gap = shortest_gap(schedule, time_zone)
+    return gap.seconds if gap is not None else None
+
+
+@dataclass(frozen=True)
+class _Transition:
+    """A change of a zone's UTC offset, in Unix seconds."""
+
+    instant: int
+    before: int
+    after: int
+
+    @property
+    def walls(self) -> tuple[int, int]:
+        """The wall-clock span the change skips (the offset grows) or repeats (it shrinks), as
+        seconds of a wall clock counted like Unix time."""
+        return self.instant + min(self.before, self.after), self.instant + max(self.before, self.after)
+
+
+def _zone(time_zone: str) -> tzinfo:
+    """The zone; UTC for one this machine cannot read (the settings refuse an unknown zone
+    wherever a tz database exists: infra/settings/jobs.py)."""
+    try:
+        return ZoneInfo(time_zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        return UTC
+
+
+def _offset(zone: tzinfo, instant: int) -> int:
+    offset = datetime.fromtimestamp(instant, zone).utcoffset()
+    return int(offset.total_seconds()) if offset is not None else 0
+
+
+@functools.lru_cache(maxsize=256)
+def _transitions(time_zone: str, first: date, end: date) -> tuple[_Transition, ...]:
+    """Every change of the zone's offset from two days before local day `first` to two days after
+    `end`: the offset is read once a day, and a change is bisected to its second (a zone
+    changes its clocks months apart, never twice in a day)."""
+    zone = _zone(time_zone)
+    found: list[_Transition] = []
+    instant = _wall_seconds(first) - 2 * _DAY_SECONDS
+    offset = _offset(zone, instant)
+    while instant < _wall_seconds(end) + 2 * _DAY_SECONDS:
+        following = instant + _DAY_SECONDS
+        changed = _offset(zone, following)
+        if changed != offset:
+            low, high = instant, following
+            while high - low > 1:
+                middle = (low + high) // 2
+                low, high = (middle, high) if _offset(zone, middle) == offset else (low, middle)
+            found.append(_Transition(high, offset, changed))
+        instant, offset = following, changed
+    return tuple(found)
+
+
+def _instants(spec: _CronSpec, time_zone: str, first: date, end: date) -> array[int]:
+    """Unix seconds of every run on the local days from `first` to before `end`, ascending.
+
+    A day no clock change touches is its wall-clock times less the day's offset; a day one
+    touches is read time by time through zoneinfo, as the audit reads it.
+    """
+    zone = _zone(time_zone)
+    times = spec.times_of_day()
+    touched: set[int] = set()
+    for transition in _transitions(time_zone, first, end):
+        low, high = transition.walls
+        touched.update(range(low // _DAY_SECONDS, (high - 1) // _DAY_SECONDS + 1))
+    runs: array[int] = array("q")  # 8 bytes a run: a cycle of a job each minute is 2,103,840
+    for day in _days(first, end):
+        if not spec.runs_on(day):
+            continue
+        midnight = _wall_seconds(day)
+        if midnight // _DAY_SECONDS in touched:
+            for time_of_day in times:
+                run = _instant(zone, midnight + time_of_day)
+                if run is not None and (not runs or run > runs[-1]):
+                    runs.append(run)
+            continue
+        noon = datetime.combine(day, time(12), tzinfo=zone).utcoffset()
+        base = midnight - int(noon.total_seconds() if noon is not None else 0)
+        day_runs = [base + time_of_day for time_of_day in times]
+        if runs and day_runs[0] <= runs[-1]:
+            day_runs = [run for run in day_runs if run > runs[-1]]
+        runs.extend(day_runs)
+    return runs
+
+
+def _instant(zone: tzinfo, wall: int) -> int | None:
+    """The Unix second a wall-clock time of `zone` first occurs at; None inside a
+    spring-forward gap, where it never occurs."""
+    local = _wall_datetime(wall)
+    instant = int(local.replace(tzinfo=zone, fold=0).timestamp())
+    if datetime.fromtimestamp(instant, zone).replace(tzinfo=None) != local:
+        return None
+    return instant
 
 
 def _days(first: date, end: date) -> Iterator[date]:
     for ordinal in range(first.toordinal(), end.toordinal()):
         yield date.fromordinal(ordinal)
+
+
+def _wall_seconds(day: date) -> int:
+    """Local midnight of `day`, on a wall clock counted like Unix time."""
+    return (day.toordinal() - _EPOCH_ORDINAL) * _DAY_SECONDS
+
+
+def _wall_datetime(wall: int) -> datetime:
+    return datetime(1970, 1, 1) + timedelta(seconds=wall)

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from exactly_once.config import RENEWALS_PER_LEASE, TIME_LIMIT_MARGIN_SECONDS, time_limit_for_timeout
-from infra.timing.cron import schedule_min_interval_seconds, unix_cron_error
+from infra.timing.cron import DEFAULT_TIME_ZONE, RunGap, shortest_gap, unix_cron_error
 
 # Limits documented by Cloud Scheduler and Cloud Run functions.
 MIN_ATTEMPT_DEADLINE_SECONDS = 15.0
@@ -93,6 +93,8 @@ class JobTiming:
     time_limit_seconds: float | None = None
     # jobs[].startingDeadlineSeconds (its JOB_STARTING_DEADLINES entry); None: runs are never late.
     starting_deadline_seconds: float | None = None
+    # The IANA zone the schedule is read in: the gaps between runs are elapsed time in it.
+    time_zone: str = DEFAULT_TIME_ZONE
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,8 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
         )
 
     # Retries stop at the next scheduled execution at the latest: only those before it count.
-    interval = schedule_min_interval_seconds(job.schedule)
+    gap = shortest_gap(job.schedule, job.time_zone)
+    interval = gap.seconds if gap is not None else None
     arrivals = [
         arrival
         for arrival in retry_arrivals_if_every_attempt_fails_instantly(retry)
@@ -196,7 +199,11 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
     ]
     last_arrival = arrivals[-1] if arrivals else 0.0
     if last_arrival <= job.lease_seconds:
-        before_next = f", before the next scheduled run {_s(interval)} later" if interval is not None else ""
+        before_next = (
+            f", before the next scheduled run {_s(gap.seconds)} later{_shortened(gap)}"
+            if gap is not None
+            else ""
+        )
         violations.append(
             Violation(
                 "retry-outlives-lease",
@@ -225,14 +232,14 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
                 f"({_s(latest)} after the first attempt): a late retry would run the job again",
             )
         )
-    if interval is not None and latest > interval:
+    if gap is not None and latest > gap.seconds:
         violations.append(
             Violation(
                 "retries-fit-schedule",
                 ("schedule", "retry.retry_count", "attempt_deadline_seconds"),
-                f"retries can go on for {_s(latest)}, longer than the {_s(interval)} between scheduled "
-                "runs: Cloud Scheduler then stops retrying at the next run, or skips that run; "
-                "schedule less often, or allow fewer or shorter retries",
+                f"retries can go on for {_s(latest)}, longer than the {_s(gap.seconds)} between scheduled "
+                f"runs{_shortened(gap)}: Cloud Scheduler then stops retrying at the next run, or skips that "
+                "run; schedule less often, or allow fewer or shorter retries",
                 advisory=True,
             )
         )
@@ -340,7 +347,8 @@ def check_wait_overlap(job: JobTiming) -> list[Violation]:
     """
     violations: list[Violation] = []
     hold = max(job.lease_seconds, _time_limit(job))
-    interval = schedule_min_interval_seconds(job.schedule)
+    gap = shortest_gap(job.schedule, job.time_zone)
+    interval = gap.seconds if gap is not None else None
     arrivals = [
         arrival
         for arrival in retry_arrivals_if_every_attempt_fails_instantly(job.retry)
@@ -367,18 +375,29 @@ def check_wait_overlap(job: JobTiming) -> list[Violation]:
             )
         )
     own_timeout = _time_limit(job) + TIME_LIMIT_MARGIN_SECONDS
-    if interval is not None and own_timeout >= interval:
+    if gap is not None and own_timeout >= gap.seconds:
         violations.append(
             Violation(
                 "overlap-wait-backlog",
                 ("schedule", "time_limit_seconds"),
                 f"overlap 'wait': a run may take {_s(own_timeout)}, as long as the "
-                f"{_s(interval)} between scheduled runs, so runs can queue behind each other until "
-                "their retries run out; schedule less often or use overlap 'skip'",
+                f"{_s(gap.seconds)} between scheduled runs{_shortened(gap)}, so runs can queue behind each "
+                "other until their retries run out; schedule less often or use overlap 'skip'",
                 advisory=True,
             )
         )
     return violations
+
+
+def _shortened(gap: RunGap) -> str:
+    """Which runs a clock change brings closer than the wall clock says, when it does: else a
+    user who wrote an every-two-hours schedule would wonder where 3600s came from."""
+    if gap.clock_change >= 0:
+        return ""
+    return (
+        f", as {gap.earlier.tzinfo}'s clocks go forward between the runs at "
+        f"{gap.earlier:%Y-%m-%d %H:%M %Z} and {gap.later:%H:%M %Z}"
+    )
 
 
 def _time_limit(job: JobTiming) -> float:
