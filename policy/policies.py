@@ -18,6 +18,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from exactly_once.audit.config import MAX_CATCHUP_WINDOW_RUNS
 from exactly_once.ledger.fields import EXPIRE_AT
 from policy.engine.checks import resource_policy
 from policy.engine.types import (
@@ -186,8 +187,9 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
     StackValidationPolicy(
         name="catchup-window",
         description=(
-            "Each job's catch-up window is at least its retry window plus the audit's interval, and at most "
-            "the ledger's retention."
+            "Each job's catch-up window is at least its retry window plus the audit's interval, at most "
+            "the ledger's retention, and never holds more runs than the audit walks for a job "
+            f"({MAX_CATCHUP_WINDOW_RUNS})."
         ),
         validate=validate_catchup_windows,
         enforcement_level=_MANDATORY,

@@ -1,10 +1,11 @@
 """Unix-cron schedules, read the way Cloud Scheduler reads them: is one valid and does it ever
-fire, and how close can two of its runs come.
+fire, how close can two of its runs come, and how many can fall in a window.
 
 The timing rules (infra/timing/rules.py) need the shortest gap between runs, because Cloud Scheduler
-stops retrying a run at the next scheduled one. That gap is elapsed time, not wall-clock time:
-cron fields are wall-clock times in the job's zone, and a clock change makes one hour of the wall
-clock zero or two hours long. So a run's instant is read the way the function's audit reads it
+stops retrying a run at the next scheduled one, and the catch-up rule (infra/timing/catchup.py)
+needs how many runs a window holds. Both are elapsed time, not wall-clock time: cron fields are
+wall-clock times in the job's zone, and a clock change makes one hour of the wall clock zero or
+two hours long. So a run's instant is read the way the function's audit reads it
 (exactly_once/audit/missed_runs.py::following_fire_times): a wall time skipped by spring-forward
 does not fire, one repeated by fall-back fires once, at its first occurrence.
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import calendar
 import functools
+import math
 import operator
 import re
 from array import array
@@ -62,12 +64,17 @@ _CRON_ITEM = re.compile(r"^(?:\*|(?P<lo>\w+)(?:-(?P<hi>\w+))?)(?:/(?P<step>\d+))
 # clock changes.
 DEFAULT_TIME_ZONE = "Etc/UTC"
 # A leap-year cycle, from a leap year: every month length is seen, 29 February too, in leap and
-# common years. Whether a schedule ever fires is read over it.
+# common years. Whether a schedule ever fires, and how many runs a window holds, are read over it.
 _CYCLE = (date(2028, 1, 1), date(2032, 1, 1))
 # The shortest gap is looked for over one leap year (every clock change of the zone's year, and
 # 29 February) and the week after it (the gap across New Year, and a weekly job's next run).
 _GAP_YEAR = (date(2028, 1, 1), date(2029, 1, 8))
 _DAY_SECONDS = 86_400
+# How long a window the catch-up count looks at, at most: the Gregorian calendar's 400 years.
+_LONGEST_COUNTED_DAYS = 146_097
+# The most runs listed one by one to count a window (a cycle of a job each minute and the
+# window after it): beyond, the count is what the cycle alone holds.
+_MOST_RUNS_LISTED = 5_000_000
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 
 
@@ -237,6 +244,84 @@ def schedule_min_interval_seconds(schedule: str, time_zone: str) -> float | None
     """`shortest_gap`'s seconds: what the timing rules compare retries with."""
     gap = shortest_gap(schedule, time_zone)
     return gap.seconds if gap is not None else None
+
+
+@dataclass(frozen=True)
+class CrowdedWindow:
+    """A window length that can hold more runs of a schedule than a limit allows."""
+
+    runs: int  # the most runs of the schedule a window of that length holds
+    widest_seconds: float  # the longest window that never holds more than the limit
+    # False: `runs` is only what part of such a window holds (a window longer than 400 years, or
+    # too many runs to list one by one: what a leap-year cycle alone holds).
+    exact: bool = True
+
+
+@functools.lru_cache(maxsize=256)
+def crowded_window(schedule: str, time_zone: str, window_seconds: float, limit: int) -> CrowdedWindow | None:
+    """None when no `window_seconds` of elapsed time holds more than `limit` runs of the
+    schedule read in `time_zone`; else how many one can hold, and the widest window that holds
+    at most `limit`. A window is `(end - window_seconds, end]`, as the audit's catch-up window
+    is, so a run every minute puts 10,080 runs in a week, not 10,081.
+
+    Counted run by run over the windows that start in a leap-year cycle, not estimated from
+    the shortest gap: `0,1 0 * * *` has runs a minute apart, but two a day. Windows longer than
+    400 years are counted as 400 years long.
+    """
+    if not window_seconds > 0:
+        return None
+    try:
+        spec = _parse_cron(schedule)
+    except ValueError:
+        return None
+    first, end = _CYCLE
+    counted = min(window_seconds, _LONGEST_COUNTED_DAYS * _DAY_SECONDS)
+    changes = _transitions(time_zone, first, end + timedelta(days=math.ceil(counted / _DAY_SECONDS)))
+    offsets = [offset for change in changes for offset in (change.before, change.after)]
+    # No window touches more local days than this: its wall-clock span is at most its length
+    # plus the widest swing of the zone's offset.
+    days_touched = int((counted + max(offsets, default=0) - min(offsets, default=0)) // _DAY_SECONDS) + 2
+    per_day = len(spec.times_of_day())
+    day_runs = [
+        per_day if spec.runs_on(day) else 0 for day in _days(first, end + timedelta(days=days_touched))
+    ]
+    if _most_in_a_row(day_runs, days_touched) <= limit:
+        return None  # the common case, settled without listing a run
+    runs = _instants(spec, time_zone, first, end)
+    starts = len(runs)  # every window that starts at a run of the cycle is looked at
+    exact = sum(day_runs) <= _MOST_RUNS_LISTED
+    # Listing the runs after the cycle: all a window can reach, or (too many to list) as many as
+    # the widest window that fits can reach.
+    after = end
+    while after < end + timedelta(days=days_touched) and (exact or len(runs) - starts <= limit):
+        following = min(after + timedelta(days=366), end + timedelta(days=days_touched))
+        runs.extend(run for run in _instants(spec, time_zone, after, following) if not runs or run > runs[-1])
+        after = following
+    if len(runs) <= limit:
+        return None
+    widest = min(map(operator.sub, runs[limit : limit + starts], runs))
+    if widest >= counted:
+        return None
+    if not exact:
+        # Only a window longer than the cycle reaches this many runs (one cycle holds at most
+        # 2,103,840, a run each minute): it holds the whole cycle.
+        return CrowdedWindow(starts, float(widest), exact=False)
+    most, later = 0, 0
+    for index in range(starts):
+        reach = runs[index] + counted
+        while later < len(runs) and runs[later] < reach:
+            later += 1
+        most = max(most, later - index)
+    return CrowdedWindow(most, float(widest), exact=counted == window_seconds)
+
+
+def _most_in_a_row(values: list[int], span: int) -> int:
+    """The largest sum of `span` consecutive values."""
+    total = most = sum(values[:span])
+    for leaving, entering in zip(values, values[span:], strict=False):
+        total += entering - leaving
+        most = max(most, total)
+    return most
 
 
 @dataclass(frozen=True)
