@@ -1,5 +1,6 @@
 """Unix-cron schedules, read the way Cloud Scheduler reads them: is one valid and does it ever
-fire, how close can two of its runs come, and how many can fall in a window.
+fire, how close can two of its runs come, how many can fall in a window, and which of them fall
+in an hour its time zone skips or repeats.
 
 The timing rules (infra/timing/rules.py) need the shortest gap between runs, because Cloud Scheduler
 stops retrying a run at the next scheduled one, and the catch-up rule (infra/timing/catchup.py)
@@ -101,6 +102,10 @@ class _CronSpec:
     def times_of_day(self) -> list[int]:
         """Seconds after midnight, wall clock, of every run of a day it runs on, ascending."""
         return sorted(h * 3600 + m * 60 for h in self.hours for m in self.minutes)
+
+    def fires_at(self, wall: datetime) -> bool:
+        """Whether the schedule names this wall-clock minute."""
+        return self.runs_on(wall.date()) and wall.hour in self.hours and wall.minute in self.minutes
 
 
 def _parse_cron(schedule: str) -> _CronSpec:
@@ -322,6 +327,43 @@ def _most_in_a_row(values: list[int], span: int) -> int:
         total += entering - leaving
         most = max(most, total)
     return most
+
+
+@dataclass(frozen=True)
+class ClockChange:
+    """A span of wall-clock time a zone skips (its clocks go forward) or repeats (they go back),
+    and the runs of a schedule that fall in it, as naive wall-clock times of the zone."""
+
+    start: datetime
+    end: datetime
+    skipped: bool
+    runs: tuple[datetime, ...]
+
+
+def runs_in_clock_changes(schedule: str, time_zone: str, since: date, until: date) -> list[ClockChange]:
+    """Every clock change of `time_zone` whose skipped or repeated span starts on a day from
+    `since` to before `until` and holds a run of the schedule (wall clock); [] for a schedule
+    that is not unix-cron."""
+    try:
+        spec = _parse_cron(schedule)
+    except ValueError:
+        return []
+    changes: list[ClockChange] = []
+    for transition in _transitions(time_zone, since, until):
+        low, high = transition.walls
+        start = _wall_datetime(low)
+        if not since <= start.date() < until:
+            continue
+        minute = -(-low // 60) * 60  # the first whole minute of the span
+        runs = tuple(
+            wall
+            for wall in (_wall_datetime(second) for second in range(minute, high, 60))
+            if spec.fires_at(wall)
+        )
+        if runs:
+            skipped = transition.after > transition.before
+            changes.append(ClockChange(start, _wall_datetime(high), skipped, runs))
+    return changes
 
 
 @dataclass(frozen=True)
