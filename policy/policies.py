@@ -18,6 +18,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from exactly_once.audit.config import MAX_CATCHUP_WINDOW_RUNS
 from exactly_once.ledger.fields import EXPIRE_AT
 from policy.engine.checks import resource_policy
 from policy.engine.types import (
@@ -92,7 +93,8 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
     ),
     resource_policy(
         "scheduler-job-schedule-and-deadline",
-        "Cloud Scheduler jobs use a unix-cron schedule and an attempt deadline within 15s..30min.",
+        "Cloud Scheduler jobs use a unix-cron schedule that fires (no 31 February) and an attempt deadline "
+        "within 15s..30min.",
         _MANDATORY,
         [SCHEDULER_JOB],
         check_job_schedule_and_deadline,
@@ -185,8 +187,9 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
     StackValidationPolicy(
         name="catchup-window",
         description=(
-            "Each job's catch-up window is at least its retry window plus the audit's interval, and at most "
-            "the ledger's retention."
+            "Each job's catch-up window is at least its retry window plus the audit's interval, at most "
+            "the ledger's retention, and never holds more runs than the audit walks for a job "
+            f"({MAX_CATCHUP_WINDOW_RUNS})."
         ),
         validate=validate_catchup_windows,
         enforcement_level=_MANDATORY,

@@ -3,8 +3,8 @@
 - scheduler-job-oidc-auth: the job calls with an OIDC token that names its audience, the only
   token a Cloud Run function accepts;
 - scheduler-job-schedule-and-deadline: a unix-cron schedule (only those runs carry
-  X-CloudScheduler-ScheduleTime, which identifies the run) and an attempt deadline within
-  Cloud Scheduler's range;
+  X-CloudScheduler-ScheduleTime, which identifies the run) that names a day that exists, and
+  an attempt deadline within Cloud Scheduler's range;
 - scheduler-job-no-direct-google-api: a Google API ignores the run's identity, so every retry
   would repeat the call; such jobs go through the dedup proxy.
 
@@ -67,8 +67,8 @@ def check_job_schedule_and_deadline(args: ResourceValidationArgs) -> Iterable[st
     elif isinstance(schedule, str) and (error := cron.unix_cron_error(schedule)) is not None:
         yield (
             f"Scheduler job '{args.name}': property schedule: {error}. Use a five-field unix-cron "
-            "expression such as '*/5 * * * *': only unix-cron runs carry X-CloudScheduler-ScheduleTime, "
-            "which identifies the run."
+            "expression that fires, such as '*/5 * * * *': only unix-cron runs carry "
+            "X-CloudScheduler-ScheduleTime, which identifies the run."
         )
 
     deadline = lookup(args.props, "attemptDeadline")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,27 @@ def test_an_advisory_is_printed_and_fails_nothing(project: Path) -> None:
     _stack(project, "every5", [{"name": "often", "schedule": "*/5 * * * *", "handler": NOOP}])
     findings = check_stack("every5", project)
     assert findings and all(finding.advisory for finding in findings)
+
+
+def test_a_run_in_an_hour_the_zone_skips_or_repeats_is_an_advisory(project: Path) -> None:
+    """A nightly job at 01:30 in London: the clocks skip that hour in March and repeat it in
+    October. The check names the keys and the dates of the year from the day it is given, and
+    passes."""
+    _stack(
+        project,
+        "london",
+        [{"name": "nightly", "schedule": "30 1 * * *", "timeZone": "Europe/London", "handler": NOOP}],
+    )
+    findings = check_stack("london", project, today=date(2027, 1, 1))
+    [clock] = [finding for finding in findings if "skips or repeats" in finding.message]
+    assert clock.advisory and str(clock).startswith(
+        "advisory: Pulumi.london.yaml: exactly-once-scheduler:jobs[0].timeZone, "
+        "exactly-once-scheduler:jobs[0].schedule: job 'nightly': "
+    )
+    assert "on 2027-03-28 the clocks skip 01:00-02:00" in clock.message
+    assert "on 2027-10-31 the clocks repeat 01:00-02:00" in clock.message
+    assert "set the time zone to Etc/UTC" in clock.message
+    assert all(finding.advisory for finding in findings)
 
 
 def test_a_mandatory_policy_fails_the_check_and_an_advisory_one_does_not(

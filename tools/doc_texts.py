@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exactly_once.audit.config import AUDIT_JOBS_ENV
+from exactly_once.audit.config import AUDIT_JOBS_ENV, MAX_CATCHUP_WINDOW_RUNS
 from exactly_once.config import (
     DATABASE_ENV,
     JOB_HANDLER_ENV,
@@ -50,6 +50,7 @@ from exactly_once.targets.job_specs import (
 )
 from exactly_once.token_check.settings import COLLECTION_ENV, RETENTION_ENV, TokenStoreConfig
 from infra.config.access import GRANT_KINDS
+from infra.timing.cron import DEFAULT_TIME_ZONE
 
 # When each outcome happens. Kept with the docs rather than in the handler, whose table
 # holds only what the code needs; a new outcome without a line here stops `make docs`.
@@ -237,9 +238,15 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
     "schedule": (
         "string",
         "Five-field unix-cron. Groc (`every 5 minutes`) is rejected: such jobs get no "
-        "`X-CloudScheduler-ScheduleTime`.",
+        "`X-CloudScheduler-ScheduleTime`; so is a schedule that names no day that exists (`0 0 31 2 *`; "
+        "`0 0 29 2 *` runs in leap years).",
     ),
-    "timeZone": ("string", "IANA time zone of the schedule."),
+    "timeZone": (
+        "string",
+        "IANA time zone of the schedule. The timing rules measure the gaps between runs in elapsed time "
+        "in it, clock changes included, and `make check` advises on a run in an hour it skips or repeats "
+        f"(docs/timing.md). `{DEFAULT_TIME_ZONE}` has no clock changes.",
+    ),
     "attemptDeadlineSeconds": (
         "number",
         "HTTP attempt deadline, 15..1800 s: how long Cloud Scheduler waits for an attempt's answer.",
@@ -300,7 +307,8 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
     "catchup.windowSeconds": (
         "number",
         "How far back from each run of the missed-run audit it delivers this job's missed runs again. "
-        "At least the job's retry window + the audit's interval, at most `retentionSeconds` "
+        "At least the job's retry window + the audit's interval, at most `retentionSeconds`, and no "
+        f"longer than {MAX_CATCHUP_WINDOW_RUNS:,} of the job's runs (a week of a job each minute) "
         "(docs/operations.md, Catch-up).",
     ),
     "catchup.runs": (

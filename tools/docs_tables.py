@@ -32,10 +32,10 @@ from infra.settings.jobs import (
     DEFAULT_CATCHUP_RUNS,
     DEFAULT_OVERLAP,
     DEFAULT_RETRY,
-    DEFAULT_TIME_ZONE,
     RETRY_KEYS,
 )
 from infra.targets.registry import TARGET_KINDS
+from infra.timing.cron import DEFAULT_TIME_ZONE
 from policy.policies import POLICIES
 from tools.doc_texts import FUNCTION_ENVIRONMENT, JOB_FIELD_MEANINGS, OUTCOME_MEANINGS
 from tools.monitoring_docs import FIGURES, alerts_table, metrics_table

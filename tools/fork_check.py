@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 from infra.config.paths import REPO_ROOT
@@ -47,14 +48,15 @@ class Finding:
         return f"{'advisory' if self.advisory else 'error'}: {self.where}: {self.message}"
 
 
-def check_stack(stack: str, root: Path = REPO_ROOT) -> list[Finding]:
-    """Everything `make test` holds a stack to: config, timing, handlers, the policy pack."""
+def check_stack(stack: str, root: Path = REPO_ROOT, today: date | None = None) -> list[Finding]:
+    """Everything `make test` holds a stack to: config, timing, handlers, the policy pack.
+    Clock changes are looked for in the year from `today` (by default, today)."""
     where = f"Pulumi.{stack}.yaml"
     try:
         settings = load_stack_settings(stack, root)
     except SettingsError as error:
         return [Finding(where, str(error))]
-    findings = [Finding(where, advisory, advisory=True) for advisory in timing_advisories(settings)]
+    findings = [Finding(where, advisory, advisory=True) for advisory in timing_advisories(settings, today)]
     findings += _policy_findings(where, settings, root)
     return findings
 

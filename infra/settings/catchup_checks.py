@@ -29,6 +29,8 @@ def catchup_errors(settings: StackSettings) -> list[str]:
             continue
         timing = CatchupTiming(
             window_seconds=job.catchup.window_seconds,
+            schedule=job.schedule,
+            time_zone=job.time_zone,
             retry_window_seconds=cadence.retry_window(
                 job.retry, job.attempt_deadline_seconds, settings.lease_seconds
             ),

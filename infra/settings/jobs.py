@@ -21,6 +21,7 @@ from infra.config.handlers import malformed_handler
 from infra.config.schema import JOBS_KEY, ConfigProblems, unknown_keys
 from infra.targets.registry import TARGET_KEYS, check_target_job, kind_of, parse_target
 from infra.targets.workflow import WorkflowTarget
+from infra.timing.cron import DEFAULT_TIME_ZONE
 from infra.timing.rules import RetryConfig
 
 # The stack's own missed-run audit job (infra/plan/audit_job.py): no configured job may take its name.
@@ -36,7 +37,6 @@ DEFAULT_RETRY = RetryConfig(
     max_backoff_seconds=300.0,
     max_doublings=3,
 )
-DEFAULT_TIME_ZONE = "Etc/UTC"
 
 # What a run of a job does while another run of the same job still holds its lease:
 # `allow` runs anyway, `skip` records the run as skipped, `wait` answers 409 until the other

@@ -96,6 +96,7 @@ class StackSettings:
             retry=job.retry,
             time_limit_seconds=self.job_time_limit(job),
             starting_deadline_seconds=job.starting_deadline_seconds,
+            time_zone=job.time_zone,
         )
 
     def job_handlers(self) -> dict[str, str]:

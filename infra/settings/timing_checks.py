@@ -7,6 +7,8 @@ both the errors that refuse a config and the advisories printed beside a deploy.
 
 from __future__ import annotations
 
+from datetime import date
+
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS, OverlapPolicy
 from exactly_once.targets.call_timeout import CALL_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
 from infra.config.schema import JOBS_KEY
@@ -25,6 +27,7 @@ def timing_keys(field: str, index: int, own_limit: bool = False) -> tuple[str, .
         return (f"jobs[{index}].retry.{camel}",)
     return {
         "schedule": (f"jobs[{index}].schedule",),
+        "time_zone": (f"jobs[{index}].timeZone",),
         "attempt_deadline_seconds": (f"jobs[{index}].attemptDeadlineSeconds",),
         "function_timeout_seconds": ("functionTimeoutSeconds",),
         "time_limit_seconds": (f"jobs[{index}].timeLimitSeconds",)
@@ -90,8 +93,10 @@ def timing_errors(settings: StackSettings) -> list[str]:
     )
 
 
-def timing_advisories(settings: StackSettings) -> list[str]:
-    """Every job's advisory findings: its own timing, its overlap policy, its proxy's calls."""
+def timing_advisories(settings: StackSettings, today: date | None = None) -> list[str]:
+    """Every job's advisory findings: its own timing, its overlap policy, its proxy's calls, and
+    its runs in an hour its zone skips or repeats in the year from `today` (by default the
+    machine's today: a test passes a date of its own, so its clock changes stay put)."""
     advisories = _once(
         settings,
         [
@@ -108,6 +113,12 @@ def timing_advisories(settings: StackSettings) -> list[str]:
         for violation in timing.check_wait_overlap(settings.job_timing(job))
     )
     advisories.extend(call_timeout_advisories(settings))
+    since = today if today is not None else date.today()
+    advisories.extend(
+        violation_text(violation, index, job, settings)
+        for index, job in enumerate(settings.jobs)
+        for violation in timing.check_clock_changes(settings.job_timing(job), since)
+    )
     return advisories
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import date, datetime
 
 from exactly_once.config import RENEWALS_PER_LEASE, TIME_LIMIT_MARGIN_SECONDS, time_limit_for_timeout
-from infra.timing.cron import schedule_min_interval_seconds, unix_cron_error
+from infra.timing.cron import DEFAULT_TIME_ZONE, RunGap, runs_in_clock_changes, shortest_gap, unix_cron_error
 
 # Limits documented by Cloud Scheduler and Cloud Run functions.
 MIN_ATTEMPT_DEADLINE_SECONDS = 15.0
@@ -93,6 +94,8 @@ class JobTiming:
     time_limit_seconds: float | None = None
     # jobs[].startingDeadlineSeconds (its JOB_STARTING_DEADLINES entry); None: runs are never late.
     starting_deadline_seconds: float | None = None
+    # The IANA zone the schedule is read in: the gaps between runs are elapsed time in it.
+    time_zone: str = DEFAULT_TIME_ZONE
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,8 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
         )
 
     # Retries stop at the next scheduled execution at the latest: only those before it count.
-    interval = schedule_min_interval_seconds(job.schedule)
+    gap = shortest_gap(job.schedule, job.time_zone)
+    interval = gap.seconds if gap is not None else None
     arrivals = [
         arrival
         for arrival in retry_arrivals_if_every_attempt_fails_instantly(retry)
@@ -196,7 +200,11 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
     ]
     last_arrival = arrivals[-1] if arrivals else 0.0
     if last_arrival <= job.lease_seconds:
-        before_next = f", before the next scheduled run {_s(interval)} later" if interval is not None else ""
+        before_next = (
+            f", before the next scheduled run {_s(gap.seconds)} later{_shortened(gap)}"
+            if gap is not None
+            else ""
+        )
         violations.append(
             Violation(
                 "retry-outlives-lease",
@@ -225,14 +233,14 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
                 f"({_s(latest)} after the first attempt): a late retry would run the job again",
             )
         )
-    if interval is not None and latest > interval:
+    if gap is not None and latest > gap.seconds:
         violations.append(
             Violation(
                 "retries-fit-schedule",
                 ("schedule", "retry.retry_count", "attempt_deadline_seconds"),
-                f"retries can go on for {_s(latest)}, longer than the {_s(interval)} between scheduled "
-                "runs: Cloud Scheduler then stops retrying at the next run, or skips that run; "
-                "schedule less often, or allow fewer or shorter retries",
+                f"retries can go on for {_s(latest)}, longer than the {_s(gap.seconds)} between scheduled "
+                f"runs{_shortened(gap)}: Cloud Scheduler then stops retrying at the next run, or skips that "
+                "run; schedule less often, or allow fewer or shorter retries",
                 advisory=True,
             )
         )
@@ -340,7 +348,8 @@ def check_wait_overlap(job: JobTiming) -> list[Violation]:
     """
     violations: list[Violation] = []
     hold = max(job.lease_seconds, _time_limit(job))
-    interval = schedule_min_interval_seconds(job.schedule)
+    gap = shortest_gap(job.schedule, job.time_zone)
+    interval = gap.seconds if gap is not None else None
     arrivals = [
         arrival
         for arrival in retry_arrivals_if_every_attempt_fails_instantly(job.retry)
@@ -367,18 +376,75 @@ def check_wait_overlap(job: JobTiming) -> list[Violation]:
             )
         )
     own_timeout = _time_limit(job) + TIME_LIMIT_MARGIN_SECONDS
-    if interval is not None and own_timeout >= interval:
+    if gap is not None and own_timeout >= gap.seconds:
         violations.append(
             Violation(
                 "overlap-wait-backlog",
                 ("schedule", "time_limit_seconds"),
                 f"overlap 'wait': a run may take {_s(own_timeout)}, as long as the "
-                f"{_s(interval)} between scheduled runs, so runs can queue behind each other until "
-                "their retries run out; schedule less often or use overlap 'skip'",
+                f"{_s(gap.seconds)} between scheduled runs{_shortened(gap)}, so runs can queue behind each "
+                "other until their retries run out; schedule less often or use overlap 'skip'",
                 advisory=True,
             )
         )
     return violations
+
+
+def check_clock_changes(job: JobTiming, since: date) -> list[Violation]:
+    """Advisory: the job's schedule names a wall-clock time inside an hour its zone skips or
+    repeats in the year from `since`.
+
+    Cloud Scheduler documents no rule for such a run: it only says that jobs scheduled in
+    such an hour "might observe execution anomalies" and recommends UTC. The function's audit
+    expects no run in a skipped hour and one, at its first occurrence, in a repeated hour; if
+    Cloud Scheduler does otherwise, the two disagree: a run reported missed that ran under
+    another schedule time, or the repeated hour's run delivered twice, as two runs.
+    """
+    until = _a_year_after(since)
+    changes = runs_in_clock_changes(job.schedule, job.time_zone, since, until)
+    if not changes:
+        return []
+    spans = "; ".join(
+        f"on {change.start:%Y-%m-%d} the clocks {'skip' if change.skipped else 'repeat'} "
+        f"{change.start:%H:%M}-{change.end:%H:%M} and it fires at {_walls(change.runs)}"
+        for change in changes
+    )
+    return [
+        Violation(
+            "clock-change-hour",
+            ("time_zone", "schedule"),
+            f"schedule {job.schedule!r} in {job.time_zone} fires in hours the zone skips or repeats "
+            f"({spans}): Cloud Scheduler documents no rule for those runs (it warns that they might observe "
+            f"execution anomalies); set the time zone to {DEFAULT_TIME_ZONE}, or move the runs out of those "
+            "hours",
+            advisory=True,
+        )
+    ]
+
+
+def _a_year_after(day: date) -> date:
+    """The same date a year later (29 February: 1 March)."""
+    try:
+        return day.replace(year=day.year + 1)
+    except ValueError:
+        return date(day.year + 1, 3, 1)
+
+
+def _walls(runs: tuple[datetime, ...]) -> str:
+    """'01:30' or '01:00, 01:15, 01:30, 01:45', the first four of longer lists and how many more."""
+    shown = ", ".join(f"{run:%H:%M}" for run in runs[:4])
+    return shown if len(runs) <= 4 else f"{shown} and {len(runs) - 4} more"
+
+
+def _shortened(gap: RunGap) -> str:
+    """Which runs a clock change brings closer than the wall clock says, when it does: else a
+    user who wrote an every-two-hours schedule would wonder where 3600s came from."""
+    if gap.clock_change >= 0:
+        return ""
+    return (
+        f", as {gap.earlier.tzinfo}'s clocks go forward between the runs at "
+        f"{gap.earlier:%Y-%m-%d %H:%M %Z} and {gap.later:%H:%M %Z}"
+    )
 
 
 def _time_limit(job: JobTiming) -> float:

@@ -23,6 +23,9 @@ _FIX = {
     "catchup-window-within-retention": (
         f"shorten the job's catchup.windowSeconds, or raise {RETENTION_SECONDS_ENV} (retentionSeconds)"
     ),
+    "catchup-window-runs": (
+        "shorten the job's catchup.windowSeconds to at most the window named, or schedule the job less often"
+    ),
 }
 
 
@@ -54,6 +57,8 @@ def validate_catchup_windows(args: StackValidationArgs, report_violation: Report
                 continue
             timing = CatchupTiming(
                 window_seconds=job.catchup.window_seconds,
+                schedule=job.schedule,
+                time_zone=job.time_zone,
                 retry_window_seconds=job.retry_window_seconds,
                 audit_interval_seconds=config.interval_seconds,
                 retention_seconds=retention,

@@ -1,9 +1,9 @@
 """Reading a Scheduler job and its function into the timing the stack's rules judge.
 
 The timing rules are infra/timing/rules.py's, the same the stack validates its settings with;
-this module only reads their inputs from the engine's properties: the job's deadline and
-retries, the function's timeout, and the lease, time limit and retention the function reads
-from its environment (by the names `exactly_once.config` gives them). A left-out property
+this module only reads their inputs from the engine's properties: the job's deadline, retries
+and time zone, the function's timeout, and the lease, time limit and retention the function
+reads from its environment (by the names `exactly_once.config` gives them). A left-out property
 takes the service's or the function's default; an input unknown in preview skips the job.
 """
 
@@ -23,6 +23,7 @@ from exactly_once.config import (
     TIME_LIMIT_ENV,
 )
 from infra.timing import rules as timing
+from infra.timing.cron import DEFAULT_TIME_ZONE
 from policy.engine.env import function_env, function_env_entry
 from policy.engine.props import MISSING, UNKNOWN, Absent, as_number, lookup, parse_duration_seconds
 from policy.timing.pairing import function_for
@@ -143,6 +144,9 @@ def plan_job(job: PolicyResource, functions: list[PolicyResource]) -> JobPlan | 
     if isinstance(starting_deadline, str):
         problems.append(starting_deadline)
 
+    time_zone = lookup(props, "timeZone")
+    if time_zone is UNKNOWN:
+        return None
     if problems or timeout_seconds is None:
         return JobPlan(job, function, None, tuple(problems))
     schedule = lookup(props, "schedule")
@@ -154,6 +158,8 @@ def plan_job(job: PolicyResource, functions: list[PolicyResource]) -> JobPlan | 
         retention_seconds=values["retention_seconds"],
         time_limit_seconds=values["time_limit_seconds"],
         starting_deadline_seconds=starting_deadline if isinstance(starting_deadline, float) else None,
+        # Left out, Cloud Scheduler reads the schedule in UTC, as the rules do.
+        time_zone=time_zone if isinstance(time_zone, str) else DEFAULT_TIME_ZONE,
         retry=timing.RetryConfig(
             retry_count=counts["retry_count"],
             max_retry_duration_seconds=values["max_retry_duration_seconds"],

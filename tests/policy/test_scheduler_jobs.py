@@ -89,6 +89,18 @@ def test_groc_schedule_is_rejected_with_the_timing_module_reason() -> None:
     assert "'*/5 * * * *'" in message
 
 
+def test_a_schedule_that_never_fires_is_rejected_with_the_timing_module_reason() -> None:
+    job = fixtures.job()
+    job["schedule"] = "59 23 31 2 *"
+    [message] = check("scheduler-job-schedule-and-deadline", SCHEDULER_JOB, job)
+    assert (
+        "property schedule: schedule '59 23 31 2 *' never fires: day 31 never occurs in month 2, which has "
+        "at most 29 days"
+    ) in message
+    job["schedule"] = "59 23 29 2 *"  # every leap year
+    assert check("scheduler-job-schedule-and-deadline", SCHEDULER_JOB, job) == []
+
+
 def test_missing_schedule_is_reported() -> None:
     job = fixtures.job()
     del job["schedule"]

@@ -70,3 +70,21 @@ def test_catchup_without_the_audit_is_refused() -> None:
         f"{NAMESPACE}:jobs[0].catchup.windowSeconds: job 'every-5': the stack's missed-run audit" in message
     )
     assert f"{NAMESPACE}:missedRunAudit is false" in message
+
+
+def test_a_window_that_holds_more_runs_than_the_audit_walks_is_refused() -> None:
+    """A job every minute: eight days are 11,520 runs, past the audit's 10,080; a week fits."""
+    day = 86400
+    minutely = valid_job(
+        name="minutely", schedule="* * * * *", retry={"retryCount": 1, "minBackoffSeconds": 45}
+    )
+    long_retention = {"retentionSeconds": 10 * day, "idempotencyRetentionSeconds": 10 * day}
+    message = error_of(
+        valid_values(**long_retention, jobs=[{**minutely, "catchup": {"windowSeconds": 8 * day}}])
+    )
+    assert (
+        f"{NAMESPACE}:jobs[0].catchup.windowSeconds: job 'minutely': catch-up window 691200s can hold 11520 "
+        "runs of schedule '* * * * *' in Etc/UTC, more than the 10080 the missed-run audit walks for one job"
+    ) in message
+    assert "set at most 604800s" in message
+    build(valid_values(**long_retention, jobs=[{**minutely, "catchup": {"windowSeconds": 7 * day}}]))

@@ -63,6 +63,7 @@ def test_job_timing_carries_stack_and_job_values(two_job_settings: StackSettings
         retention_seconds=86400.0,
         retry=timing.RetryConfig(5, 0.0, 10.0, 300.0, 3),
         time_limit_seconds=55.0,  # the function's: the job sets none of its own
+        time_zone="Europe/Berlin",  # the gaps between its runs are elapsed time in its zone
     )
 
 

@@ -61,7 +61,7 @@ def test_latest_arrival_counts_every_deadline_and_backoff():
     ],
 )
 def test_schedule_min_interval(schedule, seconds):
-    assert schedule_min_interval_seconds(schedule) == seconds
+    assert schedule_min_interval_seconds(schedule, "Etc/UTC") == seconds
 
 
 @pytest.mark.parametrize(
@@ -116,7 +116,7 @@ def test_a_step_larger_than_its_fields_range_is_refused(schedule: str, message: 
 def test_a_step_as_long_as_its_field_is_still_unix_cron() -> None:
     """`*/60` fires on the hour, as meant; only a step past the field's range is a mistake."""
     assert unix_cron_error("*/60 * * * *") is None
-    assert schedule_min_interval_seconds("*/60 * * * *") == 3600
+    assert schedule_min_interval_seconds("*/60 * * * *", "Etc/UTC") == 3600
 
 
 SOUND = JobTiming(

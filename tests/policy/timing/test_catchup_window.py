@@ -11,14 +11,16 @@ from policy.offline import UNKNOWN_STRING, Reported, run_stack_policy, stack_pol
 from tests.policy import fixtures
 
 
-def _audit_jobs(window: float, *, retry_window: float = 900, interval: float = 3600) -> str:
+def _audit_jobs(
+    window: float, *, retry_window: float = 900, interval: float = 3600, schedule: str = "*/15 * * * *"
+) -> str:
     return json.dumps(
         {
             "interval_seconds": interval,
             "jobs": [
                 {
                     "name": "eos-dev_demo",
-                    "schedule": "*/15 * * * *",
+                    "schedule": schedule,
                     "time_zone": "Etc/UTC",
                     "retry_window_seconds": retry_window,
                     "catchup": {"window_seconds": window, "runs": "all"},
@@ -66,3 +68,13 @@ def test_a_window_longer_than_the_retention_is_refused() -> None:
 def test_a_malformed_audit_config_is_reported() -> None:
     [(message, _)] = check("{not json").violations
     assert f"{AUDIT_JOBS_ENV}: not JSON" in message
+
+
+def test_a_window_holding_more_runs_than_the_audit_walks_is_refused() -> None:
+    eight_days, ten_days = 8 * 86400, "864000"
+    [(message, _)] = check(_audit_jobs(eight_days, schedule="* * * * *"), retention=ten_days).violations
+    assert "job eos-dev_demo [catchup-window-runs]" in message
+    assert "catch-up window 691200s can hold 11520 runs of schedule '* * * * *' in Etc/UTC" in message
+    assert "more than the 10080 the missed-run audit walks for one job" in message
+    assert "set at most 604800s" in message and "Fix: shorten the job's catchup.windowSeconds" in message
+    assert check(_audit_jobs(7 * 86400, schedule="* * * * *"), retention=ten_days).violations == []

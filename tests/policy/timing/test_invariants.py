@@ -254,3 +254,21 @@ def test_a_jobs_starting_deadline_is_read_from_job_starting_deadlines_by_its_nam
     variables["JOB_STARTING_DEADLINES"] = "[5]"
     [message] = invariants(fixtures.stack(function=function, job=job)).messages
     assert "JOB_STARTING_DEADLINES '[5]' is not a JSON object of numbers by job" in message
+
+
+def test_the_gap_between_runs_is_read_in_the_jobs_time_zone() -> None:
+    """Every two hours with one retry an hour later: fine in UTC; in Europe/London the spring-forward
+    day puts two runs an hour apart, and the retry lands on the next run."""
+    job = fixtures.job()
+    job["schedule"] = "0 */2 * * *"
+    job["retryConfig"].update(retryCount=1, minBackoffDuration="3600s", maxBackoffDuration="3600s")
+    assert invariants(fixtures.stack(job=job)).violations == []
+    job["timeZone"] = "Europe/London"
+    [message] = invariants(fixtures.stack(job=job)).messages
+    assert "[retry-outlives-lease]" in message
+    assert (
+        "before the next scheduled run 3600s later, as Europe/London's clocks go forward between the runs "
+        "at 2028-03-26 00:00 GMT and 02:00 BST"
+    ) in message
+    job["timeZone"] = UNKNOWN_STRING  # unknown in preview: judged on the update
+    assert invariants(fixtures.stack(job=job)).violations == []
