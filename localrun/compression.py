@@ -151,6 +151,7 @@ class CompressedTiming:
         """`job`'s timing as the local run really has it, in simulated seconds."""
         return JobTiming(
             schedule=job.schedule,
+            time_zone=job.time_zone,
             attempt_deadline_seconds=self.attempt_deadline_seconds(settings, job) * self.speedup,
             function_timeout_seconds=self.function_timeout_seconds * self.speedup,
             lease_seconds=self.lease_seconds * self.speedup,

@@ -59,7 +59,12 @@ def job_candidates(
     cannot read, for this job alone."""
     assert job.catchup is not None
     since = now - timedelta(seconds=job.catchup.window_seconds)
-    walked = fires(job.schedule, job.time_zone, since, now, newest=MAX_CATCHUP_WINDOW_RUNS + 1)
+    # The window is (now - windowSeconds, now]: a run exactly at its start is outside it.
+    walked = [
+        fire
+        for fire in fires(job.schedule, job.time_zone, since, now, newest=MAX_CATCHUP_WINDOW_RUNS + 1)
+        if fire.instant > since
+    ]
     truncated = len(walked) > MAX_CATCHUP_WINDOW_RUNS
     in_window = [
         fire

@@ -4,12 +4,13 @@ run; the pause history a resume keeps; how far back an audit judges."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from exactly_once.audit.catchup import job_candidates
-from exactly_once.audit.config import AuditConfig, AuditedJob, Catchup, CatchupRuns
+from exactly_once.audit.config import MAX_CATCHUP_WINDOW_RUNS, AuditConfig, AuditedJob, Catchup, CatchupRuns
 from exactly_once.audit.pauses import (
     RESUME_MARGIN,
     Pause,
@@ -205,3 +206,22 @@ def test_an_audit_judges_from_the_last_one_bounded_by_the_records_retention(monk
     assert (after_outage.since, after_outage.not_judged) == (T - timedelta(hours=6), None)
     too_long = judged_span(config, T, T - timedelta(days=3), day)
     assert too_long.since == too_long.not_judged == T - day + timedelta(seconds=600)
+
+
+# --- a catch-up window's size -------------------------------------------------------------------
+
+MINUTELY = AuditedJob(name="minutely", schedule="* * * * *", time_zone="Etc/UTC", retry_window_seconds=120)
+
+
+@pytest.mark.parametrize(("days", "truncated"), [(7, False), (8, True)])
+def test_a_window_is_walked_to_the_runs_an_audit_walks_and_no_further(days: int, truncated: bool) -> None:
+    """(now - windowSeconds, now]: seven days of a job every minute, judged on the minute, are
+    exactly the 10,080 runs the stack allows; eight days are walked to their newest 10,080."""
+    store = MemoryRunStore(clock=ServerClock(T))
+    job = dataclasses.replace(MINUTELY, catchup=Catchup(days * 86400, CatchupRuns.ALL))
+    window = job_candidates(
+        job, project="acme", location="l", now=T, read_records=stored_record_reader(store), lease=LEASE
+    )
+    assert window.truncated is truncated
+    assert len(window.chosen) == MAX_CATCHUP_WINDOW_RUNS - 2  # the last two still inside their retries
+    assert window.chosen[0].schedule_time == T - timedelta(days=7) + timedelta(minutes=1)
