@@ -18,7 +18,6 @@ from exactly_once.ledger.protocol import (
     ClaimKind,
     ClaimTooLate,
     JobResult,
-    LeaseLost,
     RunAlreadyCompleted,
     RunInProgress,
     RunLedger,
@@ -36,7 +35,6 @@ from tests.support.ledger_runs import (
     ledger_on,
     record,
 )
-from tests.support.waiting import wait_until
 
 
 @pytest.fixture
@@ -103,20 +101,6 @@ def test_skewed_instance_clocks_decide_nothing(db, skew):
             second.claim(run, "attempt-3")
 
 
-def test_expired_lease_is_taken_over_and_the_stale_owner_is_fenced(db):
-    ledger = ledger_on(db, lease=SHORT_LEASE)
-    stale = ledger.claim(KEY, "attempt-1")
-    fresh = claim_when_free(ledger, "attempt-2")
-    assert fresh.kind is ClaimKind.TOOK_OVER_LEASE
-    assert fresh.update_time >= stale.update_time + SHORT_LEASE
-    assert fresh.fence > stale.fence
-    with pytest.raises(LeaseLost):
-        ledger.complete(stale)
-    with pytest.raises(LeaseLost):
-        ledger.release(stale)
-    ledger.complete(fresh)
-
-
 def test_release_deletes_so_the_next_attempt_claims_at_once(ledger, db):
     first = ledger.claim(KEY, "attempt-1")
     ledger.release(first)
@@ -124,36 +108,6 @@ def test_release_deletes_so_the_next_attempt_claims_at_once(ledger, db):
     second = ledger.claim(KEY, "attempt-2")
     assert second.kind is ClaimKind.CREATED
     assert second.fence > first.fence  # commit times grow across delete and re-create
-
-
-def _reclaim_after_retention(ledger: RunLedger, attempt_id: str) -> Claim:
-    def attempt() -> Claim | None:
-        try:
-            return ledger.claim(KEY, attempt_id)
-        except RunAlreadyCompleted:
-            return None
-
-    return wait_until(attempt, timeout=20, what="the record's retention to pass", interval=0.2)
-
-
-def test_expired_record_counts_as_absent(db):
-    """Past expire_at (on Firestore's clock) but not yet deleted by TTL: a new run."""
-    ledger = ledger_on(db, lease=SHORT_LEASE, retention=SHORT_LEASE)
-    ledger.complete(ledger.claim(KEY, "attempt-1"))
-    claim = _reclaim_after_retention(ledger, "attempt-2")
-    assert claim.kind is ClaimKind.RECLAIMED_EXPIRED
-
-
-def test_takeover_resets_the_completion_fields(db):
-    ledger = ledger_on(db, lease=SHORT_LEASE, retention=SHORT_LEASE)
-    ledger.complete(
-        ledger.claim(KEY, "attempt-1"), JobResult.TERMINAL_FAILURE, "bad input", output_json="[1]"
-    )
-    _reclaim_after_retention(ledger, "attempt-2")
-    fields = record(db).to_dict()
-    assert fields["status"] == "in_progress"
-    assert (fields["completed_at"], fields["result"], fields["error"]) == (None, None, None)
-    assert fields["output_json"] is None
 
 
 def test_terminal_failure_is_recorded_as_completed(ledger, db):

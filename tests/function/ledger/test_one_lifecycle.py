@@ -59,10 +59,7 @@ def modules() -> Iterator[Path]:
 
 
 def test_no_module_but_the_lifecycle_reads_or_compares_a_run_records_status() -> None:
-    found = {
-        str(path.relative_to(REPO_ROOT)): list(findings(parse_python_file(path)))
-        for path in modules()
-    }
+    found = {str(path.relative_to(REPO_ROOT)): list(findings(parse_python_file(path))) for path in modules()}
     assert {path: where for path, where in found.items() if where} == {}
 
 
@@ -72,7 +69,7 @@ def test_the_rule_finds_each_way_a_module_could_decide_a_state_itself() -> None:
         'if record.get("status") == "completed": pass',
         'if fields["status"] != RunStatus.IN_PROGRESS: pass',
         "from exactly_once.ledger.lifecycle import Status",
-        'done = stored.fields.get(STATUS) is lifecycle.Status.RELEASED',
+        "done = stored.fields.get(STATUS) is lifecycle.Status.RELEASED",
         'state = "released" if x else "in_progress"\nif state == "released": pass',
     ]
     for source in offences:
