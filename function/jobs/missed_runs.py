@@ -207,7 +207,6 @@ def run_audit(
     pauses = observe(
         last.pauses or {},
         config.jobs,
-        span_start=span.since,
         horizon=horizon,
         previous_horizon=last.judged_until,
         keep_since=horizon - retention,

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import requests
@@ -122,9 +122,10 @@ class Served:
         return Counter((doc.to_dict() or {})["schedule_time"] for doc in query.stream())
 
     def claimed_at(self, run_id: str) -> datetime:
-        claimed: datetime = (
-            self.db.collection(self.settings.runs_collection).document(run_id).get().get("claimed_at")
+        document = cast(
+            firestore.DocumentReference, self.db.collection(self.settings.runs_collection).document(run_id)
         )
+        claimed: datetime = document.get().get("claimed_at")
         return claimed
 
     def seed_last_audit(self, judged_until: datetime, pauses: Mapping[str, Any] | None = None) -> None:

@@ -1,26 +1,31 @@
-"""The audit's pure logic: DST-correct fire times, each run's state, back-to-back audit
-intervals, and the AUDIT_JOBS contract between the stack and the job."""
+"""The audit's pure logic: DST-correct fire times, each run's verdict (the lifecycle's), the
+span each audit judges (from where the last one stopped), and the AUDIT_JOBS contract between
+the stack and the job."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
+from exactly_once import RunContext, TerminalJobError
 from exactly_once.audit.config import AuditConfig, AuditedJob, AuditError
 from exactly_once.audit.missed_runs import (
-    RunState,
-    classify,
     expected_runs,
-    fire_times,
     judge_runs,
     runs_whose_window_closed,
     stack_target,
 )
+from exactly_once.audit.schedule import FireTime, fire_times, fires
 from exactly_once.config import ConfigError
-from exactly_once.delivery.scheduler_request import RunKey
+from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
+from exactly_once.ledger import lifecycle
+from exactly_once.ledger.lifecycle import StoredRecord, Verdict
 from infra.plan.audit_job import (
     AUDIT_HANDLER,
     audit_environment,
@@ -31,11 +36,26 @@ from infra.plan.audit_job import (
 from infra.settings.environment import function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.timing.rules import check_job_timing, latest_retry_arrival_seconds
+from tests.support.audit_runs import AuditOutcome, RecordingSender, load_run_audit, reader_of, run_in_process
 from tests.support.stacks import fixture_stack
+
+LEASE = timedelta(seconds=30)
+# When the records below were read (Firestore's clock): each is judged as of its read.
+READ = datetime(2026, 1, 1, 12, tzinfo=UTC)
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
     return datetime(year, month, day, hour, minute, tzinfo=UTC)
+
+
+def stored(fields: Mapping[str, Any], *, written_ago: float = 5.0, read_at: datetime = READ) -> StoredRecord:
+    """A record as one read saw it: last written `written_ago` seconds before the read."""
+    return StoredRecord(fields, update_time=read_at - timedelta(seconds=written_ago), read_time=read_at)
+
+
+def done(result: str = "succeeded", **more: Any) -> dict[str, Any]:
+    """A completed record, inside its retention."""
+    return {"status": "completed", "result": result, "expire_at": READ + timedelta(days=1), **more}
 
 
 def test_fire_times_include_both_ends_of_the_window() -> None:
@@ -51,85 +71,160 @@ def test_spring_forward_skips_the_missing_wall_time() -> None:
 
 
 def test_fall_back_fires_the_repeated_wall_time_once() -> None:
-    # 2026-10-25 02:30 happens twice in Berlin (CEST, then CET): one run, at the first.
+    # 2026-10-25 02:30 happens twice in Berlin (CEST, then CET): one run, with two instants.
     times = fire_times("30 2 * * *", "Europe/Berlin", utc(2026, 10, 24, 12), utc(2026, 10, 25, 12))
     assert times == [utc(2026, 10, 25, 0, 30)]
-    hourly = fire_times("0 * * * *", "Europe/Berlin", utc(2026, 10, 24, 23), utc(2026, 10, 25, 3))
-    assert hourly == [utc(2026, 10, 24, 23), utc(2026, 10, 25, 0), utc(2026, 10, 25, 2), utc(2026, 10, 25, 3)]
+    assert fires("30 2 * * *", "Europe/Berlin", utc(2026, 10, 24, 12), utc(2026, 10, 25, 12)) == [
+        FireTime(utc(2026, 10, 25, 0, 30), repeated=utc(2026, 10, 25, 1, 30))
+    ]
+    hourly = fires("0 * * * *", "Europe/Berlin", utc(2026, 10, 24, 23), utc(2026, 10, 25, 3))
+    assert [fire.instants for fire in hourly] == [
+        (utc(2026, 10, 24, 23),),
+        (utc(2026, 10, 25, 0), utc(2026, 10, 25, 1)),  # 02:00 CEST, then 02:00 CET
+        (utc(2026, 10, 25, 2),),
+        (utc(2026, 10, 25, 3),),
+    ]
+
+
+def test_a_repeated_wall_time_counts_as_delivered_when_either_instant_has_a_record() -> None:
+    job = AuditedJob("nightly", "30 2 * * *", "Europe/Berlin", 900)
+    expected = expected_runs([job], since=utc(2026, 10, 24, 12), until=utc(2026, 10, 25, 12))
+    first, second = (RunKey("p", "l", "nightly", utc(2026, 10, 25, h, 30)).run_id for h in (0, 1))
+
+    def judged(records: Mapping[str, StoredRecord]) -> list[tuple[datetime, Verdict]]:
+        runs = judge_runs(
+            expected,
+            project="p",
+            location="l",
+            now=utc(2026, 10, 26),  # both instants' windows closed long ago
+            read_records=reader_of(records),
+            lease=LEASE,
+        )
+        return [(run.schedule_time, run.state) for run in runs]
+
+    assert judged({}) == [(utc(2026, 10, 25, 0, 30), Verdict.MISSED)]
+    # Scheduler delivered it at the second instant: the run is judged by that record.
+    assert judged({second: stored(done())}) == [(utc(2026, 10, 25, 1, 30), Verdict.COMPLETED)]
+    assert judged({first: stored(done())}) == [(utc(2026, 10, 25, 0, 30), Verdict.COMPLETED)]
 
 
 @pytest.mark.parametrize(
     ("schedule", "zone", "problem"),
-    [("*/15 * * *", "Etc/UTC", "unix-cron"), ("0 * * * *", "Mars/Olympus", "time zone")],
+    [
+        ("*/15 * * *", "Etc/UTC", "unix-cron"),
+        ("0 * * * *", "Mars/Olympus", "time zone"),
+        ("0 0 31 2 *", "Etc/UTC", "never fires"),  # no 31st of February
+    ],
 )
 def test_bad_schedules_are_audit_errors(schedule: str, zone: str, problem: str) -> None:
     with pytest.raises(AuditError, match=problem):
         fire_times(schedule, zone, utc(2026, 1, 1), utc(2026, 1, 2))
 
 
-def test_a_huge_window_is_refused() -> None:
-    with pytest.raises(AuditError, match="narrow the window"):
-        fire_times("* * * * *", "Etc/UTC", utc(2026, 1, 1), utc(2026, 3, 1))
+def test_a_wide_window_is_walked_to_its_newest_runs_without_failing() -> None:
+    # Two months of a job every minute: some 85,000 runs, of which the newest ten are kept.
+    newest = fires("* * * * *", "Etc/UTC", utc(2026, 1, 1), utc(2026, 3, 1), newest=10)
+    assert [fire.instant for fire in newest] == [
+        utc(2026, 3, 1) - timedelta(minutes=m) for m in range(9, -1, -1)
+    ]
+    # Without a bound, every run of the window (here a day's) is listed.
+    assert len(fire_times("* * * * *", "Etc/UTC", utc(2026, 1, 1), utc(2026, 1, 2))) == 24 * 60 + 1
 
 
-@pytest.mark.parametrize(
-    ("record", "now_after_close", "state"),
-    [
-        ({"status": "completed", "result": "succeeded"}, False, RunState.COMPLETED),
-        ({"status": "completed", "result": "succeeded"}, True, RunState.COMPLETED),
-        ({"status": "completed", "result": "terminal_failure"}, True, RunState.TERMINAL_FAILURE),
-        ({"status": "in_progress"}, False, RunState.IN_PROGRESS),
-        ({"status": "in_progress"}, True, RunState.MISSED),
-        (None, False, RunState.PENDING),
-        (None, True, RunState.MISSED),
-    ],
-)
-def test_classify(record, now_after_close: bool, state: RunState) -> None:
-    closes = utc(2026, 1, 1, 12)
-    now = closes + timedelta(seconds=1) if now_after_close else closes - timedelta(seconds=1)
-    assert classify(record, closes, now) is state
+# (record, verdict while a delivery may still come, verdict once the retry window closed)
+VERDICTS = {
+    "succeeded": (stored(done()), Verdict.COMPLETED, Verdict.COMPLETED),
+    "overlap skipped": (stored(done("overlap_skipped")), Verdict.COMPLETED, Verdict.COMPLETED),
+    "terminal failure": (
+        stored(done("terminal_failure")),
+        Verdict.TERMINAL_FAILURE,
+        Verdict.TERMINAL_FAILURE,
+    ),
+    "skipped late": (stored(done("skipped_late")), Verdict.SKIPPED_LATE, Verdict.SKIPPED_LATE),
+    # In progress, its lease live (written 5 s before the read) or lapsed (60 s: the lease is 30 s).
+    "leased": (stored({"status": "in_progress", "attempt_id": "a"}), Verdict.IN_PROGRESS, Verdict.MISSED),
+    "lapsed": (
+        stored({"status": "in_progress", "attempt_id": "a"}, written_ago=60),
+        Verdict.IN_PROGRESS,
+        Verdict.MISSED,
+    ),
+    # A lease the owner wrote is the one judged, not the reader's.
+    "leased for longer": (
+        stored({"status": "in_progress", "lease_seconds": 300.0}, written_ago=60),
+        Verdict.IN_PROGRESS,
+        Verdict.MISSED,
+    ),
+    "released": (stored({"status": "released", "checkpoint": "{}"}), Verdict.IN_PROGRESS, Verdict.MISSED),
+    # Completed, but past its retention: the TTL deletes it, and until then it counts as absent.
+    "expired": (
+        stored(done(expire_at=READ - timedelta(seconds=1))),
+        Verdict.PENDING,
+        Verdict.MISSED,
+    ),
+    "absent": (None, Verdict.PENDING, Verdict.MISSED),
+}
+
+
+@pytest.mark.parametrize("window_closed", [False, True])
+@pytest.mark.parametrize("case", list(VERDICTS))
+def test_each_record_is_judged_by_the_lifecycle(case: str, window_closed: bool) -> None:
+    record, while_open, once_closed = VERDICTS[case]
+    verdict = lifecycle.judge(
+        record, window_closed=window_closed, paused=False, target=None, default_lease=LEASE
+    )
+    assert verdict is (once_closed if window_closed else while_open)
+
+
+def test_a_live_lease_and_a_lapsed_one_are_told_apart_on_firestores_clock() -> None:
+    leased, lapsed = VERDICTS["leased"][0], VERDICTS["lapsed"][0]
+    assert lifecycle.state_of(leased, LEASE) is lifecycle.State.LEASED
+    assert lifecycle.state_of(lapsed, LEASE) is lifecycle.State.LAPSED
+    assert lifecycle.state_of(VERDICTS["leased for longer"][0], LEASE) is lifecycle.State.LEASED
 
 
 OURS = "eos-dev-handler/main.handle_scheduled_job"
 THEIRS = "crm-handler/main.handle_scheduled_job"
 
 
-@pytest.mark.parametrize("now_after_close", [False, True])
+@pytest.mark.parametrize("window_closed", [False, True])
 @pytest.mark.parametrize(
-    ("record", "state"),
+    ("fields", "verdict"),
     [
-        ({"status": "completed", "result": "succeeded", "target": THEIRS}, RunState.MISSED),
-        ({"status": "completed", "result": "terminal_failure", "target": THEIRS}, RunState.MISSED),
-        ({"status": "in_progress", "target": THEIRS}, RunState.MISSED),
-        ({"status": "completed", "result": "succeeded", "target": OURS}, RunState.COMPLETED),
+        (done(target=THEIRS), Verdict.MISSED),
+        (done("terminal_failure", target=THEIRS), Verdict.MISSED),
+        ({"status": "in_progress", "target": THEIRS}, Verdict.MISSED),
+        (done(target=OURS), Verdict.COMPLETED),
         # A record without a target is nobody else's, as for the function's claim.
-        ({"status": "completed", "result": "succeeded", "target": None}, RunState.COMPLETED),
+        (done(target=None), Verdict.COMPLETED),
     ],
 )
 def test_a_run_recorded_by_another_target_is_missed_at_once(
-    record, state: RunState, now_after_close: bool
+    fields: dict[str, Any], verdict: Verdict, window_closed: bool
 ) -> None:
-    closes = utc(2026, 1, 1, 12)
-    now = closes + timedelta(seconds=1) if now_after_close else closes - timedelta(seconds=1)
-    assert classify(record, closes, now, OURS) is state
-    # Without this stack's target, the record is judged by its status and window alone.
-    assert classify(record, closes, now) is classify({**record, "target": None}, closes, now, OURS)
+    def judged(record_fields: Mapping[str, Any], target: str | None) -> Verdict:
+        return lifecycle.judge(
+            stored(record_fields),
+            window_closed=window_closed,
+            paused=False,
+            target=target,
+            default_lease=LEASE,
+        )
+
+    assert judged(fields, OURS) is verdict
+    # Without this stack's target, the record is judged by its state and window alone.
+    assert judged(fields, None) is judged({**fields, "target": None}, OURS)
 
 
 def test_the_stack_target_is_read_from_the_newest_own_run_recorded() -> None:
     newest, older, oldest = ("audit-3", "audit-2", "audit-1")
     asked: list[list[str]] = []
-
-    def read(ids):
-        asked.append(list(ids))
-        return {
-            older: {"status": "completed", "target": OURS},
-            oldest: {"status": "completed", "target": "old"},
-        }
-
+    read = reader_of(
+        {older: stored(done(target=OURS)), oldest: stored(done(target="old"))},
+        asked,
+    )
     assert stack_target(read, [newest, older, oldest]) == OURS
     assert asked == [[newest, older, oldest]]  # one batched read
-    assert stack_target(lambda ids: {newest: {"target": None}}, [newest]) is None
+    assert stack_target(reader_of({newest: stored(done(target=None))}), [newest]) is None
     assert stack_target(read, []) is None and len(asked) == 1
 
 
@@ -137,43 +232,45 @@ def test_a_run_of_another_target_says_which_target_recorded_it() -> None:
     job = AuditedJob("every-15", "*/15 * * * *", "Etc/UTC", 600)
     expected = expected_runs([job], since=utc(2026, 1, 1, 10), until=utc(2026, 1, 1, 10, 15))
     ours, theirs = (RunKey("p", "l", "every-15", utc(2026, 1, 1, 10, m)).run_id for m in (0, 15))
-    records = {
-        ours: {"status": "completed", "result": "succeeded", "target": OURS},
-        theirs: {"status": "completed", "result": "succeeded", "target": THEIRS},
-    }
+    records = {ours: stored(done(target=OURS)), theirs: stored(done(target=THEIRS))}
     runs = judge_runs(
         expected,
         project="p",
         location="l",
         now=utc(2026, 1, 1, 10, 16),  # the 10:15 run's window is still open
-        read_records=lambda ids: {i: records[i] for i in ids if i in records},
+        read_records=reader_of(records),
+        lease=LEASE,
         target=OURS,
     )
     assert [(run.state, run.other_target) for run in runs] == [
-        (RunState.COMPLETED, None),
-        (RunState.MISSED, THEIRS),
+        (Verdict.COMPLETED, None),
+        (Verdict.MISSED, THEIRS),
     ]
     assert runs[1].detail.startswith(f"recorded by target {THEIRS}, not this stack's {OURS}")
     assert "wrong_target" in runs[1].detail
+    assert not runs[1].deliverable  # refused on every delivery: catch-up sends it nowhere
 
 
 def test_judge_reads_records_by_run_id() -> None:
     job = AuditedJob("every-15", "*/15 * * * *", "Etc/UTC", 600)
     expected = expected_runs([job], since=utc(2026, 1, 1, 10), until=utc(2026, 1, 1, 10, 30))
-    done = RunKey("p", "l", "every-15", utc(2026, 1, 1, 10, 15)).run_id
+    done_id = RunKey("p", "l", "every-15", utc(2026, 1, 1, 10, 15)).run_id
     asked: list[list[str]] = []
-
-    def read(ids):
-        asked.append(list(ids))
-        return {done: {"status": "completed", "result": "succeeded"}}
-
-    runs = judge_runs(expected, project="p", location="l", now=utc(2026, 1, 1, 10, 35), read_records=read)
+    runs = judge_runs(
+        expected,
+        project="p",
+        location="l",
+        now=utc(2026, 1, 1, 10, 35),
+        read_records=reader_of({done_id: stored(done())}, asked),
+        lease=LEASE,
+    )
     assert [(run.schedule_time.minute, run.state) for run in runs] == [
-        (0, RunState.MISSED),
-        (15, RunState.COMPLETED),
-        (30, RunState.PENDING),  # its window closes at 10:40
+        (0, Verdict.MISSED),
+        (15, Verdict.COMPLETED),
+        (30, Verdict.PENDING),  # its window closes at 10:40
     ]
     assert len(asked) == 1 and len(asked[0]) == 3  # one batched read
+    assert runs[0].deliverable and not runs[1].deliverable and not runs[2].deliverable
 
 
 def test_consecutive_audit_intervals_judge_every_run_exactly_once() -> None:
@@ -182,19 +279,140 @@ def test_consecutive_audit_intervals_judge_every_run_exactly_once() -> None:
         AuditedJob("b", "0 2 * * *", "Europe/Berlin", 3000),
     ]
     start = utc(2026, 3, 28)
-    judged = []
+    judged: list[tuple[str, datetime]] = []
     for hour in range(72):  # across the spring-forward night
         up_to = start + timedelta(hours=hour + 1)
-        judged += runs_whose_window_closed(jobs, after=up_to - timedelta(hours=1), up_to=up_to)
+        for job in jobs:
+            due = runs_whose_window_closed(job, after=up_to - timedelta(hours=1), up_to=up_to)
+            judged += [(job.name, fire.instant) for fire in due]
     assert len(judged) == len(set(judged))
     covered = [
         (job, t)
         for job in jobs
         for t in fire_times(job.schedule, job.time_zone, start, start + timedelta(hours=70))
     ]
-    assert set(covered) - set(judged) == {
-        (job, t) for job, t in covered if t + timedelta(seconds=job.retry_window_seconds) <= start
+    assert {(job.name, t) for job, t in covered} - set(judged) == {
+        (job.name, t) for job, t in covered if t + timedelta(seconds=job.retry_window_seconds) <= start
     }
+
+
+# ---- The span each audit run judges (jobs/missed_runs.run_audit) ------------------------------
+
+HOURLY = AuditedJob("every-15", "*/15 * * * *", "Etc/UTC", 900)
+CONFIG = AuditConfig(jobs=(HOURLY,), interval_seconds=3600)
+RETENTION = timedelta(days=1)
+
+
+def _audit(
+    monkeypatch: pytest.MonkeyPatch,
+    when: datetime,
+    *,
+    previous: AuditOutcome | None = None,
+    config: AuditConfig = CONFIG,
+    records: Mapping[str, StoredRecord] | None = None,
+    horizon: datetime | None = None,
+) -> AuditOutcome:
+    return run_in_process(
+        load_run_audit(monkeypatch, config),
+        config,
+        reader_of(records or {}),
+        RecordingSender(),
+        project="p",
+        location="l",
+        job_name="audit",
+        when=when,
+        lease=LEASE,
+        retention=RETENTION,
+        previous=previous,
+        horizon=horizon,
+    )
+
+
+def _judged(outcome: AuditOutcome) -> tuple[str, str]:
+    return outcome.output["judged_from"], outcome.output["judged_until"]
+
+
+def test_each_audit_judges_from_where_the_last_completed_one_stopped(monkeypatch) -> None:
+    first = _audit(monkeypatch, utc(2026, 3, 1, 12, 5))
+    # A first audit looks one interval back.
+    assert _judged(first) == ("2026-03-01T11:05:00Z", "2026-03-01T12:05:00Z")
+    # Windows closed in (11:05, 12:05]: the runs of 10:50:00 < t <= 11:50:00.
+    assert first.missed() == {("every-15", format_rfc3339(utc(2026, 3, 1, 11, m))) for m in (0, 15, 30, 45)}
+    assert (first.output["judged"], first.output["missed"]) == (4, 4)
+
+    # Two audit runs were lost: the next one judges the three hours since, each run once.
+    later = _audit(monkeypatch, utc(2026, 3, 1, 15, 5), previous=first)
+    assert _judged(later) == ("2026-03-01T12:05:00Z", "2026-03-01T15:05:00Z")
+    assert later.missed() == {
+        ("every-15", format_rfc3339(utc(2026, 3, 1, h, m))) for h in (12, 13, 14) for m in (0, 15, 30, 45)
+    }
+    assert not later.missed() & first.missed()
+    assert "not_judged_before" not in later.output
+
+
+def test_an_audit_never_judges_further_back_than_the_records_are_kept(monkeypatch) -> None:
+    first = _audit(monkeypatch, utc(2026, 3, 1, 12, 5))
+    # The next audit that completes runs three days later: records older than the retention
+    # may be gone, so their runs are not judged (they would be reported missed for it).
+    later = _audit(monkeypatch, utc(2026, 3, 4, 12, 5), previous=first)
+    oldest = utc(2026, 3, 4, 12, 5) - (RETENTION - timedelta(seconds=HOURLY.retry_window_seconds))
+    assert _judged(later) == (format_rfc3339(oldest), "2026-03-04T12:05:00Z")
+    assert later.output["not_judged_before"] == format_rfc3339(oldest)
+    (summary,) = later.events("missed_run_audit")
+    assert "were not judged" in summary["message"] and summary["severity"] == "WARNING"
+
+
+def test_the_horizon_is_the_audits_claim_never_the_time_it_carries(monkeypatch) -> None:
+    # A forced audit run carries the next hour's ScheduleTime; its claim committed at 12:10.
+    forced = _audit(monkeypatch, utc(2026, 3, 1, 13, 5), horizon=utc(2026, 3, 1, 12, 10))
+    assert _judged(forced) == ("2026-03-01T11:10:00Z", "2026-03-01T12:10:00Z")
+    # Windows closed in (11:10, 12:10]: the runs of 11:00 to 11:45, not those of the hour the
+    # ScheduleTime would have judged (12:00 to 12:45).
+    assert forced.missed() == {("every-15", format_rfc3339(utc(2026, 3, 1, 11, m))) for m in (0, 15, 30, 45)}
+
+
+def test_an_audit_without_its_claims_time_is_a_terminal_failure(monkeypatch) -> None:
+    run_audit = load_run_audit(monkeypatch, CONFIG)
+    context = RunContext(
+        run_id="r",
+        job_name="audit",
+        schedule_time=utc(2026, 3, 1, 12, 5),
+        project="p",
+        location="l",
+        attempt_id="a",
+        fence=1,
+        body=b"",
+    )
+    with pytest.raises(TerminalJobError, match="claimed_at"):
+        run_audit(
+            context, CONFIG, reader_of({}), RecordingSender(), io.StringIO(), lease=LEASE, retention=RETENTION
+        )
+
+
+def test_a_last_audit_output_it_cannot_read_counts_as_none(monkeypatch) -> None:
+    garbled = AuditOutcome("r0", utc(2026, 3, 1, 11, 5), {"judged_until": "an hour ago"}, [])
+    audit = _audit(monkeypatch, utc(2026, 3, 1, 12, 5), previous=garbled)
+    assert _judged(audit) == ("2026-03-01T11:05:00Z", "2026-03-01T12:05:00Z")
+    assert any("could not be read" in str(line["message"]) for line in audit.lines)
+
+
+def test_a_job_the_audit_cannot_judge_is_one_error_line_and_the_others_are_judged(monkeypatch) -> None:
+    bad = (
+        AuditedJob("never", "0 0 31 2 *", "Etc/UTC", 900),
+        AuditedJob("garbled", "* * *", "Etc/UTC", 900),
+        AuditedJob("nowhere", "0 * * * *", "Mars/Olympus", 900),
+    )
+    config = AuditConfig(jobs=(bad[0], HOURLY, *bad[1:]), interval_seconds=3600)
+    audit = _audit(monkeypatch, utc(2026, 3, 1, 12, 5), config=config)
+    errors = audit.events("audit_job_error")
+    assert [line["job"] for line in errors] == ["never", "garbled", "nowhere"]
+    assert all(line["severity"] == "ERROR" for line in errors)
+    assert "never fires" in errors[0]["error"] and "unix-cron" in errors[1]["error"]
+    assert sorted(audit.output["errors"]) == ["garbled", "never", "nowhere"]
+    # The good job is judged all the same.
+    assert audit.missed() == {("every-15", format_rfc3339(utc(2026, 3, 1, 11, m))) for m in (0, 15, 30, 45)}
+    (summary,) = audit.events("missed_run_audit")
+    assert summary["jobs_not_judged"] == 3 and "3 jobs not judged" in summary["message"]
 
 
 def test_the_stack_writes_the_audit_config_the_job_reads() -> None:
@@ -207,6 +425,10 @@ def test_the_stack_writes_the_audit_config_the_job_reads() -> None:
         json.loads(function_environment(settings)["JOB_HANDLERS"])[settings.scheduler_job_id(AUDIT_JOB_NAME)]
         == AUDIT_HANDLER
     )
+    # Two audit runs never judge at once: a second one waits for the first.
+    assert json.loads(function_environment(settings)["JOB_OVERLAP"])[
+        settings.scheduler_job_id(AUDIT_JOB_NAME)
+    ] == ("wait")
     first = settings.jobs[0]
     assert retry_window_seconds(settings, first) > latest_retry_arrival_seconds(
         first.retry, first.attempt_deadline_seconds
@@ -227,10 +449,10 @@ def test_runs_before_a_job_was_deployed_are_never_missed() -> None:
     assert audited.not_before == deployed
     # Up to just after the 10:45 run's retry window has closed.
     up_to = utc(2026, 3, 1, 10, 46) + timedelta(seconds=audited.retry_window_seconds)
-    due = runs_whose_window_closed([audited], after=utc(2026, 3, 1, 10), up_to=up_to)
-    assert [t.minute for _, t in due] == [30, 45]  # 10:00 and 10:15 were before the job existed
+    due = runs_whose_window_closed(audited, after=utc(2026, 3, 1, 10), up_to=up_to)
+    assert [fire.instant.minute for fire in due] == [30, 45]  # 10:00 and 10:15 were before the job existed
     expected = expected_runs([audited], since=utc(2026, 3, 1, 10), until=utc(2026, 3, 1, 11))
-    assert [t.minute for _, t in expected] == [30, 45, 0]
+    assert [fire.instant.minute for _, fire in expected] == [30, 45, 0]
 
 
 def test_a_config_job_may_not_take_the_audit_jobs_name() -> None:
@@ -278,11 +500,6 @@ def test_the_audit_job_obeys_every_timing_rule(stack: str, timeout: int | None, 
         ('{"jobs": []}', "interval_seconds"),
         ('{"interval_seconds": 3600, "jobs": [{"name": "a"}]}', "jobs\\[0\\].schedule"),
         (
-            '{"interval_seconds": 3600, "jobs": [{"name": "a", "schedule": "* * *", '
-            '"time_zone": "Etc/UTC", "retry_window_seconds": 60}]}',
-            "unix-cron",
-        ),
-        (
             '{"interval_seconds": 3600, "jobs": [{"name": "a", "schedule": "* * * * *", '
             '"time_zone": "Etc/UTC", "retry_window_seconds": 60, "extra": 1}]}',
             "unknown fields",
@@ -299,6 +516,21 @@ def test_a_bad_audit_jobs_variable_stops_the_instance_naming_it(raw: str, proble
 
     with pytest.raises(ConfigError, match=f"AUDIT_JOBS: .*{problem}"):
         missed_runs.config_from_env({"AUDIT_JOBS": raw})
+
+
+def test_a_jobs_bad_schedule_does_not_stop_the_instance() -> None:
+    """The instance serves every job of the stack: a schedule or zone the audit cannot read is
+    that job's audit_job_error at audit time (above), never a start-up failure."""
+    from jobs import missed_runs
+
+    for schedule, zone in (("* * *", "Etc/UTC"), ("0 0 31 2 *", "Etc/UTC"), ("0 * * * *", "Mars/Olympus")):
+        raw = json.dumps(
+            {
+                "interval_seconds": 3600,
+                "jobs": [{"name": "a", "schedule": schedule, "time_zone": zone, "retry_window_seconds": 60}],
+            }
+        )
+        assert missed_runs.config_from_env({"AUDIT_JOBS": raw}).jobs[0].schedule == schedule
 
 
 @pytest.fixture(autouse=True)

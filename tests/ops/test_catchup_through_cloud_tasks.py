@@ -1,6 +1,10 @@
 """Catch-up as a deployed stack does it: the audit creates one Cloud Tasks task per missed run
 through the official client (REST) against the loopback fake, which delivers each to the real
-function, as Cloud Tasks does; and `ops backfill --since/--until` through the same queue."""
+function, as Cloud Tasks does; and `ops backfill --since/--until` through the same queue.
+
+The served audit catches up an outage of the last hours (its clock is its claim: now); the
+audits of yesterday's outage run the audit job's code here, on clocks of their own
+(tests/support/audits.py), with the same Cloud Tasks sender."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from exactly_once.audit.config import CatchupRuns, Redelivery
+from exactly_once.audit.schedule import fire_times
 from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER, NO_CACHE
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
 from exactly_once.targets.endpoints import CLOUD_TASKS_ENDPOINT_ENV
@@ -23,7 +28,8 @@ from ops.catchup import backfill_range
 from ops.context import StackContext
 from ops.exit_codes import ExitCode
 from tests.ops.conftest import STACK, DevFunction
-from tests.ops.test_catchup import _catching_up, _executed_times
+from tests.ops.test_catchup import WINDOW_SECONDS, _audited, _catching_up, _deliver_all, _executed_times
+from tests.support.audits import closed_fires, latest_fire, stack_audit
 from tests.support.fake_cloud_tasks import FakeCloudTasks
 from tests.support.waiting import wait_until
 
@@ -61,22 +67,21 @@ def _serve(function_servers, settings, tasks, emulator_host, project, db, log_pa
 def test_the_audit_delivers_missed_runs_as_tasks_signed_as_the_invoker(
     function_servers, tasks, emulator_host, project, db, log_path, dev_settings
 ) -> None:
+    """Served: the function's audit (its clock: its claim, now) creates the tasks through the
+    official client. The three latest runs whose retry window closed were lost; every other run
+    of the catch-up window was delivered."""
     settings = _catching_up(dev_settings, CatchupRuns.ALL)
     function = _serve(function_servers, settings, tasks, emulator_host, project, db, log_path)
     demo = function.first_job
-    delivered = [
-        _day_at(h, m)
-        for h in (9, 10, 11)
-        for m in (0, 15, 30, 45)
-        if _day_at(9, 0) < _day_at(h, m) < _day_at(11, 15)
-    ]
-    for instant in delivered:
-        assert function.deliver(demo, instant).json()["outcome"] == "executed"
-
     audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
-    audit = function.deliver(audit_job, _day_at(12, 5)).json()
+    now = datetime.now(UTC)
+    missed = closed_fires(_audited(settings, demo), now, 3)
+    window = fire_times(demo.schedule, demo.time_zone, now - timedelta(seconds=WINDOW_SECONDS + 60), now)
+    delivered = [t for t in window if t not in missed]
+    _deliver_all(function, demo, delivered)
+
+    audit = function.deliver(audit_job, latest_fire(_audited(settings, audit_job), now)).json()
     assert audit["outcome"] == "executed"
-    missed = [_day_at(11, 15), _day_at(11, 30), _day_at(11, 45)]
     assert [t["httpRequest"]["headers"][SCHEDULE_TIME_HEADER] for t in tasks.tasks] == [
         format_rfc3339(t) for t in missed
     ]
@@ -98,37 +103,36 @@ def test_the_audit_delivers_missed_runs_as_tasks_signed_as_the_invoker(
 
 
 def test_a_refused_task_leaves_the_run_to_the_next_audit(
-    function_servers, tasks, emulator_host, project, db, log_path, dev_settings
+    function_servers, tasks, emulator_host, project, db, log_path, dev_settings, monkeypatch
 ) -> None:
     settings = _catching_up(dev_settings, CatchupRuns.ALL)
     function = _serve(function_servers, settings, tasks, emulator_host, project, db, log_path)
     demo = function.first_job
-    audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
     outage = [_day_at(11, 15), _day_at(11, 30), _day_at(11, 45)]
     for instant in [_day_at(h, m) for h in (9, 10, 11, 12) for m in (0, 15, 30, 45)]:
         if _day_at(9, 0) < instant and instant not in outage:
             assert function.deliver(demo, instant).json()["outcome"] == "executed"
+    # The audits of 12:05 and 13:05, run here on those clocks, through the same queue.
+    resend = Redelivery(url=function.server.url, queue=queue_path(settings), invoker=INVOKER)
+    audits = stack_audit(
+        monkeypatch, settings, db, redelivery=resend, sender_env={CLOUD_TASKS_ENDPOINT_ENV: tasks.endpoint}
+    )
     tasks.failures.append(403)  # the first CreateTask is refused (cloudtasks.tasks.create denied)
 
-    audit = function.deliver(audit_job, _day_at(12, 5)).json()
-    assert [entry["schedule_time"] for entry in audit["output"]["caught_up"]] == [
-        format_rfc3339(t) for t in outage[1:]
-    ]
-    (refused,) = [
-        entry
-        for entry in function.log_lines()
-        if entry.get("event") == "catchup_delivery"
-        and entry.get("audit_run_id") == audit["run_id"]
-        and entry["delivered"] is False
-    ]
+    audit = audits.run(_day_at(12, 5))
+    assert audit.caught_up() == [format_rfc3339(t) for t in outage[1:]]
+    (refused,) = [line for line in audit.events("catchup_delivery") if line["delivered"] is False]
     assert (refused["schedule_time"], refused["severity"]) == (format_rfc3339(outage[0]), "ERROR")
+    # A run whose hand-over failed is still a missed run.
+    assert (settings.scheduler_job_id(demo), format_rfc3339(outage[0])) in audit.missed()
     wait_until(lambda: len(tasks.deliveries) == 2, timeout=120, what="two tasks' deliveries")
 
     # The next audit hands the refused one over, and nothing else.
-    second = function.deliver(audit_job, _day_at(13, 5)).json()
-    assert [entry["schedule_time"] for entry in second["output"]["caught_up"]] == [format_rfc3339(outage[0])]
+    second = audits.run(_day_at(13, 5), previous=audit)
+    assert second.caught_up() == [format_rfc3339(outage[0])]
     wait_until(lambda: len(tasks.deliveries) == 3, timeout=120, what="the third task's delivery")
     tasks.join()
+    assert tasks.deliveries == [200, 200, 200]
     assert [_executed_times(function)[t] for t in outage] == [1, 1, 1]
 
 

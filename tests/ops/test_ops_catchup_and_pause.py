@@ -8,13 +8,31 @@ import io
 from datetime import UTC, datetime, timedelta
 
 from exactly_once.audit.config import CatchupRuns
+from exactly_once.audit.schedule import fire_times
 from exactly_once.delivery.scheduler_request import format_rfc3339
+from infra.plan.audit_job import audit_environment
+from infra.settings.environment import function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
 from ops import ledger_view
 from ops.context import StackContext
 from ops.exit_codes import ExitCode
 from tests.ops.conftest import STACK, Cli, DevFunction
-from tests.ops.test_catchup import _catching_up, _executed_times, _serve
+from tests.ops.test_catchup import (
+    WINDOW_SECONDS,
+    _audited,
+    _catching_up,
+    _deliver_all,
+    _executed_times,
+    _serve,
+)
+from tests.support.audits import (
+    audited,
+    closed_fires,
+    judged_span,
+    latest_fire,
+    stack_audit,
+    windows_closed_in,
+)
 
 
 def _day_at(hour: int, minute: int) -> datetime:
@@ -73,11 +91,13 @@ def test_backfill_range_mistakes_are_usage_errors(dev_function: DevFunction, cli
 
 
 def test_audit_and_status_show_a_paused_job_as_paused(
-    function_servers, emulator_host, project, db, log_path, dev_settings
+    function_servers, emulator_host, project, db, log_path, dev_settings, monkeypatch
 ) -> None:
     demo = dataclasses.replace(dev_settings.jobs[0], paused=True)
     settings = dataclasses.replace(dev_settings, jobs=(demo, *dev_settings.jobs[1:]))
-    function = _serve(function_servers, settings, emulator_host, project, db, log_path)
+    # The stack recorded when the job's `paused` key changed: just after its 10:00 run.
+    paused_at = {demo.name: _day_at(10, 5)}
+    function = _serve_paused(function_servers, settings, paused_at, emulator_host, project, db, log_path)
     assert function.deliver(demo, _day_at(10, 0)).json()["outcome"] == "executed"  # before the pause
 
     out = io.StringIO()
@@ -93,42 +113,77 @@ def test_audit_and_status_show_a_paused_job_as_paused(
     ledger_view.status(_context(function, project), status, job=demo.name, until=_day_at(10, 50))
     assert f"job {demo.name}  (schedule '*/15 * * * *' in Etc/UTC)  PAUSED" in status.getvalue()
 
-    # The scheduled audit logs no missed run and raises no alert for them.
-    audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
-    audit = function.deliver(audit_job, _day_at(11, 5)).json()
-    assert (
-        audit["output"]["missed"] == 3
-    )  # the workflow job's 10:30, the BigQuery job's 10:45, the audit's 10:05
-    lines = [line for line in function.log_lines() if line.get("audit_run_id") == audit["run_id"]]
-    missed_jobs = {line["job"] for line in lines if line.get("event") == "missed_run"}
-    assert settings.scheduler_job_id(demo) not in missed_jobs
-    (summary,) = [line for line in lines if line.get("event") == "missed_run_audit"]
+    # The scheduled audit of 11:05 (run here, on that clock) logs no missed run and raises no
+    # alert for them, and keeps the pause for the audits after it.
+    audits = stack_audit(monkeypatch, settings, db, pause_changed_at=paused_at)
+    audit = audits.run(_day_at(11, 5))
+    # The workflow job's 10:30, the BigQuery job's 10:45, the audit's 10:05.
+    assert audit.output["missed"] == 3
+    assert settings.scheduler_job_id(demo) not in {job for job, _ in audit.missed()}
+    (summary,) = audit.events("missed_run_audit")
     assert summary["paused"] == 3  # 10:15, 10:30, 10:45
+    assert audit.output["pauses"] == {settings.scheduler_job_id(demo): [[_stamp(10, 5), None]]}
+
+    # Served, the audit judges the hour up to its claim (now): every run of the paused job
+    # in it is paused, and only the other jobs' runs are missed.
+    config = audits.config  # the AUDIT_JOBS the served function reads
+    audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
+    scheduled = latest_fire(audited(config, audits.job_name), datetime.now(UTC)) - timedelta(hours=3)
+    served = function.deliver(audit_job, scheduled).json()
+    assert served["outcome"] == "executed"
+    in_span = windows_closed_in(config.jobs, *judged_span(served["output"]))
+    of_demo = {run for run in in_span if run[0] == settings.scheduler_job_id(demo)}
+    assert len(of_demo) == 4  # every 15 minutes
+    lines = [line for line in function.log_lines() if line.get("audit_run_id") == served["run_id"]]
+    missed = {(line["job"], line["schedule_time"]) for line in lines if line.get("event") == "missed_run"}
+    assert missed == in_span - of_demo
+    (summary,) = [line for line in lines if line.get("event") == "missed_run_audit"]
+    assert (summary["paused"], served["output"]["paused"]) == (4, 4)
 
 
 def test_ops_audit_shows_each_catchup_delivery(
     function_servers, emulator_host, project, db, log_path, dev_settings
 ) -> None:
+    """The served audit (its clock: its claim, now) delivers the one run lost in the last hours
+    again; `ops audit` shows that run completed, and by which audit run it was delivered."""
     settings = _catching_up(dev_settings, CatchupRuns.ALL)
     function = _serve(function_servers, settings, emulator_host, project, db, log_path)
     demo = function.first_job
-    for instant in [_day_at(10, m) for m in (15, 30, 45)] + [_day_at(11, m) for m in (0, 15, 30)]:
-        assert function.deliver(demo, instant).json()["outcome"] == "executed"
     audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
-    assert function.deliver(audit_job, _day_at(12, 5)).json()["outcome"] == "executed"
+    now = datetime.now(UTC)
+    (lost,) = closed_fires(_audited(settings, demo), now, 1)
+    window = fire_times(demo.schedule, demo.time_zone, now - timedelta(seconds=WINDOW_SECONDS + 60), now)
+    _deliver_all(function, demo, [t for t in window if t != lost])
+    scheduled = latest_fire(_audited(settings, audit_job), now)
+    audit = function.deliver(audit_job, scheduled).json()
+    assert audit["outcome"] == "executed"
+    assert [entry["schedule_time"] for entry in audit["output"]["caught_up"]] == [format_rfc3339(lost)]
 
+    # The lost run and the three before it (the audit run lies in that range: lost is at most
+    # 30 minutes old, the audit run at most an hour).
+    since, until = lost - timedelta(minutes=45), lost + timedelta(minutes=5)
+    assert since <= scheduled
     out = io.StringIO()
-    code = ledger_view.audit(
-        _context(function, project),
-        out,
-        job=demo.name,
-        since=_day_at(11, 0),
-        until=_day_at(11, 50),
-        now=_day_at(12, 6),
-    )
+    code = ledger_view.audit(_context(function, project), out, job=demo.name, since=since, until=until)
     assert code == ExitCode.OK, out.getvalue()
     catchup_rows = [line for line in out.getvalue().splitlines() if "  catch-up: " in line]
     assert len(catchup_rows) == 1
-    assert catchup_rows[0].startswith(f"{_stamp(11, 45)}  {settings.scheduler_job_id(demo)}  catch-up: ")
-    assert f"delivered again by the audit of {_stamp(12, 5)}" in catchup_rows[0]
+    stamp = format_rfc3339(lost)
+    assert catchup_rows[0].startswith(f"{stamp}  {settings.scheduler_job_id(demo)}  catch-up: ")
+    assert f"delivered again by the audit of {format_rfc3339(scheduled)}" in catchup_rows[0]
+    assert f"{stamp}  {settings.scheduler_job_id(demo)}  completed" in out.getvalue()
     assert "4 expected runs, 0 missed, 0 paused, 1 delivered again" in out.getvalue()
+
+
+def _serve_paused(
+    function_servers, settings, pause_changed_at, emulator_host, project, db, log_path
+) -> DevFunction:
+    """The dev function, told (as the stack tells it) when each paused job's pause began."""
+    env = {
+        **function_environment(settings),
+        **audit_environment(settings, pause_changed_at=pause_changed_at),
+        "GOOGLE_CLOUD_PROJECT": project,
+        "FIRESTORE_DATABASE": "(default)",
+        "FIRESTORE_EMULATOR_HOST": emulator_host,
+    }
+    return DevFunction(settings, function_servers(env), db, log_path)

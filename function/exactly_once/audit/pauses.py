@@ -11,8 +11,9 @@ runs from that moment when the job was paused, to that moment plus the deploy's 
 (`RESUME_MARGIN`: the function's build and the Scheduler job's update come after it) when it
 was resumed. What the configuration does not say is bounded the way that makes nothing up:
 
-- paused, with no recorded change: from where this audit's span starts (the previous audit's
-  horizon, the last moment an audit saw it running);
+- paused, with no recorded change: as far back as the audit looks (the retention), since
+  nothing says when the pause began: a catch-up window reaches further back than the audit's
+  span, and must not deliver a run the pause may have skipped;
 - resumed without a recorded change (the key removed): at this audit's horizon;
 - paused and resumed between two audits: from the previous audit's horizon.
 
@@ -56,22 +57,21 @@ def observe(
     history: PauseHistory,
     jobs: Iterable[AuditedJob],
     *,
-    span_start: datetime,
     horizon: datetime,
     previous_horizon: datetime | None,
     keep_since: datetime,
 ) -> dict[str, tuple[Pause, ...]]:
     """The history as of this audit: `history` (the previous audit's) with each job's current
-    pause state applied, pauses that ended before `keep_since` dropped. This audit judges the
-    span from `span_start` to `horizon`; `previous_horizon` is where the previous audit stopped
-    (None for the first audit)."""
+    pause state applied, pauses that ended before `keep_since` dropped. `horizon` is this
+    audit's; `previous_horizon` is where the previous audit stopped (None for the first one)."""
     updated: dict[str, tuple[Pause, ...]] = {}
     for job in jobs:
         pauses = list(history.get(job.name, ()))
         current = pauses[-1] if pauses and pauses[-1].until is None else None
         changed = job.pause_changed_at
         if job.paused and current is None:
-            pauses.append(Pause(changed if changed is not None else span_start))
+            # With no recorded change, nothing says since when: as far back as anything is kept.
+            pauses.append(Pause(changed if changed is not None else keep_since))
         elif not job.paused:
             resumed = changed + RESUME_MARGIN if changed is not None else horizon
             if current is not None:

@@ -10,7 +10,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from exactly_once.audit.catchup import job_candidates
-from exactly_once.audit.config import MAX_CATCHUP_WINDOW_RUNS, AuditConfig, AuditedJob, Catchup, CatchupRuns
+from exactly_once.audit.config import (
+    MAX_CATCHUP_WINDOW_RUNS,
+    AuditConfig,
+    AuditedJob,
+    Catchup,
+    CatchupRuns,
+    Delivery,
+    Redelivery,
+)
 from exactly_once.audit.pauses import (
     RESUME_MARGIN,
     Pause,
@@ -23,6 +31,7 @@ from exactly_once.audit.schedule import FireTime, fires
 from exactly_once.delivery.scheduler_request import RunKey
 from exactly_once.ledger.lifecycle import Verdict
 from exactly_once.ledger.protocol import RunLedger
+from tests.support.audit_runs import RecordingSender, load_run_audit, reader_of, run_in_process
 from tests.support.memory_store import MemoryRunStore, ServerClock, stored_record_reader
 
 LEASE = timedelta(seconds=30)
@@ -109,7 +118,6 @@ def test_a_pause_seen_by_an_audit_ends_at_the_recorded_resume_plus_the_deploys_m
     history = observe(
         {},
         [job(paused=True, changed=T - timedelta(hours=5))],
-        span_start=T - timedelta(hours=1),
         horizon=T,
         previous_horizon=T - timedelta(hours=1),
         keep_since=T - timedelta(days=1),
@@ -119,7 +127,6 @@ def test_a_pause_seen_by_an_audit_ends_at_the_recorded_resume_plus_the_deploys_m
     resumed = observe(
         history_from_json(history_to_json(history)),  # as the next audit reads it back
         [job(paused=False, changed=T + timedelta(hours=2))],
-        span_start=T,
         horizon=later,
         previous_horizon=T,
         keep_since=later - timedelta(days=1),
@@ -133,32 +140,29 @@ def test_a_pause_seen_by_an_audit_ends_at_the_recorded_resume_plus_the_deploys_m
 
 def test_without_recorded_changes_a_pause_is_bounded_by_the_audits_that_saw_it() -> None:
     """The key was removed rather than set false: the pause ends where the first audit that
-    saw the job running stops; it began where the audit that first saw it paused started."""
+    saw the job running stops; nothing says when it began, so it covers all the audit keeps."""
     seen = observe(
         {},
         [job(paused=True, changed=None)],
-        span_start=T - timedelta(hours=1),
         horizon=T,
         previous_horizon=T - timedelta(hours=1),
         keep_since=T - timedelta(days=1),
     )
-    assert seen == {"hourly": (Pause(T - timedelta(hours=1)),)}
+    assert seen == {"hourly": (Pause(T - timedelta(days=1)),)}
     ended = observe(
         seen,
         [job(paused=False, changed=None)],
-        span_start=T,
         horizon=T + timedelta(hours=1),
         previous_horizon=T,
         keep_since=T,
     )
-    assert ended == {"hourly": (Pause(T - timedelta(hours=1), T + timedelta(hours=1)),)}
+    assert ended == {"hourly": (Pause(T - timedelta(days=1), T + timedelta(hours=1)),)}
 
 
 def test_a_pause_no_audit_saw_runs_from_the_last_audit_to_the_recorded_resume() -> None:
     between = observe(
         {},
         [job(paused=False, changed=T - timedelta(minutes=20))],
-        span_start=T - timedelta(hours=1),
         horizon=T,
         previous_horizon=T - timedelta(hours=1),
         keep_since=T - timedelta(days=1),
@@ -168,7 +172,6 @@ def test_a_pause_no_audit_saw_runs_from_the_last_audit_to_the_recorded_resume() 
     quiet = observe(
         {},
         [job(paused=False, changed=T - timedelta(hours=2))],
-        span_start=T - timedelta(hours=1),
         horizon=T,
         previous_horizon=T - timedelta(hours=1),
         keep_since=T - timedelta(days=1),
@@ -182,7 +185,6 @@ def test_pauses_older_than_the_retention_are_forgotten() -> None:
         observe(
             old,
             [job(paused=False, changed=T - timedelta(days=2))],
-            span_start=T,
             horizon=T,
             previous_horizon=T,
             keep_since=T - timedelta(days=1),
@@ -225,3 +227,36 @@ def test_a_window_is_walked_to_the_runs_an_audit_walks_and_no_further(days: int,
     assert window.truncated is truncated
     assert len(window.chosen) == MAX_CATCHUP_WINDOW_RUNS - 2  # the last two still inside their retries
     assert window.chosen[0].schedule_time == T - timedelta(days=7) + timedelta(minutes=1)
+
+
+def test_a_job_paused_with_no_recorded_change_has_none_of_its_runs_delivered_or_missed(monkeypatch) -> None:
+    """Nothing says since when the job is paused (no `pause_changed_at`, no earlier audit): a
+    first audit with catch-up must deliver none of the window's runs, though the window reaches
+    hours further back than the audit's span, and report none of them missed."""
+    paused = AuditedJob(
+        name="hourly",
+        schedule="*/15 * * * *",
+        time_zone="Etc/UTC",
+        retry_window_seconds=900,
+        paused=True,
+        catchup=Catchup(3 * 3600, CatchupRuns.ALL),
+        delivery=Delivery(headers={"X-CloudScheduler-JobName": "hourly"}),
+    )
+    config = AuditConfig(
+        jobs=(paused,), interval_seconds=3600, redelivery=Redelivery(url="http://127.0.0.1:9/")
+    )
+    send = RecordingSender()
+    outcome = run_in_process(
+        load_run_audit(monkeypatch, config),
+        config,
+        reader_of({}),
+        send,
+        project="acme",
+        location="l",
+        job_name="audit",
+        when=T + timedelta(minutes=7),
+        lease=LEASE,
+        retention=timedelta(days=1),
+    )
+    assert send.sent == [] and outcome.caught_up() == []
+    assert outcome.missed() == set() and outcome.output["paused"] == 4
