@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from infra.config.python_source import parse_python, parse_python_file
-from infra.config.schema import REPO_ROOT
 
+REPO_ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = REPO_ROOT / "function"
 LIFECYCLE = PACKAGE / "exactly_once" / "ledger" / "lifecycle.py"
 # Records of another kind, with a status of their own.
