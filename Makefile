@@ -27,7 +27,7 @@ POLICY_VENV := policy/venv
 POLICY_STAMP := $(POLICY_VENV)/.installed
 LINTED := function infra policy localrun bench bootstrap ops tools tests __main__.py
 
-.PHONY: install lint lint-workflows typecheck check test test-suite test-runtime demo soak soak-short bench docs clean faketime
+.PHONY: install lint lint-workflows typecheck check test test-suite test-runtime demo soak soak-short soak-model bench docs clean faketime
 
 $(STAMP): $(REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -144,6 +144,14 @@ soak: $(STAMP) faketime
 # its ScheduleTime, the whole budget again); `make soak` injects that one too.
 soak-short: $(STAMP) faketime
 	$(BIN)/python -m localrun.soak --runs 300 --seed 3 --min-each 3 --no-forced
+
+# The model-based test of the run lifecycle (tests/function/ledger/test_lifecycle_model.py) on
+# its long profile: thousands of step sequences drawn from a random seed, printed first, instead
+# of `make test`'s fixed minute of them. A failure prints its shortest sequence, and is kept in
+# .hypothesis/ (not versioned) so the next run tries it first; LIFECYCLE_MODEL_SEED=<seed>
+# replays a whole run.
+soak-model: $(STAMP)
+	LIFECYCLE_MODEL_PROFILE=soak $(BIN)/python -m pytest tests/function/ledger/test_lifecycle_model.py -s $(ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run $(ARGS)

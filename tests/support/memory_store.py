@@ -203,6 +203,21 @@ class _Pending:
     created: bool = False  # made in this commit, so a new create_time
 
 
+@dataclass(frozen=True)
+class AppliedWrite:
+    """One document as a commit found it and left it: what an observer of the store sees
+    (`MemoryRunStore.observe`). A write that changed nothing is reported too, with `after`
+    keeping the earlier update_time."""
+
+    path: str
+    before: StoredRecord | None
+    after: StoredRecord | None  # None: deleted, or still absent
+    time: datetime  # the write's result time: the commit's, or the kept one of a write that changed nothing
+
+
+CommitObserver = Callable[[Sequence[AppliedWrite]], object]
+
+
 def offline_client(project: str = "memory-store") -> firestore.Client:
     """A client that only names documents (a StagedWrite's reference, JobStatuses' documents)
     for a MemoryRunStore, which addresses them by path: it never sends an RPC."""
@@ -238,6 +253,7 @@ class MemoryRunStore:
         self._scripts: dict[Operation, deque[_Scripted]] = {operation: deque() for operation in Operation}
         self._calls: Counter[Operation] = Counter()
         self._rpcs: Counter[Operation] = Counter()
+        self._observers: list[CommitObserver] = []
 
     # -- RunStore -------------------------------------------------------------------------
 
@@ -327,6 +343,12 @@ class MemoryRunStore:
         with self._lock:
             return Counter(self._rpcs)
 
+    def observe(self, observer: CommitObserver) -> None:
+        """Call `observer` after every applied commit (a refused one applies nothing), with
+        each document it wrote, in the order written, outside the store's lock: a journal of
+        what really committed, whatever the caller heard of it."""
+        self._observers.append(observer)
+
     def reset_counts(self) -> None:
         with self._lock:
             self._calls.clear()
@@ -391,36 +413,50 @@ class MemoryRunStore:
 
     def _commit(self, writes: Sequence[tuple[str, Any]]) -> list[datetime]:
         """Apply `writes` (path, Write protobuf) as one commit, or raise the GoogleAPIError of
-        the first refused one with nothing applied."""
+        the first refused one with nothing applied; then tell the observers what it wrote."""
+        paths = list(dict.fromkeys(path for path, _ in writes))
         with self._lock:
-            moment = self.clock.tick()
-            commit_time = _firestore_time(moment)
-            request_time = _firestore_time(moment.replace(microsecond=moment.microsecond // 1000 * 1000))
-            pending: dict[str, _Pending] = {}
-            for path, write in writes:
-                if path not in pending:
-                    stored = self._documents.get(path)
-                    pending[path] = (
-                        _Pending(None, 0)
-                        if stored is None
-                        else _Pending(stored.fields, _version(stored.update_time))
-                    )
-                pending[path] = _apply(pending[path], path, write._pb, request_time, _version(commit_time))
-            result_times: dict[str, datetime] = {}
-            for path, after in pending.items():
-                before = self._documents.get(path)
-                if after.fields is None:
-                    self._documents.pop(path, None)
-                    result_times[path] = commit_time
-                elif after.created or before is None:
-                    self._documents[path] = _Document(after.fields, commit_time, commit_time)
-                    result_times[path] = commit_time
-                elif _canonical(after.fields, exact=True) == _canonical(before.fields, exact=True):
-                    result_times[path] = before.update_time  # unchanged: Firestore keeps the time
-                else:
-                    self._documents[path] = _Document(after.fields, before.create_time, commit_time)
-                    result_times[path] = commit_time
-            return [result_times[path] for path, _ in writes]
+            read_time = _firestore_time(self.clock.now())
+            before = {path: self._read(path, read_time) for path in paths} if self._observers else {}
+            times = self._apply_commit(writes)
+            read_time = _firestore_time(self.clock.now())
+            written = dict(zip((path for path, _ in writes), times, strict=True))
+            after = {path: self._read(path, read_time) for path in before}
+            applied = [AppliedWrite(path, before[path], after[path], written[path]) for path in before]
+        for observer in list(self._observers):
+            observer(applied)
+        return times
+
+    def _apply_commit(self, writes: Sequence[tuple[str, Any]]) -> list[datetime]:
+        """The commit itself, under the store's lock (held by the caller)."""
+        moment = self.clock.tick()
+        commit_time = _firestore_time(moment)
+        request_time = _firestore_time(moment.replace(microsecond=moment.microsecond // 1000 * 1000))
+        pending: dict[str, _Pending] = {}
+        for path, write in writes:
+            if path not in pending:
+                stored = self._documents.get(path)
+                pending[path] = (
+                    _Pending(None, 0)
+                    if stored is None
+                    else _Pending(stored.fields, _version(stored.update_time))
+                )
+            pending[path] = _apply(pending[path], path, write._pb, request_time, _version(commit_time))
+        result_times: dict[str, datetime] = {}
+        for path, after in pending.items():
+            before = self._documents.get(path)
+            if after.fields is None:
+                self._documents.pop(path, None)
+                result_times[path] = commit_time
+            elif after.created or before is None:
+                self._documents[path] = _Document(after.fields, commit_time, commit_time)
+                result_times[path] = commit_time
+            elif _canonical(after.fields, exact=True) == _canonical(before.fields, exact=True):
+                result_times[path] = before.update_time  # unchanged: Firestore keeps the time
+            else:
+                self._documents[path] = _Document(after.fields, before.create_time, commit_time)
+                result_times[path] = commit_time
+        return [result_times[path] for path, _ in writes]
 
     def _call(
         self,

@@ -1,0 +1,799 @@
+"""A model-based test of the run lifecycle: the real ledger, forced-run path and audit, driven
+step by step against the in-memory store, checked after every step against a reference model.
+
+Hypothesis's stateful testing draws sequences of steps:
+
+- deliveries of the runs of two jobs (one every five minutes with a catch-up policy, one daily
+  with a starting deadline): scheduled, late, delivered again, forced ahead of their time, or
+  caught up when an audit asked, each through `DeliveredRun` on an instance clock skewed by a
+  chosen offset (it only guesses a forced run), to one of two instances (each with its own
+  ledger, which remembers its own claims given up unanswered);
+- the steps of the attempts those deliveries start: save a checkpoint, renew, succeed (with a
+  staged write incrementing a counter document of the run), fail retryably or terminally,
+  crash, freeze (no heartbeat and no watchdog until its next step, which thaws it);
+- faults: on an attempt's own write or a delivery's claim, or on the store's next call of an
+  operation: a lost answer, no answer, Firestore unavailable, an answer seconds late (past the
+  store deadline for a claim: ClaimTooLate), and a rival delivery of the same run claiming
+  right after the write reached the store (inside a lost answer's window);
+- time passing on the store's clock, a third of a lease at a time: each running attempt's
+  heartbeat renews its lease, and its watchdog ends it at its time limit or when no renewal
+  was confirmed in time (the clock moves inside slow calls too);
+- pauses and resumes of a job (while paused, Cloud Scheduler delivers none of its runs), and
+  audits (`jobs.missed_runs.run_audit`, its horizon the store's now, its previous output kept).
+
+Single-threaded: every interleaving is one drawn sequence, and a failure prints the shortest
+one found, step by step, with the model's narration of what each step did.
+
+The reference model (tests/support/lifecycle_model.py) learns what really committed from the
+store's journal and judges it by its own rules. The invariants, checked after every step:
+
+1. No run's job is executed by two attempts whose leases overlap, and a run that completed is
+   never executed again: every execution starts on a live lease of its own, after every other
+   execution of the run has stopped or lost its lease, and never on a completed run.
+2. The staged writes of a run are applied exactly once if the run completed with success (by
+   the attempt that completed it), and never otherwise.
+3. No run is lost while it can still be retried: a run not completed is always claimable by a
+   later delivery once leases have lapsed (absent, released or lapsed), never stuck.
+4. A checkpoint is never lost nor overwritten by a stale holder: while a run is unfinished its
+   record holds the latest checkpoint saved by an attempt that held the run's live lease and
+   reached the store with it (a renewal or a release), or the one inherited after a give-back,
+   an attempt taking the run over resumes from it, and a completed run holds none.
+5. Every run whose retry window closed is judged exactly once across audits (completed, failed,
+   skipped late, paused or missed, as the ledger says), and a run judged missed that a delivery
+   would claim is delivered by catch-up when its job has a catch-up policy.
+6. A forced run never consumes the scheduled run: it runs under an identity of its own when it
+   reaches Firestore more than 5 s ahead of the time it carries, its only writes to the
+   scheduled run's record are a wrong guess's claim and the give-back that restores it, and the
+   scheduled run still executes at its time (never claimed to run more than 5 s before it).
+7. A run skipped because its job was paused is never delivered by catch-up nor reported missed,
+   after the job resumes or before.
+8. An attempt is answered `lease_lost` (LeaseLost) only if another attempt really took the run
+   over under it; or, as `lifecycle.after_refusal` documents, when its release committed but
+   the next claim came within a second of its lease's end or later (a frozen attempt's), so
+   that no record can tell that claim from a takeover.
+
+Profiles (LIFECYCLE_MODEL_PROFILE): `ci` (the default, what `make test` runs) draws a fixed
+sequence of examples (derandomized) in about a minute; `soak` (`make soak-model`) draws
+thousands from a random seed it prints (LIFECYCLE_MODEL_SEED=<seed> replays one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import json
+import os
+import random
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from google.api_core import exceptions as google_exceptions
+from google.cloud import firestore
+from hypothesis import HealthCheck, note, seed, settings
+from hypothesis import strategies as st
+from hypothesis.internal.conjecture import engine
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob
+from exactly_once.context import PreviousRun, RunContext
+from exactly_once.delivery.forced_runs import DeliveredRun
+from exactly_once.delivery.scheduler_request import RunKey, Trigger
+from exactly_once.ledger.protocol import (
+    ClaimTooLate,
+    JobResult,
+    LeaseLost,
+    RunAlreadyCompleted,
+    RunInProgress,
+    RunLedger,
+)
+from exactly_once.ledger.writes import StagedWrite, WriteKind
+from tests.support.lifecycle_model import (
+    EFFECTS,
+    GIVE_UP_SHARE,
+    JOBS,
+    LEASE,
+    LOCATION,
+    PROJECT,
+    RETENTION,
+    RUNS,
+    TARGET,
+    Acting,
+    Attempt,
+    Life,
+    Op,
+    Pause,
+    Reference,
+    RunStatus,
+    at,
+    label,
+    run_key,
+)
+from tests.support.memory_store import (
+    LOST_ANSWER,
+    NO_ANSWER,
+    SLOW,
+    UNAVAILABLE,
+    AppliedWrite,
+    MemoryRunStore,
+    Operation,
+    ServerClock,
+    offline_client,
+    stored_record_reader,
+)
+
+START = datetime(2026, 10, 16, 11, 58, tzinfo=UTC)
+INSTANCES = 2
+AUDIT_RUN_ID = "audit-run"
+FINGERPRINT = "0" * 64
+FAULTS = {
+    "lost answer": LOST_ANSWER,
+    "no answer": NO_ANSWER,
+    "unavailable": UNAVAILABLE,
+    "slow 4s": SLOW(4),
+    "slow 9s": SLOW(9),
+    "slow 12s": SLOW(12),
+    "slow 45s": SLOW(45),
+}
+# What an attempt's own write may meet (the first, `none`, is what a failing sequence shrinks
+# to); `+ rival`: another delivery of the run claims right after the write reached the store.
+WRITE_FAULTS = (
+    "none",
+    "none",
+    "none",
+    "lost answer",
+    "lost answer + rival",
+    "no answer",
+    "no answer + rival",
+    "unavailable",
+    "slow 12s",
+    "slow 45s",
+)
+# What a delivery's claim may meet on the write that makes it (the create, or the update that
+# takes a lapsed or released record over): `slow 12s` is past the store deadline (ClaimTooLate).
+CLAIM_FAULTS = (
+    "none",
+    "none",
+    "none",
+    "slow 12s",
+    "slow 9s",
+    "lost answer",
+    "lost answer + rival",
+    "no answer",
+    "unavailable",
+)
+# How far an instance's clock is off Firestore's, in seconds: it only guesses a forced run.
+SKEWS = (0, 0, 3, -20, 20, -400, 400, -7200, 7200)
+SECONDS = (1, 4, 11, 25, 31, 45, 90, 240, 700, 1900)
+# An attempt's time limit (from its delivery), and how often its heartbeat renews its lease.
+TIME_LIMIT = timedelta(minutes=5)
+HEARTBEAT = LEASE / 3
+
+PROFILE = os.environ.get("LIFECYCLE_MODEL_PROFILE", "ci")
+MAX_SHRINKS = 20_000
+_HEALTH = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
+settings.register_profile(
+    "lifecycle-ci",
+    derandomize=True,
+    database=None,
+    max_examples=2000,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=_HEALTH,
+)
+settings.register_profile(
+    "lifecycle-soak",
+    max_examples=4000,
+    stateful_step_count=80,
+    deadline=None,
+    suppress_health_check=_HEALTH,
+    print_blob=True,
+)
+
+
+class LifecycleModel(RuleBasedStateMachine):
+    """The system under test and the reference model, one step at a time."""
+
+    attempts = Bundle("attempt")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = ServerClock(START)
+        self.store = MemoryRunStore(RUNS, clock=self.clock)
+        self.client = offline_client()
+        self.model = Reference(START)
+        # One ledger per function instance: each remembers its own claims given up unanswered.
+        self.ledgers = [
+            RunLedger(
+                self.store,
+                lease=LEASE,
+                retention=RETENTION,
+                clock=self.clock.now,
+                monotonic=self.clock.monotonic,
+            )
+            for _ in range(INSTANCES)
+        ]
+        self.acting: list[Acting] = []
+        self.store.observe(self._journal)
+        self.announced: list[tuple[RunKey, str]] = []  # every delivery's ScheduleTime, and how
+        self.catchups: list[RunKey] = []  # runs the audit handed over, not delivered yet
+        self.rivals: list[Attempt] = []  # attempts a rival delivery started inside a fault
+        self.numbers = itertools.count()
+        self.previous: PreviousRun | None = None  # the last completed audit's run
+        self.last_audit: datetime | None = None  # when the last audit ran, completed or not
+
+    # ---- plumbing ---------------------------------------------------------------------
+
+    def _journal(self, applied: Sequence[AppliedWrite]) -> None:
+        for write in applied:
+            self.model.committed(write, self.acting[-1] if self.acting else None)
+
+    @contextlib.contextmanager
+    def _as(self, acting: Acting) -> Iterator[None]:
+        self.acting.append(acting)
+        try:
+            yield
+        finally:
+            self.acting.pop()
+
+    def _now(self) -> datetime:
+        return self.clock.now()
+
+    def _thaw(self, attempt: Attempt) -> None:
+        if attempt.life is Life.FROZEN:
+            attempt.life = Life.RUNNING
+            note(f"{attempt.id} thaws at {at(self._now())}")
+
+    def _end(self, attempt: Attempt, why: str, moment: datetime | None = None) -> None:
+        attempt.life, attempt.ended = Life.ENDED, why
+        self.model.stop_execution(attempt, moment or self._now())
+
+    def _watchdog(self) -> None:
+        """End each running attempt whose time limit, or whose lease's give-up point with no
+        renewal confirmed, has passed (at that moment): the clock moves in steps, and inside
+        store calls too (a slow answer, a claim's retries), while every other attempt's
+        watchdog runs on. A frozen attempt's watchdog is frozen with it."""
+        now = self._now()
+        for attempt in self._running():
+            end = min(self._give_up_at(attempt), attempt.ends_at)
+            if end <= now:
+                why = "its time limit" if attempt.ends_at <= end else "no renewal confirmed"
+                note(f"{attempt.id}'s watchdog ended it at {at(end)}: {why}")
+                self._end(attempt, "watchdog", end)
+
+    def _give_up_at(self, attempt: Attempt) -> datetime:
+        """When the watchdog ends the attempt unless a renewal is confirmed first."""
+        give_up = attempt.claim.sent_at + LEASE.total_seconds() * GIVE_UP_SHARE
+        return self._now() + timedelta(seconds=give_up - self.clock.monotonic())
+
+    # ---- deliveries ---------------------------------------------------------------------
+
+    def _deliver(
+        self, key: RunKey, instance: int, skew: int, how: str, fault: str = "none"
+    ) -> Attempt | None:
+        """One delivery of `key` (as Cloud Scheduler's headers carry it) to `instance`, whose
+        clock is `skew` seconds off: claim as the handler does, then run the job or skip it.
+        `fault` is what the write that makes the claim meets."""
+        self._watchdog()
+        now = self._now()
+        attempt = Attempt(f"a{next(self.numbers)}", instance, key, how)
+        self.model.attempts[attempt.id] = attempt
+        self.model.run(key.as_triggered(Trigger.SCHEDULED))
+        self.model.run(key.as_triggered(Trigger.FORCED))
+        self.announced.append((key, how))
+        delivered = DeliveredRun(key, now + timedelta(seconds=skew))
+        guessed = self.model.run(delivered.key)
+        takes_over = guessed.status is RunStatus.RELEASED or (
+            guessed.status is RunStatus.IN_PROGRESS and not guessed.leased_at(now)
+        )
+        self._script_write(Operation.UPDATE if takes_over else Operation.CREATE, fault)
+        what = (
+            f"{attempt.id} ({how}, instance {instance}, clock {skew:+d}s) delivered {label(key)} at {at(now)}"
+        )
+        try:
+            with self._as(Acting(attempt, Op.CLAIM)):
+                claim = delivered.claim(
+                    self.ledgers[instance], attempt.id, fingerprint=FINGERPRINT, target=TARGET
+                )
+        except RunAlreadyCompleted:
+            settled = self.model.run(delivered.key)
+            note(f"{what}: {label(delivered.key)} already completed")
+            if settled.status is not RunStatus.COMPLETED:
+                self.model.violation(
+                    3, f"{what}: refused as completed, but {label(delivered.key)} is {settled.status}"
+                )
+            return None
+        except RunInProgress as busy:
+            note(f"{what}: {label(delivered.key)} in progress ({busy.holder} holds it)")
+            return None
+        except ClaimTooLate:
+            note(f"{what}: the claim of {label(delivered.key)} was confirmed too late and given back")
+            return None
+        except google_exceptions.GoogleAPIError as error:
+            attempt.abandoned = True
+            attempt.life, attempt.ended = Life.ENDED, "store error"
+            note(f"{what}: the claim of {label(delivered.key)} failed ({type(error).__name__})")
+            return None
+        self._watchdog()
+        attempt.key, attempt.claim, attempt.renewed = delivered.key, claim, claim.checkpoint_json
+        run = self.model.run(delivered.key)
+        note(
+            f"{what}: claimed {label(delivered.key)} ({claim.kind}, committed {at(claim.update_time)}, "
+            f"resuming from {claim.checkpoint_json})"
+        )
+        if run.owner != attempt.id or run.status is not RunStatus.IN_PROGRESS:
+            self.model.violation(
+                1, f"{attempt.id} was told it owns {label(delivered.key)}, {run.status} as {run.owner}'s"
+            )
+        if claim.checkpoint_json != attempt.inherited.get(run.key.run_id):
+            self.model.violation(
+                4,
+                f"{attempt.id} resumes {label(delivered.key)} from {claim.checkpoint_json}, "
+                f"not from {attempt.inherited.get(run.key.run_id)}",
+            )
+        self._check_identity(attempt, key, now, claim.update_time)
+        job = JOBS[key.job_name]
+        lateness = claim.update_time - delivered.key.schedule_time
+        if job.starting_deadline is not None and lateness > job.starting_deadline:
+            note(f"{attempt.id} is {lateness.total_seconds():.0f}s late: skips {label(delivered.key)}")
+            self._finish(attempt, Op.COMPLETE, JobResult.SKIPPED_LATE)
+            return None
+        self.model.start_execution(attempt, self._now())
+        attempt.ends_at = now + TIME_LIMIT
+        return attempt
+
+    def _check_identity(
+        self, attempt: Attempt, key: RunKey, delivered_at: datetime, committed: datetime
+    ) -> None:
+        """Invariant 6: a delivery runs as forced only when it reached Firestore more than 5 s
+        ahead of its time, and the scheduled run only when its own claim did not; a forced
+        run's only writes to the scheduled run's record are a wrong guess's claim and its
+        give-back (a give-back that failed leaves the unrun claim to lapse)."""
+        assert attempt.key is not None
+        ahead = key.schedule_time - delivered_at
+        if attempt.key.forced and ahead <= timedelta(seconds=5):
+            self.model.violation(
+                6, f"{attempt.id} runs {label(attempt.key)}, delivered only {ahead} ahead of its time"
+            )
+        if not attempt.key.forced and key.schedule_time - committed > timedelta(seconds=5):
+            self.model.violation(
+                6,
+                f"{attempt.id} runs {label(attempt.key)} though its claim committed at {at(committed)}, "
+                "more than 5 s ahead of it",
+            )
+        if attempt.key.forced:
+            scheduled = key.as_triggered(Trigger.SCHEDULED)
+            writes = [op for run_id, op in attempt.committed if run_id == scheduled.run_id]
+            if writes not in ([], [Op.CLAIM], [Op.CLAIM, Op.RELEASE]):
+                self.model.violation(
+                    6, f"forced {attempt.id} wrote {label(scheduled)}: {[str(op) for op in writes]}"
+                )
+
+    def _fires(self, job: str) -> list[datetime]:
+        """The job's fire times so far that Cloud Scheduler delivered (none inside a pause)."""
+        fires = JOBS[job].fires(START, self._now())
+        return [moment for moment in fires if not self.model.in_pause(job, moment)]
+
+    @rule(
+        target=attempts,
+        job=st.sampled_from(sorted(JOBS)),
+        runs_back=st.sampled_from((0, 0, 0, 1, 2, 5, 15, 40)),
+        instance=st.integers(0, INSTANCES - 1),
+        skew=st.sampled_from(SKEWS),
+        fault=st.sampled_from(CLAIM_FAULTS),
+    )
+    def deliver(self, job: str, runs_back: int, instance: int, skew: int, fault: str) -> Any:
+        """Cloud Scheduler delivers one of the job's runs: the latest, or one `runs_back` fires
+        back (late, for the daily job past its starting deadline)."""
+        fires = self._fires(job)
+        if self.model.paused(job) or not fires:
+            return multiple()
+        moment = fires[-1 - min(runs_back, len(fires) - 1)]
+        how = "scheduled" if runs_back == 0 else "late"
+        return self._deliver(run_key(job, moment), instance, skew, how, fault) or multiple()
+
+    @precondition(lambda self: bool(self.announced))
+    @rule(
+        target=attempts,
+        latest=st.integers(0, 3),
+        instance=st.integers(0, INSTANCES - 1),
+        skew=st.sampled_from(SKEWS),
+        fault=st.sampled_from(CLAIM_FAULTS),
+    )
+    def redeliver(self, latest: int, instance: int, skew: int, fault: str) -> Any:
+        """A duplicate: another delivery of the `latest`-th most recent delivery's run (Cloud
+        Scheduler's retry, or a delivery it sent twice)."""
+        key, _ = self.announced[-1 - min(latest, len(self.announced) - 1)]
+        if self.model.paused(key.job_name) or self.model.in_pause(key.job_name, key.schedule_time):
+            return multiple()
+        return self._deliver(key, instance, skew, "redelivered", fault) or multiple()
+
+    @rule(
+        target=attempts,
+        job=st.sampled_from(sorted(JOBS)),
+        instance=st.integers(0, INSTANCES - 1),
+        skew=st.sampled_from(SKEWS),
+        fault=st.sampled_from(CLAIM_FAULTS),
+    )
+    def force(self, job: str, instance: int, skew: int, fault: str) -> Any:
+        """A run forced by hand: delivered now, carrying the job's next ScheduleTime."""
+        if self.model.paused(job):
+            return multiple()
+        key = run_key(job, JOBS[job].next_fire(self._now()))
+        return self._deliver(key, instance, skew, "forced", fault) or multiple()
+
+    @precondition(lambda self: bool(self.catchups))
+    @rule(
+        target=attempts,
+        oldest=st.integers(0, 2),
+        instance=st.integers(0, INSTANCES - 1),
+        skew=st.sampled_from(SKEWS),
+        fault=st.sampled_from(CLAIM_FAULTS),
+    )
+    def deliver_caught_up(self, oldest: int, instance: int, skew: int, fault: str) -> Any:
+        """A run the audit handed over for catch-up arrives."""
+        key = self.catchups.pop(min(oldest, len(self.catchups) - 1))
+        return self._deliver(key, instance, skew, "caught up", fault) or multiple()
+
+    @precondition(lambda self: bool(self.rivals))
+    @rule(target=attempts)
+    def adopt_rival(self) -> Attempt:
+        """The attempt a rival delivery started inside a fault, from now on stepped like any."""
+        return self.rivals.pop(0)
+
+    def _rival(self) -> None:
+        """A rival delivery of the run whose call is in flight, landing between its first try
+        and its retry (a store script's `after` hook)."""
+        if not self.acting:
+            return
+        attempt = self.acting[-1].attempt
+        rival = self._deliver(attempt.announced, (attempt.instance + 1) % INSTANCES, 0, "rival")
+        if rival is not None:
+            self.rivals.append(rival)
+
+    # ---- running attempts ----------------------------------------------------------------
+
+    @rule(attempt=attempts)
+    def checkpoint(self, attempt: Attempt) -> None:
+        """The job saves how far it got (the next renewal or a release carries it)."""
+        self._watchdog()
+        if not attempt.alive:
+            return
+        if attempt.life is Life.FROZEN:
+            self._thaw(attempt)
+            self._watchdog()  # as it thaws, past its give-up point
+            if not attempt.alive:
+                return
+        attempt.saved.append(attempt.next_checkpoint())
+        note(f"{attempt.id} saves checkpoint {attempt.saved[-1]}")
+
+    @rule(attempt=attempts, fault=st.sampled_from(WRITE_FAULTS))
+    def renew(self, attempt: Attempt, fault: str) -> None:
+        """The heartbeat renews the lease now, carrying the latest checkpoint when it changed."""
+        self._watchdog()
+        if attempt.alive:
+            self._thaw(attempt)
+            self._script_write(Operation.UPDATE, fault)
+            self._renew(attempt, quiet=False)
+            self._watchdog()
+
+    def _renew(self, attempt: Attempt, *, quiet: bool) -> None:
+        """One renewal, as the LeaseKeeper sends it."""
+        latest = attempt.latest()
+        carried = latest if latest != attempt.renewed else None
+        ledger = self.ledgers[attempt.instance]
+        before = len(attempt.committed)
+        try:
+            with self._as(Acting(attempt, Op.RENEW, carried=carried)):
+                claim = ledger.renew(attempt.claim, timeout=ledger.deadline_seconds, checkpoint_json=carried)
+        except LeaseLost:
+            self._lease_lost(attempt, "renewal")
+            return
+        except google_exceptions.GoogleAPIError as error:
+            note(f"{attempt.id}'s renewal failed ({type(error).__name__}): it keeps its lease as it was")
+            return
+        attempt.claim = claim
+        if carried is not None:
+            attempt.renewed = carried
+        if not quiet or carried is not None:
+            note(
+                f"{attempt.id} renewed {label(claim_key(attempt))} until {at(claim.lease_expires)} "
+                f"carrying {carried}"
+            )
+        if (attempt.run_id, Op.RENEW) not in attempt.committed[before:]:
+            self.model.violation(4, f"{attempt.id}'s renewal was answered, but none of its writes applied")
+
+    @rule(attempt=consumes(attempts), fault=st.sampled_from(WRITE_FAULTS))
+    def succeed(self, attempt: Attempt, fault: str) -> None:
+        """The job returns: complete the run, its staged write riding in the same commit."""
+        self._finish(attempt, Op.COMPLETE, JobResult.SUCCEEDED, fault)
+
+    @rule(attempt=consumes(attempts), fault=st.sampled_from(WRITE_FAULTS))
+    def fail_retryably(self, attempt: Attempt, fault: str) -> None:
+        """The job raises: release the run with its latest checkpoint for the next retry."""
+        self._finish(attempt, Op.RELEASE, None, fault)
+
+    @rule(attempt=consumes(attempts), fault=st.sampled_from(WRITE_FAULTS))
+    def fail_terminally(self, attempt: Attempt, fault: str) -> None:
+        """The job fails for good: complete the run as a terminal failure."""
+        self._finish(attempt, Op.COMPLETE, JobResult.TERMINAL_FAILURE, fault)
+
+    @rule(attempt=consumes(attempts))
+    def crash(self, attempt: Attempt) -> None:
+        """The instance dies: the attempt vanishes without a write."""
+        if attempt.alive:
+            note(f"{attempt.id} crashes at {at(self._now())}")
+            self._end(attempt, "crashed")
+
+    @rule(attempt=attempts)
+    def freeze(self, attempt: Attempt) -> None:
+        """The attempt's process stops (no heartbeat, no watchdog) until its next step."""
+        if attempt.life is Life.RUNNING:
+            attempt.life = Life.FROZEN
+            note(f"{attempt.id} freezes at {at(self._now())}")
+
+    def _finish(self, attempt: Attempt, op: Op, result: JobResult | None = None, fault: str = "none") -> None:
+        """The one write that ends an attempt, as delivery/finishing.py makes it; `fault` is
+        what that write meets (a release without a checkpoint is a delete)."""
+        self._watchdog()
+        if not attempt.alive:
+            return
+        self._thaw(attempt)  # frozen as it sent this write: it goes out as it thaws
+        ledger = self.ledgers[attempt.instance]
+        what = f"{op} {result or ''}".strip()
+        deletes = op is Op.RELEASE and attempt.latest() is None
+        self._script_write(Operation.DELETE if deletes else Operation.UPDATE, fault)
+        try:
+            with self._as(Acting(attempt, op, result=result)):
+                if op is Op.RELEASE:
+                    ledger.release(attempt.claim, checkpoint_json=attempt.latest())
+                elif result is JobResult.SUCCEEDED:
+                    ledger.complete(attempt.claim, output_json='"done"', also=[self._effect(attempt)])
+                else:
+                    assert result is not None
+                    ledger.complete(attempt.claim, result, f"{result} by {attempt.id}")
+        except LeaseLost:
+            self._lease_lost(attempt, what)
+            return
+        except google_exceptions.GoogleAPIError as error:
+            note(f"{attempt.id}'s {what} of {label(claim_key(attempt))} failed ({type(error).__name__})")
+            self._end(attempt, "store error")
+            return
+        run = self.model.run(claim_key(attempt))
+        note(f"{attempt.id}: {what} of {label(run.key)} done at {at(self._now())}")
+        self._end(attempt, what)
+        if (run.key.run_id, op) in attempt.committed:
+            return
+        if op is Op.COMPLETE:
+            self.model.violation(
+                2, f"{attempt.id} was answered '{what}' done, but no completion of its applied"
+            )
+        elif run.status is not RunStatus.ABSENT:  # a release answered done on a free run is harmless
+            self.model.violation(
+                8, f"{attempt.id} was answered 'released', but {label(run.key)} is {run.status}"
+            )
+
+    def _script_write(self, operation: Operation, fault: str) -> None:
+        """The attempt's own next write meets `fault`. Scripts armed earlier (`fault_next`)
+        come first: this one waits behind them, as the store takes scripts in order."""
+        if fault != "none":
+            kind, _, rival = fault.partition(" + ")
+            self.store.script(operation, FAULTS[kind], after=self._rival if rival else None)
+
+    def _effect(self, attempt: Attempt) -> StagedWrite:
+        """The job's effect: a counter of its run, incremented in the completing commit."""
+        document = self.client.document(f"{EFFECTS}/{attempt.run_id}")
+        return StagedWrite(
+            WriteKind.SET, document, {"count": firestore.Increment(1), "by": attempt.id}, merge=True
+        )
+
+    def _lease_lost(self, attempt: Attempt, what: str) -> None:
+        taker = attempt.taken_over_by.get(attempt.run_id)
+        note(f"{attempt.id}'s {what} of {label(claim_key(attempt))}: lease_lost (taken over by {taker})")
+        self._end(attempt, "lease lost")
+        if not self.model.lost_lease_allowed(attempt):
+            run = self.model.run(claim_key(attempt))
+            self.model.violation(
+                8,
+                f"{attempt.id}'s {what} was answered lease_lost, yet no attempt took {label(run.key)} over "
+                f"under it (the run is {run.status}, {run.owner}'s)",
+            )
+
+    # ---- faults, time, pauses -----------------------------------------------------------
+
+    @rule(
+        operation=st.sampled_from(("create", "get", "update", "delete")),
+        fault=st.sampled_from(tuple(FAULTS)),
+        rival=st.booleans(),
+    )
+    def fault_next(self, operation: str, fault: str, rival: bool) -> None:
+        """The store's next `operation` call meets `fault`; with `rival`, another delivery of the
+        same run claims right after that call's first try reached the store."""
+        if sum(self.store.scripted(each) for each in Operation) < 2:  # at most two waiting
+            self.store.script(Operation(operation), FAULTS[fault], after=self._rival if rival else None)
+
+    @rule(seconds=st.sampled_from(SECONDS))
+    def clock_moves(self, seconds: int) -> None:
+        """Time passes on Firestore's clock, a third of a lease at a time. Each running attempt's
+        heartbeat renews its lease at each third; its watchdog ends it at its time limit, or
+        at the give-up point of a lease no renewal kept. A frozen attempt does neither."""
+        until = self._now() + timedelta(seconds=seconds)
+        while self._now() < until:
+            self.clock.advance(min(HEARTBEAT, until - self._now()).total_seconds())
+            self._watchdog()
+            for attempt in self._running():
+                if attempt.alive:
+                    self._renew(attempt, quiet=True)
+            self._watchdog()
+
+    def _running(self) -> list[Attempt]:
+        return [
+            attempt
+            for attempt in self.model.attempts.values()
+            if attempt.life is Life.RUNNING and attempt.executing
+        ]
+
+    @rule(job=st.sampled_from(sorted(JOBS)))
+    def pause(self, job: str) -> None:
+        """The stack pauses the job (its pause_changed_at: now); Scheduler delivers nothing.
+        Not a second time between two audits that see the job running at the first: the next
+        audit would see only the last change (the stack records no more), and judge the first
+        pause's runs missed; the model leaves that case out."""
+        if self.model.repaused_unseen(job):
+            note(f"{job} is not paused again before an audit has seen its last pause")
+        elif not self.model.paused(job):
+            pause = Pause(self._now(), audits_before=len(self.model.audits))
+            self.model.pauses.setdefault(job, []).append(pause)
+            note(f"{job} paused at {at(self._now())}")
+
+    # A job paused and resumed before any audit completed leaves no trace the first audit can
+    # read: it judges the pause's runs missed and catches them up. The model resumes a job
+    # only once an audit has completed.
+    @rule(job=st.sampled_from(sorted(JOBS)))
+    def resume(self, job: str) -> None:
+        """The stack resumes the job (its pause_changed_at: now)."""
+        if self.model.paused(job) and not self.model.audits:
+            note(f"{job} is not resumed before an audit has completed")
+        elif self.model.paused(job):
+            self.model.pauses[job][-1].until = self._now()
+            note(f"{job} resumed at {at(self._now())}")
+
+    # ---- the audit -----------------------------------------------------------------------
+
+    @rule(reads=st.sampled_from(("answered", "answered", "unavailable")))
+    def missed_run_audit(self, reads: str) -> None:
+        """The missed-run audit runs, its horizon the store's now (its claim's commit time);
+        with `unavailable`, its reads fail and the audit with them (the next one continues from
+        the last that completed)."""
+        # The stack's audit runs hourly; here as often as every minute, never twice in one.
+        if self.last_audit is not None and self._now() - self.last_audit < timedelta(minutes=1):
+            return
+        horizon = self.last_audit = self._now()
+        if reads == "unavailable":
+            self.store.script(Operation.GET_ALL, UNAVAILABLE)
+        jobs = tuple(
+            job.audited(
+                not_before=START, paused=self.model.paused(name), changed_at=self.model.changed_at(name)
+            )
+            for name, job in JOBS.items()
+        )
+        sent: list[RunKey] = []
+
+        def send(job: AuditedJob, schedule_time: datetime) -> str:
+            sent.append(run_key(job.name, schedule_time))
+            return "model"
+
+        stream = io.StringIO()
+        context = RunContext(
+            run_id=AUDIT_RUN_ID,
+            job_name="missed-run-audit",
+            schedule_time=horizon,
+            project=PROJECT,
+            location=LOCATION,
+            attempt_id=f"audit-{next(self.numbers)}",
+            fence=0,
+            body=b"",
+            claimed_at=horizon,
+            previous_reader=lambda: self.previous,
+        )
+        try:
+            output = run_audit(
+                context, AuditConfig(jobs, 3600), stored_record_reader(self.store), send, stream
+            )
+        except google_exceptions.GoogleAPIError as error:
+            note(f"the audit at {at(horizon)} failed ({type(error).__name__})")
+            return
+        lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+        missed = [line["schedule_time"] for line in lines if line.get("event") == "missed_run"]
+        note(
+            f"the audit at {at(horizon)} judged {output['judged']} runs, {output['paused']} paused, "
+            f"missed {missed}, caught up {[label(key) for key in sent]}"
+        )
+        self.model.audited(horizon, output, lines)
+        self.catchups.extend(sent)
+        stored = json.loads(json.dumps(output))  # as the run record keeps it
+        self.previous = PreviousRun(schedule_time=horizon, output=stored, run_id=AUDIT_RUN_ID)
+
+    # ---- the invariants (the module's docstring) ------------------------------------------
+
+    @invariant()
+    def the_eight_invariants_hold(self) -> None:
+        self.model.check_store(self.store.snapshot, self._now())
+        for number in range(1, 9):
+            found = self.model.found(number)
+            assert not found, f"invariant {number} broken: {found[0]}"
+
+
+def claim_key(attempt: Attempt) -> RunKey:
+    assert attempt.key is not None
+    return attempt.key
+
+
+def run_audit(
+    context: RunContext, config: AuditConfig, read: Any, send: Any, stream: io.StringIO
+) -> dict[str, Any]:
+    """jobs.missed_runs.run_audit. Importing that module reads AUDIT_JOBS (the deployed audit
+    job's configuration) from the environment: a valid one is set for the import; the audit
+    itself is handed `config`."""
+    with _environment(AUDIT_JOBS_ENV, '{"interval_seconds": 3600, "jobs": []}'):
+        from jobs.missed_runs import run_audit as audit
+    return audit(context, config, read, send, stream, lease=LEASE, retention=RETENTION)
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = previous
+
+
+@contextlib.contextmanager
+def _shrinking_to_the_end() -> Iterator[None]:
+    """Hypothesis stops shrinking a failure after 500 successful shrinks (its engine's
+    MAX_SHRINKS), which leaves steps a 40-step sequence does not need; the printed sequence is
+    the point of a failure here, so it may take more (its 300 s limit still holds)."""
+    if not hasattr(engine, "MAX_SHRINKS"):
+        yield
+        return
+    kept = engine.MAX_SHRINKS
+    engine.MAX_SHRINKS = MAX_SHRINKS
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKS = kept
+
+
+def test_the_run_lifecycle_keeps_its_invariants_under_any_interleaving() -> None:
+    profile = settings.get_profile(f"lifecycle-{PROFILE}")
+    if PROFILE != "soak":
+        with _shrinking_to_the_end():
+            run_state_machine_as_test(LifecycleModel, settings=profile)
+        return
+    chosen = int(os.environ.get("LIFECYCLE_MODEL_SEED") or random.SystemRandom().randrange(2**32))
+    replay = f"lifecycle model soak: seed {chosen} (LIFECYCLE_MODEL_SEED={chosen} replays it)"
+    print(replay, flush=True)
+    seed(chosen)(LifecycleModel)
+    try:
+        with _shrinking_to_the_end():
+            run_state_machine_as_test(LifecycleModel, settings=profile)
+    except BaseException as failure:
+        failure.add_note(replay)
+        raise
+    finally:
+        del LifecycleModel._hypothesis_internal_use_seed  # type: ignore[attr-defined]
