@@ -322,9 +322,12 @@ def test_a_resume_makes_none_of_the_pauses_runs_up(serve, dev_settings) -> None:
     assert second["output"]["caught_up"] == []
     assert resumed.lines(second["run_id"], log_fields.CATCHUP_DELIVERY) == []
     assert all(at < paused_at for at in resumed.executed(resumed.demo))
-    # What the first audit kept for the second: the pause, from when the stack recorded it.
+    # What the first audit kept for the second: the pause, from the last audit's horizon (the
+    # job may have been paused and resumed unseen before the change the stack recorded).
     assert first["output"]["pauses"] == {
-        paused.settings.scheduler_job_id(paused.demo): [[format_rfc3339(paused_at), None]]
+        paused.settings.scheduler_job_id(paused.demo): [
+            [format_rfc3339(paused_at - timedelta(minutes=30)), None]
+        ]
     }
 
 

@@ -467,15 +467,6 @@ class Reference:
         pauses = self.pauses.get(job, [])
         return bool(pauses) and pauses[-1].until is None
 
-    def repaused_unseen(self, job: str) -> bool:
-        """Whether pausing the job now would be its third change since the last completed
-        audit, which saw it running: the next audit sees only the last change (the stack
-        records no more), and would judge the first pause's runs missed."""
-        return any(
-            pause.audits_before == len(self.audits) and pause.until is not None
-            for pause in self.pauses.get(job, [])
-        )
-
     def changed_at(self, job: str) -> datetime | None:
         """When the stack last paused or resumed the job (pause_changed_at)."""
         pauses = self.pauses.get(job, [])

@@ -6,19 +6,23 @@ itself: each audit run carries the pauses it knows in its output (stored with it
 the next audit through `RunContext.previous()`), adding what the stack's configuration says now.
 
 The stack records when a job's `paused` key last changed (`AuditedJob.pause_changed_at`, taken
-by `pulumi up` just before it updates the function and the Scheduler job). A pause therefore
-runs from that moment when the job was paused, to that moment plus the deploy's margin
-(`RESUME_MARGIN`: the function's build and the Scheduler job's update come after it) when it
-was resumed. What the configuration does not say is bounded the way that makes nothing up:
+by `pulumi up` just before it updates the function and the Scheduler job). A pause ends at the
+recorded resume plus the deploy's margin (`RESUME_MARGIN`: the function's build and the
+Scheduler job's update come after it). The stack records only the latest change, so between
+the last audit's horizon and that change the job may have been paused and resumed unseen;
+what the configuration does not say is bounded the way that makes nothing up:
 
-- paused, with no recorded change: as far back as the audit looks (the retention), since
-  nothing says when the pause began: a catch-up window reaches further back than the audit's
-  span, and must not deliver a run the pause may have skipped;
-- resumed without a recorded change (the key removed): at this audit's horizon;
-- paused and resumed between two audits: from the previous audit's horizon.
+- paused now: the pause runs from the last audit's horizon (or from the recorded change, if
+  earlier); with no recorded change at all, as far back as the audit looks (the retention);
+- resumed now without a recorded change (the key removed): until this audit's horizon;
+- resumed now, its last change after the last audit: paused from that audit's horizon to the
+  change plus the margin;
+- with no earlier audit (the first, or one whose output cannot be read), "the last audit's
+  horizon" is as far back as the audit looks.
 
 So a run without a record inside a pause is `paused`: never missed, never delivered again. At
-worst a run missed just before a pause began, or just after it ended, counts as paused too.
+worst a run missed in the audit interval before a pause began, or in the margin after it
+ended, counts as paused too.
 """
 
 from __future__ import annotations
@@ -64,20 +68,23 @@ def observe(
     """The history as of this audit: `history` (the previous audit's) with each job's current
     pause state applied, pauses that ended before `keep_since` dropped. `horizon` is this
     audit's; `previous_horizon` is where the previous audit stopped (None for the first one)."""
+    # What happened between the last audit and now is known only by the latest recorded change:
+    # from the last audit's horizon (or as far back as anything is kept, without one) to that
+    # change, the job may have been paused and resumed any number of times unseen.
+    unseen_since = previous_horizon if previous_horizon is not None else keep_since
     updated: dict[str, tuple[Pause, ...]] = {}
     for job in jobs:
         pauses = list(history.get(job.name, ()))
         current = pauses[-1] if pauses and pauses[-1].until is None else None
         changed = job.pause_changed_at
         if job.paused and current is None:
-            # With no recorded change, nothing says since when: as far back as anything is kept.
-            pauses.append(Pause(changed if changed is not None else keep_since))
+            pauses.append(Pause(min(changed, unseen_since) if changed is not None else keep_since))
         elif not job.paused:
             resumed = changed + RESUME_MARGIN if changed is not None else horizon
             if current is not None:
                 pauses[-1] = Pause(current.since, max(resumed, current.since))
-            elif changed is not None and previous_horizon is not None and changed > previous_horizon:
-                pauses.append(Pause(previous_horizon, resumed))  # paused and resumed in between
+            elif changed is not None and changed > unseen_since:
+                pauses.append(Pause(unseen_since, resumed))  # paused and resumed unseen
         kept = tuple(pause for pause in pauses if pause.until is None or pause.until >= keep_since)
         if kept:
             updated[job.name] = kept

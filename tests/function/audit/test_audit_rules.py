@@ -260,3 +260,25 @@ def test_a_job_paused_with_no_recorded_change_has_none_of_its_runs_delivered_or_
     )
     assert send.sent == [] and outcome.caught_up() == []
     assert outcome.missed() == set() and outcome.output["paused"] == 4
+
+
+def test_changes_no_audit_saw_count_as_paused_back_to_the_last_audit() -> None:
+    """The stack records only the latest change of the key. Paused, resumed and paused again
+    within the hour: the audit sees one pause, which must cover the first too. Paused and
+    resumed before any audit completed: as far back as the audit looks."""
+    again = observe(
+        {},
+        [job(paused=True, changed=T - timedelta(minutes=10))],
+        horizon=T,
+        previous_horizon=T - timedelta(hours=1),
+        keep_since=T - timedelta(days=1),
+    )
+    assert again == {"hourly": (Pause(T - timedelta(hours=1)),)}
+    first = observe(
+        {},
+        [job(paused=False, changed=T - timedelta(minutes=10))],
+        horizon=T,
+        previous_horizon=None,
+        keep_since=T - timedelta(days=1),
+    )
+    assert first == {"hourly": (Pause(T - timedelta(days=1), T - timedelta(minutes=10) + RESUME_MARGIN),)}
