@@ -21,12 +21,8 @@ SCHEDULE_TIME: Final = "schedule_time"
 # run forced ahead of the ScheduleTime it carries. Absent on records written before forced
 # runs had an identity of their own: those are scheduled runs.
 TRIGGER: Final = "trigger"
-# How a completed run ended (ledger/records.JobResult); "succeeded" when absent.
+# How a completed run ended (ledger/lifecycle.JobResult); "succeeded" when absent.
 RESULT: Final = "result"
-# The result of a run whose delivery came more than the job's startingDeadlineSeconds after its
-# ScheduleTime (on Firestore's clock): recorded completed, the job never run. The audit counts
-# such a run as skipped late, not missed; the record's "error" says by how much it was late.
-SKIPPED_LATE: Final = "skipped_late"
 # The job's latest checkpoint (JSON text) as of the owner's last renewal or its release: what
 # an attempt that takes the run over resumes from. A completion clears it.
 CHECKPOINT: Final = "checkpoint_json"
