@@ -86,13 +86,13 @@ def job_candidates(
     closed = [run for run in runs if run.window_closes <= now]
     later = runs[len(closed) :]
     newest = closed[-1] if closed else None
-    if newest is not None and newest.deliverable and not any(_recorded(run, lease) for run in later):
+    if (
+        newest is not None
+        and newest.deliverable
+        and not any(lifecycle.has_record(run.record, lease) for run in later)
+    ):
         return JobWindow([newest], truncated)
     return JobWindow([], truncated)
-
-
-def _recorded(run: ExpectedRun, lease: timedelta) -> bool:
-    return lifecycle.has_record(run.record, lease)
 
 
 def first_to_deliver(chosen: Sequence[ExpectedRun]) -> list[ExpectedRun]:

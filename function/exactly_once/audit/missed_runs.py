@@ -167,7 +167,7 @@ def judge_runs(
         ]
         # A repeated wall time is one run: judged by whichever of its instants has the record
         # furthest along (completed, held, given back), else by its first instant.
-        instant, run_id, record = max(found, key=lambda item: _progress(item[2], lease))
+        instant, run_id, record = max(found, key=lambda item: lifecycle.progress(item[2], lease))
         closes = fire.instant + timedelta(seconds=job.retry_window_seconds)
         history = pauses if pauses is not None else {}
         paused = paused_at(history, job.name, fire.instant) or (job.paused and job.name not in history)
@@ -180,17 +180,3 @@ def judge_runs(
         deliverable = lifecycle.deliverable_again(record, verdict, target=target, default_lease=lease)
         runs.append(ExpectedRun(job.name, instant, run_id, verdict, closes, record, target, deliverable))
     return sorted(runs, key=lambda run: (run.schedule_time, run.job))
-
-
-def _progress(record: StoredRecord | None, lease: timedelta) -> int:
-    return _PROGRESS[lifecycle.state_of(record, lease)]
-
-
-_PROGRESS = {
-    lifecycle.State.ABSENT: 0,
-    lifecycle.State.EXPIRED: 0,
-    lifecycle.State.LAPSED: 1,
-    lifecycle.State.RELEASED: 2,
-    lifecycle.State.LEASED: 3,
-    lifecycle.State.COMPLETED: 4,
-}

@@ -603,3 +603,19 @@ def deliverable_again(
 def has_record(record: StoredRecord | None, default_lease: timedelta) -> bool:
     """Whether any attempt left a record the ledger still decides on (an expired one does not)."""
     return state_of(record, default_lease) not in (State.ABSENT, State.EXPIRED)
+
+
+def progress(record: StoredRecord | None, default_lease: timedelta) -> int:
+    """How far along a run its record is, to pick between two records of one run (a wall time a
+    fall-back repeats has two instants): completed, then held, given back, lapsed, none."""
+    return _PROGRESS[state_of(record, default_lease)]
+
+
+_PROGRESS: Final[Mapping[State, int]] = {
+    State.ABSENT: 0,
+    State.EXPIRED: 0,
+    State.LAPSED: 1,
+    State.RELEASED: 2,
+    State.LEASED: 3,
+    State.COMPLETED: 4,
+}

@@ -161,10 +161,6 @@ class RunLedger:
         return self._clock
 
     @property
-    def monotonic(self) -> Callable[[], float]:
-        return self._monotonic
-
-    @property
     def store(self) -> RunStore:
         return self._store
 
