@@ -90,7 +90,7 @@ def stack_target_until(context: StackContext, until: datetime) -> str | None:
 
 def catchup_deliveries(context: StackContext, since: datetime, until: datetime) -> dict[str, str]:
     """Run id -> one line about its catch-up delivery, for the runs in [since, until] that the
-    stack's audit delivered again: each audit run lists them in its output (jobs/missed_runs.py).
+    stack's audit delivered again: each audit run lists them in its output (exactly_once/audit/run.py).
     The audits that can have delivered them ran up to a retention after `until`."""
     later = until + timedelta(
         seconds=max(context.settings.retention_seconds, audit_interval_seconds(context.settings))

@@ -4,24 +4,8 @@ It runs as an ordinary job of the stack (hourly, through the same exactly-once h
 the overlap policy `wait`, so two audits never judge at once), and each audit run happens once
 however often Cloud Scheduler delivers it.
 
-**Its clock is Firestore's.** The audit's horizon is its own claim's commit time
-(`RunContext.claimed_at`): never the ScheduleTime it carries (a forced run carries the next
-hour's), never the instance's clock (which may be hours off). It judges the runs whose retry
-window closed between where the last completed audit stopped (kept in that audit's output,
-read through `RunContext.previous()`) and its horizon, so every run is judged once, by the
-first audit after its last possible delivery, however many audit runs an outage cost. How far
-back it looks is bounded by the records' retention (older runs' records may be gone): the
-output says where it started and what it did not judge.
-
-A paused job's runs without a record are counted as paused, never missed; the pauses are kept
-in the output too, so a resume does not make them up (exactly_once/audit/pauses.py).
-
-A job with a catch-up policy has its missed runs inside its window delivered again
-(exactly_once/audit/catchup.py picks them, audit/redelivery.py sends them): each is one
-`catchup_delivery` line instead of a `missed_run` line, and the output lists them.
-
-One job the audit cannot judge (a schedule that never fires, a zone it does not know) is one
-`audit_job_error` line; every other job is judged all the same.
+What one audit run does (its clock, the span it judges, pauses, catch-up, a job it cannot
+judge) is exactly_once/audit/run.py's; this module reads the stack's configuration and serves it.
 
 Each audit run then follows the downstream work of every proxy run still recorded running
 (exactly_once/audit/downstream.py).
@@ -36,34 +20,18 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, TextIO, TypeVar
+from typing import Any
 
-from google.api_core import exceptions as google_exceptions
-
-from exactly_once import RunContext, TerminalJobError, firestore_client, log_fields, structured_log
-from exactly_once.audit.catchup import first_to_deliver, job_candidates
+from exactly_once import RunContext, firestore_client
 from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob, AuditError
 from exactly_once.audit.downstream import follow_running_work
-from exactly_once.audit.missed_runs import (
-    ExpectedRun,
-    RecordReader,
-    judge_runs,
-    runs_whose_window_closed,
-    stack_target,
-)
-from exactly_once.audit.pauses import PauseHistory, history_from_json, history_to_json, observe
 from exactly_once.audit.reads import firestore_reader
-from exactly_once.audit.redelivery import RedeliveryError, Sender, check_redelivery, sender_for
+from exactly_once.audit.redelivery import RedeliveryError, check_redelivery, sender_for
+from exactly_once.audit.run import run_audit
 from exactly_once.config import ConfigError, FunctionConfig
-from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc3339
-from exactly_once.errors import error_text
-from exactly_once.ledger.lifecycle import Verdict
 from exactly_once.once import OncePerInstance
-
-T = TypeVar("T")
 
 
 def config_from_env(env: Mapping[str, str]) -> AuditConfig:
@@ -89,72 +57,6 @@ FUNCTION = FunctionConfig.from_env(os.environ)
 _sender = OncePerInstance(
     lambda: sender_for(CONFIG.redelivery, os.environ) if CONFIG.redelivery is not None else None
 )
-
-
-@dataclass(frozen=True)
-class Span:
-    """The retry windows one audit judges: those that closed in (since, until]. `not_judged`
-    is where a longer span was cut at the records' retention (None when it was not)."""
-
-    since: datetime
-    until: datetime
-    not_judged: datetime | None = None
-
-
-@dataclass(frozen=True)
-class LastAudit:
-    """What the last completed audit left for this one: where it stopped, and the pauses."""
-
-    judged_until: datetime | None = None
-    pauses: PauseHistory | None = None
-
-
-@dataclass
-class AuditRun:
-    """One audit run's clock, span, knowledge and findings, shared by its steps."""
-
-    context: RunContext
-    config: AuditConfig
-    read_records: RecordReader
-    stream: TextIO
-    lease: timedelta
-    span: Span
-    pauses: PauseHistory
-    target: str | None
-    errors: dict[str, str]
-
-    @property
-    def horizon(self) -> datetime:
-        return self.span.until
-
-    def per_job(self, step: Callable[[AuditedJob], T], jobs: Iterable[AuditedJob]) -> list[T]:
-        """`step` for each job; a job it cannot judge is logged and left out, never the rest.
-        Firestore failing is not a job's fault: the audit fails, and is retried, whole."""
-        done = []
-        for job in jobs:
-            try:
-                done.append(step(job))
-            except google_exceptions.GoogleAPIError:
-                raise
-            except Exception as error:  # AuditError, or anything croniter raises on a schedule
-                self._job_error(job, error)
-        return done
-
-    def _job_error(self, job: AuditedJob, error: Exception) -> None:
-        reason = error_text(str(error) if isinstance(error, AuditError) else repr(error))
-        self.errors[job.name] = reason
-        structured_log.emit(
-            "ERROR",
-            f"{log_fields.AUDIT_JOB_ERROR}: job {job.name} (schedule {job.schedule!r} in {job.time_zone}) "
-            f"was not judged: {reason}; the other jobs were",
-            {
-                log_fields.EVENT: log_fields.AUDIT_JOB_ERROR,
-                log_fields.JOB: job.name,
-                "error": reason,
-                "audit_run_id": self.context.run_id,
-            },
-            self.stream,
-        )
 
 
 def audit_missed_runs(context: RunContext) -> dict[str, Any]:
@@ -185,243 +87,3 @@ def _lazy_send(job: AuditedJob, schedule_time: datetime) -> str:
     if send is None:
         raise RedeliveryError("AUDIT_JOBS names no redelivery")
     return send(job, schedule_time)
-
-
-def run_audit(
-    context: RunContext,
-    config: AuditConfig,
-    read_records: RecordReader,
-    send: Sender,
-    stream: TextIO,
-    *,
-    lease: timedelta,
-    retention: timedelta,
-) -> dict[str, Any]:
-    """Catch up, then judge, on the span from where the last completed audit stopped to this
-    run's claim (Firestore's clock); the output is what the next audit continues from."""
-    if context.claimed_at is None:
-        raise TerminalJobError("the audit needs its claim's commit time (RunContext.claimed_at) as its clock")
-    horizon = context.claimed_at
-    last = last_audit(context, stream)
-    span = judged_span(config, horizon, last.judged_until, retention)
-    pauses = observe(
-        last.pauses or {},
-        config.jobs,
-        horizon=horizon,
-        previous_horizon=last.judged_until,
-        keep_since=horizon - retention,
-    )
-    run = AuditRun(
-        context,
-        config,
-        read_records,
-        stream,
-        lease,
-        span,
-        pauses,
-        stack_target(read_records, [context.run_id]),
-        {},
-    )
-    caught_up = catch_up(run, send)
-    delivered = {entry["run_id"] for entry in caught_up}
-    judged = report_missed_runs(run, caught_up=delivered)
-    output: dict[str, Any] = {
-        "judged_from": format_rfc3339(span.since),
-        "judged_until": format_rfc3339(span.until),
-        "judged": len(judged),
-        "missed": sum(entry.state is Verdict.MISSED and entry.run_id not in delivered for entry in judged),
-        "paused": sum(entry.state is Verdict.PAUSED for entry in judged),
-        "caught_up": caught_up,
-        "pauses": history_to_json(pauses),
-    }
-    if span.not_judged is not None:
-        output["not_judged_before"] = format_rfc3339(span.not_judged)
-    if run.errors:
-        output["errors"] = dict(sorted(run.errors.items()))
-    return output
-
-
-def last_audit(context: RunContext, stream: TextIO) -> LastAudit:
-    """What the last completed audit's output says (one read, of the job's status). An output
-    this audit cannot read counts as none: the span starts an interval back, as on a first run."""
-    previous = context.previous()
-    output = previous.output if previous is not None else None
-    if not isinstance(output, dict):
-        return LastAudit()
-    try:
-        until = output.get("judged_until")
-        judged_until = parse_rfc3339(until) if isinstance(until, str) else None
-        return LastAudit(judged_until, history_from_json(output.get("pauses")))
-    except (AuditError, ValueError) as error:
-        structured_log.emit(
-            "WARNING",
-            f"the last audit's output could not be read ({error}): judging from one interval back",
-            {"audit_run_id": context.run_id, "previous_run_id": previous.run_id if previous else None},
-            stream,
-        )
-        return LastAudit()
-
-
-def judged_span(
-    config: AuditConfig, horizon: datetime, last_until: datetime | None, retention: timedelta
-) -> Span:
-    """From where the last audit stopped (one interval back on a first run) to `horizon`, but
-    never further back than the records' retention less the longest retry window allows: a run
-    older than that may have lost its record to the TTL, and would be reported missed for it."""
-    interval = timedelta(seconds=config.interval_seconds)
-    longest_window = max((job.retry_window_seconds for job in config.jobs), default=0.0)
-    lookback = max(interval, retention - timedelta(seconds=longest_window))
-    since = last_until if last_until is not None else horizon - interval
-    oldest = horizon - lookback
-    if since < oldest:
-        return Span(oldest, horizon, not_judged=oldest)
-    return Span(min(since, horizon), horizon)
-
-
-def catch_up(run: AuditRun, send: Sender) -> list[dict[str, str]]:
-    """Deliver again each run the jobs' catch-up policies pick, oldest first; one
-    `catchup_delivery` line each. Returns the runs handed over (job, schedule time, run id, how).
-    A run whose hand-over failed is left to the next audit, and logged as such."""
-    context = run.context
-    catching_up = [job for job in run.config.jobs if job.catchup is not None]
-
-    def candidates(job: AuditedJob) -> list[ExpectedRun]:
-        window = job_candidates(
-            job,
-            project=context.project,
-            location=context.location,
-            now=run.horizon,
-            read_records=run.read_records,
-            lease=run.lease,
-            target=run.target,
-            pauses=run.pauses,
-        )
-        if window.truncated:
-            _window_truncated(run, job)
-        return window.chosen
-
-    chosen = first_to_deliver([entry for found in run.per_job(candidates, catching_up) for entry in found])
-    jobs = {job.name: job for job in run.config.jobs}
-    delivered: list[dict[str, str]] = []
-    for entry in chosen:
-        stamp = format_rfc3339(entry.schedule_time)
-        fields: dict[str, object] = {
-            log_fields.EVENT: log_fields.CATCHUP_DELIVERY,
-            log_fields.JOB: entry.job,
-            log_fields.SCHEDULE_TIME: stamp,
-            log_fields.RUN_ID: entry.run_id,
-            "audit_run_id": context.run_id,
-            "recorded": entry.record is not None,
-        }
-        try:
-            via = send(jobs[entry.job], entry.schedule_time)
-        except RedeliveryError as error:
-            fields["delivered"] = False
-            structured_log.emit(
-                "ERROR",
-                f"{log_fields.CATCHUP_DELIVERY}: job {entry.job} scheduled at {stamp} not handed over: "
-                f"{error}; the next audit tries again while the run is inside its catch-up window",
-                fields,
-                run.stream,
-            )
-            continue
-        fields["delivered"], fields["via"] = True, via
-        why = "was never delivered" if entry.record is None else f"never completed ({entry.detail})"
-        structured_log.emit(
-            "WARNING",
-            f"{log_fields.CATCHUP_DELIVERY}: job {entry.job} scheduled at {stamp} {why}; "
-            f"delivered again ({via})",
-            fields,
-            run.stream,
-        )
-        delivered.append({"job": entry.job, "schedule_time": stamp, "run_id": entry.run_id, "via": via})
-    return delivered
-
-
-def _window_truncated(run: AuditRun, job: AuditedJob) -> None:
-    assert job.catchup is not None
-    structured_log.emit(
-        "WARNING",
-        f"job {job.name}: its catch-up window ({job.catchup.window_seconds:g}s) holds more runs than an "
-        "audit walks; only the newest were judged for catch-up",
-        {log_fields.JOB: job.name, "audit_run_id": run.context.run_id},
-        run.stream,
-    )
-
-
-def report_missed_runs(
-    run: AuditRun, *, caught_up: frozenset[str] | set[str] = frozenset()
-) -> list[ExpectedRun]:
-    """Judge the runs whose window closed in the audit's span and log each missed one, but those
-    `caught_up` (run ids this audit delivered again, each logged as a catch-up delivery); returns
-    what was judged.
-
-    The target on this audit run's own record is the stack's: the function that claimed it
-    runs every job of the stack, so a run recorded by any other target is missed."""
-    context, span = run.context, run.span
-
-    def judge(job: AuditedJob) -> list[ExpectedRun]:
-        due = runs_whose_window_closed(job, after=span.since, up_to=span.until)
-        return judge_runs(
-            [(job, fire) for fire in due],
-            project=context.project,
-            location=context.location,
-            now=span.until,
-            read_records=run.read_records,
-            lease=run.lease,
-            target=run.target,
-            pauses=run.pauses,
-        )
-
-    judged = sorted(
-        (entry for found in run.per_job(judge, run.config.jobs) for entry in found),
-        key=lambda entry: (entry.schedule_time, entry.job),
-    )
-    missed = [entry for entry in judged if entry.state is Verdict.MISSED and entry.run_id not in caught_up]
-    counts = {verdict: sum(entry.state is verdict for entry in judged) for verdict in Verdict}
-    for entry in missed:
-        fields: dict[str, object] = {
-            log_fields.EVENT: log_fields.MISSED_RUN,
-            log_fields.JOB: entry.job,
-            log_fields.SCHEDULE_TIME: format_rfc3339(entry.schedule_time),
-            log_fields.RUN_ID: entry.run_id,
-            "retry_window_closed": format_rfc3339(entry.window_closes),
-            "claimed": entry.record is not None,
-            "audit_run_id": context.run_id,
-        }
-        if entry.other_target is not None:
-            fields["recorded_target"] = entry.other_target
-        structured_log.emit(
-            "ERROR",
-            f"{log_fields.MISSED_RUN}: job {entry.job} scheduled at {format_rfc3339(entry.schedule_time)} "
-            f"never completed: {entry.detail}",
-            fields,
-            run.stream,
-        )
-    cut = (
-        f"; runs whose window closed before {format_rfc3339(span.not_judged)} were not judged"
-        if span.not_judged
-        else ""
-    )
-    errors = f"; {len(run.errors)} jobs not judged" if run.errors else ""
-    structured_log.emit(
-        "WARNING" if missed or run.errors or span.not_judged else "INFO",
-        f"{log_fields.AUDIT_SUMMARY}: {len(missed)} of {len(judged)} runs missed, {counts[Verdict.PAUSED]} "
-        f"paused, {counts[Verdict.SKIPPED_LATE]} skipped late, {len(caught_up)} delivered again "
-        f"(retry windows closed in ({format_rfc3339(span.since)}, {format_rfc3339(span.until)}])"
-        f"{cut}{errors}",
-        {
-            log_fields.EVENT: log_fields.AUDIT_SUMMARY,
-            "judged": len(judged),
-            "missed": len(missed),
-            "paused": counts[Verdict.PAUSED],
-            "skipped_late": counts[Verdict.SKIPPED_LATE],
-            "caught_up": len(caught_up),
-            "jobs_not_judged": len(run.errors),
-            "judged_from": format_rfc3339(span.since),
-            "judged_until": format_rfc3339(span.until),
-            "audit_run_id": context.run_id,
-        },
-        run.stream,
-    )
-    return judged

@@ -64,7 +64,7 @@ def _quiet_audit_time(settings: StackSettings, now: datetime) -> datetime:
 
 
 def test_each_missed_run_is_reported_once_by_the_first_audit_after_its_window(
-    dev_function: DevFunction, monkeypatch
+    dev_function: DevFunction,
 ) -> None:
     settings = dev_function.settings
     demo = dev_function.first_job
@@ -72,7 +72,7 @@ def test_each_missed_run_is_reported_once_by_the_first_audit_after_its_window(
     deployed = settings.scheduler_job_id
     for minute in (0, 15, 45):
         assert dev_function.deliver(demo, _day_at(10, minute)).json()["outcome"] == "executed"
-    audits = stack_audit(monkeypatch, settings, dev_function.db)
+    audits = stack_audit(settings, dev_function.db)
 
     first = audits.run(_day_at(11, 5))  # the stack's first audit: it looks one interval back
     assert (first.output["judged_from"], first.output["judged_until"]) == (

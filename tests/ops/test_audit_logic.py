@@ -21,6 +21,7 @@ from exactly_once.audit.missed_runs import (
     runs_whose_window_closed,
     stack_target,
 )
+from exactly_once.audit.run import run_audit
 from exactly_once.audit.schedule import FireTime, fire_times, fires
 from exactly_once.config import ConfigError
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
@@ -36,7 +37,7 @@ from infra.plan.audit_job import (
 from infra.settings.environment import function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.timing.rules import check_job_timing, latest_retry_arrival_seconds
-from tests.support.audit_runs import AuditOutcome, RecordingSender, load_run_audit, reader_of, run_in_process
+from tests.support.audit_runs import AuditOutcome, RecordingSender, reader_of, run_in_process
 from tests.support.stacks import fixture_stack
 
 LEASE = timedelta(seconds=30)
@@ -304,7 +305,6 @@ RETENTION = timedelta(days=1)
 
 
 def _audit(
-    monkeypatch: pytest.MonkeyPatch,
     when: datetime,
     *,
     previous: AuditOutcome | None = None,
@@ -313,7 +313,6 @@ def _audit(
     horizon: datetime | None = None,
 ) -> AuditOutcome:
     return run_in_process(
-        load_run_audit(monkeypatch, config),
         config,
         reader_of(records or {}),
         RecordingSender(),
@@ -332,8 +331,8 @@ def _judged(outcome: AuditOutcome) -> tuple[str, str]:
     return outcome.output["judged_from"], outcome.output["judged_until"]
 
 
-def test_each_audit_judges_from_where_the_last_completed_one_stopped(monkeypatch) -> None:
-    first = _audit(monkeypatch, utc(2026, 3, 1, 12, 5))
+def test_each_audit_judges_from_where_the_last_completed_one_stopped() -> None:
+    first = _audit(utc(2026, 3, 1, 12, 5))
     # A first audit looks one interval back.
     assert _judged(first) == ("2026-03-01T11:05:00Z", "2026-03-01T12:05:00Z")
     # Windows closed in (11:05, 12:05]: the runs of 10:50:00 < t <= 11:50:00.
@@ -341,7 +340,7 @@ def test_each_audit_judges_from_where_the_last_completed_one_stopped(monkeypatch
     assert (first.output["judged"], first.output["missed"]) == (4, 4)
 
     # Two audit runs were lost: the next one judges the three hours since, each run once.
-    later = _audit(monkeypatch, utc(2026, 3, 1, 15, 5), previous=first)
+    later = _audit(utc(2026, 3, 1, 15, 5), previous=first)
     assert _judged(later) == ("2026-03-01T12:05:00Z", "2026-03-01T15:05:00Z")
     assert later.missed() == {
         ("every-15", format_rfc3339(utc(2026, 3, 1, h, m))) for h in (12, 13, 14) for m in (0, 15, 30, 45)
@@ -350,11 +349,11 @@ def test_each_audit_judges_from_where_the_last_completed_one_stopped(monkeypatch
     assert "not_judged_before" not in later.output
 
 
-def test_an_audit_never_judges_further_back_than_the_records_are_kept(monkeypatch) -> None:
-    first = _audit(monkeypatch, utc(2026, 3, 1, 12, 5))
+def test_an_audit_never_judges_further_back_than_the_records_are_kept() -> None:
+    first = _audit(utc(2026, 3, 1, 12, 5))
     # The next audit that completes runs three days later: records older than the retention
     # may be gone, so their runs are not judged (they would be reported missed for it).
-    later = _audit(monkeypatch, utc(2026, 3, 4, 12, 5), previous=first)
+    later = _audit(utc(2026, 3, 4, 12, 5), previous=first)
     oldest = utc(2026, 3, 4, 12, 5) - (RETENTION - timedelta(seconds=HOURLY.retry_window_seconds))
     assert _judged(later) == (format_rfc3339(oldest), "2026-03-04T12:05:00Z")
     assert later.output["not_judged_before"] == format_rfc3339(oldest)
@@ -362,17 +361,16 @@ def test_an_audit_never_judges_further_back_than_the_records_are_kept(monkeypatc
     assert "were not judged" in summary["message"] and summary["severity"] == "WARNING"
 
 
-def test_the_horizon_is_the_audits_claim_never_the_time_it_carries(monkeypatch) -> None:
+def test_the_horizon_is_the_audits_claim_never_the_time_it_carries() -> None:
     # A forced audit run carries the next hour's ScheduleTime; its claim committed at 12:10.
-    forced = _audit(monkeypatch, utc(2026, 3, 1, 13, 5), horizon=utc(2026, 3, 1, 12, 10))
+    forced = _audit(utc(2026, 3, 1, 13, 5), horizon=utc(2026, 3, 1, 12, 10))
     assert _judged(forced) == ("2026-03-01T11:10:00Z", "2026-03-01T12:10:00Z")
     # Windows closed in (11:10, 12:10]: the runs of 11:00 to 11:45, not those of the hour the
     # ScheduleTime would have judged (12:00 to 12:45).
     assert forced.missed() == {("every-15", format_rfc3339(utc(2026, 3, 1, 11, m))) for m in (0, 15, 30, 45)}
 
 
-def test_an_audit_without_its_claims_time_is_a_terminal_failure(monkeypatch) -> None:
-    run_audit = load_run_audit(monkeypatch, CONFIG)
+def test_an_audit_without_its_claims_time_is_a_terminal_failure() -> None:
     context = RunContext(
         run_id="r",
         job_name="audit",
@@ -389,21 +387,21 @@ def test_an_audit_without_its_claims_time_is_a_terminal_failure(monkeypatch) -> 
         )
 
 
-def test_a_last_audit_output_it_cannot_read_counts_as_none(monkeypatch) -> None:
+def test_a_last_audit_output_it_cannot_read_counts_as_none() -> None:
     garbled = AuditOutcome("r0", utc(2026, 3, 1, 11, 5), {"judged_until": "an hour ago"}, [])
-    audit = _audit(monkeypatch, utc(2026, 3, 1, 12, 5), previous=garbled)
+    audit = _audit(utc(2026, 3, 1, 12, 5), previous=garbled)
     assert _judged(audit) == ("2026-03-01T11:05:00Z", "2026-03-01T12:05:00Z")
     assert any("could not be read" in str(line["message"]) for line in audit.lines)
 
 
-def test_a_job_the_audit_cannot_judge_is_one_error_line_and_the_others_are_judged(monkeypatch) -> None:
+def test_a_job_the_audit_cannot_judge_is_one_error_line_and_the_others_are_judged() -> None:
     bad = (
         AuditedJob("never", "0 0 31 2 *", "Etc/UTC", 900),
         AuditedJob("garbled", "* * *", "Etc/UTC", 900),
         AuditedJob("nowhere", "0 * * * *", "Mars/Olympus", 900),
     )
     config = AuditConfig(jobs=(bad[0], HOURLY, *bad[1:]), interval_seconds=3600)
-    audit = _audit(monkeypatch, utc(2026, 3, 1, 12, 5), config=config)
+    audit = _audit(utc(2026, 3, 1, 12, 5), config=config)
     errors = audit.events("audit_job_error")
     assert [line["job"] for line in errors] == ["never", "garbled", "nowhere"]
     assert all(line["severity"] == "ERROR" for line in errors)

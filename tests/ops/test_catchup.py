@@ -61,11 +61,9 @@ def _serve(function_servers, settings, emulator_host, project, db, log_path) -> 
     return DevFunction(settings, function_servers(env, port=port), db, log_path)
 
 
-def _audits(monkeypatch, function: DevFunction) -> StackAudit:
+def _audits(function: DevFunction) -> StackAudit:
     """The function's audit run in this process, delivering again to the function on loopback."""
-    return stack_audit(
-        monkeypatch, function.settings, function.db, redelivery=Redelivery(url=function.server.url)
-    )
+    return stack_audit(function.settings, function.db, redelivery=Redelivery(url=function.server.url))
 
 
 def _audited(settings: StackSettings, job: JobSettings) -> AuditedJob:
@@ -101,7 +99,7 @@ def _catchup_lines(function: DevFunction, audit_run_id: str) -> list[dict[str, o
     ],
 )
 def test_an_outage_of_three_runs_is_caught_up_once_by_the_audit(
-    function_servers, emulator_host, project, db, log_path, dev_settings, monkeypatch, runs, caught_up
+    function_servers, emulator_host, project, db, log_path, dev_settings, runs, caught_up
 ) -> None:
     settings = _catching_up(dev_settings, runs)
     function = _serve(function_servers, settings, emulator_host, project, db, log_path)
@@ -115,7 +113,7 @@ def test_an_outage_of_three_runs_is_caught_up_once_by_the_audit(
         assert function.deliver(demo, instant).json()["outcome"] == "executed"
     assert _executed_times(function) == Counter(delivered)
 
-    audits = _audits(monkeypatch, function)
+    audits = _audits(function)
     audit = audits.run(_day_at(12, 5))
     stamps = [format_rfc3339(t) for t in again]
     assert audit.caught_up() == stamps  # oldest first
@@ -143,7 +141,7 @@ def test_an_outage_of_three_runs_is_caught_up_once_by_the_audit(
 
 
 def test_only_runs_a_delivery_would_claim_are_delivered_again(
-    function_servers, emulator_host, project, db, log_path, dev_settings, monkeypatch
+    function_servers, emulator_host, project, db, log_path, dev_settings
 ) -> None:
     """11:00 failed terminally and 11:30 is still running: a delivery would be answered from the
     record, or refused, so catch-up leaves them alone. 10:45's attempt crashed (its lease lapsed),
@@ -172,7 +170,7 @@ def test_only_runs_a_delivery_would_claim_are_delivered_again(
     released = function.deliver(demo, _day_at(11, 15), body=b'{"fail": true}').json()
     assert released["outcome"] == "failed_released"
 
-    audits = _audits(monkeypatch, function)
+    audits = _audits(function)
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(function.deliver, demo, _day_at(11, 30), b'{"sleep_seconds": 20}')
         run_id = RunKey(

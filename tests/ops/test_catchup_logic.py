@@ -30,7 +30,7 @@ from exactly_once.config import ConfigError
 from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER, RunKey, format_rfc3339
 from exactly_once.ledger import lifecycle
 from exactly_once.ledger.lifecycle import StoredRecord, Verdict
-from tests.support.audit_runs import AuditOutcome, RecordingSender, load_run_audit, reader_of, run_in_process
+from tests.support.audit_runs import AuditOutcome, RecordingSender, reader_of, run_in_process
 
 AUDIT_AT = datetime(2026, 3, 1, 12, 5, tzinfo=UTC)
 LEASE = timedelta(seconds=30)
@@ -198,7 +198,6 @@ def test_a_paused_jobs_unrecorded_runs_are_paused_and_recorded_ones_judged_as_us
 
 
 def _audit(
-    monkeypatch: pytest.MonkeyPatch,
     jobs: Sequence[AuditedJob],
     records: Mapping[str, StoredRecord],
     send: RecordingSender,
@@ -209,7 +208,6 @@ def _audit(
         jobs=tuple(jobs), interval_seconds=3600, redelivery=Redelivery("http://127.0.0.1:1/")
     )
     return run_in_process(
-        load_run_audit(monkeypatch, config),
         config,
         reader_of(records),
         send,
@@ -223,10 +221,10 @@ def _audit(
     )
 
 
-def test_an_audit_delivers_the_runs_of_jobs_with_a_policy_and_reports_the_rest_missed(monkeypatch) -> None:
+def test_an_audit_delivers_the_runs_of_jobs_with_a_policy_and_reports_the_rest_missed() -> None:
     other = job(name="other", catchup=None, delivery=None)
     send = RecordingSender(refuse={at(11, 30)})
-    audit = _audit(monkeypatch, [job(), other], {}, send)
+    audit = _audit([job(), other], {}, send)
     delivered = [t for t in closed_in_window() if t != at(11, 30)]
     assert send.sent == [(NAME, t) for t in delivered]  # never a run of the job without a policy
     assert audit.caught_up() == [format_rfc3339(t) for t in delivered]
@@ -246,10 +244,10 @@ def test_an_audit_delivers_the_runs_of_jobs_with_a_policy_and_reports_the_rest_m
     assert audit.output["missed"] == 5
 
 
-def test_an_audit_says_when_a_window_held_more_runs_than_it_walks(monkeypatch) -> None:
+def test_an_audit_says_when_a_window_held_more_runs_than_it_walks() -> None:
     wide = job(schedule="* * * * *", catchup=Catchup(8 * 86400.0, CatchupRuns.ALL))
     send = RecordingSender()
-    audit = _audit(monkeypatch, [wide], {}, send)
+    audit = _audit([wide], {}, send)
     (warning,) = [line for line in audit.lines if "holds more runs than an audit walks" in line["message"]]
     assert (warning["severity"], warning["job"]) == ("WARNING", NAME)
     # One audit delivers the oldest hundred of the runs it walked; the next audit the next.
@@ -257,7 +255,7 @@ def test_an_audit_says_when_a_window_held_more_runs_than_it_walks(monkeypatch) -
     assert len(send.sent) == MAX_CATCHUP_PER_AUDIT
 
 
-def test_a_resume_does_not_make_the_runs_of_the_pause_up(monkeypatch) -> None:
+def test_a_resume_does_not_make_the_runs_of_the_pause_up() -> None:
     """The last audit knew the job paused since 10:00; the stack recorded its resume at 11:00
     (so Scheduler resumed it by 11:30). This audit delivers the runs missed outside the pause
     only, and counts those inside it paused."""
@@ -268,7 +266,7 @@ def test_a_resume_does_not_make_the_runs_of_the_pause_up(monkeypatch) -> None:
         [],
     )
     send = RecordingSender()
-    audit = _audit(monkeypatch, [job(pause_changed_at=at(11, 0))], {}, send, previous=earlier)
+    audit = _audit([job(pause_changed_at=at(11, 0))], {}, send, previous=earlier)
     assert [t for _, t in send.sent] == [at(9, 15), at(9, 30), at(9, 45), at(11, 45)]
     assert audit.output["pauses"] == {NAME: [[format_rfc3339(at(10, 0)), format_rfc3339(at(11, 30))]]}
     # Judged in (11:05, 12:05]: 11:00, 11:15 and 11:30 were paused; 11:45 was delivered again.

@@ -103,7 +103,7 @@ def test_the_audit_delivers_missed_runs_as_tasks_signed_as_the_invoker(
 
 
 def test_a_refused_task_leaves_the_run_to_the_next_audit(
-    function_servers, tasks, emulator_host, project, db, log_path, dev_settings, monkeypatch
+    function_servers, tasks, emulator_host, project, db, log_path, dev_settings
 ) -> None:
     settings = _catching_up(dev_settings, CatchupRuns.ALL)
     function = _serve(function_servers, settings, tasks, emulator_host, project, db, log_path)
@@ -115,7 +115,7 @@ def test_a_refused_task_leaves_the_run_to_the_next_audit(
     # The audits of 12:05 and 13:05, run here on those clocks, through the same queue.
     resend = Redelivery(url=function.server.url, queue=queue_path(settings), invoker=INVOKER)
     audits = stack_audit(
-        monkeypatch, settings, db, redelivery=resend, sender_env={CLOUD_TASKS_ENDPOINT_ENV: tasks.endpoint}
+        settings, db, redelivery=resend, sender_env={CLOUD_TASKS_ENDPOINT_ENV: tasks.endpoint}
     )
     tasks.failures.append(403)  # the first CreateTask is refused (cloudtasks.tasks.create denied)
 

@@ -91,7 +91,7 @@ def test_backfill_range_mistakes_are_usage_errors(dev_function: DevFunction, cli
 
 
 def test_audit_and_status_show_a_paused_job_as_paused(
-    function_servers, emulator_host, project, db, log_path, dev_settings, monkeypatch
+    function_servers, emulator_host, project, db, log_path, dev_settings
 ) -> None:
     demo = dataclasses.replace(dev_settings.jobs[0], paused=True)
     settings = dataclasses.replace(dev_settings, jobs=(demo, *dev_settings.jobs[1:]))
@@ -115,7 +115,7 @@ def test_audit_and_status_show_a_paused_job_as_paused(
 
     # The scheduled audit of 11:05 (run here, on that clock) logs no missed run and raises no
     # alert for them, and keeps the pause for the audits after it.
-    audits = stack_audit(monkeypatch, settings, db, pause_changed_at=paused_at)
+    audits = stack_audit(settings, db, pause_changed_at=paused_at)
     audit = audits.run(_day_at(11, 5))
     # The workflow job's 10:30, the BigQuery job's 10:45, the audit's 10:05.
     assert audit.output["missed"] == 3

@@ -1,5 +1,5 @@
-"""The missed-run audit's job run in this process, on a clock and a previous run the test
-chooses (`jobs.missed_runs.run_audit`), and readers and senders in memory for it. Only the
+"""One missed-run audit run in this process, on a clock and a previous run the test chooses
+(`exactly_once.audit.run.run_audit`), and readers and senders in memory for it. Only the
 function package: these serve the tests that run on the function's own Python too."""
 
 from __future__ import annotations
@@ -9,42 +9,16 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TextIO
-
-import pytest
+from typing import Any
 
 from exactly_once import RunContext
-from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob
+from exactly_once.audit.config import AuditConfig, AuditedJob
 from exactly_once.audit.missed_runs import RecordReader
 from exactly_once.audit.redelivery import RedeliveryError, Sender
+from exactly_once.audit.run import run_audit
 from exactly_once.context import PreviousRun
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
 from exactly_once.ledger.lifecycle import StoredRecord
-
-
-class RunAudit(Protocol):
-    """`jobs.missed_runs.run_audit`."""
-
-    def __call__(
-        self,
-        context: RunContext,
-        config: AuditConfig,
-        read_records: RecordReader,
-        send: Sender,
-        stream: TextIO,
-        *,
-        lease: timedelta,
-        retention: timedelta,
-    ) -> dict[str, Any]: ...
-
-
-def load_run_audit(monkeypatch: pytest.MonkeyPatch, config: AuditConfig) -> RunAudit:
-    """`jobs.missed_runs.run_audit`. Importing the module reads AUDIT_JOBS (its start-up
-    check): it is set to `config` for this test, in case this is the process's first import."""
-    monkeypatch.setenv(AUDIT_JOBS_ENV, config.to_json())
-    from jobs.missed_runs import run_audit
-
-    return run_audit
 
 
 @dataclass(frozen=True)
@@ -75,7 +49,6 @@ class AuditOutcome:
 
 
 def run_in_process(
-    run_audit: RunAudit,
     config: AuditConfig,
     read_records: RecordReader,
     send: Sender,

@@ -3,7 +3,7 @@ from an audit: its output, its log lines, the runs its span had to judge.
 
 The audit's horizon is its own claim's commit time (`RunContext.claimed_at`), so an audit
 delivered through the served function judges up to now. A test that needs a horizon of its
-own (yesterday's 12:05, a second audit an hour later) runs `jobs.missed_runs.run_audit` here
+own (yesterday's 12:05, a second audit an hour later) runs `exactly_once.audit.run.run_audit` here
 instead, on the same ledger the served function writes (the emulator), with the same
 AUDIT_JOBS the stack gives the function, and a real sender (loopback POSTs to the served
 function, or Cloud Tasks tasks on a fake): the run ids, records and deliveries are the
@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import pytest
 from google.cloud import firestore
 
 from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob, Redelivery
@@ -34,7 +33,7 @@ from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc333
 from infra.plan.audit_job import audit_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.settings.stack import StackSettings
-from tests.support.audit_runs import AuditOutcome, RunAudit, load_run_audit, refuse_to_send, run_in_process
+from tests.support.audit_runs import AuditOutcome, refuse_to_send, run_in_process
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,6 @@ class StackAudit:
     config: AuditConfig
     read_records: RecordReader
     send: Sender
-    run_audit: RunAudit
 
     @property
     def job_name(self) -> str:
@@ -56,7 +54,6 @@ class StackAudit:
         """The audit run scheduled at `when`, its horizon `when`; `previous` is the last
         completed audit (None: this is the stack's first)."""
         return run_in_process(
-            self.run_audit,
             self.config,
             self.read_records,
             self.send,
@@ -71,7 +68,6 @@ class StackAudit:
 
 
 def stack_audit(
-    monkeypatch: pytest.MonkeyPatch,
     settings: StackSettings,
     db: firestore.Client,
     *,
@@ -92,7 +88,6 @@ def stack_audit(
         config,
         firestore_reader(db, settings.runs_collection),
         send,
-        load_run_audit(monkeypatch, config),
     )
 
 

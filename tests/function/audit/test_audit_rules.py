@@ -27,11 +27,12 @@ from exactly_once.audit.pauses import (
     observe,
     paused_at,
 )
+from exactly_once.audit.run import judged_span
 from exactly_once.audit.schedule import FireTime, fires
 from exactly_once.delivery.scheduler_request import RunKey
 from exactly_once.ledger.lifecycle import Verdict
 from exactly_once.ledger.protocol import RunLedger
-from tests.support.audit_runs import RecordingSender, load_run_audit, reader_of, run_in_process
+from tests.support.audit_runs import RecordingSender, reader_of, run_in_process
 from tests.support.memory_store import MemoryRunStore, ServerClock, stored_record_reader
 
 LEASE = timedelta(seconds=30)
@@ -196,11 +197,8 @@ def test_pauses_older_than_the_retention_are_forgotten() -> None:
 # --- how far back an audit judges -------------------------------------------------------------
 
 
-def test_an_audit_judges_from_the_last_one_bounded_by_the_records_retention(monkeypatch) -> None:
+def test_an_audit_judges_from_the_last_one_bounded_by_the_records_retention() -> None:
     config = AuditConfig(jobs=(HOURLY,), interval_seconds=3600)
-    monkeypatch.setenv("AUDIT_JOBS", config.to_json())  # what the job's module reads at import
-    from jobs.missed_runs import judged_span
-
     day = timedelta(days=1)
     first = judged_span(config, T, None, day)
     assert (first.since, first.until, first.not_judged) == (T - timedelta(hours=1), T, None)
@@ -229,7 +227,7 @@ def test_a_window_is_walked_to_the_runs_an_audit_walks_and_no_further(days: int,
     assert window.chosen[0].schedule_time == T - timedelta(days=7) + timedelta(minutes=1)
 
 
-def test_a_job_paused_with_no_recorded_change_has_none_of_its_runs_delivered_or_missed(monkeypatch) -> None:
+def test_a_job_paused_with_no_recorded_change_has_none_of_its_runs_delivered_or_missed() -> None:
     """Nothing says since when the job is paused (no `pause_changed_at`, no earlier audit): a
     first audit with catch-up must deliver none of the window's runs, though the window reaches
     hours further back than the audit's span, and report none of them missed."""
@@ -247,7 +245,6 @@ def test_a_job_paused_with_no_recorded_change_has_none_of_its_runs_delivered_or_
     )
     send = RecordingSender()
     outcome = run_in_process(
-        load_run_audit(monkeypatch, config),
         config,
         reader_of({}),
         send,

@@ -19,7 +19,7 @@ Hypothesis's stateful testing draws sequences of steps:
   heartbeat renews its lease, and its watchdog ends it at its time limit or when no renewal
   was confirmed in time (the clock moves inside slow calls too);
 - pauses and resumes of a job (while paused, Cloud Scheduler delivers none of its runs), and
-  audits (`jobs.missed_runs.run_audit`, its horizon the store's now, its previous output kept).
+  audits (`exactly_once.audit.run.run_audit`, its horizon the store's now, its previous output kept).
 
 Single-threaded: every interleaving is one drawn sequence, and a failure prints the shortest
 one found, step by step, with the model's narration of what each step did.
@@ -85,7 +85,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob
+from exactly_once.audit.config import AuditConfig, AuditedJob
+from exactly_once.audit.run import run_audit
 from exactly_once.context import PreviousRun, RunContext
 from exactly_once.delivery.forced_runs import DeliveredRun
 from exactly_once.delivery.scheduler_request import RunKey, Trigger
@@ -698,7 +699,13 @@ class LifecycleModel(RuleBasedStateMachine):
         )
         try:
             output = run_audit(
-                context, AuditConfig(jobs, 3600), stored_record_reader(self.store), send, stream
+                context,
+                AuditConfig(jobs, 3600),
+                stored_record_reader(self.store),
+                send,
+                stream,
+                lease=LEASE,
+                retention=RETENTION,
             )
         except google_exceptions.GoogleAPIError as error:
             note(f"the audit at {at(horizon)} failed ({type(error).__name__})")
@@ -727,30 +734,6 @@ class LifecycleModel(RuleBasedStateMachine):
 def claim_key(attempt: Attempt) -> RunKey:
     assert attempt.key is not None
     return attempt.key
-
-
-def run_audit(
-    context: RunContext, config: AuditConfig, read: Any, send: Any, stream: io.StringIO
-) -> dict[str, Any]:
-    """jobs.missed_runs.run_audit. Importing that module reads AUDIT_JOBS (the deployed audit
-    job's configuration) from the environment: a valid one is set for the import; the audit
-    itself is handed `config`."""
-    with _environment(AUDIT_JOBS_ENV, '{"interval_seconds": 3600, "jobs": []}'):
-        from jobs.missed_runs import run_audit as audit
-    return audit(context, config, read, send, stream, lease=LEASE, retention=RETENTION)
-
-
-@contextlib.contextmanager
-def _environment(name: str, value: str) -> Iterator[None]:
-    previous = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = previous
 
 
 @contextlib.contextmanager
