@@ -16,6 +16,7 @@ from infra.settings.jobs import RETRY_KEYS, JobSettings
 from infra.settings.stack import StackSettings
 from infra.targets.registry import kind_for_handler
 from infra.timing import rules as timing
+from infra.timing.clock_changes import check_clock_changes
 from infra.timing.rules import Violation
 
 
@@ -117,7 +118,7 @@ def timing_advisories(settings: StackSettings, today: date | None = None) -> lis
     advisories.extend(
         violation_text(violation, index, job, settings)
         for index, job in enumerate(settings.jobs)
-        for violation in timing.check_clock_changes(settings.job_timing(job), since)
+        for violation in check_clock_changes(settings.job_timing(job), since)
     )
     return advisories
 

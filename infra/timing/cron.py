@@ -1,6 +1,6 @@
 """Unix-cron schedules, read the way Cloud Scheduler reads them: is one valid and does it ever
-fire, how close can two of its runs come, how many can fall in a window, and which of them fall
-in an hour its time zone skips or repeats.
+fire, how close can two of its runs come, how many can fall in a window (which of them fall in
+an hour its time zone skips or repeats: infra/timing/clock_changes.py).
 
 The timing rules (infra/timing/rules.py) need the shortest gap between runs, because Cloud Scheduler
 stops retrying a run at the next scheduled one, and the catch-up rule (infra/timing/catchup.py)
@@ -108,7 +108,7 @@ class _CronSpec:
         return self.runs_on(wall.date()) and wall.hour in self.hours and wall.minute in self.minutes
 
 
-def _parse_cron(schedule: str) -> _CronSpec:
+def parse_cron(schedule: str) -> _CronSpec:
     fields = schedule.split()
     if fields[:1] and fields[0].startswith("@"):
         macro = fields[0].lower()
@@ -175,7 +175,7 @@ def unix_cron_error(schedule: str) -> str | None:
     its runs.
     """
     try:
-        spec = _parse_cron(schedule)
+        spec = parse_cron(schedule)
     except ValueError as error:
         return str(error)
     if not any(spec.runs_on(day) for day in _days(*_CYCLE)):
@@ -228,7 +228,7 @@ def shortest_gap(schedule: str, time_zone: str) -> RunGap | None:
     apart); fall-back moves them apart, since a repeated hour fires only once.
     """
     try:
-        spec = _parse_cron(schedule)
+        spec = parse_cron(schedule)
     except ValueError:
         return None
     runs = _instants(spec, time_zone, *_GAP_YEAR)
@@ -276,12 +276,12 @@ def crowded_window(schedule: str, time_zone: str, window_seconds: float, limit: 
     if not window_seconds > 0:
         return None
     try:
-        spec = _parse_cron(schedule)
+        spec = parse_cron(schedule)
     except ValueError:
         return None
     first, end = _CYCLE
     counted = min(window_seconds, _LONGEST_COUNTED_DAYS * _DAY_SECONDS)
-    changes = _transitions(time_zone, first, end + timedelta(days=math.ceil(counted / _DAY_SECONDS)))
+    changes = zone_transitions(time_zone, first, end + timedelta(days=math.ceil(counted / _DAY_SECONDS)))
     offsets = [offset for change in changes for offset in (change.before, change.after)]
     # No window touches more local days than this: its wall-clock span is at most its length
     # plus the widest swing of the zone's offset.
@@ -330,43 +330,6 @@ def _most_in_a_row(values: list[int], span: int) -> int:
 
 
 @dataclass(frozen=True)
-class ClockChange:
-    """A span of wall-clock time a zone skips (its clocks go forward) or repeats (they go back),
-    and the runs of a schedule that fall in it, as naive wall-clock times of the zone."""
-
-    start: datetime
-    end: datetime
-    skipped: bool
-    runs: tuple[datetime, ...]
-
-
-def runs_in_clock_changes(schedule: str, time_zone: str, since: date, until: date) -> list[ClockChange]:
-    """Every clock change of `time_zone` whose skipped or repeated span starts on a day from
-    `since` to before `until` and holds a run of the schedule (wall clock); [] for a schedule
-    that is not unix-cron."""
-    try:
-        spec = _parse_cron(schedule)
-    except ValueError:
-        return []
-    changes: list[ClockChange] = []
-    for transition in _transitions(time_zone, since, until):
-        low, high = transition.walls
-        start = _wall_datetime(low)
-        if not since <= start.date() < until:
-            continue
-        minute = -(-low // 60) * 60  # the first whole minute of the span
-        runs = tuple(
-            wall
-            for wall in (_wall_datetime(second) for second in range(minute, high, 60))
-            if spec.fires_at(wall)
-        )
-        if runs:
-            skipped = transition.after > transition.before
-            changes.append(ClockChange(start, _wall_datetime(high), skipped, runs))
-    return changes
-
-
-@dataclass(frozen=True)
 class _Transition:
     """A change of a zone's UTC offset, in Unix seconds."""
 
@@ -396,7 +359,7 @@ def _offset(zone: tzinfo, instant: int) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _transitions(time_zone: str, first: date, end: date) -> tuple[_Transition, ...]:
+def zone_transitions(time_zone: str, first: date, end: date) -> tuple[_Transition, ...]:
     """Every change of the zone's offset from two days before local day `first` to two days after
     `end`: the offset is read once a day, and a change is bisected to its second (a zone
     changes its clocks months apart, never twice in a day)."""
@@ -426,7 +389,7 @@ def _instants(spec: _CronSpec, time_zone: str, first: date, end: date) -> array[
     zone = _zone(time_zone)
     times = spec.times_of_day()
     touched: set[int] = set()
-    for transition in _transitions(time_zone, first, end):
+    for transition in zone_transitions(time_zone, first, end):
         low, high = transition.walls
         touched.update(range(low // _DAY_SECONDS, (high - 1) // _DAY_SECONDS + 1))
     runs: array[int] = array("q")  # 8 bytes a run: a cycle of a job each minute is 2,103,840
@@ -452,7 +415,7 @@ def _instants(spec: _CronSpec, time_zone: str, first: date, end: date) -> array[
 def _instant(zone: tzinfo, wall: int) -> int | None:
     """The Unix second a wall-clock time of `zone` first occurs at; None inside a
     spring-forward gap, where it never occurs."""
-    local = _wall_datetime(wall)
+    local = wall_datetime(wall)
     instant = int(local.replace(tzinfo=zone, fold=0).timestamp())
     if datetime.fromtimestamp(instant, zone).replace(tzinfo=None) != local:
         return None
@@ -469,5 +432,5 @@ def _wall_seconds(day: date) -> int:
     return (day.toordinal() - _EPOCH_ORDINAL) * _DAY_SECONDS
 
 
-def _wall_datetime(wall: int) -> datetime:
+def wall_datetime(wall: int) -> datetime:
     return datetime(1970, 1, 1) + timedelta(seconds=wall)

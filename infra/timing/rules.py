@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import date, datetime
 
 from exactly_once.config import RENEWALS_PER_LEASE, TIME_LIMIT_MARGIN_SECONDS, time_limit_for_timeout
-from infra.timing.cron import DEFAULT_TIME_ZONE, RunGap, runs_in_clock_changes, shortest_gap, unix_cron_error
+from infra.timing.cron import DEFAULT_TIME_ZONE, RunGap, shortest_gap, unix_cron_error
 
 # Limits documented by Cloud Scheduler and Cloud Run functions.
 MIN_ATTEMPT_DEADLINE_SECONDS = 15.0
@@ -388,52 +387,6 @@ def check_wait_overlap(job: JobTiming) -> list[Violation]:
             )
         )
     return violations
-
-
-def check_clock_changes(job: JobTiming, since: date) -> list[Violation]:
-    """Advisory: the job's schedule names a wall-clock time inside an hour its zone skips or
-    repeats in the year from `since`.
-
-    Cloud Scheduler documents no rule for such a run: it only says that jobs scheduled in
-    such an hour "might observe execution anomalies" and recommends UTC. The function's audit
-    expects no run in a skipped hour and one, at its first occurrence, in a repeated hour; if
-    Cloud Scheduler does otherwise, the two disagree: a run reported missed that ran under
-    another schedule time, or the repeated hour's run delivered twice, as two runs.
-    """
-    until = _a_year_after(since)
-    changes = runs_in_clock_changes(job.schedule, job.time_zone, since, until)
-    if not changes:
-        return []
-    spans = "; ".join(
-        f"on {change.start:%Y-%m-%d} the clocks {'skip' if change.skipped else 'repeat'} "
-        f"{change.start:%H:%M}-{change.end:%H:%M} and it fires at {_walls(change.runs)}"
-        for change in changes
-    )
-    return [
-        Violation(
-            "clock-change-hour",
-            ("time_zone", "schedule"),
-            f"schedule {job.schedule!r} in {job.time_zone} fires in hours the zone skips or repeats "
-            f"({spans}): Cloud Scheduler documents no rule for those runs (it warns that they might observe "
-            f"execution anomalies); set the time zone to {DEFAULT_TIME_ZONE}, or move the runs out of those "
-            "hours",
-            advisory=True,
-        )
-    ]
-
-
-def _a_year_after(day: date) -> date:
-    """The same date a year later (29 February: 1 March)."""
-    try:
-        return day.replace(year=day.year + 1)
-    except ValueError:
-        return date(day.year + 1, 3, 1)
-
-
-def _walls(runs: tuple[datetime, ...]) -> str:
-    """'01:30' or '01:00, 01:15, 01:30, 01:45', the first four of longer lists and how many more."""
-    shown = ", ".join(f"{run:%H:%M}" for run in runs[:4])
-    return shown if len(runs) <= 4 else f"{shown} and {len(runs) - 4} more"
 
 
 def _shortened(gap: RunGap) -> str:

@@ -8,8 +8,8 @@ from datetime import date, datetime
 
 import pytest
 
-from infra.timing.cron import ClockChange, runs_in_clock_changes
-from infra.timing.rules import JobTiming, RetryConfig, check_clock_changes
+from infra.timing.clock_changes import ClockChange, check_clock_changes, runs_in_clock_changes
+from infra.timing.rules import JobTiming, RetryConfig
 
 NIGHTLY = JobTiming(
     schedule="30 1 * * *",
