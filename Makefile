@@ -21,7 +21,7 @@ RUNTIME_PYTHON ?= $(shell for p in python3.12 $$(pyenv root 2>/dev/null)/version
 	do "$$p" --version >/dev/null 2>&1 && echo "$$p" && break; done)
 RUNTIME_VENV := venv-py312
 # The policy pack runs in the virtualenv its PulumiPolicy.yaml names (virtualenv: venv), from
-# policy/requirements.txt alone: policy/__main__.py finds infra/, bootstrap/ and the function's
+# policy/requirements.txt alone: policy/__main__.py finds infra/ and the function's
 # package in this checkout, not in the virtualenv.
 POLICY_VENV := policy/venv
 POLICY_STAMP := $(POLICY_VENV)/.installed

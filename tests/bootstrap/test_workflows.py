@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bootstrap.deployer_roles import previewer_roles_table
 from bootstrap.settings import BootstrapSettings
+from infra.config.deployer_roles import previewer_roles_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
