@@ -248,3 +248,8 @@ def test_the_docs_show_the_providers_condition_as_the_bootstrap_writes_it() -> N
     assert shown is not None
     written = BootstrapSettings(project="p", repository="<owner>/<repo>").attribute_condition
     assert " ".join(shown.group(1).split()) == written
+
+
+def test_the_bootstrap_keeps_its_state_in_the_local_backend() -> None:
+    project = yaml.safe_load((REPO_ROOT / "bootstrap" / "Pulumi.yaml").read_text(encoding="utf-8"))
+    assert project["backend"] == {"url": "file://~"}
