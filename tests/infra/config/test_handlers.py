@@ -160,11 +160,9 @@ NO_DEFAULT = f"{NAMESPACE}:jobs[1].handler: job 'nightly' names no handler and t
 
 
 def _without_default(**config: object) -> dict[str, Any]:
-    values = valid_values(
-        jobs=[valid_job(handler="jobs.noop:do_nothing"), valid_job(name="nightly")], **config
-    )
+    values = valid_values(jobs=[valid_job(handler="jobs.noop:do_nothing"), valid_job(name="nightly")])
     del values["jobHandler"]
-    return values
+    return {**values, **config}
 
 
 def test_a_job_without_handler_in_a_stack_without_jobhandler_is_refused_naming_both_ways_out() -> None:
