@@ -31,7 +31,7 @@ LINTED := function infra policy localrun ops tools tests __main__.py $(wildcard 
 # fork that deleted it, a line saying so and success, so a CI job that still names it stays green.
 optional = @if [ -e $(1) ]; then echo '$(2)'; $(2); else echo "make $@: $(1) is not in this checkout (deleted as optional): nothing to run"; fi
 
-.PHONY: install lint lint-workflows typecheck check test test-suite test-runtime demo soak soak-short soak-model bench docs clean faketime
+.PHONY: install lint lint-workflows typecheck check format test test-suite test-runtime demo soak soak-short soak-model bench docs clean faketime
 
 $(STAMP): $(REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,6 +65,11 @@ typecheck: $(STAMP)
 # in seconds rather than the whole suite's minutes: run it after each edit.
 check: $(STAMP)
 	$(BIN)/python -m tools.fork_check
+
+# ruff's fixes and formatter on the files `make check` lints (function/jobs/, tests/jobs/):
+# what it cannot fix is printed, and `make check` reports it.
+format: $(STAMP)
+	$(BIN)/python -m tools.fork_check --format
 
 # libfaketime runs one function instance with its clock 120 s off in the clock-skew tests
 # (Debian package faketime). As root (CI) it is installed, and a failure fails the build; any

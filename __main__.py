@@ -4,10 +4,11 @@ Settings are read and validated first, so a bad config fails before any resource
 the stack itself is one component, infra/component.py, and its outputs are what it registers.
 """
 
-from infra.component import ExactlyOnceScheduler, export_outputs
+from infra.component import ExactlyOnceScheduler, ExactlyOnceSchedulerArgs, export_outputs
+from infra.config.names import COMPONENT_NAME
 from infra.settings.from_pulumi import settings_from_pulumi_config
 
 settings = settings_from_pulumi_config()
-scheduler = ExactlyOnceScheduler(settings)
+scheduler = ExactlyOnceScheduler(COMPONENT_NAME, ExactlyOnceSchedulerArgs(settings))
 
 export_outputs(scheduler)

@@ -8,19 +8,23 @@ One private method per part; the larger parts live in their own modules (infra/r
 infra/resources/function.py, infra/samples/workflows.py, infra/resources/scheduler_jobs.py, ...). Each
 resource keeps all of its arguments in one call so a fork can change one thing in one place.
 
-Every name the stack chooses comes from infra/config/names.py: unique per stack and component, so
-several stacks (and several components in one stack) share a project without colliding.
+Every name the component chooses comes from infra/config/names.py and starts with the component's
+own name and the stack's: several stacks, and several components of one stack (each under a name
+of its own), share a project without colliding. `__main__.py` names its one component
+COMPONENT_NAME, the name the local tools (`ops`, `make demo`) compute every id with.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config.names import COMPONENT_NAME
+from infra.config.names import StackNames
 from infra.config.schema import FUNCTION_DIR
 from infra.monitoring.operations import declare_operations
 from infra.plan.audit_job import with_audit_job
@@ -81,6 +85,15 @@ REQUIRED_APIS = (
 _Apis = Mapping[str, gcp.projects.Service]
 
 
+@dataclass(frozen=True)
+class ExactlyOnceSchedulerArgs:
+    """What one component deploys: a stack's validated settings (infra/settings/), and the
+    folder its function's source is built from."""
+
+    settings: StackSettings
+    function_dir: Path = FUNCTION_DIR
+
+
 class ExactlyOnceScheduler(pulumi.ComponentResource):
     """Cloud Scheduler jobs → private Cloud Run function → Firestore run ledger."""
 
@@ -99,16 +112,18 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
     sample_workflows: pulumi.Output[dict[str, str]]
 
     def __init__(
-        self,
-        settings: StackSettings,
-        function_dir: Path = FUNCTION_DIR,
-        opts: pulumi.ResourceOptions | None = None,
+        self, name: str, args: ExactlyOnceSchedulerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        # One name, COMPONENT_NAME: every name the stack chooses starts with it, and the local
-        # tools (`ops`, `make demo`) compute the same names without the Pulumi program.
-        name = COMPONENT_NAME
+        # `name` starts the logical name of every child and every name the component chooses:
+        # the children's URNs are `<name>-...` as they always were, so a stack deployed before
+        # the name was a parameter keeps every resource under the name it had, COMPONENT_NAME.
+        try:
+            StackNames(args.settings.stack, name)
+        except ValueError as error:
+            raise pulumi.RunError(f"ExactlyOnceScheduler {name!r}: {error}") from error
         # The missed-run audit is one more scheduled job of the stack (infra/plan/audit_job.py).
-        settings = with_audit_job(settings)
+        settings = with_audit_job(dataclasses.replace(args.settings, component=name))
+        function_dir = args.function_dir
         super().__init__(COMPONENT_TYPE, name, None, opts)
         for advisory in timing_advisories(settings):
             pulumi.log.warn(advisory, resource=self)

@@ -20,6 +20,7 @@ import yaml
 from infra.config.paths import REPO_ROOT
 from infra.settings.loading import stack_names
 from policy.offline import Violation
+from tests.support.stacks import FIXTURE_STACKS
 from tools import fork_check
 from tools.fork_check import check_stack, lint
 
@@ -58,6 +59,21 @@ def test_a_broken_stack_fails_naming_its_key(project: Path) -> None:
     _stack(project, "broken", [{"name": "nightly", "schedule": "0 3 * * *", "handler": "jobs.nope:run"}])
     [finding] = check_stack("broken", project)
     assert not finding.advisory and "jobs[0].handler: 'jobs.nope:run': no module" in finding.message
+
+
+def test_a_job_without_handler_fails_when_the_stack_sets_no_jobhandler(project: Path) -> None:
+    """The template's prod stack without its jobHandler, plus a job naming no handler: nothing
+    would say what that job runs, so the check refuses it, naming the job and the two ways out."""
+    prod = yaml.safe_load((FIXTURE_STACKS / "Pulumi.prod.yaml").read_text(encoding="utf-8"))["config"]
+    del prod["exactly-once-scheduler:jobHandler"]
+    prod["exactly-once-scheduler:jobs"].append({"name": "weekly", "schedule": "0 4 * * 1"})
+    (project / "Pulumi.prod.yaml").write_text(yaml.safe_dump({"config": prod}), encoding="utf-8")
+    [finding] = check_stack("prod", project)
+    assert not finding.advisory
+    assert (
+        "jobs[1].handler: job 'weekly' names no handler and the stack sets no jobHandler" in finding.message
+    )
+    assert "exactly-once-scheduler:jobHandler: jobs.my_job:run" in finding.message
 
 
 def test_an_advisory_is_printed_and_fails_nothing(project: Path) -> None:
@@ -108,3 +124,30 @@ def test_make_check_exits_with_its_verdict(project: Path) -> None:
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAIL  Pulumi.broken.yaml" in result.stdout
+
+
+# A job as a forker might first write it: no blank line after the docstring, and
+# datetime.timezone.utc where the project's ruff rules want datetime.UTC.
+UNFORMATTED_JOB = '''"""jobs/late.py: when the run was due."""
+import datetime
+
+from exactly_once import RunContext
+
+
+def run(context: RunContext) -> dict[str, str]:
+    return {"due": context.schedule_time.astimezone(datetime.timezone.utc).isoformat()}
+'''
+
+
+def test_a_lint_failure_names_make_format_which_fixes_it(project: Path) -> None:
+    shutil.copy(REPO_ROOT / "pyproject.toml", project / "pyproject.toml")
+    (project / "function" / "jobs" / "late.py").write_text(UNFORMATTED_JOB, encoding="utf-8")
+    messages = [finding.message for finding in lint(project)]
+    assert [message.split(" failed:")[0] for message in messages] == ["ruff check", "ruff format"]
+    assert all("`make format` fixes what ruff can fix by itself" in message for message in messages)
+
+    command = [sys.executable, "-m", "tools.fork_check", "--format", "--root", str(project)]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "datetime.UTC" in (project / "function" / "jobs" / "late.py").read_text(encoding="utf-8")
+    assert [str(finding) for finding in lint(project)] == []

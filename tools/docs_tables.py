@@ -83,7 +83,7 @@ def _job_defaults() -> dict[str, str]:
         "attemptDeadlineSeconds": f"`timeLimitSeconds` + {margin}, else `functionTimeoutSeconds`",
         "timeLimitSeconds": f"`functionTimeoutSeconds` - {margin}",
         **retry,
-        "handler": "`jobHandler`",
+        "handler": "`jobHandler`; required when the stack sets none",
         "overlap": f"`{DEFAULT_OVERLAP}`",
         "startingDeadlineSeconds": "none",
         "paused": "`false`",

@@ -75,9 +75,17 @@ def _policy_findings(where: str, settings: StackSettings, root: Path) -> list[Fi
     return list(found.values())
 
 
+# What ruff finds it can often repair itself: a lint failure says so.
+FORMAT_HINT = "`make format` fixes what ruff can fix by itself (run it, then `make check` again)"
+
+
+def _your_paths(root: Path) -> list[str]:
+    return [path for path in YOUR_CODE if (root / path).exists()]
+
+
 def lint(root: Path = REPO_ROOT) -> list[Finding]:
     """ruff (lint and format) and mypy --strict on your job modules and tests."""
-    paths = [path for path in YOUR_CODE if (root / path).exists()]
+    paths = _your_paths(root)
     if not paths:
         return []
     commands = {
@@ -90,8 +98,20 @@ def lint(root: Path = REPO_ROOT) -> list[Finding]:
         result = subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             output = (result.stdout + result.stderr).strip()
-            findings.append(Finding(" ".join(paths), f"{name} failed:\n{output}"))
+            hint = f"\n{FORMAT_HINT}" if name.startswith("ruff") else ""
+            findings.append(Finding(" ".join(paths), f"{name} failed:\n{output}{hint}"))
     return findings
+
+
+def format_your_code(root: Path = REPO_ROOT) -> int:
+    """`make format`: ruff's fixes, then its formatter, on the files `lint` reads; what is left
+    is printed, for a human to fix. The exit status is ruff's: 0 nothing is left."""
+    paths = _your_paths(root)
+    if not paths:
+        return 0
+    fixed = subprocess.run([sys.executable, "-m", "ruff", "check", "--fix", *paths], cwd=root, check=False)
+    formatted = subprocess.run([sys.executable, "-m", "ruff", "format", *paths], cwd=root, check=False)
+    return fixed.returncode or formatted.returncode
 
 
 def check_all(root: Path = REPO_ROOT) -> Iterator[tuple[str, list[Finding]]]:
@@ -106,7 +126,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="make check", description=__doc__.split("\n\n")[0] if __doc__ else None
     )
     parser.add_argument("--root", type=Path, default=REPO_ROOT, help="the project to check")
+    parser.add_argument(
+        "--format", action="store_true", help="fix and format your code with ruff instead (`make format`)"
+    )
     args = parser.parse_args(argv)
+    if args.format:
+        return format_your_code(args.root)
     started = time.monotonic()
     failed = False
     for checked, findings in check_all(args.root):

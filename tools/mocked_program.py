@@ -22,7 +22,8 @@ from pulumi.runtime import config as runtime_config
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
-from infra.component import COMPONENT_TYPE, ExactlyOnceScheduler, export_outputs
+from infra.component import COMPONENT_TYPE, ExactlyOnceScheduler, ExactlyOnceSchedulerArgs, export_outputs
+from infra.config.names import COMPONENT_NAME
 from infra.config.paths import FUNCTION_DIR
 from infra.config.schema import project_name
 from infra.settings.stack import StackSettings
@@ -319,14 +320,17 @@ def mock_stack(
     preview: bool = False,
     stack: str = MOCK_STACK,
     mocks: GcpMocks | None = None,
+    name: str = COMPONENT_NAME,
 ) -> MockedStack:
-    """Run ExactlyOnceScheduler(settings) under mocks; return resources, outputs and warnings.
+    """Run ExactlyOnceScheduler(name, settings) under mocks; return resources, outputs and warnings.
 
     `preview`: as a first `pulumi preview` sees it, every computed output unknown.
     `mocks`: other answers than GcpMocks' (a failed function, a stack's previous outputs)."""
 
     def program() -> pulumi.Output[Any]:
-        scheduler = ExactlyOnceScheduler(settings, function_dir or FUNCTION_DIR)
+        scheduler = ExactlyOnceScheduler(
+            name, ExactlyOnceSchedulerArgs(settings, function_dir or FUNCTION_DIR)
+        )
         export_outputs(scheduler)
         return pulumi.Output.all(*scheduler.outputs.values())
 

@@ -17,7 +17,7 @@ import time, `run = make_job(...)`) is accepted here and decided when the instan
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +38,25 @@ _NOT_CALLABLE = (ast.Constant, ast.JoinedStr, ast.List, ast.Dict, ast.Set, ast.T
 _MAX_HOPS = 8
 
 
-def check_handlers(job_handler: str, raw_jobs: Any, function_dir: Path, errors: ConfigProblems) -> None:
-    """`jobHandler` and every job's own `handler`, each refused under its own key."""
-    specs = [("jobHandler", job_handler)]
+# What a handler looks like, shown when a spelling cannot be turned into one.
+HANDLER_EXAMPLE = "jobs.my_job:run"
+
+
+def check_handlers(
+    job_handler: str, raw_jobs: Any, unhandled: Collection[str], function_dir: Path, errors: ConfigProblems
+) -> None:
+    """`jobHandler` and every job's own `handler`, each refused under its own key; and every job
+    in `unhandled` (the names of the jobs that set no handler and have no target to imply one)
+    when the stack sets no `jobHandler`: no job runs logic its stack never named."""
+    if not job_handler and isinstance(raw_jobs, list):
+        errors.extend(
+            f"{errors.key(f'jobs[{index}].handler')}: job {item['name']!r} names no handler and the stack "
+            f"sets no jobHandler: set its handler (jobs[{index}].handler: {HANDLER_EXAMPLE}), or the "
+            f"handler of every job without one ({errors.key('jobHandler')}: {HANDLER_EXAMPLE})"
+            for index, item in enumerate(raw_jobs)
+            if isinstance(item, Mapping) and item.get("name") in unhandled
+        )
+    specs = [("jobHandler", job_handler)] if job_handler else []
     if isinstance(raw_jobs, list):
         specs += [
             (f"jobs[{index}].handler", item["handler"])
@@ -50,10 +66,6 @@ def check_handlers(job_handler: str, raw_jobs: Any, function_dir: Path, errors: 
     for key, spec in specs:
         if HANDLER_PATTERN.match(spec) and (problem := handler_problem(spec, function_dir)) is not None:
             errors.append(f"{errors.key(key)}: {spec!r}: {problem}")
-
-
-# What a handler looks like, shown when a spelling cannot be turned into one.
-HANDLER_EXAMPLE = "jobs.my_job:run"
 
 
 def malformed_handler(spec: object) -> str:

@@ -17,8 +17,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-# The component name `__main__.py` gives ExactlyOnceScheduler.
-# The component's name, the first part of every name the stack chooses (`eos-dev-runtime`).
+# The name `__main__.py` gives its one ExactlyOnceScheduler, the first part of every name the
+# stack chooses (`eos-dev-runtime`); the local tools (`ops`, `make demo`) assume it.
 COMPONENT_NAME = "eos"
 
 # Hex characters of the hash appended to a shortened name: 16.7 million values, so two stack

@@ -75,7 +75,7 @@ def settings_from_config(
     if max_instances < 1:
         errors.append(f"{errors.key('maxInstances')}: {max_instances} must be at least 1")
     job_handler = str(scalars["jobHandler"])
-    if not HANDLER_PATTERN.match(job_handler):
+    if job_handler and not HANDLER_PATTERN.match(job_handler):
         errors.append(f"{errors.key('jobHandler')}: {malformed_handler(job_handler)}")
     ledger = ledger_keys(scalars, errors)
     channels = notification_channels(scalars["alertNotificationChannels"], errors)
@@ -85,7 +85,8 @@ def settings_from_config(
     raw_jobs = with_samples(own_jobs) if samples else own_jobs
     jobs = parse_jobs(raw_jobs, timeout, errors)
     check_untargeted_jobs(raw_jobs, jobs, job_handler, errors)
-    check_handlers(job_handler, raw_jobs, function_dir, errors)
+    unhandled = {job.name for job in jobs if job.handler is None}
+    check_handlers(job_handler, raw_jobs, unhandled, function_dir, errors)
     reserved = {AUDIT_JOB_NAME: "the stack's own missed-run audit job"}
     if samples:
         reserved.update(dict.fromkeys(SAMPLE_JOB_NAMES, "a sample job (samples: true)"))

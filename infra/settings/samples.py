@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from exactly_once.config import DEFAULT_JOB_HANDLER
-
+# function/jobs/demo.py: records each run, and sleeps or fails as its body asks.
+DEMO_HANDLER: Final = "jobs.demo:run_demo_job"
 # Instant failures retry at 15, 45, 105, 225, 465 s: the 45 s one and every later one come after
 # the 30 s lease a crashed attempt leaves behind, and all of them before the next run.
 _RETRY: Final[Mapping[str, Any]] = {
@@ -41,8 +41,8 @@ def _job(name: str, schedule: str, **fields: Any) -> dict[str, Any]:
 
 
 SAMPLE_JOBS: Final[tuple[Mapping[str, Any], ...]] = (
-    # The demo job by name: a stack's own jobHandler may be anything.
-    _job("demo-every-15-minutes", "*/15 * * * *", handler=DEFAULT_JOB_HANDLER, body={"sleep_seconds": 1}),
+    # The demo job by name: a stack's own jobHandler may be anything, or nothing.
+    _job("demo-every-15-minutes", "*/15 * * * *", handler=DEMO_HANDLER, body={"sleep_seconds": 1}),
     _job("workflow-proxy-demo", "30 * * * *", workflow={"sample": True, "argument": {"report": "hourly"}}),
     _job("bigquery-demo", "45 * * * *", bigquery={"sample": True}),
 )

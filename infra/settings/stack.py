@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, OverlapPolicy, time_limit_for_timeout
 from exactly_once.token_check.settings import DEFAULT_RETENTION_SECONDS as DEFAULT_TOKEN_RETENTION_SECONDS
-from infra.config.names import StackNames
+from infra.config.names import COMPONENT_NAME, StackNames
 from infra.config.schema import SettingsError
 from infra.settings.jobs import JobSettings
 from infra.targets.kind import Placement, TargetKind
@@ -46,11 +46,13 @@ class StackSettings:
     idempotency_retention_seconds: float = DEFAULT_TOKEN_RETENTION_SECONDS
     alert_notification_channels: tuple[str, ...] = ()
     missed_run_audit: bool = True
+    # The name of the component that deploys these settings: the first part of every name.
+    component: str = COMPONENT_NAME
 
     @property
     def names(self) -> StackNames:
-        """The names this stack gives the resources it creates."""
-        return StackNames(self.stack)
+        """The names this stack's component gives the resources it creates."""
+        return StackNames(self.stack, self.component)
 
     @property
     def database_name(self) -> str:

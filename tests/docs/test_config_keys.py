@@ -13,6 +13,12 @@ from exactly_once.token_check.settings import TokenStoreConfig
 from infra.config.schema import CONFIG_KEYS, KEYS_BY_NAME, REPO_ROOT, SettingsError, declared_config_keys
 
 
+def test_no_job_logic_runs_unless_the_stack_names_it() -> None:
+    """No jobHandler by default: a job that names no handler of its own is refused unless its
+    stack sets one (tests/infra/config/test_handlers.py), so nothing runs the demo job unasked."""
+    assert KEYS_BY_NAME["jobHandler"].default == ""
+
+
 def test_config_keys_are_the_declared_section_plus_the_derived_default() -> None:
     declared = yaml.safe_load((REPO_ROOT / "Pulumi.yaml").read_text(encoding="utf-8"))["config"]
     assert [key.name for key in CONFIG_KEYS] == [*declared, "createDatabase"]
@@ -23,7 +29,6 @@ def test_config_keys_are_the_declared_section_plus_the_derived_default() -> None
 def test_the_function_defaults_match_the_project_defaults() -> None:
     function, tokens = FunctionConfig(), TokenStoreConfig()
     assert KEYS_BY_NAME["runsCollection"].default == function.runs_collection
-    assert KEYS_BY_NAME["jobHandler"].default == function.job_handler
     assert KEYS_BY_NAME["idempotencyCollection"].default == tokens.collection
     assert KEYS_BY_NAME["idempotencyRetentionSeconds"].default == tokens.retention_seconds
 

@@ -15,6 +15,7 @@ PROJECT = "acme-prod"
 # The config namespace: the Pulumi project's name, as Pulumi.yaml spells it.
 NAMESPACE = project_name()
 REGION = "europe-west1"
+DEMO_HANDLER = "jobs.demo:run_demo_job"
 
 
 def valid_job(**overrides: Any) -> dict[str, Any]:
@@ -30,7 +31,8 @@ def valid_job(**overrides: Any) -> dict[str, Any]:
 
 
 def valid_values(**overrides: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {"functionTimeoutSeconds": 60, "jobs": [valid_job()]}
+    # The demo job for every job that names no handler: a stack without jobHandler refuses those.
+    values: dict[str, Any] = {"functionTimeoutSeconds": 60, "jobHandler": DEMO_HANDLER, "jobs": [valid_job()]}
     values.update(copy.deepcopy(overrides))
     return values
 

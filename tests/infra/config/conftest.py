@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from pulumi.runtime import config as runtime_config
 
-from tests.infra.conftest import NAMESPACE, valid_job
+from tests.infra.conftest import DEMO_HANDLER, NAMESPACE, valid_job
 from tests.support.stacks import fixture_stack
 from tools.mocked_program import run_mocked_stack
 
@@ -23,6 +23,7 @@ def pulumi_config() -> Iterator[dict[str, str]]:
         "gcp:region": "us-east1",
         f"{NAMESPACE}:functionTimeoutSeconds": "60",
         f"{NAMESPACE}:deletionProtection": "false",
+        f"{NAMESPACE}:jobHandler": DEMO_HANDLER,
         f"{NAMESPACE}:jobs": json.dumps([valid_job()]),
     }
     yield values

@@ -6,19 +6,19 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import pytest
 from pulumi.runtime import config as runtime_config
 
-from exactly_once.config import DEFAULT_JOB_HANDLER
 from exactly_once.targets.job_specs import BIGQUERY_HANDLER, CLOUD_RUN_HANDLER, WORKFLOWS_HANDLER
 from infra.config.handlers import handler_problem
 from infra.config.schema import FUNCTION_DIR, SettingsError
 from infra.plan.audit_job import AUDIT_HANDLER
 from infra.settings.loading import settings_from_config
 from infra.settings.stack import StackSettings
-from tests.infra.conftest import NAMESPACE, build, valid_job, valid_values
+from tests.infra.conftest import DEMO_HANDLER, NAMESPACE, build, error_of, valid_job, valid_values
 from tools import mocked_program as pulumi_harness
 from tools.mocked_program import run_main
 
@@ -138,10 +138,10 @@ def shipped_handlers() -> list[str]:
 
 
 def test_every_handler_the_function_ships_passes() -> None:
-    """Every documented handler, the stack's own among them, is one the function can run.
+    """Every documented handler, the samples' and the proxies' among them, is one the function can run.
     Modules a fork adds to function/jobs/ are its own: they need no row in the template's table."""
     shipped = shipped_handlers()
-    named_by_the_stack = {DEFAULT_JOB_HANDLER, WORKFLOWS_HANDLER, CLOUD_RUN_HANDLER, BIGQUERY_HANDLER}
+    named_by_the_stack = {DEMO_HANDLER, WORKFLOWS_HANDLER, CLOUD_RUN_HANDLER, BIGQUERY_HANDLER}
     assert named_by_the_stack | {AUDIT_HANDLER} <= set(shipped)
     assert {spec: handler_problem(spec, FUNCTION_DIR) for spec in shipped} == dict.fromkeys(shipped)
 
@@ -150,6 +150,53 @@ def test_under_mocks_a_missing_handler_registers_no_resource(pulumi_config: dict
     pulumi_config[f"{NAMESPACE}:jobs"] = json.dumps([valid_job(handler="jobs.my_job:missing")])
     mocks = pulumi_harness.GcpMocks("p-123")
     with pytest.raises(pulumi.RunError, match=rf"{NAMESPACE}:jobs\[0\]\.handler: 'jobs.my_job:missing'"):
+        run_main(pulumi_config, mocks)
+    assert mocks.registered == []
+    runtime_config.set_all_config({})
+
+
+# A stack that names no jobHandler: the project declares none, so nothing runs by default.
+NO_DEFAULT = f"{NAMESPACE}:jobs[1].handler: job 'nightly' names no handler and the stack sets no jobHandler"
+
+
+def _without_default(**config: object) -> dict[str, Any]:
+    values = valid_values(jobs=[valid_job(handler="jobs.noop:do_nothing"), valid_job(name="nightly")])
+    del values["jobHandler"]
+    return {**values, **config}
+
+
+def test_a_job_without_handler_in_a_stack_without_jobhandler_is_refused_naming_both_ways_out() -> None:
+    message = error_of(_without_default())
+    assert (
+        f"{NO_DEFAULT}: set its handler (jobs[1].handler: jobs.my_job:run), or the handler of every job "
+        f"without one ({NAMESPACE}:jobHandler: jobs.my_job:run)"
+    ) in message
+    assert "jobs[0]" not in message
+
+
+@pytest.mark.parametrize("way_out", ["job", "stack"])
+def test_either_way_out_is_accepted(way_out: str) -> None:
+    values = _without_default(**({"jobHandler": "jobs.noop:do_nothing"} if way_out == "stack" else {}))
+    if way_out == "job":
+        values["jobs"][1]["handler"] = "jobs.noop:do_nothing"
+    settings = build(values)
+    assert {settings.handler_of(job) for job in settings.jobs} == {"jobs.noop:do_nothing"}
+
+
+def test_a_job_with_a_target_needs_no_handler_of_its_own() -> None:
+    """Its kind's proxy runs it: the samples' workflow and BigQuery jobs name none."""
+    values = _without_default(samples=True)
+    values["jobs"].pop()
+    assert {job.name: job.handler for job in build(values).jobs}["workflow-proxy-demo"] == WORKFLOWS_HANDLER
+
+
+def test_under_mocks_a_job_without_handler_and_no_jobhandler_registers_no_resource(
+    pulumi_config: dict[str, str],
+) -> None:
+    del pulumi_config[f"{NAMESPACE}:jobHandler"]
+    pulumi_config[f"{NAMESPACE}:jobs"] = json.dumps(_without_default()["jobs"])
+    mocks = pulumi_harness.GcpMocks("p-123")
+    with pytest.raises(pulumi.RunError, match=re.escape(NO_DEFAULT)):
         run_main(pulumi_config, mocks)
     assert mocks.registered == []
     runtime_config.set_all_config({})

@@ -21,14 +21,23 @@ from infra.settings.loading import load_stack_settings, settings_from_config
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_advisories, timing_errors
 from infra.timing import rules as timing
-from tests.infra.conftest import NAMESPACE, PROJECT, REGION, build, error_of, valid_job, valid_values
+from tests.infra.conftest import (
+    DEMO_HANDLER,
+    NAMESPACE,
+    PROJECT,
+    REGION,
+    build,
+    error_of,
+    valid_job,
+    valid_values,
+)
 from tests.support.stacks import fixture_stack
 
 # --- defaults and derived values -------------------------------------------------------------
 
 
 def test_defaults_apply_and_the_time_limit_is_derived_from_the_timeout() -> None:
-    settings = build({"jobs": [valid_job()]})
+    settings = build({"jobHandler": DEMO_HANDLER, "jobs": [valid_job()]})
     assert settings.function_timeout_seconds == 60
     assert settings.lease_seconds == DEFAULT_LEASE_SECONDS == 30
     assert settings.time_limit_seconds == 55
@@ -44,7 +53,13 @@ def test_defaults_apply_and_the_time_limit_is_derived_from_the_timeout() -> None
 
 
 def test_omitted_job_fields_get_safe_defaults() -> None:
-    settings = build({"functionTimeoutSeconds": 120, "jobs": [{"name": "j", "schedule": "0 * * * *"}]})
+    settings = build(
+        {
+            "functionTimeoutSeconds": 120,
+            "jobHandler": DEMO_HANDLER,
+            "jobs": [{"name": "j", "schedule": "0 * * * *"}],
+        }
+    )
     job = settings.jobs[0]
     assert job.time_zone == "Etc/UTC"
     assert job.attempt_deadline_seconds == 120  # follows the function timeout
@@ -240,6 +255,7 @@ def test_load_stack_settings_applies_project_defaults_then_stack_values(tmp_path
             "gcp:project": "p1",
             "gcp:region": "asia-northeast1",
             f"{NAMESPACE}:runsCollection": "runs",
+            f"{NAMESPACE}:jobHandler": DEMO_HANDLER,
             f"{NAMESPACE}:jobs": [valid_job()],
         }
     }
@@ -257,6 +273,7 @@ def test_load_stack_settings_reports_the_stack_file_errors(tmp_path: Path) -> No
         "config": {
             "gcp:project": "p",
             "gcp:region": "r",
+            f"{NAMESPACE}:jobHandler": DEMO_HANDLER,
             f"{NAMESPACE}:jobs": [valid_job(schedule="@hourly")],
         }
     }
