@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from bootstrap.deployer_roles import GRANT_KIND_ROLES
-from bootstrap.github_oidc import GOOGLE_SUBJECT_MAX_LENGTH, environment_subject, pull_request_subject
+from infra.config.deployer_roles import GRANT_KIND_ROLES
+from infra.config.github_oidc import GOOGLE_SUBJECT_MAX_LENGTH, environment_subject, pull_request_subject
 
 GITHUB_OIDC_ISSUER: Final = "https://token.actions.githubusercontent.com"
 

@@ -38,7 +38,9 @@ from infra.targets.registry import TARGET_KINDS
 from infra.timing.cron import DEFAULT_TIME_ZONE
 from policy.policies import POLICIES
 from tools.doc_texts import FUNCTION_ENVIRONMENT, JOB_FIELD_MEANINGS, OUTCOME_MEANINGS
-from tools.monitoring_docs import FIGURES, alerts_table, metrics_table
+from tools.monitoring_docs import FIGURES as MONITORING_FIGURES
+from tools.monitoring_docs import alerts_table, metrics_table
+from tools.optional_parts import optional_parts_list
 
 DOCS = REPO_ROOT / "docs"
 _BLOCK = re.compile(
@@ -191,6 +193,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "metrics": lambda: metrics_table(_table),
     "alerts": lambda: alerts_table(_table),
 }
+FIGURES: dict[str, Callable[[], str]] = {**MONITORING_FIGURES, "optional-parts": optional_parts_list}
 
 
 def render(text: str, source: str = "page") -> str:

@@ -46,3 +46,11 @@ AUDIT_JOB_ERROR: Final = "audit_job_error"
 # The watchdog ended an attempt's instance (delivery/heartbeat.py); CAUSE says why, in a word.
 ATTEMPT_ENDED: Final = "attempt_ended"
 CAUSE: Final = "cause"
+
+# Read by Cloud Logging from a line's top level (not kept in jsonPayload): the request's trace
+# and span (delivery/trace_headers.py), whether it was sampled, and the entry's labels, which
+# carry the run and the job on every line written while a delivery runs (structured_log.py).
+TRACE: Final = "logging.googleapis.com/trace"
+SPAN_ID: Final = "logging.googleapis.com/spanId"
+TRACE_SAMPLED: Final = "logging.googleapis.com/trace_sampled"
+LABELS: Final = "logging.googleapis.com/labels"

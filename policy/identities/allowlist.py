@@ -19,7 +19,7 @@ from typing import Final
 
 from pulumi_policy import ResourceValidationArgs
 
-from bootstrap.deployer_roles import DEPLOYER_ROLES, GRANT_KIND_ROLES, PREVIEWER_ROLES, PROJECT_SCOPE
+from infra.config.deployer_roles import DEPLOYER_ROLES, GRANT_KIND_ROLES, PREVIEWER_ROLES, PROJECT_SCOPE
 from infra.targets.registry import TARGET_KINDS
 from policy.engine.grants import PROJECT_MEMBER_PREFIX
 from policy.engine.props import UNKNOWN, is_blank, lookup
@@ -124,7 +124,7 @@ PROJECT_ROLE_ALLOWLIST: Final[Mapping[str, AllowedProjectRole]] = MappingProxyTy
             ),
         ),
         # Deploying the stack is project-wide by nature; each role's reason is in
-        # bootstrap/deployer_roles.py, the list the deploy docs and bootstrap/ use.
+        # infra/config/deployer_roles.py, the list the deploy docs and bootstrap/ use.
         # With the bootstrap's `jobGrants`, also the role that sets those resources' IAM policies.
         **{
             deployer_role.role: AllowedProjectRole(

@@ -5,7 +5,7 @@ holds no role that writes.
 
 A pull request's workflow runs whatever its branch says, so anything the account it runs as
 may do, anyone who can push a branch may do. The deployer is for the default branch's
-deployment jobs only (bootstrap/github_oidc.py); every other CI account reads.
+deployment jobs only (infra/config/github_oidc.py); every other CI account reads.
 
 The rule sees who may impersonate an account only where the grant that allows it is made: in
 the bootstrap stack. In the main stack the CI previewer is one more account the stack did not
@@ -18,8 +18,8 @@ from collections.abc import Iterable
 
 from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
-from bootstrap.deployer_roles import PREVIEWER_ROLES
-from bootstrap.github_oidc import WORKLOAD_IDENTITY_USER, Reach, reach
+from infra.config.deployer_roles import PREVIEWER_ROLES
+from infra.config.github_oidc import WORKLOAD_IDENTITY_USER, Reach, reach
 from policy.engine.grants import PROJECT_MEMBER_PREFIX, account_email, iam_grants
 from policy.engine.props import UNKNOWN, Absent, lookup
 from policy.engine.types import is_iam_type

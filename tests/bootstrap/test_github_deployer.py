@@ -12,10 +12,10 @@ import yaml
 from pulumi.runtime import config as runtime_config
 
 from bootstrap.config import CONFIG_KEYS
-from bootstrap.deployer_roles import DEPLOYER_ROLES, PREVIEWER_ROLES
 from bootstrap.github_deployer import ATTRIBUTE_MAPPING
-from bootstrap.github_oidc import WORKLOAD_IDENTITY_USER
 from bootstrap.settings import GITHUB_OIDC_ISSUER, BootstrapConfigError, BootstrapSettings
+from infra.config.deployer_roles import DEPLOYER_ROLES, PREVIEWER_ROLES
+from infra.config.github_oidc import WORKLOAD_IDENTITY_USER
 from tests.bootstrap.github_tokens import admitted, run
 from tests.bootstrap.mocked_bootstrap import BOOTSTRAP_PROJECT, POOLS, bootstrap_stack, run_bootstrap
 from tools.mocked_program import MockedResource

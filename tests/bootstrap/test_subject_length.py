@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from bootstrap.github_oidc import GOOGLE_SUBJECT_MAX_LENGTH, environment_subject, pull_request_subject
 from bootstrap.settings import BootstrapConfigError, BootstrapSettings
+from infra.config.github_oidc import GOOGLE_SUBJECT_MAX_LENGTH, environment_subject, pull_request_subject
 
 OWNER = "acme"
 REPO = f"{OWNER}/exactly-once-scheduler"

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bootstrap.deployer_roles import previewer_roles_table
 from bootstrap.settings import BootstrapSettings
+from infra.config.deployer_roles import previewer_roles_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
@@ -248,3 +248,8 @@ def test_the_docs_show_the_providers_condition_as_the_bootstrap_writes_it() -> N
     assert shown is not None
     written = BootstrapSettings(project="p", repository="<owner>/<repo>").attribute_condition
     assert " ".join(shown.group(1).split()) == written
+
+
+def test_the_bootstrap_keeps_its_state_in_the_local_backend() -> None:
+    project = yaml.safe_load((REPO_ROOT / "bootstrap" / "Pulumi.yaml").read_text(encoding="utf-8"))
+    assert project["backend"] == {"url": "file://~"}

@@ -15,7 +15,7 @@ from pulumi.output import Unknown
 from pulumi_policy import EnforcementLevel
 
 import tools.mocked_program as harness
-from bootstrap.github_oidc import Reach, reach
+from infra.config.github_oidc import Reach, reach
 from policy.offline import UNKNOWN_STRING, violations
 from policy.policies import PACK_NAME, POLICIES
 from tests.support.stacks import dev_stack_resources, fixture_stack

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bootstrap.deployer_roles import DEPLOYER_ROLES, GRANT_KIND_ROLES
+from infra.config.deployer_roles import DEPLOYER_ROLES, GRANT_KIND_ROLES
 from policy.offline import UNKNOWN_STRING
 from policy.policies import (
     PROJECT_IAM_BINDING,

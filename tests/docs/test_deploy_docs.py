@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from bootstrap.deployer_roles import DEPLOYER_ROLES, deployer_roles_table, grant_kind_roles_table
 from infra.component import REQUIRED_APIS
+from infra.config.deployer_roles import DEPLOYER_ROLES, deployer_roles_table, grant_kind_roles_table
 from infra.config.names import StackNames
 from infra.config.schema import REPO_ROOT
 from infra.monitoring import log_filters

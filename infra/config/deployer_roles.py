@@ -1,10 +1,12 @@
 """The roles the identity that runs `pulumi up` needs on a fresh project, each with its reason,
 and the read-only roles of the CI previewer that runs `pulumi preview` for pull requests.
 
-One list each, read by the docs, by bootstrap/ (which grants exactly these) and by the policy
-pack (which refuses any other role to an account a pull request may impersonate), and the few
-deployer roles only some stacks need (GRANT_KIND_ROLES, granted per the bootstrap's
-`jobGrants`). Predefined roles only: no primitive owner/editor/viewer.
+One list each, read by the docs, by the policy pack (which refuses any other role to an account
+a pull request may impersonate) and by bootstrap/ where a fork keeps it (it grants exactly
+these), and the few deployer roles only some stacks need (GRANT_KIND_ROLES, granted per the
+bootstrap's `jobGrants`). They live here, not in bootstrap/, because a deployer made by hand
+needs the same roles: a fork that deletes bootstrap/ keeps them. Predefined roles only: no
+primitive owner/editor/viewer.
 """
 
 from __future__ import annotations

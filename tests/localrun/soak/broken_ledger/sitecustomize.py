@@ -1,6 +1,6 @@
 """Test-only, never part of the function: a ledger whose claim has lost its precondition.
 
-Put first on a soak instance's PYTHONPATH (tests/localrun/test_soak.py), Python imports this
+Put first on a soak instance's PYTHONPATH (tests/localrun/soak/test_soak.py), Python imports this
 module as the process starts, before the function is loaded, and it turns the store's
 create() — the claim's "only if the record does not exist yet" — into a plain set(), which
 overwrites whatever is there. Every delivery then claims the run, and the soak's checker must

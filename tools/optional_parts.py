@@ -1,0 +1,72 @@
+"""The parts of the template a fork may delete with `git rm -r`, each with everything that goes
+with it.
+
+The template ships tools for its own development beside what a deployment needs: a benchmark,
+a soak, a one-time CI bootstrap. A fork that will never run them should not have to keep them,
+nor read their code to learn whether the rest still works without them. So each part here is
+closed: nothing outside its paths imports it (tests/test_fork_prune.py reads every import in the
+repository), the Makefile's targets and the linters take only what is there, and the docs'
+references to a path of a part that is absent are not errors. After a deletion, `make check`,
+`make test` and `make demo` stay green; the test deletes every part from a copy and runs them.
+
+One list, rendered into the README's fork section by `make docs`; each part's `loses` says what
+the fork gives up, for the reader of this list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from infra.config.paths import REPO_ROOT
+
+
+@dataclass(frozen=True)
+class OptionalPart:
+    name: str
+    # Every file and folder of the part, relative to the repository's root: its code and its tests.
+    paths: tuple[str, ...]
+    # What a fork gives up by deleting it.
+    loses: str
+
+
+OPTIONAL_PARTS: Final = (
+    OptionalPart(
+        "the benchmark",
+        ("bench", "tests/bench"),
+        "`make bench`: the measured cost of a run against a plain transactional flow",
+    ),
+    OptionalPart(
+        "the soak",
+        ("localrun/soak", "localrun/stacks/Pulumi.soak.yaml", "tests/localrun/soak"),
+        "`make soak` and `make soak-short`: thousands of runs under every fault, counted independently",
+    ),
+    OptionalPart(
+        "the CI bootstrap",
+        ("bootstrap", "tests/bootstrap"),
+        "the one-time Pulumi project that creates keyless GitHub deployer and previewer accounts "
+        "(make them by hand as docs/ci.md describes, or deploy from elsewhere)",
+    ),
+)
+
+
+def part_of(relative: str) -> OptionalPart | None:
+    """The part a repository path (relative, with `/`) belongs to, if any."""
+    for part in OPTIONAL_PARTS:
+        if any(relative == path or relative.startswith(f"{path}/") for path in part.paths):
+            return part
+    return None
+
+
+def pruned(relative: str, root: Path = REPO_ROOT) -> bool:
+    """Whether `relative` lies in an optional part this checkout no longer has: a reference to it
+    from the docs is the template's description, not a broken link."""
+    part = part_of(relative)
+    return part is not None and not any((root / path).exists() for path in part.paths)
+
+
+def optional_parts_list() -> str:
+    """The README's sentence: each part and the paths that go with it."""
+    described = (f"{part.name} ({', '.join(f'`{path}`' for path in part.paths)})" for part in OPTIONAL_PARTS)
+    return ", ".join(described)
