@@ -13,7 +13,9 @@ from tests.infra.conftest import build
 from tools.fork_check import Finding
 
 # The config the page describes: a groc schedule, a retention of 600 s, an hourly job with a
-# single retry (every other value the defaults).
+# single retry (every other value the defaults, and a handler that runs every job: the page is
+# about timing, and a job without one is refused on its own).
+HANDLER = {"jobHandler": "jobs.demo:run_demo_job"}
 JOBS = [
     {"name": "report", "schedule": "every 5 minutes"},
     {"name": "sync", "schedule": "0 * * * *", "retry": {"retryCount": 1}},
@@ -35,7 +37,7 @@ def test_the_bad_config_example_is_what_the_checks_print() -> None:
     shown = re.search(r"```\n(invalid config.*?)```", section, flags=re.S)
     assert shown is not None
     with pytest.raises(SettingsError) as refused:
-        build({"functionTimeoutSeconds": 60, "retentionSeconds": 600, "jobs": JOBS}, stack="dev")
+        build({**HANDLER, "functionTimeoutSeconds": 60, "retentionSeconds": 600, "jobs": JOBS}, stack="dev")
     printed = "\n".join(_shortened(line) for line in str(refused.value).splitlines())
     assert printed == shown[1].rstrip("\n")
 
@@ -48,7 +50,7 @@ def _section_blocks(heading: str) -> list[str]:
 
 def _refusal(values: dict[str, object]) -> list[str]:
     with pytest.raises(SettingsError) as refused:
-        build(values, stack="dev")
+        build({**HANDLER, **values}, stack="dev")
     return [_shortened(line).removeprefix("  - ") for line in str(refused.value).splitlines()[1:]]
 
 
@@ -64,7 +66,9 @@ def test_the_schedule_examples_are_what_the_checks_print() -> None:
         "retry": {"retryCount": 1, "minBackoffSeconds": 3600, "maxBackoffSeconds": 3600},
     }
     assert [spring] == _refusal({"functionTimeoutSeconds": 60, "jobs": [bihourly]})
-    nightly = build({"jobs": [{"name": "nightly", "schedule": "30 1 * * *", "timeZone": "Europe/London"}]})
+    nightly = build(
+        {**HANDLER, "jobs": [{"name": "nightly", "schedule": "30 1 * * *", "timeZone": "Europe/London"}]}
+    )
     shown = [
         str(Finding("Pulumi.dev.yaml", text, advisory=True))
         for text in timing_advisories(nightly, date(2027, 1, 1))
