@@ -16,15 +16,15 @@ from typing import Any, TextIO
 from google.api_core import exceptions as google_exceptions
 
 from exactly_once.context import RunContext
+from exactly_once.delivery.following import log_failed
 from exactly_once.delivery.outcomes import Answer, Outcome
-from exactly_once.delivery.scheduler_request import RunKey
 from exactly_once.delivery.warm_cache import CompletedRuns
 from exactly_once.errors import TerminalJobError, error_text
+from exactly_once.ledger.downstream import DOWNSTREAM_NAME, DOWNSTREAM_STATE
 from exactly_once.ledger.job_status import JobStatuses
 from exactly_once.ledger.protocol import Claim, ClaimKind, JobResult, LeaseLost, RunLedger
 from exactly_once.ledger.records import WritesRefused
-from exactly_once.targets.downstream import DOWNSTREAM_NAME, DOWNSTREAM_STATE
-from exactly_once.targets.following import log_failed
+from exactly_once.run_key import RunKey
 
 
 class RunFinisher:

@@ -34,9 +34,10 @@ from exactly_once.delivery.outcomes import (
 )
 from exactly_once.delivery.overlap import JobBusy, JobLock, JobLocks
 from exactly_once.delivery.request_checks import body_problem, wants_fresh_answer
-from exactly_once.delivery.scheduler_request import BadSchedulerRequest, RunKey, Trigger, run_key_from_headers
+from exactly_once.delivery.scheduler_request import BadSchedulerRequest, run_key_from_headers
 from exactly_once.delivery.warm_cache import CompletedRuns
 from exactly_once.errors import TerminalJobError, error_text
+from exactly_once.ledger.downstream import Downstream
 from exactly_once.ledger.job_status import JobStatuses
 from exactly_once.ledger.protocol import (
     Claim,
@@ -48,8 +49,8 @@ from exactly_once.ledger.protocol import (
     RunLedger,
     WrongTarget,
 )
+from exactly_once.run_key import RunKey, Trigger
 from exactly_once.run_writes import RunWrites, WriteScope
-from exactly_once.targets.downstream import DOWNSTREAM_STATE, DownstreamState
 
 # A Scheduler job's body is a few hundred bytes of parameters; anything near this is not one.
 # Checked before anything is read into memory or written.
@@ -224,7 +225,7 @@ class ScheduledRunHandler:
 
         policy = self._overlap.get(key.job_name, OverlapPolicy.ALLOW)
         if policy is OverlapPolicy.ALLOW:
-            return self._run_and_finish(key, claim, body, entry, ends_at)
+            return self._run_and_finish(key, claim, body, entry, ends_at)[0]
         entry["overlap"] = policy.value
         return self._run_alone(key, claim, body, entry, policy, ends_at)
 
@@ -257,9 +258,9 @@ class ScheduledRunHandler:
             except JobBusy as busy:
                 entry["holder_run_id"] = busy.holder_run_id
                 return self._overlapped(claim, busy, policy, entry)
-            answer = self._run_and_finish(key, claim, body, entry, ends_at)
+            answer, started = self._run_and_finish(key, claim, body, entry, ends_at)
             if answer.outcome in (Outcome.EXECUTED, Outcome.LEASE_TAKEN_OVER) and (
-                entry.get(DOWNSTREAM_STATE) == DownstreamState.RUNNING
+                started is not None and started.running
             ):
                 # The run started work that is still running: the lock stays with the run
                 # until a later run (or nobody) finds that work ended (JobLocks.acquire).
@@ -294,7 +295,9 @@ class ScheduledRunHandler:
 
     def _run_and_finish(
         self, key: RunKey, claim: Claim, body: bytes, entry: dict[str, Any], ends_at: float
-    ) -> Answer:
+    ) -> tuple[Answer, Downstream | None]:
+        """The answer, and the downstream work the job reported starting (what decides whether
+        a `skip` or `wait` job's lock stays with the run)."""
         previous = None
         if (statuses := self._statuses) is not None:
             # Read only if the job asks, once however often it does.
@@ -350,7 +353,8 @@ class ScheduledRunHandler:
             entry["renewals"] = keeper.renewals
         if context.writes:
             entry["staged_writes"] = len(context.writes)
-        return self._finisher.finish(key, keeper.claim, output_json, failure, entry, context)
+        answer = self._finisher.finish(key, keeper.claim, output_json, failure, entry, context)
+        return answer, context.downstream.latest
 
 
 def _identify(entry: dict[str, Any], key: RunKey) -> None:
