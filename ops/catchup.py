@@ -23,7 +23,7 @@ from exactly_once.audit.reads import firestore_reader
 from exactly_once.audit.redelivery import RedeliveryError, sender_for
 from exactly_once.audit.schedule import fires
 from exactly_once.delivery.scheduler_request import format_rfc3339
-from exactly_once.targets.loopback import is_loopback_http_url
+from exactly_once.loopback import is_loopback_http_url
 from infra.plan.catchup import catches_up, catchup_delivery, queue_path, redelivery
 from ops.context import StackContext, UserError, utc_now
 from ops.delivery import stack_output

@@ -29,6 +29,7 @@ from exactly_once.audit.reads import firestore_reader
 from exactly_once.audit.schedule import FireTime, fires
 from exactly_once.delivery.scheduler_request import RunKey, Trigger, format_rfc3339, parse_rfc3339
 from exactly_once.ledger import lifecycle
+from exactly_once.ledger.downstream import Downstream
 from exactly_once.ledger.fields import (
     CONSECUTIVE_FAILURES,
     ENDED_AT,
@@ -41,7 +42,6 @@ from exactly_once.ledger.fields import (
     job_status_id,
 )
 from exactly_once.ledger.lifecycle import Verdict
-from exactly_once.targets.downstream import Downstream
 from infra.plan.audit_job import audit_interval_seconds
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
 from ops.context import StackContext, UserError, utc_now

@@ -102,7 +102,7 @@ def respellings(folder: str) -> list[str]:
 
 def test_the_contract_is_read_from_the_package() -> None:
     from exactly_once import config
-    from exactly_once.targets.endpoints import ENDPOINT_VARIABLES
+    from exactly_once.endpoints import ENDPOINT_VARIABLES
     from exactly_once.token_check import settings
 
     for name in (config.LEASE_SECONDS_ENV, settings.COLLECTION_ENV, *ENDPOINT_VARIABLES):

@@ -29,7 +29,7 @@ from exactly_once.config import (
 )
 from exactly_once.delivery.handler import MAX_BODY_BYTES
 from exactly_once.delivery.outcomes import Outcome
-from exactly_once.targets.endpoints import (
+from exactly_once.endpoints import (
     BIGQUERY_ENDPOINT_ENV,
     CLOUD_RUN_ENDPOINT_ENV,
     CLOUD_TASKS_ENDPOINT_ENV,

@@ -22,21 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from exactly_once import strict_json
 from exactly_once.errors import TerminalJobError
-from exactly_once.targets.downstream import DownstreamReport
+from exactly_once.ledger.downstream import DownstreamReport
+from exactly_once.ledger.previous_run import PreviousRun
 
 if TYPE_CHECKING:
     from exactly_once.run_writes import RunWrites
-
-
-@dataclass(frozen=True)
-class PreviousRun:
-    """The job's last successful run, as its job status recorded it (ledger/job_status.py)."""
-
-    schedule_time: datetime
-    # What that run returned (decoded JSON; None when it returned nothing).
-    output: Any
-    run_id: str
-    forced: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,7 +82,7 @@ class RunContext:
     # applied if and only if this attempt records the run completed (run_writes.py).
     writes: RunWrites = field(default_factory=lambda: _new_writes(), repr=False, compare=False)
     # What a proxy job started downstream, recorded with the run's completion and followed
-    # to its end afterwards (targets/downstream.py). Job code of its own leaves it empty.
+    # to its end afterwards (ledger/downstream.py). Job code of its own leaves it empty.
     downstream: DownstreamReport = field(default_factory=DownstreamReport, repr=False, compare=False)
 
     def checkpoint(self, value: Any) -> None:

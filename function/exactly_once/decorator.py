@@ -107,9 +107,8 @@ def exactly_once(
 
     `target` names what runs the job, recorded with each run (by default the Cloud Run
     service's name): a name chosen once, never derived from the code, since changing it makes
-    every run recorded under the old one another function's (docs/jobs.md). It never holds
-    "/": that form, "<service>/<module>.<function>", is what earlier versions recorded, and
-    such a record counts as its service's."""
+    every run recorded under the old one another function's (docs/jobs.md). It is a plain
+    name, without "/", like the Cloud Run service name it replaces."""
     if target is not None and (not target.strip() or "/" in target):
         raise ValueError(f"@exactly_once(target={target!r}): a target is a non-empty name without '/'")
     if job is None:

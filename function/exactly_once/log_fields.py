@@ -33,7 +33,7 @@ EVENT: Final = "event"
 MISSED_RUN: Final = "missed_run"
 AUDIT_SUMMARY: Final = "missed_run_audit"
 # A proxy run's downstream work (a Cloud Run job execution, a Workflows execution, a BigQuery
-# job) ended failed or cancelled (targets/following.py); its fields are the run record's
+# job) ended failed or cancelled (delivery/following.py); its fields are the run record's
 # downstream_* fields, the API's error among them.
 DOWNSTREAM_FAILED: Final = "downstream_failed"
 # The audit job's summary of the runs whose downstream work it followed (audit/downstream.py).

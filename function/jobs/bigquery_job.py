@@ -12,31 +12,36 @@ The query may read the run through named parameters: @run_id (STRING), @schedule
 
 Settings: BIGQUERY_JOBS (JSON, set by the stack), keyed by the scheduled job's id. The request
 body must be empty. BIGQUERY_API_ENDPOINT (optional) overrides the endpoint
-(exactly_once/targets/endpoints.py). Every call is made once, its timeout cut to what the
+(exactly_once/endpoints.py). Every call is made once, its timeout cut to what the
 attempt has left (exactly_once/targets/call_timeout.py).
 
-The run records the job's name and state (exactly_once/targets/downstream.py): a query job
+The run records the job's name and state (exactly_once/ledger/downstream.py): a query job
 usually outlasts the call that starts it. `job_state` asks for it again afterwards, for
-whoever follows the run's job to its end (exactly_once/targets/following.py).
+whoever follows the run's job to its end (exactly_once/delivery/following.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from google.api_core import exceptions as google_exceptions
 from google.api_core.retry import Retry
 from google.auth.credentials import AnonymousCredentials
 
 from exactly_once import RetryableJobError, RunContext, TerminalJobError, log_fields, structured_log
+from exactly_once.delivery.following import register_follower
+from exactly_once.endpoints import BIGQUERY_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
+from exactly_once.ledger.downstream import Downstream, DownstreamState
 from exactly_once.once import OncePerInstance
 from exactly_once.targets.call_timeout import call_timeout
-from exactly_once.targets.downstream import BIGQUERY, Downstream, DownstreamState
-from exactly_once.targets.endpoints import BIGQUERY_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
 from exactly_once.targets.errors import downstream_call
 from exactly_once.targets.job_specs import BIGQUERY_JOBS_ENV, BigQueryJobSpec, bigquery_job_id, read_table
+
+# The kind of work this proxy starts, as the stack's config names the target: what its runs'
+# records say they started, and what its follower is registered under.
+BIGQUERY: Final = "bigquery"
 
 if TYPE_CHECKING:
     # Imported by the first run, not at start-up: the router imports every configured job's
@@ -107,7 +112,7 @@ def run_bigquery_job(context: RunContext) -> dict[str, object]:
 def job_state(known: Downstream, timeout: float) -> Downstream:
     """The job `known` names ("project:location.job_id", as the run's output names it), as
     the BigQuery API reports it now: the follower of BIGQUERY work
-    (exactly_once/targets/following.py). One call, no retry."""
+    (exactly_once/delivery/following.py). One call, no retry."""
     project, _, rest = known.name.partition(":")
     location, _, job_id = rest.partition(".")
     job = _client().get_job(job_id, project=project, location=location, retry=NO_RETRY, timeout=timeout)
@@ -178,3 +183,6 @@ def _log(context: RunContext, job: str, state: str | None, reused: bool) -> None
     }
     message = "found the BigQuery job an earlier attempt started" if reused else "started a BigQuery job"
     structured_log.emit("INFO", message, fields)
+
+
+register_follower(BIGQUERY, job_state)

@@ -13,14 +13,14 @@ has not made visible when the next attempt lists (docs/proxy.md); the container'
 covers it. Every call is made once, its timeout cut to what the attempt has left
 (exactly_once/targets/call_timeout.py).
 
-The run records the execution's name and state (exactly_once/targets/downstream.py): running
+The run records the execution's name and state (exactly_once/ledger/downstream.py): running
 when just started, the found execution's own state when an earlier attempt started it.
 `execution_state` asks for it again afterwards, for whoever follows the run's execution to its
-end (exactly_once/targets/following.py).
+end (exactly_once/delivery/following.py).
 
 Settings: CLOUD_RUN_JOBS (JSON, set by the stack; exactly_once/targets/job_specs.py), keyed by
 the scheduled job's id. The request body must be empty. CLOUD_RUN_API_ENDPOINT (optional)
-overrides the endpoint (exactly_once/targets/endpoints.py); the client speaks REST.
+overrides the endpoint (exactly_once/endpoints.py); the client speaks REST.
 """
 
 from __future__ import annotations
@@ -29,16 +29,17 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from google.auth.credentials import AnonymousCredentials
 
 from exactly_once import RetryableJobError, RunContext, TerminalJobError, log_fields, structured_log
-from exactly_once.delivery.scheduler_request import format_rfc3339
+from exactly_once.delivery.following import register_follower
+from exactly_once.endpoints import CLOUD_RUN_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
+from exactly_once.ledger.downstream import Downstream, DownstreamState
 from exactly_once.once import OncePerInstance
+from exactly_once.run_key import format_rfc3339
 from exactly_once.targets.call_timeout import CALL_TIMEOUT_SECONDS, call_timeout
-from exactly_once.targets.downstream import CLOUD_RUN_JOB, Downstream, DownstreamState
-from exactly_once.targets.endpoints import CLOUD_RUN_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
 from exactly_once.targets.errors import downstream_call
 from exactly_once.targets.job_specs import (
     CLOUD_RUN_JOBS_ENV,
@@ -49,6 +50,10 @@ from exactly_once.targets.job_specs import (
     CloudRunJobSpec,
     read_table,
 )
+
+# The kind of work this proxy starts, as the stack's config names the target: what its runs'
+# records say they started, and what its follower is registered under.
+CLOUD_RUN_JOB: Final = "cloudRunJob"
 
 if TYPE_CHECKING:
     # Imported by the first run, not at start-up: the router imports every configured job's
@@ -187,7 +192,7 @@ def execution_of_run(
 
 def execution_state(known: Downstream, timeout: float) -> Downstream:
     """The execution `known` names, as the Cloud Run Admin API reports it now: the follower
-    of CLOUD_RUN_JOB work (exactly_once/targets/following.py). One call, no retry."""
+    of CLOUD_RUN_JOB work (exactly_once/delivery/following.py). One call, no retry."""
     _, executions = _clients()
     return _followed(known.name, executions.get_execution(name=known.name, retry=None, timeout=timeout))
 
@@ -239,3 +244,6 @@ def _log(context: RunContext, job: str, execution: str, message: str) -> None:
         "fence": context.fence,
     }
     structured_log.emit("INFO", message, fields)
+
+
+register_follower(CLOUD_RUN_JOB, execution_state)

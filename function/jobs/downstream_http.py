@@ -33,11 +33,11 @@ from google.oauth2 import id_token
 
 from exactly_once import RunContext, TerminalJobError
 from exactly_once.config import ConfigError
-from exactly_once.delivery.scheduler_request import format_rfc3339
+from exactly_once.endpoints import ID_TOKEN_DISABLED_ENV
+from exactly_once.loopback import is_loopback_http_url
+from exactly_once.run_key import format_rfc3339
 from exactly_once.targets.call_timeout import CALL_TIMEOUT_SECONDS, call_timeout
-from exactly_once.targets.endpoints import ID_TOKEN_DISABLED_ENV
 from exactly_once.targets.errors import downstream_call, error_for_status
-from exactly_once.targets.loopback import is_loopback_http_url
 
 DEFAULT_TIMEOUT_SECONDS = CALL_TIMEOUT_SECONDS
 MAX_TIMEOUT_SECONDS = 300.0

@@ -13,15 +13,15 @@ The execution argument (a JSON object the workflow receives as its params):
      "attempt_id": ..., "payload": <body.argument or {}>}
 
 Environment: WORKFLOWS_API_ENDPOINT (optional) overrides the endpoint, read as every proxy
-job reads its own (exactly_once/targets/endpoints.py): `http://<loopback>:port` is a plaintext
+job reads its own (exactly_once/endpoints.py): `http://<loopback>:port` is a plaintext
 channel with no credentials, for tests only.
 
 The executions_v1 client of google-cloud-workflows 1.23 ships gRPC transports only (no
 REST), so the fake used by the tests is a loopback gRPC server.
 
-The run records the execution's name and state (exactly_once/targets/downstream.py);
+The run records the execution's name and state (exactly_once/ledger/downstream.py);
 `execution_state` asks for it again afterwards, for whoever follows the run's execution to its
-end (exactly_once/targets/following.py).
+end (exactly_once/delivery/following.py).
 """
 
 from __future__ import annotations
@@ -30,16 +30,21 @@ import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from exactly_once import RunContext, TerminalJobError, log_fields, structured_log
-from exactly_once.delivery.scheduler_request import format_rfc3339
+from exactly_once.delivery.following import register_follower
+from exactly_once.endpoints import WORKFLOWS_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
+from exactly_once.ledger.downstream import Downstream, DownstreamState
 from exactly_once.once import OncePerInstance
+from exactly_once.run_key import format_rfc3339
 from exactly_once.targets.call_timeout import call_timeout
-from exactly_once.targets.downstream import WORKFLOW, Downstream, DownstreamState
-from exactly_once.targets.endpoints import WORKFLOWS_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
 from exactly_once.targets.errors import downstream_call
 from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
+
+# The kind of work this proxy starts, as the stack's config names the target: what its runs'
+# records say they started, and what its follower is registered under.
+WORKFLOW: Final = "workflow"
 
 if TYPE_CHECKING:
     # Imported by the first run, not at start-up: the router imports every configured job's
@@ -134,7 +139,7 @@ def start_workflow_execution(context: RunContext) -> dict[str, str]:
 
 def execution_state(known: Downstream, timeout: float) -> Downstream:
     """The execution `known` names, as the Workflows Executions API reports it now: the
-    follower of WORKFLOW work (exactly_once/targets/following.py). One call, no retry."""
+    follower of WORKFLOW work (exactly_once/delivery/following.py). One call, no retry."""
     return _followed(_executions_client().get_execution(name=known.name, retry=None, timeout=timeout))
 
 
@@ -165,3 +170,6 @@ def _log_started(context: RunContext, workflow: str, execution: Execution) -> No
         "fence": context.fence,
     }
     structured_log.emit("INFO", "started a workflow execution", fields)
+
+
+register_follower(WORKFLOW, execution_state)

@@ -1,7 +1,7 @@
 """What a deployed function's environment may not hold: the tests' switches, and plain secrets.
 
 - function-no-test-switches: no plaintext *_API_ENDPOINT (the proxies' endpoint overrides,
-  plaintext only on loopback, exactly_once/targets/endpoints.py) and no
+  plaintext only on loopback, exactly_once/endpoints.py) and no
   DOWNSTREAM_ID_TOKEN_DISABLED (docs/proxy.md): both are for tests only;
 - secrets-by-reference: no plain environment variable whose name says secret; such values are
   Secret Manager references (`secrets:`), read by Cloud Run when an instance starts, so they
@@ -15,7 +15,7 @@ from typing import Final
 
 from pulumi_policy import ResourceValidationArgs
 
-from exactly_once.targets.endpoints import ENDPOINT_VARIABLES, ID_TOKEN_DISABLED_ENV
+from exactly_once.endpoints import ENDPOINT_VARIABLES, ID_TOKEN_DISABLED_ENV
 from infra.config.access import looks_secret
 from policy.engine.env import env_of, plain_env
 from policy.engine.props import MISSING, UNKNOWN

@@ -18,7 +18,7 @@ from google.cloud.firestore import DocumentSnapshot
 from bench.imports import FIRST_PARTY, NOT_KEPT, STANDARD_LIBRARY, by_owner, import_profile
 from bench.network import firestore_route
 from bench.served import OURS_SOURCE
-from exactly_once.targets.endpoints import (
+from exactly_once.endpoints import (
     BIGQUERY_ENDPOINT_ENV,
     CLOUD_RUN_ENDPOINT_ENV,
     WORKFLOWS_ENDPOINT_ENV,

@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from exactly_once import RetryableJobError, TerminalJobError
-from exactly_once.context import PreviousRun, RunContext
-from exactly_once.delivery.scheduler_request import Trigger, format_rfc3339, run_key_from_headers
+from exactly_once.context import RunContext
+from exactly_once.delivery.scheduler_request import run_key_from_headers
 from exactly_once.ledger.fields import job_status_collection, job_status_id
+from exactly_once.ledger.previous_run import PreviousRun
+from exactly_once.run_key import Trigger, format_rfc3339
 from tests.support.instances import Instance, headers
 
 FIRST, SECOND, THIRD = "2026-10-16T12:00:00Z", "2026-10-16T12:15:00Z", "2026-10-16T12:30:00Z"

@@ -18,7 +18,7 @@ from exactly_once.audit.config import CatchupRuns, Redelivery
 from exactly_once.audit.schedule import fire_times
 from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER, NO_CACHE
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
-from exactly_once.targets.endpoints import CLOUD_TASKS_ENDPOINT_ENV
+from exactly_once.endpoints import CLOUD_TASKS_ENDPOINT_ENV
 from infra.plan.audit_job import audit_environment
 from infra.plan.catchup import queue_path
 from infra.settings.environment import function_environment

@@ -16,9 +16,9 @@ from exactly_once.audit.config import AuditConfig, AuditedJob
 from exactly_once.audit.missed_runs import RecordReader
 from exactly_once.audit.redelivery import RedeliveryError, Sender
 from exactly_once.audit.run import run_audit
-from exactly_once.context import PreviousRun
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
 from exactly_once.ledger.lifecycle import StoredRecord
+from exactly_once.ledger.previous_run import PreviousRun
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc3339
+from exactly_once.run_key import format_rfc3339, parse_rfc3339
 
 # The function's environment variable that carries AuditConfig.to_json(): written by the stack,
 # read by the audit job at start-up.

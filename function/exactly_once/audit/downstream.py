@@ -1,5 +1,5 @@
 """The audit's second task: follow every run whose downstream work the ledger still records
-as running, to its end, through each kind's official client (targets/following.py).
+as running, to its end, through each kind's official client (delivery/following.py).
 
 A proxy run completes once its work has started; what the work came to is learned by asking
 its API later. A `skip` or `wait` job's next run asks about the previous run's work; nothing
@@ -20,10 +20,10 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from exactly_once import log_fields, structured_log
+from exactly_once.delivery.following import follow
 from exactly_once.errors import error_text
+from exactly_once.ledger.downstream import DOWNSTREAM_NAME, DOWNSTREAM_STATE, DownstreamState
 from exactly_once.ledger.store import FirestoreRunStore, StoredRecord
-from exactly_once.targets.downstream import DOWNSTREAM_NAME, DOWNSTREAM_STATE, DownstreamState
-from exactly_once.targets.following import follow
 
 # Runs followed per audit run at most, oldest claim first being no concern: a run left out
 # is followed by the next audit. Each costs one API call.

@@ -27,11 +27,11 @@ from datetime import datetime, timedelta
 from exactly_once.audit.config import AuditedJob
 from exactly_once.audit.pauses import PauseHistory, paused_at
 from exactly_once.audit.schedule import FireTime, fires
-from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
 from exactly_once.ledger import lifecycle
+from exactly_once.ledger.downstream import Downstream
 from exactly_once.ledger.fields import TARGET
 from exactly_once.ledger.lifecycle import StoredRecord, Verdict
-from exactly_once.targets.downstream import Downstream
+from exactly_once.run_key import RunKey, format_rfc3339
 
 # Reads the ledger records of the given run ids; absent ids are left out of the result.
 RecordReader = Callable[[Sequence[str]], Mapping[str, StoredRecord]]

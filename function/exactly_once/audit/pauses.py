@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from exactly_once.audit.config import AuditedJob, AuditError
-from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc3339
+from exactly_once.run_key import format_rfc3339, parse_rfc3339
 
 # From the recorded resume to the moment Cloud Scheduler resumes the job: the function is
 # built and deployed first. The same margin as for a job's first runs after it is created.

@@ -17,9 +17,10 @@ from datetime import datetime, timedelta
 from exactly_once.audit.config import AuditedJob, Redelivery
 from exactly_once.config import ConfigError
 from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER, NO_CACHE
-from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER, format_rfc3339
-from exactly_once.targets.endpoints import CLOUD_TASKS_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
-from exactly_once.targets.loopback import is_loopback_http_url
+from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER
+from exactly_once.endpoints import CLOUD_TASKS_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
+from exactly_once.loopback import is_loopback_http_url
+from exactly_once.run_key import format_rfc3339
 
 # A loopback delivery waits this long for the function's answer (a local stack's job).
 LOOPBACK_TIMEOUT_SECONDS = 120.0

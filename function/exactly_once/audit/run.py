@@ -38,9 +38,9 @@ from exactly_once.audit.missed_runs import (
 from exactly_once.audit.pauses import PauseHistory, history_from_json, history_to_json, observe
 from exactly_once.audit.redelivery import RedeliveryError, Sender
 from exactly_once.context import RunContext
-from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc3339
 from exactly_once.errors import TerminalJobError, error_text
 from exactly_once.ledger.lifecycle import Verdict
+from exactly_once.run_key import format_rfc3339, parse_rfc3339
 
 T = TypeVar("T")
 

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from croniter import CroniterBadDateError, croniter
 
 from exactly_once.audit.config import AuditError
-from exactly_once.delivery.scheduler_request import format_rfc3339
+from exactly_once.run_key import format_rfc3339
 
 
 @dataclass(frozen=True)

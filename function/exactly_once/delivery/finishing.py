@@ -11,20 +11,20 @@ duplicates here are answered without a read.
 from __future__ import annotations
 
 import traceback
-from typing import Any, TextIO
+from typing import TextIO
 
 from google.api_core import exceptions as google_exceptions
 
 from exactly_once.context import RunContext
+from exactly_once.delivery.following import log_failed
 from exactly_once.delivery.outcomes import Answer, Outcome
-from exactly_once.delivery.scheduler_request import RunKey
+from exactly_once.delivery.report import DeliveryReport
 from exactly_once.delivery.warm_cache import CompletedRuns
 from exactly_once.errors import TerminalJobError, error_text
 from exactly_once.ledger.job_status import JobStatuses
 from exactly_once.ledger.protocol import Claim, ClaimKind, JobResult, LeaseLost, RunLedger
 from exactly_once.ledger.records import WritesRefused
-from exactly_once.targets.downstream import DOWNSTREAM_NAME, DOWNSTREAM_STATE
-from exactly_once.targets.following import log_failed
+from exactly_once.run_key import RunKey
 
 
 class RunFinisher:
@@ -48,7 +48,7 @@ class RunFinisher:
         claim: Claim,
         output_json: str | None,
         failure: BaseException | None,
-        entry: dict[str, Any],
+        report: DeliveryReport,
         context: RunContext,
     ) -> Answer:
         """Record what the job came to. The job's staged writes ride in the completing commit
@@ -60,16 +60,16 @@ class RunFinisher:
         writes = context.writes.staged()
         downstream = context.downstream.latest
         record_fields = downstream.fields() if downstream is not None else None
-        if downstream is not None:
-            entry.update({DOWNSTREAM_NAME: downstream.name, DOWNSTREAM_STATE: downstream.state.value})
+        report.downstream = downstream
         try:
             if isinstance(failure, TerminalJobError):
                 why = "job failed terminally: recorded, will not be retried"
-                return self.record_terminal(key, claim, error_text(failure), entry, why)
+                return self.record_terminal(key, claim, error_text(failure), report, why)
             if failure is not None:
                 trace = "".join(traceback.format_exception(failure))
-                entry.update(error=error_text(repr(failure)), traceback=error_text(trace))
-                also = [statuses.failed(key, claim.run_id, entry["error"])] if statuses else []
+                report.error = error = error_text(repr(failure))
+                report.traceback = error_text(trace)
+                also = [statuses.failed(key, claim.run_id, error)] if statuses else []
                 self._ledger.release(claim, checkpoint_json=checkpoint_json, also=also)
                 return Answer(Outcome.FAILED_RELEASED, "job failed: claim released for the next retry")
             try:
@@ -81,7 +81,7 @@ class RunFinisher:
                 # Firestore refused one of the job's writes (a create of a document that
                 # exists...): none applied, and a retry would stage the same ones.
                 why = "a write staged in context.writes was refused: none applied, recorded failed"
-                return self.record_terminal(key, claim, error_text(str(refused)), entry, why)
+                return self.record_terminal(key, claim, error_text(str(refused)), report, why)
         except LeaseLost:
             return Answer(
                 Outcome.LEASE_LOST,
@@ -89,7 +89,7 @@ class RunFinisher:
                 "for longer than the lease",
             )
         except google_exceptions.GoogleAPIError as error:
-            entry["error"] = error_text(repr(error))
+            report.error = error_text(repr(error))
             return Answer(Outcome.STORE_ERROR, "could not record the run's end: Firestore failed")
         self.remember(claim, JobResult.SUCCEEDED, output_json)
         if downstream is not None and downstream.state.failed:
@@ -103,7 +103,7 @@ class RunFinisher:
             )
         return Answer(Outcome.EXECUTED, "job ran", output_json=output_json)
 
-    def skip_late(self, claim: Claim, late: float, deadline: float, entry: dict[str, Any]) -> Answer:
+    def skip_late(self, claim: Claim, late: float, deadline: float, report: DeliveryReport) -> Answer:
         """Record the run as skipped, never run: its time has passed for this job (lateness is
         the claim's commit time, Firestore's clock, less the ScheduleTime). The completing write
         is the delivery's second, as a run's would be."""
@@ -111,23 +111,23 @@ class RunFinisher:
             f"delivered {late:.3f}s after its ScheduleTime, past the job's startingDeadlineSeconds "
             f"({deadline:g}s): not run"
         )
-        entry.update(late_by_s=round(late, 3), starting_deadline_s=deadline)
+        report.late_by_s, report.starting_deadline_s = round(late, 3), deadline
         try:
             self._ledger.complete(claim, JobResult.SKIPPED_LATE, reason)
         except LeaseLost:
             return Answer(Outcome.LEASE_LOST, "another attempt took the run over before it was skipped")
         except google_exceptions.GoogleAPIError as error:
-            entry["error"] = error_text(repr(error))
+            report.error = error_text(repr(error))
             return Answer(Outcome.STORE_ERROR, "could not record the late run as skipped: Firestore failed")
-        entry["result"] = JobResult.SKIPPED_LATE.value
+        report.result = JobResult.SKIPPED_LATE.value
         self.remember(claim, JobResult.SKIPPED_LATE, None, error=reason)
         return Answer(Outcome.SKIPPED_LATE, f"skipped: {reason}", error=reason)
 
     def record_terminal(
-        self, key: RunKey, claim: Claim, message: str, entry: dict[str, Any], why: str
+        self, key: RunKey, claim: Claim, message: str, report: DeliveryReport, why: str
     ) -> Answer:
         """Complete the run as failed for good, with the job's status, and answer so."""
-        entry["error"] = message
+        report.error = message
         also = [self._statuses.failed(key, claim.run_id, message)] if self._statuses else []
         self._ledger.complete(claim, JobResult.TERMINAL_FAILURE, message, also=also)
         self.remember(claim, JobResult.TERMINAL_FAILURE, None, error=message)

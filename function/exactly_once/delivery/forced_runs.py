@@ -29,8 +29,8 @@ from datetime import datetime, timedelta
 
 from google.api_core import exceptions as google_exceptions
 
-from exactly_once.delivery.scheduler_request import RunKey, Trigger
 from exactly_once.ledger.protocol import Claim, LeaseLost, RunAlreadyCompleted, RunInProgress, RunLedger
+from exactly_once.run_key import RunKey, Trigger
 
 # A delivery reaching Firestore more than this ahead of its ScheduleTime is a forced run. Cloud
 # Scheduler and Firestore keep Google's clock, and a scheduled run is dispatched at its time, not

@@ -33,10 +33,12 @@ from exactly_once.delivery.outcomes import (
     Reply,
 )
 from exactly_once.delivery.overlap import JobBusy, JobLock, JobLocks
+from exactly_once.delivery.report import DeliveryReport
 from exactly_once.delivery.request_checks import body_problem, wants_fresh_answer
-from exactly_once.delivery.scheduler_request import BadSchedulerRequest, RunKey, Trigger, run_key_from_headers
+from exactly_once.delivery.scheduler_request import BadSchedulerRequest, run_key_from_headers
 from exactly_once.delivery.warm_cache import CompletedRuns
 from exactly_once.errors import TerminalJobError, error_text
+from exactly_once.ledger.downstream import Downstream
 from exactly_once.ledger.job_status import JobStatuses
 from exactly_once.ledger.protocol import (
     Claim,
@@ -48,8 +50,8 @@ from exactly_once.ledger.protocol import (
     RunLedger,
     WrongTarget,
 )
+from exactly_once.run_key import RunKey
 from exactly_once.run_writes import RunWrites, WriteScope
-from exactly_once.targets.downstream import DOWNSTREAM_STATE, DownstreamState
 
 # A Scheduler job's body is a few hundred bytes of parameters; anything near this is not one.
 # Checked before anything is read into memory or written.
@@ -113,25 +115,27 @@ class ScheduledRunHandler:
         """Answer one delivery; `body` is None when it could not be read. Whatever goes
         wrong, the answer is JSON and logged."""
         started = time.monotonic()
-        entry: dict[str, Any] = {}
+        report = DeliveryReport()
         try:
-            answer = self._deliver(method, headers, body, entry, started=started)
+            answer = self._deliver(method, headers, body, report, started=started)
         except Exception as error:  # a bug must still answer JSON and leave its log line
-            entry.update(error=error_text(repr(error)), traceback=error_text(traceback.format_exc()))
+            report.error = error_text(repr(error))
+            report.traceback = error_text(traceback.format_exc())
             answer = Answer(Outcome.INTERNAL_ERROR, "unexpected error")
-        entry[log_fields.LATENCY_MS] = round((time.monotonic() - started) * 1000, 3)
-        return self._reply(answer, entry)
+        report.latency_ms = round((time.monotonic() - started) * 1000, 3)
+        return self._reply(answer, report)
 
-    def _reply(self, answer: Answer, entry: dict[str, Any]) -> Reply:
+    def _reply(self, answer: Answer, report: DeliveryReport) -> Reply:
+        """The log line and the answer, both rendered from the delivery's report."""
         outcome = answer.outcome
         status, severity = STATUS_AND_SEVERITY[outcome]
-        fields = {log_fields.OUTCOME: outcome.value, **entry}
+        fields = report.log_fields(outcome)
         message = answer.message
-        if entry.get(log_fields.TRIGGER) == Trigger.FORCED:
+        if report.key is not None and report.key.forced:
             message = f"forced run (ahead of its ScheduleTime, an identity of its own): {message}"
         structured_log.emit(severity, f"{outcome.value}: {message}", fields, self._log_stream)
         reply_body: dict[str, Any] = {"outcome": outcome.value, "message": message}
-        reply_body.update({k: entry[k] for k in ANSWERED_FIELDS if k in entry})
+        reply_body.update({k: fields[k] for k in ANSWERED_FIELDS if k in fields})
         if answer.error is not None:
             reply_body["error"] = answer.error
         if outcome in WITH_OUTPUT:
@@ -144,7 +148,7 @@ class ScheduledRunHandler:
         method: str,
         headers: Mapping[str, str],
         body: bytes | None,
-        entry: dict[str, Any],
+        report: DeliveryReport,
         *,
         started: float,
     ) -> Answer:
@@ -162,27 +166,27 @@ class ScheduledRunHandler:
         try:
             key = run_key_from_headers(headers)
         except BadSchedulerRequest as error:
-            entry["header"] = error.header
+            report.header = error.header
             return Answer(Outcome.BAD_REQUEST, str(error))
         run = DeliveredRun(key, self._ledger.clock())
-        _identify(entry, key := run.key)
+        report.key = key = run.key
         fingerprint = hashlib.sha256(body).hexdigest()
         if wants_fresh_answer(headers):
-            entry["no_cache"] = True
+            report.no_cache = True
         elif not run.guessed_forced and (seen := self._cache.get(key.run_id)) is not None:
-            entry.update(result=seen.result, cached=True)
-            _flag_other_body(entry, seen.fingerprint.hex(), fingerprint)
+            report.result, report.cached = seen.result, True
+            _flag_other_body(report, seen.fingerprint.hex(), fingerprint)
             return self._duplicate(seen.result, seen.output_json, seen.error)
-        entry["attempt_id"] = attempt_id = self._new_attempt_id()
+        report.attempt_id = attempt_id = self._new_attempt_id()
 
         try:
             try:
                 claim = run.claim(self._ledger, attempt_id, fingerprint=fingerprint, target=self._target)
             finally:
-                _identify(entry, key := run.key)  # settled on Firestore's clock, or as far as it got
+                report.key = key = run.key  # settled on Firestore's clock, or as far as it got
         except RunAlreadyCompleted as done:
-            entry["result"] = done.result.value
-            _flag_other_body(entry, done.fingerprint, fingerprint)
+            report.result = done.result.value
+            _flag_other_body(report, done.fingerprint, fingerprint)
             self._cache.remember(
                 key.run_id,
                 done.result.value,
@@ -193,29 +197,29 @@ class ScheduledRunHandler:
             )
             return self._duplicate(done.result.value, done.output_json, done.error)
         except RunInProgress as busy:
-            entry.update(holder_attempt_id=busy.holder, retry_after_s=busy.retry_after_seconds)
-            _flag_other_body(entry, busy.fingerprint, fingerprint)
+            report.holder_attempt_id, report.retry_after_s = busy.holder, busy.retry_after_seconds
+            _flag_other_body(report, busy.fingerprint, fingerprint)
             retry_after = {"Retry-After": str(busy.retry_after_seconds)}
             return Answer(Outcome.IN_PROGRESS, "another attempt holds the run's lease", retry_after)
         except WrongTarget as other:
-            entry.update(recorded_target=other.recorded, target=self._target)
+            report.recorded_target, report.target = other.recorded, self._target
             return Answer(Outcome.WRONG_TARGET, str(other))
         except ClaimTooLate as late:
-            entry["error"] = str(late)
+            report.error = str(late)
             return Answer(Outcome.STORE_ERROR, "Firestore answered the claim too late: job not started")
         except google_exceptions.GoogleAPIError as error:
-            entry["error"] = error_text(repr(error))
+            report.error = error_text(repr(error))
             return Answer(Outcome.STORE_ERROR, "could not claim the run: Firestore failed")
-        entry.update(fence=claim.fence, claim=claim.kind.value)
+        report.claim = claim
         # Lateness on Firestore's clock: the claim's commit time less the ScheduleTime.
         lateness = (claim.update_time - key.schedule_time).total_seconds()
         if (deadline := self._starting_deadlines.get(key.job_name)) is not None and lateness > deadline:
-            return self._finisher.skip_late(claim, lateness, deadline, entry)
+            return self._finisher.skip_late(claim, lateness, deadline, report)
         time_limit = self._time_limits.get(key.job_name, self._time_limit)
         ends_at = started + time_limit
         if time.monotonic() >= ends_at:
             # The watchdog would end the instance as the job starts: give the claim back unrun.
-            entry["error"] = f"the claim took longer than the job's {time_limit:g}s time limit"
+            report.error = f"the claim took longer than the job's {time_limit:g}s time limit"
             with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
                 self._ledger.give_back(claim)
             return Answer(
@@ -224,9 +228,9 @@ class ScheduledRunHandler:
 
         policy = self._overlap.get(key.job_name, OverlapPolicy.ALLOW)
         if policy is OverlapPolicy.ALLOW:
-            return self._run_and_finish(key, claim, body, entry, ends_at)
-        entry["overlap"] = policy.value
-        return self._run_alone(key, claim, body, entry, policy, ends_at)
+            return self._run_and_finish(key, claim, body, report, ends_at)[0]
+        report.overlap = policy
+        return self._run_alone(key, claim, body, report, policy, ends_at)
 
     def _duplicate(self, result: str, output_json: str | None, error: str | None = None) -> Answer:
         outcome = _DUPLICATE_OUTCOME.get(result, Outcome.DUPLICATE_COMPLETED)
@@ -244,7 +248,7 @@ class ScheduledRunHandler:
         key: RunKey,
         claim: Claim,
         body: bytes,
-        entry: dict[str, Any],
+        report: DeliveryReport,
         policy: OverlapPolicy,
         ends_at: float,
     ) -> Answer:
@@ -255,18 +259,18 @@ class ScheduledRunHandler:
             try:
                 lock = self._locks.acquire(key, claim)
             except JobBusy as busy:
-                entry["holder_run_id"] = busy.holder_run_id
-                return self._overlapped(claim, busy, policy, entry)
-            answer = self._run_and_finish(key, claim, body, entry, ends_at)
+                report.holder_run_id = busy.holder_run_id
+                return self._overlapped(claim, busy, policy, report)
+            answer, started = self._run_and_finish(key, claim, body, report, ends_at)
             if answer.outcome in (Outcome.EXECUTED, Outcome.LEASE_TAKEN_OVER) and (
-                entry.get(DOWNSTREAM_STATE) == DownstreamState.RUNNING
+                started is not None and started.running
             ):
                 # The run started work that is still running: the lock stays with the run
                 # until a later run (or nobody) finds that work ended (JobLocks.acquire).
                 lock = None
             return answer
         except (google_exceptions.GoogleAPIError, LeaseLost) as error:
-            entry["error"] = error_text(repr(error))
+            report.error = error_text(repr(error))
             with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
                 self._ledger.give_back(claim)
             return Answer(Outcome.STORE_ERROR, "could not take or settle the job's lock: Firestore failed")
@@ -276,16 +280,16 @@ class ScheduledRunHandler:
                     self._locks.release(lock)  # else it is free once the run's lease ends
 
     def _overlapped(
-        self, claim: Claim, busy: JobBusy, policy: OverlapPolicy, entry: dict[str, Any]
+        self, claim: Claim, busy: JobBusy, policy: OverlapPolicy, report: DeliveryReport
     ) -> Answer:
         if policy is OverlapPolicy.SKIP:
             self._ledger.complete(claim, JobResult.OVERLAP_SKIPPED, f"run {busy.holder_run_id} was running")
-            entry["result"] = JobResult.OVERLAP_SKIPPED.value
+            report.result = JobResult.OVERLAP_SKIPPED.value
             self._finisher.remember(claim, JobResult.OVERLAP_SKIPPED, None)
             return self._duplicate(JobResult.OVERLAP_SKIPPED.value, None)
         # Nothing ran: the next delivery claims afresh, with the checkpoint the run holds.
         self._ledger.give_back(claim)
-        entry["retry_after_s"] = busy.retry_after_seconds
+        report.retry_after_s = busy.retry_after_seconds
         return Answer(
             Outcome.OVERLAP_WAIT,
             "another run of the job is running (overlap policy wait): retry later",
@@ -293,8 +297,10 @@ class ScheduledRunHandler:
         )
 
     def _run_and_finish(
-        self, key: RunKey, claim: Claim, body: bytes, entry: dict[str, Any], ends_at: float
-    ) -> Answer:
+        self, key: RunKey, claim: Claim, body: bytes, report: DeliveryReport, ends_at: float
+    ) -> tuple[Answer, Downstream | None]:
+        """The answer, and the downstream work the job reported starting (what decides whether
+        a `skip` or `wait` job's lock stays with the run)."""
         previous = None
         if (statuses := self._statuses) is not None:
             # Read only if the job asks, once however often it does.
@@ -318,7 +324,12 @@ class ScheduledRunHandler:
             progress=Progress(claim.checkpoint_json),
             writes=RunWrites(self._write_scope),
         )
-        about = {k: entry[k] for k in (log_fields.RUN_ID, log_fields.JOB, "attempt_id", "fence")}
+        about = {
+            log_fields.RUN_ID: key.run_id,
+            log_fields.JOB: key.job_name,
+            "attempt_id": claim.attempt_id,
+            "fence": claim.fence,
+        }
         keeper = LeaseKeeper(
             self._ledger,
             claim,
@@ -345,30 +356,15 @@ class ScheduledRunHandler:
                 output_json = encode_output(value)
             except TerminalJobError as error:
                 failure = error
-        entry[log_fields.JOB_RETURNED] = returned
-        if keeper.renewals:
-            entry["renewals"] = keeper.renewals
-        if context.writes:
-            entry["staged_writes"] = len(context.writes)
-        return self._finisher.finish(key, keeper.claim, output_json, failure, entry, context)
+        report.job_returned = returned
+        report.renewals = keeper.renewals
+        report.staged_writes = len(context.writes)
+        answer = self._finisher.finish(key, keeper.claim, output_json, failure, report, context)
+        return answer, context.downstream.latest
 
 
-def _identify(entry: dict[str, Any], key: RunKey) -> None:
-    """The log line's (and the answer's) fields that say which run a delivery is."""
-    entry.update(
-        {
-            log_fields.RUN_ID: key.run_id,
-            log_fields.JOB: key.job_name,
-            log_fields.SCHEDULE_TIME: key.schedule_time_rfc3339,
-            log_fields.TRIGGER: key.trigger.value,
-            "project": key.project,
-            "location": key.location,
-        }
-    )
-
-
-def _flag_other_body(entry: dict[str, Any], recorded: str, ours: str) -> None:
+def _flag_other_body(report: DeliveryReport, recorded: str, ours: str) -> None:
     """The same run delivered with other bytes than the ones that ran it: still answered from
     the record (the run happened), but never silently."""
     if recorded and recorded != ours:
-        entry["body_mismatch"] = True
+        report.body_mismatch = True

@@ -11,7 +11,7 @@ compare-and-swap. `allow` jobs never touch it: they keep the two-RPC path.
 A proxy run whose downstream work (a Cloud Run job execution, a workflow, a BigQuery job) is
 still running when the run completes keeps the lock (delivery/handler.py): the run is over,
 its work is not. A contender then asks the downstream API about that work
-(targets/following.py) and finds the lock busy while the work runs, free once it ended; an
+(delivery/following.py) and finds the lock busy while the work runs, free once it ended; an
 API that does not answer counts as the work still running.
 
 The lock lives in the runs collection (its id is a hash, like a run id, and its `expire_at`
@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from exactly_once import log_fields, structured_log
-from exactly_once.delivery.scheduler_request import RunKey
+from exactly_once.delivery.following import follow
 from exactly_once.errors import error_text
 from exactly_once.ledger import lifecycle
+from exactly_once.ledger.downstream import DOWNSTREAM_NAME, Downstream
 from exactly_once.ledger.protocol import Claim
 from exactly_once.ledger.store import COMMIT_TIME, Budget, RecordExists, RunStore, StaleWrite, StoredRecord
-from exactly_once.targets.downstream import DOWNSTREAM_NAME, Downstream
-from exactly_once.targets.following import follow
+from exactly_once.run_key import RunKey
 
 
 def lock_id(key: RunKey) -> str:

@@ -18,8 +18,7 @@ COMPLETED_AT: Final = "completed_at"
 RENEWED_AT: Final = "renewed_at"
 SCHEDULE_TIME: Final = "schedule_time"
 # Which run the record is (delivery/scheduler_request.Trigger): "scheduled", or "forced" for a
-# run forced ahead of the ScheduleTime it carries. Absent on records written before forced
-# runs had an identity of their own: those are scheduled runs.
+# run forced ahead of the ScheduleTime it carries.
 TRIGGER: Final = "trigger"
 # How a completed run ended (ledger/lifecycle.JobResult); "succeeded" when absent.
 RESULT: Final = "result"

@@ -20,8 +20,6 @@ from typing import Any, cast
 from google.cloud import firestore
 
 from exactly_once import strict_json
-from exactly_once.context import PreviousRun
-from exactly_once.delivery.scheduler_request import RunKey, Trigger
 from exactly_once.ledger.fields import (
     CONSECUTIVE_FAILURES,
     ENDED_AT,
@@ -34,8 +32,10 @@ from exactly_once.ledger.fields import (
     job_status_collection,
     job_status_id,
 )
+from exactly_once.ledger.previous_run import PreviousRun
 from exactly_once.ledger.store import COMMIT_TIME, with_retries
 from exactly_once.ledger.writes import StagedWrite, WriteKind
+from exactly_once.run_key import RunKey, Trigger
 
 
 class JobStatuses:

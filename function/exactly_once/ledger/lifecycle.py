@@ -283,12 +283,9 @@ def result_of(fields: Mapping[str, Any]) -> JobResult | None:
 def recorded_by_another_target(fields: Mapping[str, Any], target: str | None) -> bool:
     """Whether the function of `target` must refuse the run these fields hold: the one rule of
     the ledger's claim and of the missed-run audit. A record or a function without a target (one
-    outside Cloud Run, or a record from before targets were recorded) is nobody else's; a
-    record of the earlier "<service>/<module>.<function>" form is its service's."""
+    outside Cloud Run) is nobody else's."""
     recorded = fields.get(TARGET)
-    if not target or not recorded or recorded == target:
-        return False
-    return not ("/" in recorded and "/" not in target and recorded.split("/", 1)[0] == target)
+    return bool(target and recorded and recorded != target)
 
 
 # ---- The claim ---------------------------------------------------------------------------

@@ -44,7 +44,6 @@ from typing import Any
 
 from google.api_core import exceptions as google_exceptions
 
-from exactly_once.delivery.scheduler_request import RunKey
 from exactly_once.ledger import lifecycle
 from exactly_once.ledger.fields import CHECKPOINT
 from exactly_once.ledger.lifecycle import AfterRefusal, ClaimKind, Event, JobResult, StoredRecord
@@ -70,6 +69,7 @@ from exactly_once.ledger.store import (
 )
 from exactly_once.ledger.unheard_claims import AbandonedClaims, SentClaim
 from exactly_once.ledger.writes import StagedWrite
+from exactly_once.run_key import RunKey
 
 __all__ = [
     "Claim",

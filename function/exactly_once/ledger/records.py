@@ -10,9 +10,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from exactly_once.delivery.scheduler_request import RunKey
 from exactly_once.ledger.lifecycle import Finished, about_run, claimed_fields
 from exactly_once.ledger.store import COMMIT_TIME
+from exactly_once.run_key import RunKey
 
 
 class RunAlreadyCompleted(Exception):

@@ -201,9 +201,8 @@ class IdempotencyTokens:
                 "completed_at": COMMIT_TIME,
                 "result_json": result_json,
             }
-            started = stored.fields.get("started_at")
-            if isinstance(started, datetime) and "retention_seconds" in stored.fields:
-                fields[EXPIRE_AT] = started + self._retention  # Firestore's clock, as judged
+            # Firestore's clock, as judged: the begin's commit time.
+            fields[EXPIRE_AT] = stored.fields["started_at"] + self._retention
             try:
                 self._store.update(doc_id, fields, if_updated_at=stored.update_time, timeout=budget.left())
                 return
@@ -255,10 +254,7 @@ class IdempotencyTokens:
 def _past_retention(stored: StoredRecord) -> bool:
     """Whether the token's retention is over, on Firestore's clock: counted from the commit
     of its begin (started_at, a server timestamp) for the retention that begin wrote, against
-    the read's time. A record written before retention was recorded is judged by its TTL
-    field, as it was then."""
+    the read's time."""
     fields = stored.fields
-    started, retention = fields.get("started_at"), fields.get("retention_seconds")
-    if isinstance(started, datetime) and isinstance(retention, int | float):
-        return started + timedelta(seconds=retention) <= stored.read_time
-    return bool(fields[EXPIRE_AT] <= stored.read_time)
+    ended: datetime = fields["started_at"] + timedelta(seconds=fields["retention_seconds"])
+    return ended <= stored.read_time

@@ -29,9 +29,9 @@ from exactly_once.audit.pauses import (
 )
 from exactly_once.audit.run import judged_span
 from exactly_once.audit.schedule import FireTime, fires
-from exactly_once.delivery.scheduler_request import RunKey
 from exactly_once.ledger.lifecycle import Verdict
 from exactly_once.ledger.protocol import RunLedger
+from exactly_once.run_key import RunKey
 from tests.support.audit_runs import RecordingSender, reader_of, run_in_process
 from tests.support.memory_store import MemoryRunStore, ServerClock, stored_record_reader
 

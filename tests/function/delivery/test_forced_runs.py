@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from exactly_once.delivery.forced_runs import FORCED_RUN_TOLERANCE
-from exactly_once.delivery.scheduler_request import Trigger, format_rfc3339, run_key_from_headers
+from exactly_once.delivery.scheduler_request import run_key_from_headers
 from exactly_once.ledger.protocol import JobResult, RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
+from exactly_once.run_key import Trigger, format_rfc3339
 from tests.support.clock import FakeClock
 from tests.support.instances import Instance, headers
 

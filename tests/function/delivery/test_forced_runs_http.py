@@ -11,12 +11,8 @@ from typing import Any
 import pytest
 
 from exactly_once.delivery.forced_runs import FORCED_RUN_TOLERANCE
-from exactly_once.delivery.scheduler_request import (
-    SCHEDULE_TIME_HEADER,
-    Trigger,
-    format_rfc3339,
-    run_key_from_headers,
-)
+from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER, run_key_from_headers
+from exactly_once.run_key import Trigger, format_rfc3339
 from tests.support.demo_runs import HEADERS, RUN_ID, deliver, executions, run_record, server_env
 from tests.support.waiting import wait_until
 

@@ -10,11 +10,9 @@ from exactly_once.delivery.scheduler_request import (
     PROJECT_HEADER,
     SCHEDULE_TIME_HEADER,
     BadSchedulerRequest,
-    RunKey,
-    format_rfc3339,
-    parse_rfc3339,
     run_key_from_headers,
 )
+from exactly_once.run_key import RunKey, format_rfc3339, parse_rfc3339
 
 HEADERS = {
     JOB_NAME_HEADER: "nightly-report",

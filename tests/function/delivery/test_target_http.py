@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import threading
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from exactly_once import RunContext, exactly_once
 from exactly_once.config import FunctionConfig
 from exactly_once.decorator import target_of
 from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER, run_key_from_headers
-from exactly_once.ledger.records import in_progress_record, utc_now
 from localrun import FUNCTION_DIR
 from tests.support.demo_runs import HEADERS
 from tests.support.faulty_instance import Faults, instance_env, marks, warm_up
@@ -57,7 +55,7 @@ def test_a_renamed_function_answers_and_takes_over_the_runs_of_its_service(
     )
     env["LEASE_SECONDS"] = "6"
     before = function_servers(env)
-    done, interrupted, legacy, warm = run(0), run(15), run(30), run(45)
+    done, interrupted, warm = run(0), run(15), run(45)
     warm_up(before.url, warm)
     assert post(before, done, {"seconds": 0}).json()["outcome"] == "executed"  # type: ignore[union-attr]
     crashing = threading.Thread(target=lambda: post(before, interrupted, {"seconds": 60}))
@@ -66,13 +64,6 @@ def test_a_renamed_function_answers_and_takes_over_the_runs_of_its_service(
     wait_until(lambda: marks(db, interrupted_id), timeout=30, what="the interrupted run's job to start")
     before.crash()  # the deploy replaces the instance mid-run
     crashing.join(timeout=30)
-    # A completed run recorded by a function of the earlier target form, "<service>/<function>".
-    legacy_key = run_key_from_headers(legacy)
-    record = in_progress_record(
-        legacy_key, "old", utc_now(), lease=timedelta(seconds=6), retention=timedelta(days=1)
-    )
-    record.update(status="completed", result="succeeded", target="billing/main.handle_scheduled_job")
-    db.collection("scheduler_runs").document(legacy_key.run_id).set(record)
 
     source = tmp_path / "renamed" / "main.py"
     source.parent.mkdir()
@@ -88,9 +79,6 @@ def test_a_renamed_function_answers_and_takes_over_the_runs_of_its_service(
     assert (duplicate.status_code, duplicate.json()["outcome"]) == (200, "duplicate_completed"), (
         duplicate.text
     )
-    old_form = post(after, legacy, {"seconds": 0})
-    assert old_form is not None
-    assert old_form.json()["outcome"] == "duplicate_completed", old_form.text
 
     def retried_past_in_progress() -> str | None:
         reply = post(after, interrupted, {"seconds": 0})

@@ -12,7 +12,6 @@ from datetime import timedelta
 
 import pytest
 
-from exactly_once.delivery.scheduler_request import RunKey
 from exactly_once.ledger.protocol import (
     Claim,
     ClaimKind,
@@ -23,6 +22,7 @@ from exactly_once.ledger.protocol import (
     RunLedger,
 )
 from exactly_once.ledger.store import FirestoreRunStore, StaleWrite
+from exactly_once.run_key import RunKey
 from localrun.firestore_rpcs import counted_emulator_client
 from tests.support.clock import FakeClock
 from tests.support.ledger_runs import (

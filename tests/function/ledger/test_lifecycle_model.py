@@ -87,9 +87,9 @@ from hypothesis.stateful import (
 
 from exactly_once.audit.config import AuditConfig, AuditedJob
 from exactly_once.audit.run import run_audit
-from exactly_once.context import PreviousRun, RunContext
+from exactly_once.context import RunContext
 from exactly_once.delivery.forced_runs import DeliveredRun
-from exactly_once.delivery.scheduler_request import RunKey, Trigger
+from exactly_once.ledger.previous_run import PreviousRun
 from exactly_once.ledger.protocol import (
     ClaimTooLate,
     JobResult,
@@ -99,6 +99,7 @@ from exactly_once.ledger.protocol import (
     RunLedger,
 )
 from exactly_once.ledger.writes import StagedWrite, WriteKind
+from exactly_once.run_key import RunKey, Trigger
 from tests.support.lifecycle_model import (
     EFFECTS,
     GIVE_UP_SHARE,

@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from exactly_once import RetryableJobError
+from exactly_once.endpoints import ApiEndpoint
 from exactly_once.targets.call_timeout import (
     CALL_MARGIN_SECONDS,
     CALL_TIMEOUT_SECONDS,
     MIN_CALL_SECONDS,
     call_timeout,
 )
-from exactly_once.targets.endpoints import ApiEndpoint
 from jobs import cloud_run_job
 from tests.support.fake_cloud_run import FakeCloudRun
 from tests.support.run_contexts import run_context

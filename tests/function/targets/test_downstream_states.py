@@ -10,7 +10,8 @@ import pytest
 from google.cloud import run_v2
 from google.cloud.workflows.executions_v1 import Execution
 
-from exactly_once.targets.downstream import Downstream, DownstreamState
+from exactly_once.delivery import following
+from exactly_once.ledger.downstream import Downstream, DownstreamState
 from jobs import bigquery_job, cloud_run_job, workflows
 
 ENDED = datetime(2026, 10, 16, 12, 5, tzinfo=UTC)
@@ -106,3 +107,11 @@ def test_a_record_says_what_was_started_or_nothing():
     assert Downstream.from_record(fields) == Downstream(started.kind, started.name, started.state, "x" * 2000)
     assert Downstream.from_record({}) is None
     assert Downstream.from_record({**fields, "downstream_state": "exploded"}) is None
+
+
+def test_each_proxy_registers_the_follower_of_its_kind_when_imported() -> None:
+    """The core names no kind: importing a proxy job's module (as the router does for every
+    job at start-up) is what makes its work followable."""
+    assert following.follower(cloud_run_job.CLOUD_RUN_JOB) is cloud_run_job.execution_state
+    assert following.follower(workflows.WORKFLOW) is workflows.execution_state
+    assert following.follower(bigquery_job.BIGQUERY) is bigquery_job.job_state

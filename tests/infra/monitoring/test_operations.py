@@ -16,6 +16,8 @@ from exactly_once import log_fields
 from exactly_once.audit.config import AuditConfig
 from exactly_once.delivery.handler import ScheduledRunHandler
 from exactly_once.delivery.outcomes import Answer, Outcome
+from exactly_once.delivery.report import DeliveryReport
+from exactly_once.run_key import RunKey
 from infra.config.schema import project_name
 from infra.monitoring import log_filters
 from infra.monitoring.alerts import ALERTS, OUTCOME_ALERTS, AlertSpec, alert_filter
@@ -139,9 +141,8 @@ def _delivery_line(outcome: Outcome) -> dict[str, Any]:
         end_attempt=cast(Any, None),
         log_stream=stream,
     )
-    handler._reply(
-        Answer(outcome, "what happened"), {log_fields.JOB: "eos-dev_nightly", log_fields.LATENCY_MS: 3.5}
-    )
+    key = RunKey("my-gcp-project", "us-central1", "eos-dev_nightly", datetime(2026, 10, 16, tzinfo=UTC))
+    handler._reply(Answer(outcome, "what happened"), DeliveryReport(key=key, latency_ms=3.5))
     (line,) = stream.getvalue().splitlines()
     return cast(dict[str, Any], json.loads(line))
 

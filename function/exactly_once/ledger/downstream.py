@@ -1,12 +1,18 @@
-"""The work a proxy run starts downstream (a Cloud Run job execution, a Workflows execution,
-a BigQuery job), followed to its end: its name and state on the run's record.
+"""The work a run started downstream, as the ledger keeps it: its kind, name and state on the
+run's record.
 
-A proxy run completes when its downstream work has *started*: the ledger vouches for one
-start per run, not for the work's success. So the record also holds what was started and how
-it is doing (`downstream_*` fields), written by the proxy in the run's completing write and
-updated afterwards by whoever asks the downstream API again (targets/following.py): a run of
-a `skip` or `wait` job finding the previous run's execution still held, and the stack's audit
-job. The audit, `ops status` and `ops audit` read these fields.
+A job that starts work elsewhere (a proxy job: a Cloud Run job execution, a workflow, a query)
+completes its run when the work has *started*: the ledger vouches for one start per run, not
+for the work's success. So the job reports what it started (RunContext.downstream, a
+`Downstream`), the run's completing write stores it (`downstream_*` fields), and whoever asks
+the downstream API again later updates it (delivery/following.py): a run of a `skip` or `wait`
+job finding the previous run's work still held, and the stack's audit job. The audit, `ops
+status` and `ops audit` read these fields.
+
+The ledger knows of the work only what it needs: whether it still runs, whether it failed,
+and the API's words when it did. A kind is an opaque name chosen by the module that starts
+such work, which also registers how to ask about it (delivery/following.py); nothing here
+names one.
 
 Standard library only: the missed-run audit's verdicts, the ops CLI and the stack's log
 filters read these names without the function's client libraries.
@@ -27,11 +33,6 @@ DOWNSTREAM_STATE: Final = "downstream_state"
 DOWNSTREAM_ERROR: Final = "downstream_error"
 # Commit time of the write that recorded the state last.
 DOWNSTREAM_CHECKED_AT: Final = "downstream_checked_at"
-
-# The kinds, as the stack's config names the targets.
-CLOUD_RUN_JOB: Final = "cloudRunJob"
-WORKFLOW: Final = "workflow"
-BIGQUERY: Final = "bigquery"
 
 # Longest downstream error kept on a record or a log line: the API's words, not a dump.
 MAX_ERROR_CHARS: Final = 2000
@@ -55,13 +56,19 @@ class DownstreamState(StrEnum):
 
 @dataclass(frozen=True)
 class Downstream:
-    """One started piece of downstream work: `kind` (CLOUD_RUN_JOB, WORKFLOW, BIGQUERY), its
-    resource `name` as its API names it, its `state`, and the API's `error` when it failed."""
+    """One started piece of downstream work: `kind` (the name its starter registered a
+    follower under), its resource `name` as its API names it, its `state`, and the API's
+    `error` when it failed."""
 
     kind: str
     name: str
     state: DownstreamState
     error: str | None = None
+
+    @property
+    def running(self) -> bool:
+        """Still at work: what keeps a `skip` or `wait` job's lock with the run that started it."""
+        return not self.state.ended
 
     def fields(self) -> dict[str, Any]:
         """As the run record holds it."""
@@ -75,8 +82,7 @@ class Downstream:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Downstream | None:
-        """What the record says was started; None for a run that started nothing downstream
-        (or a record written before the fields existed)."""
+        """What the record says was started; None for a run that started nothing downstream."""
         kind, name, state = (
             record.get(DOWNSTREAM_KIND),
             record.get(DOWNSTREAM_NAME),

@@ -1,57 +1,61 @@
 """Following a run's downstream work after its attempt: ask the API, record what changed.
 
-A proxy run's record says what it started and in which state (targets/downstream.py). Two
-readers ask the downstream API again while the record says `running`: a run of a `skip` or
-`wait` job whose lock the previous run still holds (delivery/overlap.py), and the stack's
-audit job (jobs/missed_runs.py). Either records a change with a write conditioned on the
-record as it read it, so two of them never both record (and log) the same end: the one whose
-write commits logs a failed end as one `downstream_failed` line, which the stack alerts on.
+A run's record says what it started and in which state (ledger/downstream.py). Two readers
+ask the downstream API again while the record says `running`: a run of a `skip` or `wait` job
+whose lock the previous run still holds (delivery/overlap.py), and the missed-run audit
+(audit/downstream.py). Either records a change with a write conditioned on the record as it
+read it, so two of them never both record (and log) the same end: the one whose write commits
+logs a failed end as one `downstream_failed` line, which the stack alerts on.
 
-Each kind's API is asked through its proxy job's official client, by the function the proxy
-module exposes for it (FOLLOWERS), imported when first needed: most instances never follow.
+How to ask is the business of the module that starts a kind of work: it registers a follower
+for its kind when it is imported (`register_follower`), beside the client that starts the
+work. The router imports every job's handler when the instance starts, so an instance that
+serves a job, or the stack's audit, has every kind the stack starts registered before it
+follows any. The core names no kind: a fork that drops the proxy jobs drops their followers
+with them, and a record of a kind nobody registered is reported, never followed (UnknownKind).
 """
 
 from __future__ import annotations
 
-import importlib
+import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Final, TextIO
+from typing import Any, TextIO
 
 from exactly_once import log_fields, structured_log
-from exactly_once.delivery.scheduler_request import format_rfc3339
+from exactly_once.ledger.downstream import DOWNSTREAM_CHECKED_AT, Downstream
 from exactly_once.ledger.store import COMMIT_TIME, RunStore, StaleWrite, StoredRecord
-from exactly_once.targets.downstream import (
-    BIGQUERY,
-    CLOUD_RUN_JOB,
-    DOWNSTREAM_CHECKED_AT,
-    WORKFLOW,
-    Downstream,
-    DownstreamState,
-)
+from exactly_once.run_key import format_rfc3339
 
 # Reads the current state of a started piece of work through its API; the second argument
-# is the call's timeout in seconds. Raises a GoogleAPIError when the API does not answer.
+# is the call's timeout in seconds. Raises what the API raises when it does not answer.
 Follower = Callable[[Downstream, float], Downstream]
 
-# Each kind's follower: "module:function" in function/jobs/, beside the proxy that starts it.
-FOLLOWERS: Final[Mapping[str, str]] = {
-    CLOUD_RUN_JOB: "jobs.cloud_run_job:execution_state",
-    WORKFLOW: "jobs.workflows:execution_state",
-    BIGQUERY: "jobs.bigquery_job:job_state",
-}
+_followers: dict[str, Follower] = {}
+_registering = threading.Lock()
 
 
 class UnknownKind(LookupError):
-    """A record names a kind of downstream work this function cannot follow."""
+    """A record names a kind of downstream work no imported module registered a follower for."""
+
+
+def register_follower(kind: str, follower: Follower) -> None:
+    """Make `follower` the way to ask about work of `kind`. A second, different follower for
+    one kind is refused: two modules claiming a kind is a mistake to see at start-up, not a
+    silent choice of whichever was imported last."""
+    with _registering:
+        known = _followers.get(kind)
+        if known is not None and known is not follower:
+            raise ValueError(f"downstream kind {kind!r} already has a follower: {known!r}")
+        _followers[kind] = follower
 
 
 def follower(kind: str) -> Follower:
-    path = FOLLOWERS.get(kind)
-    if path is None:
-        raise UnknownKind(f"no follower for downstream kind {kind!r}; known: {sorted(FOLLOWERS)}")
-    module, _, name = path.partition(":")
-    found: Follower = getattr(importlib.import_module(module), name)
+    found = _followers.get(kind)
+    if found is None:
+        raise UnknownKind(
+            f"no follower registered for downstream kind {kind!r}; registered: {sorted(_followers)}"
+        )
     return found
 
 
@@ -69,7 +73,7 @@ def follow(
     conditioned on `stored`), and a failed end logged, by the one caller whose write commits.
     Raises what the API raises when it does not answer, and UnknownKind."""
     known = Downstream.from_record(stored.fields)
-    if known is None or known.state.ended:
+    if known is None or not known.running:
         return known
     current = follower(known.kind)(known, timeout)
     if current.state is known.state:
@@ -109,6 +113,3 @@ def log_failed(
     error = f": {downstream.error}" if downstream.error else ""
     message = f"{log_fields.DOWNSTREAM_FAILED}: job {job} run {run_id}: {what}{error}"
     structured_log.emit("ERROR", message, fields, log_stream)
-
-
-__all__ = ["FOLLOWERS", "Downstream", "DownstreamState", "Follower", "UnknownKind", "follow", "follower"]

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from exactly_once import structured_log
 from exactly_once.config import ConfigError
-from exactly_once.targets.loopback import is_loopback_host
+from exactly_once.loopback import is_loopback_host
 
 WORKFLOWS_ENDPOINT_ENV = "WORKFLOWS_API_ENDPOINT"
 CLOUD_RUN_ENDPOINT_ENV = "CLOUD_RUN_API_ENDPOINT"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from exactly_once.config import ConfigError
-from exactly_once.targets.endpoints import ENDPOINT_VARIABLES, ApiEndpoint
+from exactly_once.endpoints import ENDPOINT_VARIABLES, ApiEndpoint
 
 
 @pytest.mark.parametrize("variable", ENDPOINT_VARIABLES)
