@@ -35,6 +35,7 @@ from typing import Any, overload
 import flask
 from google.cloud import firestore
 
+from exactly_once import job_logging
 from exactly_once.config import FunctionConfig
 from exactly_once.context import RunContext
 from exactly_once.delivery.handler import MAX_BODY_BYTES, ScheduledRunHandler
@@ -62,6 +63,9 @@ View = Callable[[flask.Request], flask.Response]
 def build_handler(
     config: FunctionConfig, job: Callable[[RunContext], Any], target: str | None = None
 ) -> ScheduledRunHandler:
+    # On the first request, not at import: a service that configures logging in its own main
+    # module, after importing this package, keeps its configuration.
+    job_logging.install()
     client = firestore_client()
     lease, retention = timedelta(seconds=config.lease_seconds), timedelta(seconds=config.retention_seconds)
     deadline = store_deadline_for(lease).total_seconds()
@@ -84,6 +88,7 @@ def build_handler(
         cache=CompletedRuns(),
         statuses=JobStatuses(client, config.runs_collection),
         write_scope=WriteScope.of(client, config.runs_collection),
+        project=config.project,
     )
 
 

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from types import MappingProxyType
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from exactly_once.log_fields import MESSAGE, SEVERITY
 
@@ -48,6 +48,13 @@ def delivery_fields() -> Iterator[dict[str, Any]]:
         yield fields
     finally:
         _DELIVERY_FIELDS.reset(token)
+
+
+def set_delivery_field(name: str, value: Any) -> None:
+    """Add a field to every later line of the delivery this thread is answering (none: nothing)."""
+    fields = _DELIVERY_FIELDS.get()
+    if fields is not _NO_DELIVERY:
+        cast(dict[str, Any], fields)[name] = value
 
 
 def in_delivery() -> bool:

@@ -36,6 +36,7 @@ from exactly_once.delivery.overlap import JobBusy, JobLock, JobLocks
 from exactly_once.delivery.report import DeliveryReport
 from exactly_once.delivery.request_checks import body_problem, wants_fresh_answer
 from exactly_once.delivery.scheduler_request import BadSchedulerRequest, run_key_from_headers
+from exactly_once.delivery.trace_headers import trace_of
 from exactly_once.delivery.warm_cache import CompletedRuns
 from exactly_once.errors import TerminalJobError, error_text
 from exactly_once.ledger.downstream import Downstream
@@ -84,8 +85,10 @@ class ScheduledRunHandler:
         statuses: JobStatuses | None = None,
         log_stream: TextIO | None = None,
         write_scope: WriteScope | None = None,
+        project: str | None = None,
     ) -> None:
-        """`write_scope` is the ledger's database and runs collection, which a job's
+        """`project` is the function's own, which names the request's trace in every log line.
+        `write_scope` is the ledger's database and runs collection, which a job's
         context.writes are checked against (None: unchecked, for tests without one).
         `end_attempt` is what the watchdog calls to stop an attempt that overran its time
         limit or could not keep its lease: heartbeat.end_instance in a deployed function.
@@ -109,6 +112,7 @@ class ScheduledRunHandler:
         self._statuses = statuses
         self._log_stream = log_stream
         self._write_scope = write_scope
+        self._project = project
         self._finisher = RunFinisher(ledger, self._cache, statuses, log_stream)
 
     def handle(self, method: str, headers: Mapping[str, str], body: bytes | None) -> Reply:
@@ -116,14 +120,17 @@ class ScheduledRunHandler:
         wrong, the answer is JSON and logged."""
         started = time.monotonic()
         report = DeliveryReport()
-        try:
-            answer = self._deliver(method, headers, body, report, started=started)
-        except Exception as error:  # a bug must still answer JSON and leave its log line
-            report.error = error_text(repr(error))
-            report.traceback = error_text(traceback.format_exc())
-            answer = Answer(Outcome.INTERNAL_ERROR, "unexpected error")
-        report.latency_ms = round((time.monotonic() - started) * 1000, 3)
-        return self._reply(answer, report)
+        with structured_log.delivery_fields() as line_fields:
+            if (trace := trace_of(headers)) is not None:
+                line_fields.update(trace.log_fields(self._project))
+            try:
+                answer = self._deliver(method, headers, body, report, started=started)
+            except Exception as error:  # a bug must still answer JSON and leave its log line
+                report.error = error_text(repr(error))
+                report.traceback = error_text(traceback.format_exc())
+                answer = Answer(Outcome.INTERNAL_ERROR, "unexpected error")
+            report.latency_ms = round((time.monotonic() - started) * 1000, 3)
+            return self._reply(answer, report)
 
     def _reply(self, answer: Answer, report: DeliveryReport) -> Reply:
         """The log line and the answer, both rendered from the delivery's report."""
@@ -169,7 +176,7 @@ class ScheduledRunHandler:
             report.header = error.header
             return Answer(Outcome.BAD_REQUEST, str(error))
         run = DeliveredRun(key, self._ledger.clock())
-        report.key = key = run.key
+        report.key = key = _labelled(run.key)
         fingerprint = hashlib.sha256(body).hexdigest()
         if wants_fresh_answer(headers):
             report.no_cache = True
@@ -183,7 +190,7 @@ class ScheduledRunHandler:
             try:
                 claim = run.claim(self._ledger, attempt_id, fingerprint=fingerprint, target=self._target)
             finally:
-                report.key = key = run.key  # settled on Firestore's clock, or as far as it got
+                report.key = key = _labelled(run.key)  # settled on Firestore's clock, or as far as it got
         except RunAlreadyCompleted as done:
             report.result = done.result.value
             _flag_other_body(report, done.fingerprint, fingerprint)
@@ -368,3 +375,10 @@ def _flag_other_body(report: DeliveryReport, recorded: str, ours: str) -> None:
     the record (the run happened), but never silently."""
     if recorded and recorded != ours:
         report.body_mismatch = True
+
+
+def _labelled(key: RunKey) -> RunKey:
+    """`key`, now the run every later line of this delivery names in its labels (the job's own
+    lines among them), so that one filter finds a run across all its deliveries."""
+    structured_log.set_delivery_field(log_fields.LABELS, {"run_id": key.run_id, "job": key.job_name})
+    return key

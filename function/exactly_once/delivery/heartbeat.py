@@ -31,6 +31,7 @@ ends only the overrunning attempt, and that the process's one backstop timer is 
 
 from __future__ import annotations
 
+import contextvars
 import faulthandler
 import os
 import queue
@@ -173,7 +174,7 @@ class Watchers:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._idle: list[queue.SimpleQueue[Watched]] = []
+        self._idle: list[queue.SimpleQueue[tuple[contextvars.Context, Watched]]] = []
         self._started = 0
 
     @property
@@ -183,6 +184,9 @@ class Watchers:
             return len(self._idle)
 
     def watch(self, keeper: Watched) -> None:
+        """Watch `keeper` on a thread of its own, in the caller's context: the watchdog's
+        lines carry the delivery's trace and labels like the delivery's own."""
+        context = contextvars.copy_context()
         with self._lock:
             inbox = self._idle.pop() if self._idle else None
             if inbox is None:
@@ -194,11 +198,12 @@ class Watchers:
                 target=self._serve, args=(inbox,), name=f"lease-watch-{number}", daemon=True
             )
             thread.start()
-        inbox.put(keeper)
+        inbox.put((context, keeper))
 
-    def _serve(self, inbox: queue.SimpleQueue[Watched]) -> None:
+    def _serve(self, inbox: queue.SimpleQueue[tuple[contextvars.Context, Watched]]) -> None:
         while True:
-            inbox.get().watch()
+            context, keeper = inbox.get()
+            context.run(keeper.watch)
             with self._lock:
                 self._idle.append(inbox)
 
