@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ import yaml
 
 from infra.config.paths import REPO_ROOT
 from infra.config.schema import project_name
+from tests.support.checkout import copy_checkout
 from tests.support.doc_examples import JOBS_DOC, example_source
 
 README = REPO_ROOT / "README.md"
@@ -63,18 +63,7 @@ def _set_path(config: dict[str, Any], path: str, value: str) -> None:
 
 @pytest.fixture(scope="module")
 def fork(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("fork")
-    # What the working tree holds, committed or not (a forker runs `make test` before committing):
-    # tracked files and the untracked ones git does not ignore.
-    listing = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
-    tracked = (
-        subprocess.run(listing, cwd=REPO_ROOT, capture_output=True, check=True).stdout.decode().split("\0")
-    )
-    for name in filter(None, tracked):
-        source = REPO_ROOT / name
-        if source.is_file():
-            (root / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, root / name)
+    root = copy_checkout(tmp_path_factory.mktemp("fork"))
     for name in ("jobs/my_job.py", "tests/jobs/test_my_job.py", "tests/jobs/test_my_job_served.py"):
         target = root / ("function" / Path(name) if name.startswith("jobs/") else Path(name))
         target.write_text(example_source(name), encoding="utf-8")
