@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from pulumi_policy import PolicyResource
 
 from policy.engine.props import MISSING, UNKNOWN, Absent, as_number, elements, lookup
 from policy.engine.types import CLOUD_RUN_V2_SERVICE, FUNCTION_V1, FUNCTION_V2
+
+# Per-job tables the pack reads from a function's environment. The stack no longer writes them
+# there: it ships each job's policy in the function's source (exactly_once.config.JOB_TABLE_FILE),
+# which the pack does not read yet, so these checks see only a function configured by hand.
+JOB_HANDLERS_ENV: Final = "JOB_HANDLERS"
+JOB_TIME_LIMITS_ENV: Final = "JOB_TIME_LIMITS"
+JOB_STARTING_DEADLINES_ENV: Final = "JOB_STARTING_DEADLINES"
+AUDIT_JOBS_ENV: Final = "AUDIT_JOBS"
 
 
 def function_env(function: PolicyResource, variable: str) -> Any:

@@ -13,8 +13,8 @@ import json
 
 from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
-from exactly_once.config import JOB_HANDLER_ENV, JOB_HANDLERS_ENV
-from policy.engine.env import function_env
+from exactly_once.config import JOB_HANDLER_ENV
+from policy.engine.env import JOB_HANDLERS_ENV, function_env
 from policy.engine.grants import PROJECT_MEMBER_PREFIX, account_email
 from policy.engine.props import UNKNOWN, Absent, lookup
 from policy.engine.types import FUNCTION_V2, PROJECT_IAM_MEMBER, resources_of

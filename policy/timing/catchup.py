@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
-from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditError
+from exactly_once.audit.config import AuditConfig, AuditError
 from exactly_once.config import RETENTION_SECONDS_ENV
 from infra.timing.catchup import CatchupTiming, check_catchup_window
-from policy.engine.env import function_env
+from policy.engine.env import AUDIT_JOBS_ENV, function_env
 from policy.engine.functions import ledger_functions
 from policy.engine.props import MISSING, UNKNOWN, as_number
 

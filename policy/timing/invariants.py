@@ -19,13 +19,12 @@ from typing import Final
 from pulumi_policy import ReportViolation, StackValidationArgs
 
 from exactly_once.config import (
-    JOB_STARTING_DEADLINES_ENV,
-    JOB_TIME_LIMITS_ENV,
     LEASE_SECONDS_ENV,
     RETENTION_SECONDS_ENV,
     TIME_LIMIT_ENV,
 )
 from infra.timing import rules as timing
+from policy.engine.env import JOB_STARTING_DEADLINES_ENV, JOB_TIME_LIMITS_ENV
 from policy.engine.functions import ledger_functions
 from policy.engine.types import SCHEDULER_JOB, resources_of
 from policy.timing.reading import JobPlan, plan_job

@@ -16,15 +16,18 @@ from pulumi_policy import PolicyResource
 
 from exactly_once.config import (
     DEFAULT_FUNCTION_TIMEOUT_SECONDS,
-    JOB_STARTING_DEADLINES_ENV,
-    JOB_TIME_LIMITS_ENV,
     LEASE_SECONDS_ENV,
     RETENTION_SECONDS_ENV,
     TIME_LIMIT_ENV,
 )
 from infra.timing import rules as timing
 from infra.timing.cron import DEFAULT_TIME_ZONE
-from policy.engine.env import function_env, function_env_entry
+from policy.engine.env import (
+    JOB_STARTING_DEADLINES_ENV,
+    JOB_TIME_LIMITS_ENV,
+    function_env,
+    function_env_entry,
+)
 from policy.engine.props import MISSING, UNKNOWN, Absent, as_number, lookup, parse_duration_seconds
 from policy.timing.pairing import function_for
 

@@ -48,7 +48,7 @@ from exactly_once.ledger.fields import (
 )
 from exactly_once.ledger.protocol import RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
-from infra.plan.audit_job import audit_environment, retry_window_seconds
+from infra.plan.audit_job import audit_config, retry_window_seconds
 from infra.plan.headers import delivery_headers
 from infra.settings.environment import function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
@@ -160,9 +160,8 @@ def serve(function_servers, emulator_host, project, db, log_path) -> Callable[..
         """`extra_job`: one more job for the audit, written by hand past the stack's checks."""
         port = free_loopback_port()
         redelivery = Redelivery(url=f"http://127.0.0.1:{port}/")
-        audit_jobs = audit_environment(settings, redelivery=redelivery, pause_changed_at=pause_changed_at)
+        config = audit_config(settings, redelivery=redelivery, pause_changed_at=pause_changed_at)
         if extra_job is not None:
-            config = AuditConfig.from_json(audit_jobs["AUDIT_JOBS"])
             config = dataclasses.replace(config, jobs=(*config.jobs, extra_job), redelivery=redelivery)
             audit_jobs = {"AUDIT_JOBS": config.to_json()}
         env = {
@@ -257,7 +256,7 @@ def test_an_outage_longer_than_the_retention_is_judged_as_far_back_as_records_la
     audit = function.deliver(function.audit_job, _audit_time_before(_now()))
     output = audit["output"]
     until = parse_rfc3339(output["judged_until"])
-    config = AuditConfig.from_json(audit_environment(function.settings)["AUDIT_JOBS"])
+    config = audit_config(function.settings)
     longest = max(job.retry_window_seconds for job in config.jobs)
     oldest = until - timedelta(seconds=function.settings.retention_seconds - longest)
     assert output["judged_from"] == output["not_judged_before"] == format_rfc3339(oldest)

@@ -29,7 +29,7 @@ from exactly_once.ledger import lifecycle
 from exactly_once.ledger.lifecycle import StoredRecord, Verdict
 from infra.plan.audit_job import (
     AUDIT_HANDLER,
-    audit_environment,
+    audit_config,
     audited_jobs,
     retry_window_seconds,
     with_audit_job,
@@ -415,7 +415,7 @@ def test_a_job_the_audit_cannot_judge_is_one_error_line_and_the_others_are_judge
 
 def test_the_stack_writes_the_audit_config_the_job_reads() -> None:
     settings = with_audit_job(fixture_stack("dev"))
-    config = AuditConfig.from_json(audit_environment(settings)["AUDIT_JOBS"])
+    config = audit_config(settings)
     assert config.jobs == audited_jobs(settings)
     assert [job.name for job in config.jobs] == [settings.scheduler_job_id(job) for job in settings.jobs]
     assert settings.scheduler_job_id(AUDIT_JOB_NAME) in [job.name for job in config.jobs]
@@ -442,7 +442,7 @@ def test_runs_before_a_job_was_deployed_are_never_missed() -> None:
     settings = with_audit_job(fixture_stack("dev"))
     demo = settings.jobs[0]
     deployed = utc(2026, 3, 1, 10, 20)
-    config = AuditConfig.from_json(audit_environment(settings, {demo.name: deployed})["AUDIT_JOBS"])
+    config = audit_config(settings, {demo.name: deployed})
     (audited,) = [job for job in config.jobs if job.name == settings.scheduler_job_id(demo)]
     assert audited.not_before == deployed
     # Up to just after the 10:45 run's retry window has closed.
@@ -484,7 +484,7 @@ def test_the_audit_job_obeys_every_timing_rule(stack: str, timeout: int | None, 
     if timeout is None:  # the shipped stacks: not even an advisory
         assert violations == []
     # Consecutive audits still cover time back to back.
-    interval = AuditConfig.from_json(audit_environment(settings)["AUDIT_JOBS"]).interval_seconds
+    interval = audit_config(settings).interval_seconds
     assert fire_times(audit.schedule, audit.time_zone, utc(2026, 1, 1), utc(2026, 1, 2))[1:3] == [
         utc(2026, 1, 1, 0, 5) + timedelta(seconds=interval * n) for n in (1, 2)
     ]

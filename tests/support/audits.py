@@ -30,7 +30,6 @@ from exactly_once.audit.reads import firestore_reader
 from exactly_once.audit.redelivery import Sender, sender_for
 from exactly_once.audit.schedule import fires
 from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc3339
-from infra.plan.audit_job import audit_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.settings.stack import StackSettings
 from tests.support.audit_runs import AuditOutcome, refuse_to_send, run_in_process
@@ -80,8 +79,7 @@ def stack_audit(
     `audit_environment` configures the function's. `redelivery` is where its catch-up
     deliveries go, sent by the real sender (`sender_env` holds what it reads, e.g. the Cloud
     Tasks endpoint); without one, any catch-up delivery fails the test."""
-    environment = audit_environment(settings, deployed_at, redelivery, pause_changed_at)
-    config = AuditConfig.from_json(environment[AUDIT_JOBS_ENV])
+    config = audit_config(settings, deployed_at, redelivery, pause_changed_at)
     send = sender_for(redelivery, sender_env or {}) if redelivery is not None else refuse_to_send
     return StackAudit(
         settings,

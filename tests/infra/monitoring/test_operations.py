@@ -27,7 +27,7 @@ from infra.monitoring.dashboard import (
     without_defaults,
 )
 from infra.monitoring.operations import declare_operations
-from infra.plan.audit_job import AUDIT_HANDLER, audit_environment, with_audit_job
+from infra.plan.audit_job import AUDIT_HANDLER, with_audit_job
 from infra.resources.function import audit_function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
 from policy.offline import violations
