@@ -142,7 +142,7 @@ def _function_environment() -> tuple[EnvVar, ...]:
         ),
         EnvVar(
             JOB_HANDLER_ENV,
-            f"`{runs.job_handler}`",
+            "none",
             "the job logic of every job the job table names no handler for, `module:callable` inside "
             "`function/`; unset, such a job's runs fail, naming the job",
         ),

@@ -33,10 +33,13 @@ RETENTION_SECONDS_ENV = "RETENTION_SECONDS"
 # The handler of every job the table does not name (a lone deployment's one job); unset, such
 # a job is refused, naming it.
 JOB_HANDLER_ENV = "JOB_HANDLER"
-# The path of the job table (JobTable); relative to the working directory, which is the
-# deployed source's root in Cloud Run. The stack ships the file as JOB_TABLE_FILE.
+# The path of the job table (JobTable). The stack ships the file as JOB_TABLE_FILE at the root of
+# the function's source, beside main.py, and names it relative to there: a relative path is
+# resolved against SOURCE_ROOT, never the working directory, which is the platform's to choose.
 JOB_TABLE_ENV = "JOB_TABLE"
 JOB_TABLE_FILE = "job_table.json"
+# The deployed source's root, where main.py is: this package ships inside it (function/).
+SOURCE_ROOT = Path(__file__).resolve().parent.parent
 # Set by Cloud Run itself, never by the stack.
 SERVICE_ENV = "K_SERVICE"
 
@@ -213,15 +216,17 @@ def _table_seconds(source: str, key: str, value: Any) -> float | None:
 
 
 def read_job_table(env: Mapping[str, str], ceiling: float) -> JobTable:
-    """The table JOB_TABLE names, read once at start-up; none (unset) is an empty table."""
-    path = env.get(JOB_TABLE_ENV, "").strip()
-    if not path:
+    """The table JOB_TABLE names (relative: to SOURCE_ROOT), read once at start-up; none
+    (unset) is an empty table."""
+    named = env.get(JOB_TABLE_ENV, "").strip()
+    if not named:
         return JobTable()
+    path = SOURCE_ROOT / named  # an absolute path stays as it is
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
-        raise ConfigError(JOB_TABLE_ENV, f"cannot read {path!r}: {error.strerror or error}") from None
-    return JobTable.from_json(text, path, ceiling)
+        raise ConfigError(JOB_TABLE_ENV, f"cannot read {str(path)!r}: {error.strerror or error}") from None
+    return JobTable.from_json(text, named, ceiling)
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from exactly_once import RunContext, firestore_client
-from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob, AuditError
+from exactly_once.audit.config import AUDIT_TABLE_KEY, AuditConfig, AuditedJob, AuditError
 from exactly_once.audit.downstream import follow_running_work
 from exactly_once.audit.reads import firestore_reader
 from exactly_once.audit.redelivery import RedeliveryError, check_redelivery, sender_for
 from exactly_once.audit.run import run_audit
 from exactly_once.config import JOB_TABLE_ENV, ConfigError, FunctionConfig, JobTableError
-from exactly_once.decorator import CONFIG as FUNCTION_CONFIG
 from exactly_once.once import OncePerInstance
 
 
@@ -42,19 +41,21 @@ def audit_config(function: FunctionConfig, env: Mapping[str, str]) -> AuditConfi
     source = env.get(JOB_TABLE_ENV, "").strip()
     if function.audit is None:
         raise ConfigError(
-            JOB_TABLE_ENV, f"the job table must hold `{AUDIT_JOBS_ENV}` for the missed-run audit job"
+            JOB_TABLE_ENV, f"the job table must hold `{AUDIT_TABLE_KEY}` for the missed-run audit job"
         )
     try:
         config = AuditConfig.from_raw(function.audit)
     except AuditError as error:
-        raise JobTableError(source, AUDIT_JOBS_ENV, str(error)) from None
+        raise JobTableError(source, AUDIT_TABLE_KEY, str(error)) from None
     if config.redelivery is not None:
         check_redelivery(config.redelivery)
     return config
 
 
-# The instance's configuration, read once (exactly_once.decorator): the table is not read again.
-FUNCTION = FUNCTION_CONFIG
+# Read when the router imports this module, i.e. once at the instance's start-up, from the
+# environment as it is then (not the decorator's copy, read when exactly_once was first
+# imported: a process that sets JOB_TABLE in between, a test, sees its own).
+FUNCTION = FunctionConfig.from_env(os.environ)
 CONFIG = audit_config(FUNCTION, os.environ)
 # Built on first use (a Cloud Tasks client for a deployed stack): an audit with nothing to
 # catch up never builds one.

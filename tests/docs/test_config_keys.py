@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from exactly_once.config import FunctionConfig
+from exactly_once.config import DEFAULT_JOB_HANDLER, FunctionConfig
 from exactly_once.token_check.settings import TokenStoreConfig
 from infra.config.schema import CONFIG_KEYS, KEYS_BY_NAME, REPO_ROOT, SettingsError, declared_config_keys
 
@@ -23,7 +23,9 @@ def test_config_keys_are_the_declared_section_plus_the_derived_default() -> None
 def test_the_function_defaults_match_the_project_defaults() -> None:
     function, tokens = FunctionConfig(), TokenStoreConfig()
     assert KEYS_BY_NAME["runsCollection"].default == function.runs_collection
-    assert KEYS_BY_NAME["jobHandler"].default == function.job_handler
+    # The function has no handler of its own (a job without one is refused, naming it); the
+    # stack's default is the demo job, which it sets as JOB_HANDLER.
+    assert function.job_handler is None and KEYS_BY_NAME["jobHandler"].default == DEFAULT_JOB_HANDLER
     assert KEYS_BY_NAME["idempotencyCollection"].default == tokens.collection
     assert KEYS_BY_NAME["idempotencyRetentionSeconds"].default == tokens.retention_seconds
 

@@ -52,7 +52,7 @@ def _missed(lines, audit_run_id: str) -> set[tuple[str, str]]:
 
 
 def _config(settings: StackSettings) -> AuditConfig:
-    """The AUDIT_JOBS the served function reads."""
+    """The audit configuration the served function reads from its job table."""
     return audit_config(settings)
 
 

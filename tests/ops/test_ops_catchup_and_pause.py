@@ -129,7 +129,7 @@ def test_audit_and_status_show_a_paused_job_as_paused(
 
     # Served, the audit judges the hour up to its claim (now): every run of the paused job
     # in it is paused, and only the other jobs' runs are missed.
-    config = audits.config  # the AUDIT_JOBS the served function reads
+    config = audits.config  # the audit configuration the served function reads
     audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
     scheduled = latest_fire(audited(config, audits.job_name), datetime.now(UTC)) - timedelta(hours=3)
     served = function.deliver(audit_job, scheduled).json()

@@ -20,7 +20,7 @@ from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc333
 
 # The job table's key (exactly_once.config.JobTable) that carries AuditConfig.to_json():
 # written by the stack, read by the audit job at start-up.
-AUDIT_JOBS_ENV = "audit"
+AUDIT_TABLE_KEY = "audit"
 # The most runs of one job a catch-up window may hold (a week of a job every minute). Every
 # audit run reads the record of each run in every job's window, so the stack's config refuses a
 # wider window; an audit given one anyway (a configuration written by hand) walks only the

@@ -21,6 +21,7 @@ from infra.plan.headers import headers_for
 from infra.resources.source import source_hash
 from infra.settings.stack import StackSettings
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
+from tests.support.stack_tables import shipped_table, table_handlers
 from tests.support.stacks import dev_stack_resources, fixture_stack
 from tools.mocked_program import OFFSET, MockedResource, MockedStack, mock_stack
 
@@ -212,13 +213,19 @@ def test_function_build_and_service_config(stack: MockedStack) -> None:
         "JOB_TIME_LIMIT_SECONDS": "55",
         "RETENTION_SECONDS": "86400",
         "JOB_HANDLER": "jobs.demo:run_demo_job",
-        "JOB_HANDLERS": json.dumps(
-            {"eos-prod_every-5": "jobs.noop:do_nothing", "eos-prod_missed-run-audit": AUDIT_HANDLER}
-        ),
-        # The audit waits for another audit run of its own (infra/plan/audit_job.py).
-        "JOB_OVERLAP": json.dumps({"eos-prod_missed-run-audit": "wait"}),
-        "AUDIT_JOBS": service["environmentVariables"]["AUDIT_JOBS"],
+        # Each job's policy ships in the source, as this file beside main.py.
+        "JOB_TABLE": "job_table.json",
     }
+    table = shipped_table(stack.resources)
+    assert table_handlers(table) == {
+        "eos-prod_every-5": "jobs.noop:do_nothing",
+        "eos-prod_missed-run-audit": AUDIT_HANDLER,
+    }
+    # The audit waits for another audit run of its own (infra/plan/audit_job.py).
+    assert {job: policy.overlap.value for job, policy in table.jobs.items() if policy.overlap != "allow"} == {
+        "eos-prod_missed-run-audit": "wait"
+    }
+    assert table.audit is not None
 
 
 def test_configured_ingress_and_env_without_handlers() -> None:
@@ -233,15 +240,15 @@ def test_configured_ingress_and_env_without_handlers() -> None:
             jobs=[valid_job(attemptDeadlineSeconds=300, retry=retry)],
         )
     )
-    service = mock_stack(settings).one(FUNCTION).inputs["serviceConfig"]
+    stack = mock_stack(settings)
+    service = stack.one(FUNCTION).inputs["serviceConfig"]
     assert service["ingressSettings"] == "ALLOW_ALL"
     assert service["timeoutSeconds"] == 300
     assert service["environmentVariables"]["LEASE_SECONDS"] == "120"
     assert service["environmentVariables"]["JOB_TIME_LIMIT_SECONDS"] == "295"
     assert service["environmentVariables"]["RETENTION_SECONDS"] == "7200"
     # Only the audit job has a handler of its own.
-    handlers = json.loads(service["environmentVariables"]["JOB_HANDLERS"])
-    assert handlers == {"eos-prod_missed-run-audit": AUDIT_HANDLER}
+    assert table_handlers(shipped_table(stack.resources)) == {"eos-prod_missed-run-audit": AUDIT_HANDLER}
 
 
 def test_scheduler_jobs_post_to_the_function_with_oidc(stack: MockedStack) -> None:
@@ -338,8 +345,8 @@ def test_run_records_growing_fields_are_exempt_from_indexing_one_field_operation
 def test_without_the_missed_run_audit_the_stack_schedules_only_the_configured_jobs() -> None:
     stack = mock_stack(build(valid_values(missedRunAudit=False)))
     assert [job.inputs["name"] for job in stack.of_type(JOB)] == ["eos-prod_every-5"]
-    environment = stack.one(FUNCTION).inputs["serviceConfig"]["environmentVariables"]
-    assert "AUDIT_JOBS" not in environment and "JOB_HANDLERS" not in environment
+    table = shipped_table(stack.resources)
+    assert table.audit is None and table_handlers(table) == {}
     assert stack.of_type(OFFSET) == []
     # The other alerts do not depend on the audit; the missed-run alert then stays silent.
     assert len(stack.of_type("gcp:monitoring/alertPolicy:AlertPolicy")) == len(ALERTS)
