@@ -129,6 +129,8 @@ class JobPolicy:
 # A job the table does not name.
 _DEFAULT_POLICY = JobPolicy()
 _POLICY_KEYS = frozenset({"handler", "time_limit_seconds", "starting_deadline_seconds", "overlap"})
+# Read once: a thousand jobs' table checks each entry's overlap against them.
+_OVERLAP_VALUES = tuple(policy.value for policy in OverlapPolicy)
 
 
 @dataclass(frozen=True)
@@ -193,9 +195,8 @@ def _job_policy(source: str, job: str, entry: Any, ceiling: float) -> JobPolicy:
             source, f"{where}.time_limit_seconds", f"{limit:g} is above {TIME_LIMIT_ENV}={ceiling:g}"
         )
     overlap = entry.get("overlap", OverlapPolicy.ALLOW.value)
-    policies = [policy.value for policy in OverlapPolicy]
-    if overlap not in policies:
-        raise JobTableError(source, f"{where}.overlap", f"{overlap!r} is not one of {policies}")
+    if overlap not in _OVERLAP_VALUES:
+        raise JobTableError(source, f"{where}.overlap", f"{overlap!r} is not one of {list(_OVERLAP_VALUES)}")
     return JobPolicy(
         handler=handler,
         time_limit_seconds=limit,
