@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from exactly_once.config import JOB_TABLE_FILE
 from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 from exactly_once.ledger.fields import UNINDEXED_RUN_FIELDS
 from infra.component import COMPONENT_TYPE, REQUIRED_APIS
@@ -166,7 +167,12 @@ def test_source_bucket_is_private(stack: MockedStack) -> None:
 def test_source_object_is_named_by_content_hash_and_deployed_by_generation(stack: MockedStack) -> None:
     source = stack.one("gcp:storage/bucketObject:BucketObject")
     function = stack.one(FUNCTION)
-    assert source.inputs["name"] == f"function-{source_hash(REPO_ROOT / 'function')[:32]}.zip"
+    # The hash covers the job table the archive ships beside the checked-out files.
+    table = source.inputs["source"].assets[JOB_TABLE_FILE].text
+    assert (
+        source.inputs["name"]
+        == f"function-{source_hash(REPO_ROOT / 'function', {JOB_TABLE_FILE: table})[:32]}.zip"
+    )
     assert source.inputs["bucket"] == stack.one("gcp:storage/bucket:Bucket").outputs["name"]
     assert function.inputs["buildConfig"]["source"]["storageSource"] == {
         "bucket": source.inputs["bucket"],
@@ -190,7 +196,11 @@ def test_code_change_renames_the_source_object_and_no_change_keeps_it(tmp_path: 
     (function_dir / "__pycache__" / "main.cpython-312.pyc").write_bytes(b"cache")
     assert object_name() == first
     (function_dir / "requirements.txt").write_text((function_dir / "requirements.txt").read_text() + "\n")
-    assert object_name() != first
+    changed = object_name()
+    assert changed != first
+    # A change of one job's policy is a change of the shipped table: a new object too.
+    settings = build(valid_values(jobs=[valid_job(overlap="skip")]))
+    assert object_name() != changed
 
 
 def test_function_build_and_service_config(stack: MockedStack) -> None:
