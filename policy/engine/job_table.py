@@ -28,9 +28,7 @@ from pulumi_policy import PolicyResource
 from exactly_once.config import JOB_TABLE_ENV, JobPolicy, JobTable, JobTableError
 from policy.engine.env import function_env
 from policy.engine.props import MISSING, UNKNOWN, Absent, lookup
-from policy.engine.types import resources_of
-
-STORAGE_OBJECT = "gcp:storage/bucketObject:BucketObject"
+from policy.engine.types import BUCKET_OBJECT, resources_of
 
 
 def job_table_of(function: PolicyResource, resources: Iterable[PolicyResource]) -> JobTable | Absent | str:
@@ -77,7 +75,7 @@ def _member_text(function: PolicyResource, resources: Iterable[PolicyResource], 
     bucket, name = lookup(storage, "bucket"), lookup(storage, "object")
     if not isinstance(bucket, str) or not isinstance(name, str):
         return UNKNOWN
-    candidates = resources_of(resources, STORAGE_OBJECT)
+    candidates = resources_of(resources, BUCKET_OBJECT)
     found = [o for o in candidates if lookup(o.props, "bucket") == bucket and lookup(o.props, "name") == name]
     if len(found) != 1:
         return UNKNOWN  # another stack's object, or several: not this stack's to read

@@ -13,7 +13,7 @@ import pulumi
 from pulumi_policy import PolicyResource
 
 from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
-from policy.engine.job_table import STORAGE_OBJECT
+from policy.engine.types import BUCKET_OBJECT
 from policy.offline import UNKNOWN_STRING, stack_resource
 from policy.policies import FIRESTORE_FIELD, FUNCTION_V2, SCHEDULER_JOB
 
@@ -181,5 +181,5 @@ def stack(
     if field is not None:
         resources.append(stack_resource(FIRESTORE_FIELD, "eos-runs-ttl", field))
     if table is not None or table_unknown:
-        resources.append(stack_resource(STORAGE_OBJECT, "eos-source-zip", source_object(table)))
+        resources.append(stack_resource(BUCKET_OBJECT, "eos-source-zip", source_object(table)))
     return resources

@@ -8,7 +8,7 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyResource
 
-from policy.engine.job_table import STORAGE_OBJECT
+from policy.engine.types import BUCKET_OBJECT
 from policy.offline import UNKNOWN_STRING, Reported, run_stack_policy, stack_policy, stack_resource
 from policy.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
 from tests.policy import fixtures
@@ -45,7 +45,7 @@ def grant(role: str, account: Any) -> dict[str, Any]:
 def holders(function: dict[str, Any], *grants: dict[str, Any], table: str | None = PROXY_TABLE) -> Reported:
     """The policy on `function`, its source object holding `table` (None: not known yet)."""
     resources = [stack_resource(FUNCTION_V2, "eos-function", function)]
-    resources.append(stack_resource(STORAGE_OBJECT, "eos-source-zip", fixtures.source_object(table)))
+    resources.append(stack_resource(BUCKET_OBJECT, "eos-source-zip", fixtures.source_object(table)))
     resources += [stack_resource(PROJECT_IAM_MEMBER, f"grant-{i}", g) for i, g in enumerate(grants)]
     return run_stack_policy(stack_policy("project-role-holders"), resources)
 
@@ -126,7 +126,7 @@ def test_job_user_is_held_only_by_the_bigquery_proxy_s_runtime_account() -> None
     table = fixtures.table_of({"eos-prod_rollup": {"handler": "jobs.bigquery_job:run_bigquery_job"}})
     proxy = [
         *stack_with(PROJECT_IAM_MEMBER, grant, function),
-        stack_resource(STORAGE_OBJECT, "eos-source-zip", fixtures.source_object(table)),
+        stack_resource(BUCKET_OBJECT, "eos-source-zip", fixtures.source_object(table)),
     ]
     assert run_stack_policy(stack_policy("project-role-holders"), proxy).messages == []
 

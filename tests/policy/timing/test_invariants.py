@@ -8,7 +8,7 @@ import pytest
 from pulumi_policy import EnforcementLevel, PolicyResource
 
 from infra.timing import rules as timing
-from policy.engine.job_table import STORAGE_OBJECT
+from policy.engine.types import BUCKET_OBJECT
 from policy.offline import (
     UNKNOWN_NUMBER,
     UNKNOWN_STRING,
@@ -80,7 +80,7 @@ def test_a_table_the_source_does_not_hold_is_reported() -> None:
     """JOB_TABLE names a file the archive lacks: the function would refuse to start."""
     function, source = fixtures.stack(table="{}")[0], fixtures.source_object(None)
     source["source"] = pulumi.AssetArchive({"main.py": pulumi.StringAsset("")})
-    resources = [function, *fixtures.stack(table="{}")[1:2], stack_resource(STORAGE_OBJECT, "zip", source)]
+    resources = [function, *fixtures.stack(table="{}")[1:2], stack_resource(BUCKET_OBJECT, "zip", source)]
     [message] = invariants(resources).messages
     assert "JOB_TABLE='job_table.json', but its source archive holds no job_table.json" in message
 
