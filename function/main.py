@@ -1,7 +1,8 @@
 """Cloud Run function entry points: `handle_scheduled_job` (and `check_idempotency_token`).
 
 `handle_scheduled_job` is the `@exactly_once` decorator around the job router: the job for a
-run is JOB_HANDLERS[job name], else JOB_HANDLER. A fork that prefers one function per job
+run is its handler in the job table (the file JOB_TABLE names, which the stack ships beside
+this module), else JOB_HANDLER. A fork that prefers one function per job
 writes its own module the same way (see docs/jobs.md).
 
 Configuration and job handlers are checked at import, i.e. when the instance starts, so a bad

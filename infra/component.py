@@ -38,6 +38,7 @@ from infra.resources.function import (
     dedup_function,
     function_service,
     function_uri,
+    job_table_text,
     pause_changes,
 )
 from infra.resources.identities import Identities, run_invoker
@@ -133,9 +134,10 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         ready = self._apis_serving(name, settings, apis)
         ledger = ledger_database(name, settings, parent=self, firestore_api=ready)
         identities = make_identities(name, settings, parent=self, iam_api=ready)
-        build = self._build(name, settings, apis, ready, function_dir)
         audit_from = audit_horizons(name, settings, parent=self)
         pause_changed = pause_changes(name, settings, parent=self)
+        table = job_table_text(settings, audit_from, identities.invoker.email, pause_changed)
+        build = self._build(name, settings, apis, ready, function_dir, table)
         checker = self._token_check(name, settings, apis, ledger, identities, build)
         targets = self._sample_targets(name, settings, apis, ready, checker)
         access = self._runtime_access(name, settings, apis, identities.runtime, targets)
@@ -155,10 +157,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             opts=self._function_opts(apis, build),
             build=build,
             runtime_account=identities.runtime,
-            audit_from=audit_from,
-            pause_changed=pause_changed,
             access=access,
-            invoker_email=identities.invoker.email,
         )
         uri = function_uri(function)
         invoker_binding = self._invoker_binding(name, settings, function, identities.invoker)
@@ -223,10 +222,16 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         )
 
     def _build(
-        self, name: str, settings: StackSettings, apis: _Apis, ready: pulumi.Resource, function_dir: Path
+        self,
+        name: str,
+        settings: StackSettings,
+        apis: _Apis,
+        ready: pulumi.Resource,
+        function_dir: Path,
+        table: pulumi.Input[str],
     ) -> BuildIdentity:
         source = function_source(
-            name, settings, function_dir, pulumi.ResourceOptions(parent=self, depends_on=[ready])
+            name, settings, function_dir, pulumi.ResourceOptions(parent=self, depends_on=[ready]), table
         )
         return build_identity(
             name,

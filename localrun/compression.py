@@ -29,12 +29,15 @@ refused up front, naming the speed-up, instead of losing runs to it.
 
 from __future__ import annotations
 
+import dataclasses
+import tempfile
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
-from exactly_once.config import JOB_STARTING_DEADLINES_ENV, JOB_TIME_LIMITS_ENV, TIME_LIMIT_MARGIN_SECONDS
+from exactly_once.config import JOB_TABLE_ENV, JOB_TABLE_FILE, TIME_LIMIT_MARGIN_SECONDS, JobTable
 from exactly_once.ledger.store import ATTEMPT_SHARE, store_deadline_for
-from infra.settings.environment import function_environment
+from infra.settings.environment import function_environment, job_table
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
 from infra.timing import rules as timing
@@ -123,19 +126,38 @@ class CompressedTiming:
         return job.attempt_deadline_seconds / self.speedup + lengthened
 
     def function_env(
-        self, settings: StackSettings, *, firestore_project: str, emulator_host: str
+        self,
+        settings: StackSettings,
+        *,
+        firestore_project: str,
+        emulator_host: str,
+        handlers: bool = True,
     ) -> dict[str, str]:
         """The function's environment for a local run: the stack's own, with these durations,
-        and Firestore at `emulator_host` (the emulator, or a proxy in front of it).
+        and Firestore at `emulator_host` (the emulator, or a proxy in front of it). The job
+        table is written to a file of its own, as the stack ships it; without `handlers`, every
+        job runs JOB_HANDLER (the soak's stand-in job).
 
         `firestore_project` only isolates this run's documents in the emulator; the run ids
         still use the stack's project, which the deliveries carry in X-Job-Project.
         """
         env = function_environment(settings)
-        env.pop(JOB_TIME_LIMITS_ENV, None)  # one job under test: its limit is JOB_TIME_LIMIT_SECONDS
-        # The local run replays past schedule times at its own pace (scheduler.latest_fire_times):
-        # judged on the wall clock, every one would be late.
-        env.pop(JOB_STARTING_DEADLINES_ENV, None)
+        # One job under test: its limit is JOB_TIME_LIMIT_SECONDS. And the local run replays
+        # past schedule times at its own pace (scheduler.latest_fire_times): judged on the
+        # wall clock, every run would be late, so no job keeps a starting deadline.
+        stack_table = job_table(settings)
+        policies = {
+            job: dataclasses.replace(
+                policy,
+                time_limit_seconds=None,
+                starting_deadline_seconds=None,
+                handler=policy.handler if handlers else None,
+            )
+            for job, policy in stack_table.jobs.items()
+        }
+        table_path = Path(tempfile.mkdtemp(prefix="eos-job-table-")) / JOB_TABLE_FILE
+        table_path.write_text(JobTable(jobs=policies, audit=stack_table.audit).to_json(), encoding="utf-8")
+        env[JOB_TABLE_ENV] = str(table_path)
         env.update(
             GOOGLE_CLOUD_PROJECT=firestore_project,
             FIRESTORE_DATABASE="(default)",

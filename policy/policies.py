@@ -35,7 +35,12 @@ from policy.engine.types import (
     STORAGE_ACL_TYPES,
     is_iam_type,
 )
-from policy.functions.env import SECRET_ENV_TYPES, check_no_test_switches, check_secrets_by_reference
+from policy.functions.env import (
+    SECRET_ENV_TYPES,
+    check_environment_size,
+    check_no_test_switches,
+    check_secrets_by_reference,
+)
 from policy.functions.identity import check_build_service_account, check_dedicated_service_account
 from policy.functions.instances import check_one_request_per_instance
 from policy.identities.allowlist import (
@@ -148,6 +153,14 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
         _MANDATORY,
         [FUNCTION_V2, FUNCTION_V1, CLOUD_RUN_V2_SERVICE],
         check_no_test_switches,
+    ),
+    resource_policy(
+        "function-environment-size",
+        "A function's environment variables (names and values) and secret variables' names fit Cloud "
+        "Run's 32 KiB; per-job settings belong in the job table the function's source ships.",
+        _MANDATORY,
+        [FUNCTION_V2],
+        check_environment_size,
     ),
     resource_policy(
         "no-primitive-roles",

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exactly_once.audit.config import AUDIT_JOBS_ENV, MAX_CATCHUP_WINDOW_RUNS
+from exactly_once.audit.config import MAX_CATCHUP_WINDOW_RUNS
 from exactly_once.config import (
     DATABASE_ENV,
     JOB_HANDLER_ENV,
-    JOB_HANDLERS_ENV,
-    JOB_OVERLAP_ENV,
-    JOB_STARTING_DEADLINES_ENV,
-    JOB_TIME_LIMITS_ENV,
+    JOB_TABLE_ENV,
+    JOB_TABLE_FILE,
     LEASE_SECONDS_ENV,
     PROJECT_ENV,
     RETENTION_SECONDS_ENV,
@@ -134,7 +132,7 @@ def _function_environment() -> tuple[EnvVar, ...]:
             f"`{runs.time_limit_seconds:g}`",
             "how long an attempt's job may run before its instance is ended (the stack sets "
             f"`functionTimeoutSeconds` - {TIME_LIMIT_MARGIN_SECONDS:g}); every job's limit, and the "
-            f"ceiling of `{JOB_TIME_LIMITS_ENV}`",
+            "ceiling of the job table's `time_limit_seconds`",
         ),
         EnvVar(
             RETENTION_SECONDS_ENV,
@@ -144,8 +142,9 @@ def _function_environment() -> tuple[EnvVar, ...]:
         ),
         EnvVar(
             JOB_HANDLER_ENV,
-            f"`{runs.job_handler}`",
-            "default job logic, `module:callable` inside `function/`",
+            "none",
+            "the job logic of every job the job table names no handler for, `module:callable` inside "
+            "`function/`; unset, such a job's runs fail, naming the job",
         ),
         EnvVar(
             SERVICE_ENV,
@@ -154,30 +153,16 @@ def _function_environment() -> tuple[EnvVar, ...]:
             "a runs collection never answer each other's runs",
         ),
         EnvVar(
-            JOB_HANDLERS_ENV,
-            "none",
-            f'JSON `{{"<job id>": "module:callable"}}` overriding `{JOB_HANDLER_ENV}` per job '
-            "(`jobs[].handler`); "
-            "keys are `X-CloudScheduler-JobName`, in a stack the deployed id (`eos-dev_nightly-report`)",
-        ),
-        EnvVar(
-            JOB_TIME_LIMITS_ENV,
-            "none",
-            'JSON `{"<job id>": <seconds>}`: jobs whose own limit (`jobs[].timeLimitSeconds`) is shorter '
-            f"than `{TIME_LIMIT_ENV}`, keyed like `{JOB_HANDLERS_ENV}`",
-        ),
-        EnvVar(
-            JOB_OVERLAP_ENV,
-            "none",
-            f'JSON `{{"<job id>": "skip" | "wait"}}` (`jobs[].overlap`), keyed like `{JOB_HANDLERS_ENV}`; '
-            "absent jobs allow",
-        ),
-        EnvVar(
-            JOB_STARTING_DEADLINES_ENV,
-            "none",
-            'JSON `{"<job id>": <seconds>}` (`jobs[].startingDeadlineSeconds`), keyed like '
-            f"`{JOB_HANDLERS_ENV}`: a run delivered later than that after its ScheduleTime is recorded "
-            "`skipped_late` and not run; absent jobs have no deadline",
+            JOB_TABLE_ENV,
+            f"`{JOB_TABLE_FILE}` in a stack",
+            "path of the job table, JSON "
+            '`{"jobs": {"<job id>": {"handler"?, "time_limit_seconds"?, "starting_deadline_seconds"?, '
+            '"overlap"?}}, "audit"?: {...}}`: each job\'s own handler (`jobs[].handler`), shorter limit '
+            f"than `{TIME_LIMIT_ENV}` (`jobs[].timeLimitSeconds`), starting deadline "
+            "(`jobs[].startingDeadlineSeconds`) and overlap policy (`jobs[].overlap`), keyed by "
+            "`X-CloudScheduler-JobName` (in a stack the deployed id, `eos-dev_nightly-report`), and the "
+            "jobs the missed-run audit checks; the stack writes it into the function's source "
+            "(docs/scale.md). Unset: no table, every job runs `JOB_HANDLER`",
         ),
         EnvVar(
             COLLECTION_ENV,
@@ -188,11 +173,6 @@ def _function_environment() -> tuple[EnvVar, ...]:
             RETENTION_ENV,
             f"`{tokens.retention_seconds:g}`",
             "a token record's lifetime (`idempotencyRetentionSeconds`)",
-        ),
-        EnvVar(
-            AUDIT_JOBS_ENV,
-            "required by the audit job",
-            "the jobs the missed-run audit checks (JSON, set by the stack)",
         ),
         EnvVar(
             CLOUD_RUN_JOBS_ENV,
@@ -253,9 +233,9 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
     ),
     "timeLimitSeconds": (
         "number",
-        "How long one attempt of this job may run before the function ends it (goes into "
-        f"`{JOB_TIME_LIMITS_ENV}`). At most `functionTimeoutSeconds` - {TIME_LIMIT_MARGIN_SECONDS:g}: one "
-        "function runs every job of "
+        "How long one attempt of this job may run before the function ends it (goes into the job "
+        f"table's `time_limit_seconds`). At most `functionTimeoutSeconds` - {TIME_LIMIT_MARGIN_SECONDS:g}: "
+        "one function runs every job of "
         "the stack, so its timeout is the ceiling; give short jobs a limit of their own beside a long one.",
     ),
     "retry.retryCount": ("integer", "Retries after a failed attempt, 0..5."),
@@ -266,7 +246,7 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
     "body": ("object", "JSON request body (the demo job reads `sleep_seconds` and `fail`)."),
     "handler": (
         "string",
-        f"`module:callable` for this job only (goes into `{JOB_HANDLERS_ENV}`). A job run by "
+        f"`module:callable` for this job only (goes into the job table, `{JOB_TABLE_ENV}`). A job run by "
         f"`{WORKFLOWS_HANDLER}` without a `workflow` setting must have a body "
         '`{"workflow": "projects/…/workflows/…", "argument"?: {...}}`.',
     ),
@@ -288,13 +268,13 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
     "overlap": (
         "string",
         "`allow`, `skip` or `wait`: what a run does while another run of this job holds its lease"
-        f" (goes into `{JOB_OVERLAP_ENV}`).",
+        f" (goes into the job table, `{JOB_TABLE_ENV}`).",
     ),
     "startingDeadlineSeconds": (
         "number",
         "A run whose delivery (first or retry) reaches the function more than this many seconds after "
         "its ScheduleTime, on Firestore's clock, is answered `skipped_late`, recorded, and not run "
-        f"(goes into `{JOB_STARTING_DEADLINES_ENV}`). At least 10, and not shorter than the first "
+        f"(goes into the job table, `{JOB_TABLE_ENV}`). At least 10, and not shorter than the first "
         "retry's backoff ([operations.md](operations.md#starting-deadline)).",
     ),
     "paused": (

@@ -1,7 +1,13 @@
-"""The function's configuration, read once from the environment at start-up.
+"""The function's configuration, read once at start-up: the deployment's values from the
+environment, each job's policy from the job table (a JSON file named by JOB_TABLE).
 
-A bad value must stop the instance from starting with a message that names the variable,
-rather than surface later as a run that was executed twice or never.
+The per-job facts live in a file, not in the environment, because Cloud Run limits a function's
+whole environment to 32 KiB: a table of a thousand jobs (handler, limits, overlap, the audit's
+list) is several times that. The stack writes the file into the function's source archive, so
+a change to it is a change of the source, deployed as one.
+
+A bad value must stop the instance from starting with a message that names the variable or the
+table's key, rather than surface later as a run that was executed twice or never.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 # The environment variables the function reads: its whole contract with whatever deploys it.
@@ -22,16 +29,22 @@ DATABASE_ENV = "FIRESTORE_DATABASE"
 RUNS_COLLECTION_ENV = "RUNS_COLLECTION"
 LEASE_SECONDS_ENV = "LEASE_SECONDS"
 TIME_LIMIT_ENV = "JOB_TIME_LIMIT_SECONDS"
-JOB_TIME_LIMITS_ENV = "JOB_TIME_LIMITS"
 RETENTION_SECONDS_ENV = "RETENTION_SECONDS"
+# The handler of every job the table does not name (a lone deployment's one job); unset, such
+# a job is refused, naming it.
 JOB_HANDLER_ENV = "JOB_HANDLER"
-JOB_HANDLERS_ENV = "JOB_HANDLERS"
-JOB_OVERLAP_ENV = "JOB_OVERLAP"
-JOB_STARTING_DEADLINES_ENV = "JOB_STARTING_DEADLINES"
+# The path of the job table (JobTable). The stack ships the file as JOB_TABLE_FILE at the root of
+# the function's source, beside main.py, and names it relative to there: a relative path is
+# resolved against SOURCE_ROOT, never the working directory, which is the platform's to choose.
+JOB_TABLE_ENV = "JOB_TABLE"
+JOB_TABLE_FILE = "job_table.json"
+# The deployed source's root, where main.py is: this package ships inside it (function/).
+SOURCE_ROOT = Path(__file__).resolve().parent.parent
 # Set by Cloud Run itself, never by the stack.
 SERVICE_ENV = "K_SERVICE"
 
-DEFAULT_JOB_HANDLER = "jobs.demo:run_demo_job"
+# The example a malformed handler's message shows.
+HANDLER_EXAMPLE = "reports.nightly:run"
 DEFAULT_DATABASE = "(default)"
 # Default collections of the run records and of the workflows' idempotency tokens. The stack's
 # settings, the policy pack, the bench and the tests take them from here.
@@ -78,6 +91,145 @@ class ConfigError(ValueError):
         self.variable = variable
 
 
+class JobTableError(ConfigError):
+    """The job table holds a value the function cannot work with: named by its key."""
+
+    def __init__(self, source: str, key: str, problem: str) -> None:
+        ValueError.__init__(self, f"job table {source} ({JOB_TABLE_ENV}): {key}: {problem}")
+        self.variable = JOB_TABLE_ENV
+        self.key = key
+
+
+@dataclass(frozen=True)
+class JobPolicy:
+    """Everything the function decides for one job, from its entry in the job table."""
+
+    # `module:callable`; None: the deployment's JOB_HANDLER.
+    handler: str | None = None
+    # A limit shorter than the function's (jobs[].timeLimitSeconds); None: the function's.
+    time_limit_seconds: float | None = None
+    # A run delivered later than this after its ScheduleTime is recorded skipped_late, not
+    # run (jobs[].startingDeadlineSeconds); None: never late.
+    starting_deadline_seconds: float | None = None
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW
+
+    def to_json(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        if self.handler is not None:
+            fields["handler"] = self.handler
+        if self.time_limit_seconds is not None:
+            fields["time_limit_seconds"] = self.time_limit_seconds
+        if self.starting_deadline_seconds is not None:
+            fields["starting_deadline_seconds"] = self.starting_deadline_seconds
+        if self.overlap is not OverlapPolicy.ALLOW:
+            fields["overlap"] = self.overlap.value
+        return fields
+
+
+# A job the table does not name.
+_DEFAULT_POLICY = JobPolicy()
+_POLICY_KEYS = frozenset({"handler", "time_limit_seconds", "starting_deadline_seconds", "overlap"})
+# Read once: a thousand jobs' table checks each entry's overlap against them.
+_OVERLAP_VALUES = tuple(policy.value for policy in OverlapPolicy)
+
+
+@dataclass(frozen=True)
+class JobTable:
+    """The job table: each job's policy by X-CloudScheduler-JobName, and the missed-run audit's
+    configuration (its raw JSON object, which exactly_once.audit reads) when the stack has one.
+
+    File: {"jobs": {"<job name>": {"handler"?, "time_limit_seconds"?,
+    "starting_deadline_seconds"?, "overlap"?}}, "audit"?: {...}}."""
+
+    jobs: Mapping[str, JobPolicy] = field(default_factory=dict)
+    audit: Mapping[str, Any] | None = None
+
+    def to_json(self) -> str:
+        fields: dict[str, Any] = {
+            "jobs": {name: policy.to_json() for name, policy in sorted(self.jobs.items())}
+        }
+        if self.audit is not None:
+            fields["audit"] = self.audit
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, source: str, ceiling: float) -> JobTable:
+        """Each job's policy, checked: a time limit above `ceiling` (the function's) is refused."""
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise JobTableError(source, "(file)", f"not JSON ({error.msg} at line {error.lineno})") from None
+        if not isinstance(raw, dict) or not isinstance(raw.get("jobs", {}), dict):
+            raise JobTableError(source, "(file)", 'expected {"jobs": {"<job name>": {...}}, "audit"?: {...}}')
+        unknown = sorted(set(raw) - {"jobs", "audit"})
+        if unknown:
+            raise JobTableError(source, unknown[0], "unknown key (expected jobs, audit)")
+        audit = raw.get("audit")
+        if audit is not None and not isinstance(audit, dict):
+            raise JobTableError(source, "audit", "expected an object")
+        jobs = {job: _job_policy(source, job, entry, ceiling) for job, entry in raw.get("jobs", {}).items()}
+        return cls(jobs=jobs, audit=audit)
+
+
+def _job_policy(source: str, job: str, entry: Any, ceiling: float) -> JobPolicy:
+    where = f"jobs[{job!r}]"
+    if not job:
+        raise JobTableError(source, where, "a job name must not be empty")
+    if not isinstance(entry, dict):
+        raise JobTableError(source, where, "expected an object")
+    unknown = sorted(set(entry) - _POLICY_KEYS)
+    if unknown:
+        raise JobTableError(
+            source, f"{where}.{unknown[0]}", f"unknown key (expected {', '.join(sorted(_POLICY_KEYS))})"
+        )
+    handler = entry.get("handler")
+    if handler is not None and (not isinstance(handler, str) or not HANDLER_PATTERN.match(handler)):
+        raise JobTableError(
+            source,
+            f"{where}.handler",
+            f"{handler!r} is not of the form module:callable (e.g. {HANDLER_EXAMPLE})",
+        )
+    limit = _table_seconds(source, f"{where}.time_limit_seconds", entry.get("time_limit_seconds"))
+    if limit is not None and limit > ceiling:
+        raise JobTableError(
+            source, f"{where}.time_limit_seconds", f"{limit:g} is above {TIME_LIMIT_ENV}={ceiling:g}"
+        )
+    overlap = entry.get("overlap", OverlapPolicy.ALLOW.value)
+    if overlap not in _OVERLAP_VALUES:
+        raise JobTableError(source, f"{where}.overlap", f"{overlap!r} is not one of {list(_OVERLAP_VALUES)}")
+    return JobPolicy(
+        handler=handler,
+        time_limit_seconds=limit,
+        starting_deadline_seconds=_table_seconds(
+            source, f"{where}.starting_deadline_seconds", entry.get("starting_deadline_seconds")
+        ),
+        overlap=OverlapPolicy(overlap),
+    )
+
+
+def _table_seconds(source: str, key: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not 0 < value < math.inf:
+        raise JobTableError(source, key, f"{value!r} must be a number of seconds above 0")
+    return float(value)
+
+
+def read_job_table(env: Mapping[str, str], ceiling: float) -> JobTable:
+    """The table JOB_TABLE names (relative: to SOURCE_ROOT), read once at start-up; none
+    (unset) is an empty table."""
+    named = env.get(JOB_TABLE_ENV, "").strip()
+    if not named:
+        return JobTable()
+    path = SOURCE_ROOT / named  # an absolute path stays as it is
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(JOB_TABLE_ENV, f"cannot read {str(path)!r}: {error.strerror or error}") from None
+    return JobTable.from_json(text, named, ceiling)
+
+
 @dataclass(frozen=True)
 class FunctionConfig:
     """Defaults suit a lone deployment; the stack sets every value explicitly."""
@@ -90,29 +242,57 @@ class FunctionConfig:
     # function timeout less TIME_LIMIT_MARGIN_SECONDS): every job's limit, and the ceiling of
     # the per-job limits below.
     time_limit_seconds: float = DEFAULT_TIME_LIMIT_SECONDS
-    # Shorter limits of single jobs, keyed by X-CloudScheduler-JobName (jobs[].timeLimitSeconds).
-    job_time_limits: Mapping[str, float] = field(default_factory=dict)
     # Past the job's whole retry window; the TTL policy deletes records after it.
     retention_seconds: float = DEFAULT_RETENTION_SECONDS
-    job_handler: str = DEFAULT_JOB_HANDLER
-    # Per-job overrides of job_handler, keyed by X-CloudScheduler-JobName.
-    job_handlers: Mapping[str, str] = field(default_factory=dict)
-    # Per-job overlap policy, keyed by X-CloudScheduler-JobName; absent jobs allow overlap.
-    overlap: Mapping[str, OverlapPolicy] = field(default_factory=dict)
-    # Per-job starting deadlines in seconds, keyed by X-CloudScheduler-JobName
-    # (jobs[].startingDeadlineSeconds): a run delivered later than that after its ScheduleTime
-    # is recorded skipped_late and not run. Absent jobs have none.
-    starting_deadlines: Mapping[str, float] = field(default_factory=dict)
+    # The handler of a job the table names none for; None: such a job is refused.
+    job_handler: str | None = None
+    # Each job's policy, keyed by X-CloudScheduler-JobName (the job table); absent jobs run
+    # job_handler with the function's limit, no starting deadline, overlap allowed.
+    jobs: Mapping[str, JobPolicy] = field(default_factory=dict)
+    # The missed-run audit's configuration from the job table (read by exactly_once.audit).
+    audit: Mapping[str, Any] | None = None
     # The Cloud Run service (K_SERVICE, set by Cloud Run): the target recorded with each run
     # unless @exactly_once(target=...) names one, so two functions that share a runs
     # collection and a job name cannot decide each other's runs.
     service: str = ""
 
+    def policy_for(self, job_name: str) -> JobPolicy:
+        return self.jobs.get(job_name, _DEFAULT_POLICY)
+
     def overlap_for(self, job_name: str) -> OverlapPolicy:
-        return self.overlap.get(job_name, OverlapPolicy.ALLOW)
+        return self.policy_for(job_name).overlap
 
     def time_limit_for(self, job_name: str) -> float:
-        return self.job_time_limits.get(job_name, self.time_limit_seconds)
+        return self.policy_for(job_name).time_limit_seconds or self.time_limit_seconds
+
+    # The per-job views the delivery handler takes, each holding only the jobs that set it.
+    @property
+    def job_handlers(self) -> dict[str, str]:
+        return {job: policy.handler for job, policy in self.jobs.items() if policy.handler is not None}
+
+    @property
+    def job_time_limits(self) -> dict[str, float]:
+        return {
+            job: policy.time_limit_seconds
+            for job, policy in self.jobs.items()
+            if policy.time_limit_seconds is not None
+        }
+
+    @property
+    def starting_deadlines(self) -> dict[str, float]:
+        return {
+            job: policy.starting_deadline_seconds
+            for job, policy in self.jobs.items()
+            if policy.starting_deadline_seconds is not None
+        }
+
+    @property
+    def overlap(self) -> dict[str, OverlapPolicy]:
+        return {
+            job: policy.overlap
+            for job, policy in self.jobs.items()
+            if policy.overlap is not OverlapPolicy.ALLOW
+        }
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FunctionConfig:
@@ -127,18 +307,18 @@ class FunctionConfig:
             )
         time_limit = positive_seconds(env, TIME_LIMIT_ENV, defaults.time_limit_seconds)
         runs_collection = _non_empty(env, RUNS_COLLECTION_ENV, defaults.runs_collection)
+        table = read_job_table(env, time_limit)
+        default_handler = env.get(JOB_HANDLER_ENV, "").strip()
         return cls(
             project=env.get(PROJECT_ENV) or None,
             database=_non_empty(env, DATABASE_ENV, defaults.database),
             runs_collection=collection_id(RUNS_COLLECTION_ENV, runs_collection),
             lease_seconds=lease,
             time_limit_seconds=time_limit,
-            job_time_limits=_time_limit_map(env, time_limit),
             retention_seconds=retention,
-            job_handler=_handler_spec(JOB_HANDLER_ENV, env.get(JOB_HANDLER_ENV) or defaults.job_handler),
-            job_handlers=_handler_map(env),
-            overlap=_overlap_map(env),
-            starting_deadlines=_starting_deadline_map(env),
+            job_handler=_handler_spec(JOB_HANDLER_ENV, default_handler) if default_handler else None,
+            jobs=table.jobs,
+            audit=table.audit,
             service=env.get(SERVICE_ENV, "").strip(),
         )
 
@@ -180,63 +360,5 @@ def positive_seconds(env: Mapping[str, str], name: str, default: float) -> float
 
 def _handler_spec(name: str, value: str) -> str:
     if not HANDLER_PATTERN.match(value):
-        raise ConfigError(name, f"{value!r} is not of the form module:callable (e.g. {DEFAULT_JOB_HANDLER})")
+        raise ConfigError(name, f"{value!r} is not of the form module:callable (e.g. {HANDLER_EXAMPLE})")
     return value
-
-
-def _json_object(env: Mapping[str, str], name: str, expected: str) -> dict[str, Any]:
-    """The per-job maps (JOB_HANDLERS, JOB_OVERLAP, JOB_TIME_LIMITS): unset or blank is {}."""
-    raw = env.get(name, "").strip()
-    if not raw:
-        return {}
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError as error:
-        raise ConfigError(name, f"not JSON ({error.msg}); expected {expected}") from None
-    if not isinstance(parsed, dict):
-        raise ConfigError(name, f"must be {expected}")
-    return parsed
-
-
-def _handler_map(env: Mapping[str, str]) -> dict[str, str]:
-    expected = 'a JSON object {"job name": "module:callable"}'
-    parsed = _json_object(env, JOB_HANDLERS_ENV, expected)
-    if not all(isinstance(spec, str) for spec in parsed.values()):
-        raise ConfigError(JOB_HANDLERS_ENV, f"must be {expected}")
-    return {job: _handler_spec(f"{JOB_HANDLERS_ENV}[{job!r}]", spec) for job, spec in parsed.items()}
-
-
-def _overlap_map(env: Mapping[str, str]) -> dict[str, OverlapPolicy]:
-    parsed = _json_object(env, JOB_OVERLAP_ENV, 'a JSON object {"job name": "skip" | "wait"}')
-    policies = {policy.value for policy in OverlapPolicy}
-    for job, policy in parsed.items():
-        if not job or policy not in policies:
-            raise ConfigError(JOB_OVERLAP_ENV, f"{job!r}: {policy!r} is not one of {sorted(policies)}")
-    return {job: OverlapPolicy(policy) for job, policy in parsed.items()}
-
-
-def _time_limit_map(env: Mapping[str, str], ceiling: float) -> dict[str, float]:
-    """JOB_TIME_LIMITS: per-job limits, each positive and at most JOB_TIME_LIMIT_SECONDS (the
-    function timeout bounds every job: one instance serves them all)."""
-    parsed = _json_object(env, JOB_TIME_LIMITS_ENV, 'a JSON object {"job name": <seconds>}')
-    for job, seconds in parsed.items():
-        number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
-        if not job or not number or not 0 < seconds <= ceiling:
-            raise ConfigError(
-                JOB_TIME_LIMITS_ENV,
-                f"{job!r}: {seconds!r} must be a number of seconds above 0 and at most "
-                f"{TIME_LIMIT_ENV}={ceiling:g}",
-            )
-    return {job: float(seconds) for job, seconds in parsed.items()}
-
-
-def _starting_deadline_map(env: Mapping[str, str]) -> dict[str, float]:
-    """JOB_STARTING_DEADLINES: per-job starting deadlines, each a positive number of seconds."""
-    parsed = _json_object(env, JOB_STARTING_DEADLINES_ENV, 'a JSON object {"job name": <seconds>}')
-    for job, seconds in parsed.items():
-        number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
-        if not job or not number or not 0 < seconds < math.inf:
-            raise ConfigError(
-                JOB_STARTING_DEADLINES_ENV, f"{job!r}: {seconds!r} must be a number of seconds above 0"
-            )
-    return {job: float(seconds) for job, seconds in parsed.items()}

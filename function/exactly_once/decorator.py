@@ -18,7 +18,7 @@ its JSON return value in the completing write, and answers Cloud Scheduler. Rais
 TerminalJobError when retrying cannot help, anything else (RetryableJobError says so
 explicitly) to have Cloud Scheduler retry.
 
-The configuration (FunctionConfig: LEASE_SECONDS, RUNS_COLLECTION, JOB_OVERLAP, ...) is read
+The configuration (FunctionConfig: LEASE_SECONDS, RUNS_COLLECTION, the job table, ...) is read
 from the environment when the function is decorated, i.e. when the instance imports the
 module, so a bad value stops the instance from starting, naming the variable. Everything
 that talks to Firestore is built on the first request.

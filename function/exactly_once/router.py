@@ -1,7 +1,8 @@
-"""How the job for a run is found: a `module:callable` per job name, else the default.
+"""How the job for a run is found: the job table's `module:callable` for the job name, else
+the deployment's JOB_HANDLER, else none: the run fails, naming the job.
 
 Handlers are resolved when the instance starts, so a typo stops the instance from starting,
-naming the variable, instead of failing every run.
+naming the table's key or the variable, instead of failing every run.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from exactly_once.config import ConfigError
+from exactly_once.config import JOB_HANDLER_ENV, JOB_TABLE_ENV, ConfigError
 from exactly_once.context import JobHandler, RunContext
+from exactly_once.errors import TerminalJobError
 
 # Where @exactly_once builds the HTTP view it returns in place of the job (decorator.py). Found
 # by file, not imported: the view wraps the job (functools.wraps), so the file its code was
@@ -58,15 +60,25 @@ def checked_handler(handler: JobHandler, variable: str) -> JobHandler:
 
 
 class JobRouter:
-    """Picks the job logic for a run: the per-job override, else the default. Each is a
-    callable, or a `module:callable` string resolved at start-up."""
+    """Picks the job logic for a run: the job's own handler, else the default, else none.
+    Each is a callable, or a `module:callable` string resolved at start-up. A job with no
+    handler fails terminally (retrying cannot help before a redeploy), naming the job; there
+    is no built-in default, so a job the deployment forgot never runs a demo in its place."""
 
-    def __init__(self, default: str | JobHandler, per_job: Mapping[str, str | JobHandler]) -> None:
-        self._default = _handler(default, "JOB_HANDLER")
-        self._per_job = {job: _handler(spec, f"JOB_HANDLERS[{job!r}]") for job, spec in per_job.items()}
+    def __init__(self, default: str | JobHandler | None, per_job: Mapping[str, str | JobHandler]) -> None:
+        self._default = None if default is None else _handler(default, JOB_HANDLER_ENV)
+        self._per_job = {
+            job: _handler(spec, f"{JOB_TABLE_ENV} jobs[{job!r}].handler") for job, spec in per_job.items()
+        }
 
     def handler_for(self, job_name: str) -> JobHandler:
-        return self._per_job.get(job_name, self._default)
+        handler = self._per_job.get(job_name, self._default)
+        if handler is None:
+            raise TerminalJobError(
+                f"no handler for job {job_name!r}: the job table ({JOB_TABLE_ENV}) does not name it "
+                f"and {JOB_HANDLER_ENV} is not set"
+            )
+        return handler
 
     def run(self, context: RunContext) -> Any:
         """The router as one job: what `main.handle_scheduled_job` serves."""

@@ -10,7 +10,7 @@ judge) is exactly_once/audit/run.py's; this module reads the stack's configurati
 Each audit run then follows the downstream work of every proxy run still recorded running
 (exactly_once/audit/downstream.py).
 
-AUDIT_JOBS (JSON, set by the stack): {"interval_seconds": 3600, "jobs": [{"name", "schedule",
+The job table's `audit` (JSON, written by the stack): {"interval_seconds": 3600, "jobs": [{"name", "schedule",
 "time_zone", "retry_window_seconds", "not_before"?, "paused"?, "pause_changed_at"?,
 "catchup"?, "delivery"?}, ...], "redelivery"?: {"url", "queue"?, "invoker"?}}.
 RUNS_COLLECTION, FIRESTORE_DATABASE, LEASE_SECONDS and RETENTION_SECONDS are the function's own.
@@ -25,33 +25,38 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from exactly_once import RunContext, firestore_client
-from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob, AuditError
+from exactly_once.audit.config import AUDIT_TABLE_KEY, AuditConfig, AuditedJob, AuditError
 from exactly_once.audit.downstream import follow_running_work
 from exactly_once.audit.reads import firestore_reader
 from exactly_once.audit.redelivery import RedeliveryError, check_redelivery, sender_for
 from exactly_once.audit.run import run_audit
-from exactly_once.config import ConfigError, FunctionConfig
+from exactly_once.config import JOB_TABLE_ENV, ConfigError, FunctionConfig, JobTableError
 from exactly_once.once import OncePerInstance
 
 
-def config_from_env(env: Mapping[str, str]) -> AuditConfig:
-    """Read at start-up: a missing or malformed AUDIT_JOBS stops the instance, naming it. A
-    job's schedule or zone is checked when that job is judged, so one bad job cannot stop the
-    instance (which serves every job of the stack) nor the audit of the others."""
-    raw = env.get(AUDIT_JOBS_ENV, "").strip()
-    if not raw:
-        raise ConfigError(AUDIT_JOBS_ENV, "must be set for the missed-run audit job")
+def audit_config(function: FunctionConfig, env: Mapping[str, str]) -> AuditConfig:
+    """Read at start-up: a job table without a valid `audit` stops the instance, naming the
+    key. A job's schedule or zone is checked when that job is judged, so one bad job cannot
+    stop the instance (which serves every job of the stack) nor the audit of the others."""
+    source = env.get(JOB_TABLE_ENV, "").strip()
+    if function.audit is None:
+        raise ConfigError(
+            JOB_TABLE_ENV, f"the job table must hold `{AUDIT_TABLE_KEY}` for the missed-run audit job"
+        )
     try:
-        config = AuditConfig.from_json(raw)
+        config = AuditConfig.from_raw(function.audit)
     except AuditError as error:
-        raise ConfigError(AUDIT_JOBS_ENV, str(error)) from None
+        raise JobTableError(source, AUDIT_TABLE_KEY, str(error)) from None
     if config.redelivery is not None:
         check_redelivery(config.redelivery)
     return config
 
 
-CONFIG = config_from_env(os.environ)
+# Read when the router imports this module, i.e. once at the instance's start-up, from the
+# environment as it is then (not the decorator's copy, read when exactly_once was first
+# imported: a process that sets JOB_TABLE in between, a test, sees its own).
 FUNCTION = FunctionConfig.from_env(os.environ)
+CONFIG = audit_config(FUNCTION, os.environ)
 # Built on first use (a Cloud Tasks client for a deployed stack): an audit with nothing to
 # catch up never builds one.
 _sender = OncePerInstance(
@@ -85,5 +90,5 @@ def audit_missed_runs(context: RunContext) -> dict[str, Any]:
 def _lazy_send(job: AuditedJob, schedule_time: datetime) -> str:
     send = _sender()
     if send is None:
-        raise RedeliveryError("AUDIT_JOBS names no redelivery")
+        raise RedeliveryError("the job table's audit names no redelivery")
     return send(job, schedule_time)

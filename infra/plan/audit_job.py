@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from datetime import datetime
 
-from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob, Redelivery
+from exactly_once.audit.config import AuditConfig, AuditedJob, Redelivery
 from exactly_once.config import OverlapPolicy
 from infra.plan.catchup import catchup_delivery
 from infra.settings.jobs import AUDIT_JOB_NAME, DEFAULT_RETRY, JobSettings
@@ -81,7 +81,7 @@ def audit_job(settings: StackSettings) -> JobSettings:
 
 def with_audit_job(settings: StackSettings) -> StackSettings:
     """`settings` plus the audit job, so the stack schedules it like any other job (and its
-    handler lands in JOB_HANDLERS); `settings` as they are with `missedRunAudit: false`.
+    handler lands in the job table); `settings` as they are with `missedRunAudit: false`.
     Applying it twice changes nothing; a configured job that took the audit's name is refused
     (the settings refuse it first, naming the key)."""
     if not settings.missed_run_audit:
@@ -122,19 +122,18 @@ def audited_jobs(
     )
 
 
-def audit_environment(
+def audit_config(
     settings: StackSettings,
     deployed_at: Mapping[str, datetime] | None = None,
     redelivery: Redelivery | None = None,
     pause_changed_at: Mapping[str, datetime] | None = None,
-) -> dict[str, str]:
-    """The function environment the audit job reads (AUDIT_JOBS), for `settings` with the audit
+) -> AuditConfig:
+    """What the audit job reads (the job table's `audit`), for `settings` with the audit
     job already added. Without `deployed_at`, the first audit after a job is created reports
     the runs of the hour before it as missed, once. `redelivery` says where catch-up
     deliveries go (infra/plan/catchup.py); a stack with a catch-up policy needs one."""
-    config = AuditConfig(
+    return AuditConfig(
         jobs=audited_jobs(settings, deployed_at, pause_changed_at),
         interval_seconds=audit_interval_seconds(settings),
         redelivery=redelivery,
     )
-    return {AUDIT_JOBS_ENV: config.to_json()}

@@ -17,6 +17,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time as time
 
+from exactly_once.config import JOB_TABLE_FILE
 from infra.resources.identities import service_account
 from infra.resources.propagation import BUILD_GRANTS, pause_after
 from infra.resources.source import source_archive, source_hash
@@ -64,9 +65,15 @@ class BuildIdentity:
 
 
 def function_source(
-    name: str, settings: StackSettings, function_dir: Path, opts: pulumi.ResourceOptions
+    name: str,
+    settings: StackSettings,
+    function_dir: Path,
+    opts: pulumi.ResourceOptions,
+    table: pulumi.Input[str],
 ) -> gcp.cloudfunctionsv2.FunctionBuildConfigSourceArgsDict:
-    """The private source bucket and the content-hashed zip both functions build from."""
+    """The private source bucket and the content-hashed zip both functions build from, with the
+    job table (`table`, exactly_once.config.JobTable's JSON) as JOB_TABLE_FILE: a change to a
+    job's policy changes the hash, so it deploys like a change of code."""
     # Code changes produce a new object name, hence a new generation and a new function
     # revision; unchanged code produces no diff at all. The bucket name is Pulumi's auto-name
     # (logical name + random suffix): globally unique, so stacks never share it.
@@ -82,8 +89,12 @@ def function_source(
     source_object = gcp.storage.BucketObject(
         f"{name}-source-zip",
         bucket=bucket.name,
-        name=f"function-{source_hash(function_dir)[:32]}.zip",
-        source=source_archive(function_dir),
+        name=pulumi.Output.from_input(table).apply(
+            lambda text: f"function-{source_hash(function_dir, {JOB_TABLE_FILE: text})[:32]}.zip"
+        ),
+        source=pulumi.Output.from_input(table).apply(
+            lambda text: source_archive(function_dir, {JOB_TABLE_FILE: text})
+        ),
         content_type="application/zip",
         opts=pulumi.ResourceOptions(parent=opts.parent),
     )

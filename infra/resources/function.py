@@ -14,14 +14,13 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumiverse_time
 
-from exactly_once.audit.config import AUDIT_JOBS_ENV
 from exactly_once.delivery.scheduler_request import parse_rfc3339
-from infra.plan.audit_job import audit_environment
+from infra.plan.audit_job import audit_config
 from infra.plan.catchup import FUNCTION_ROLE, catches_up, redelivery
 from infra.resources.build import BuildIdentity
 from infra.resources.propagation import SECRET_GRANTS, pause_after
 from infra.resources.runtime_access import secret_environment_variables
-from infra.settings.environment import function_environment
+from infra.settings.environment import function_environment, job_table
 from infra.settings.stack import StackSettings
 
 FUNCTION_ENTRY_POINT = "handle_scheduled_job"
@@ -122,10 +121,7 @@ def dedup_function(
     opts: pulumi.ResourceOptions,
     build: BuildIdentity,
     runtime_account: gcp.serviceaccount.Account,
-    audit_from: Mapping[str, pulumi.Input[str]],
     access: list[pulumi.Resource],
-    invoker_email: pulumi.Input[str] | None = None,
-    pause_changed: Mapping[str, pulumi.Input[str]] | None = None,
 ) -> gcp.cloudfunctionsv2.Function:
     """`opts` carries the parent and what the build needs first; the runtime's secret grants
     are waited for here, since only a function with secrets has them."""
@@ -159,30 +155,29 @@ def dedup_function(
             "max_instance_request_concurrency": 1,
             "ingress_settings": settings.ingress,
             "all_traffic_on_latest_revision": True,
-            "environment_variables": {
-                **function_environment(settings),
-                **audit_function_environment(settings, audit_from, invoker_email, pause_changed),
-            },
+            # What is per deployment; what is per job ships in the source (job_table_text).
+            "environment_variables": function_environment(settings),
             "secret_environment_variables": secrets or None,
         },
         opts=function_options(opts),
     )
 
 
-def audit_function_environment(
+def job_table_text(
     settings: StackSettings,
     created_at: Mapping[str, pulumi.Input[str]] | None = None,
     invoker_email: pulumi.Input[str] | None = None,
     pause_changed: Mapping[str, pulumi.Input[str]] | None = None,
-) -> dict[str, pulumi.Input[str]]:
-    """AUDIT_JOBS for the function's environment. `created_at` maps config job names to when
-    each job was created (RFC 3339, e.g. a `pulumiverse_time.Static` per job), so the audit
-    never reports runs scheduled before a job existed; `pause_changed` to when a job's `paused`
-    key last changed (pause_changes). `invoker_email`, the account catch-up deliveries sign
-    as, is needed when a job has a `catchup` policy (infra/plan/catchup.py).
-    Nothing without the audit job (`missedRunAudit: false`)."""
+) -> pulumi.Output[str]:
+    """The job table the function's source ships (exactly_once.config.JobTable), with the
+    audit's configuration. `created_at` maps config job names to when each job was created
+    (RFC 3339, e.g. a `pulumiverse_time.Static` per job), so the audit never reports runs
+    scheduled before a job existed; `pause_changed` to when a job's `paused` key last changed
+    (pause_changes). `invoker_email`, the account catch-up deliveries sign as, is needed when a
+    job has a `catchup` policy (infra/plan/catchup.py). No audit without the audit job
+    (`missedRunAudit: false`)."""
     if not settings.missed_run_audit:
-        return {}
+        return pulumi.Output.from_input(job_table(settings).to_json())
     if catches_up(settings) and invoker_email is None:
         raise ValueError("a job catches up: the audit needs the invoker account its deliveries sign as")
     created, changed = dict(created_at or {}), dict(pause_changed or {})
@@ -193,7 +188,7 @@ def audit_function_environment(
         deployed = dict(zip(created, parsed[: len(created)], strict=True))
         paused = dict(zip(changed, parsed[len(created) :], strict=True))
         resend = redelivery(settings, email) if catches_up(settings) and email is not None else None
-        return audit_environment(settings, deployed, resend, paused)[AUDIT_JOBS_ENV]
+        return job_table(settings, audit_config(settings, deployed, resend, paused)).to_json()
 
     inputs = [
         *([invoker_email] if invoker_email is not None else []),
@@ -201,5 +196,5 @@ def audit_function_environment(
         *changed.values(),
     ]
     if not inputs:
-        return dict(audit_environment(settings))
-    return {AUDIT_JOBS_ENV: pulumi.Output.all(*inputs).apply(render)}
+        return pulumi.Output.from_input(job_table(settings, audit_config(settings)).to_json())
+    return pulumi.Output.all(*inputs).apply(render)

@@ -8,6 +8,7 @@ a timestamp or a local cache directory.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
 
 import pulumi
@@ -45,17 +46,24 @@ def source_files(root: Path) -> list[tuple[str, Path]]:
     return sorted(files)
 
 
-def source_hash(root: Path) -> str:
-    """SHA-256 over archive paths and file contents only (no timestamps, no permissions)."""
+def source_hash(root: Path, generated: Mapping[str, str] | None = None) -> str:
+    """SHA-256 over archive paths and file contents only (no timestamps, no permissions),
+    `generated` files (archive path: text, e.g. the job table) included."""
     digest = hashlib.sha256()
-    for name, path in source_files(root):
-        content = path.read_bytes()
+    contents = [(name, path.read_bytes()) for name, path in source_files(root)]
+    contents += [(name, text.encode()) for name, text in (generated or {}).items()]
+    for name, content in sorted(contents):
         # Length-prefixed so that moving bytes between a name and a file changes the hash.
         digest.update(f"{name}\0{len(content)}\0".encode())
         digest.update(content)
     return digest.hexdigest()
 
 
-def source_archive(root: Path) -> pulumi.AssetArchive:
-    """The zip Cloud Build receives: function/ as its root, so main.py is at the top."""
-    return pulumi.AssetArchive({name: pulumi.FileAsset(str(path)) for name, path in source_files(root)})
+def source_archive(root: Path, generated: Mapping[str, str] | None = None) -> pulumi.AssetArchive:
+    """The zip Cloud Build receives: function/ as its root, so main.py is at the top, with the
+    `generated` files beside (and in place of) the checked-out ones."""
+    assets: dict[str, pulumi.Asset | pulumi.Archive] = {
+        name: pulumi.FileAsset(str(path)) for name, path in source_files(root)
+    }
+    assets.update({name: pulumi.StringAsset(text) for name, text in (generated or {}).items()})
+    return pulumi.AssetArchive(assets)

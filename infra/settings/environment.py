@@ -1,31 +1,37 @@
-"""What a stack's settings put in its functions' environments, and what only that whole shows.
+"""What a stack's settings put in its functions' environments and job table, and what only
+that whole shows.
 
 The function reads its configuration from environment variables whose names its package
-defines (exactly_once.config, exactly_once.token_check.settings, the targets' tables); this is
-the one place that writes them: the stack's values, the jobs' target tables (CLOUD_RUN_JOBS,
-BIGQUERY_JOBS) and their `env` and `secrets`. The checks that need the rendered environment
-(one variable set two ways, a name the function reads itself, Cloud Run's size limit) live
-here too, since only the whole environment shows them.
+defines (exactly_once.config, exactly_once.token_check.settings, the targets' tables), and each
+job's policy from the job table (exactly_once.config.JobTable), a file the stack ships in the
+function's source: this is the one place that writes both. The environment holds what is per
+deployment and the jobs' target tables (CLOUD_RUN_JOBS, BIGQUERY_JOBS), `env` and `secrets`;
+the table holds what is per job, which would otherwise outgrow Cloud Run's 32 KiB environment
+at a few hundred jobs. The checks that need the rendered environment (one variable set two
+ways, a name the function reads itself, Cloud Run's size limit) live here too, since only the
+whole environment shows them.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Final
 
-from exactly_once.audit.config import AUDIT_JOBS_ENV
+from exactly_once.audit.config import AuditConfig
 from exactly_once.config import (
     DATABASE_ENV,
     JOB_HANDLER_ENV,
-    JOB_HANDLERS_ENV,
-    JOB_OVERLAP_ENV,
-    JOB_STARTING_DEADLINES_ENV,
-    JOB_TIME_LIMITS_ENV,
+    JOB_TABLE_ENV,
+    JOB_TABLE_FILE,
     LEASE_SECONDS_ENV,
     PROJECT_ENV,
     RETENTION_SECONDS_ENV,
     RUNS_COLLECTION_ENV,
     TIME_LIMIT_ENV,
+    JobPolicy,
+    JobTable,
+    OverlapPolicy,
 )
 from exactly_once.endpoints import ENDPOINT_VARIABLES, ID_TOKEN_DISABLED_ENV
 from exactly_once.targets.job_specs import render_table
@@ -34,12 +40,12 @@ from exactly_once.token_check.settings import RETENTION_ENV as TOKEN_RETENTION_E
 from infra.config.access import SecretReference
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import number_text
-from infra.targets.registry import kind_of
+from infra.targets.registry import TARGET_KINDS, kind_of
 
 # Cloud Run functions: all runtime environment variable names and values together.
 MAX_ENVIRONMENT_BYTES: Final = 32 * 1024
 # Set by the function's test harnesses and switches: a job's `env` may not take them either.
-_FUNCTION_SWITCHES: Final = frozenset({*ENDPOINT_VARIABLES, ID_TOKEN_DISABLED_ENV, AUDIT_JOBS_ENV})
+_FUNCTION_SWITCHES: Final = frozenset({*ENDPOINT_VARIABLES, ID_TOKEN_DISABLED_ENV})
 
 
 def token_check_environment(settings: StackSettings) -> dict[str, str]:
@@ -68,16 +74,31 @@ def stack_environment(settings: StackSettings) -> dict[str, str]:
         TIME_LIMIT_ENV: number_text(settings.time_limit_seconds),
         RETENTION_SECONDS_ENV: number_text(settings.retention_seconds),
         JOB_HANDLER_ENV: settings.job_handler,
+        # A path relative to the deployed source's root, where the stack puts the table.
+        JOB_TABLE_ENV: JOB_TABLE_FILE,
     }
-    if handlers := settings.job_handlers():
-        env[JOB_HANDLERS_ENV] = json.dumps(handlers, sort_keys=True)
-    if overlap := settings.job_overlap():
-        env[JOB_OVERLAP_ENV] = json.dumps(overlap, sort_keys=True)
-    if limits := settings.job_time_limits():
-        env[JOB_TIME_LIMITS_ENV] = json.dumps(limits, sort_keys=True)
-    if deadlines := settings.job_starting_deadlines():
-        env[JOB_STARTING_DEADLINES_ENV] = json.dumps(deadlines, sort_keys=True)
     return env
+
+
+def job_table(settings: StackSettings, audit: AuditConfig | None = None) -> JobTable:
+    """Each job's policy by deployed job id, as the function reads it from JOB_TABLE_FILE;
+    `audit` is the missed-run audit's configuration (infra/plan/audit_job.py). A job that sets
+    nothing of its own is left out: it runs JOB_HANDLER under the function's limits."""
+    handlers, limits = settings.job_handlers(), settings.job_time_limits()
+    deadlines, overlap = settings.job_starting_deadlines(), settings.job_overlap()
+    jobs = {}
+    for job in settings.jobs:
+        name = settings.scheduler_job_id(job)
+        policy = JobPolicy(
+            handler=handlers.get(name),
+            time_limit_seconds=limits.get(name),
+            starting_deadline_seconds=deadlines.get(name),
+            overlap=OverlapPolicy(overlap.get(name, OverlapPolicy.ALLOW)),
+        )
+        if policy != JobPolicy():
+            jobs[name] = policy
+    raw_audit = None if audit is None else json.loads(audit.to_json())
+    return JobTable(jobs=jobs, audit=raw_audit)
 
 
 def target_tables(settings: StackSettings) -> dict[str, str]:
@@ -126,13 +147,56 @@ def access_errors(settings: StackSettings, stack_env: dict[str, str]) -> list[st
                 )
             owners.setdefault(name, (key(f"jobs[{index}].{field}"), value))
     env = {**stack_env, **jobs_environment(settings)}
-    size = sum(len(n.encode()) + len(v.encode()) for n, v in env.items())
-    size += sum(len(name.encode()) for name in function_secrets(settings))
-    if size > MAX_ENVIRONMENT_BYTES:
-        largest = max(env, key=lambda name: len(env[name]))
-        errors.append(
-            f"{key('jobs')}: the function's environment would be {size} bytes, over Cloud Run's "
-            f"{MAX_ENVIRONMENT_BYTES}; the largest variable is {largest} ({len(env[largest])} bytes). "
-            "Keep long queries in a view or stored procedure and call that."
-        )
+    problem = environment_size_problem(env, function_secrets(settings))
+    if problem is not None:
+        errors.append(f"{key('jobs')}: {problem}")
     return errors
+
+
+def environment_bytes(env: Mapping[str, object], secret_names: Mapping[str, object] | None = None) -> int:
+    """What Cloud Run counts against its limit: every variable's name and value in UTF-8, and
+    the name of every secret variable (its value is fetched at start, not stored)."""
+    size = sum(len(name.encode()) + len(str(value).encode()) for name, value in env.items())
+    return size + sum(len(name.encode()) for name in secret_names or {})
+
+
+def environment_size_problem(
+    env: Mapping[str, object], secret_names: Mapping[str, object] | None = None
+) -> str | None:
+    """The one size check of a function's environment (the settings' checks, the program and
+    the policy pack all ask it): None when it fits, else what overflowed and what to do about
+    that kind of variable."""
+    size = environment_bytes(env, secret_names)
+    if size <= MAX_ENVIRONMENT_BYTES:
+        return None
+    largest = max(env, key=lambda name: len(str(env[name]).encode()), default="")
+    largest_bytes = len(str(env.get(largest, "")).encode())
+    if largest in _TABLE_ADVICE:
+        advice = _TABLE_ADVICE[largest]
+    else:
+        advice = (
+            "Move large values out of the environment: a file in function/ ships with the source, "
+            "and a secret counts only its name."
+        )
+    return (
+        f"the function's environment would be {size} bytes, over Cloud Run's {MAX_ENVIRONMENT_BYTES} "
+        f"(names and values of {len(env)} variables and {len(secret_names or {})} secrets' names); "
+        f"the largest variable is {largest} ({largest_bytes} bytes). {advice}"
+    )
+
+
+def _target_table_advice() -> dict[str, str]:
+    """A target table's advice: its entries are the jobs' target specs, so what shrinks it is
+    shorter specs (a long query belongs in a view or stored procedure) or fewer jobs a stack."""
+    return {
+        kind.environment_variable: (
+            f"{kind.environment_variable} holds one entry per job with a {kind.key} target: keep long "
+            "values (a query, arguments) in the target itself, e.g. a BigQuery view or stored procedure, "
+            "or split the jobs over several stacks (docs/scale.md)."
+        )
+        for kind in TARGET_KINDS
+        if kind.environment_variable is not None
+    }
+
+
+_TABLE_ADVICE: Final = _target_table_advice()

@@ -92,7 +92,7 @@ class JobSettings:
     handler: str | None = None
     overlap: OverlapPolicy = DEFAULT_OVERLAP
     # A run delivered later than this after its ScheduleTime is skipped (startingDeadlineSeconds,
-    # the function's JOB_STARTING_DEADLINES); None: never.
+    # the function's job table); None: never.
     starting_deadline_seconds: float | None = None
     # What the job starts per run (infra/targets/): a WorkflowTarget, CloudRunJobTarget, ...
     target: object | None = None

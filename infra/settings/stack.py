@@ -102,11 +102,11 @@ class StackSettings:
         )
 
     def job_handlers(self) -> dict[str, str]:
-        """Per-job handler overrides (JOB_HANDLERS); jobs without one use `job_handler`."""
+        """Per-job handler overrides (the job table's handlers); jobs without one use `job_handler`."""
         return {self.scheduler_job_id(job): job.handler for job in self.jobs if job.handler is not None}
 
     def job_time_limits(self) -> dict[str, float]:
-        """JOB_TIME_LIMITS: the jobs whose own limit is shorter than the function's, by
+        """The job table's time limits: the jobs whose own limit is shorter than the function's, by
         deployed job id; the others run up to JOB_TIME_LIMIT_SECONDS."""
         return {
             self.scheduler_job_id(job): limit
@@ -115,7 +115,7 @@ class StackSettings:
         }
 
     def job_starting_deadlines(self) -> dict[str, float]:
-        """JOB_STARTING_DEADLINES: the jobs with a startingDeadlineSeconds, by deployed job id."""
+        """The job table's starting deadlines: the jobs with a startingDeadlineSeconds, by deployed job id."""
         return {
             self.scheduler_job_id(job): job.starting_deadline_seconds
             for job in self.jobs
@@ -123,8 +123,8 @@ class StackSettings:
         }
 
     def job_overlap(self) -> dict[str, str]:
-        """JOB_OVERLAP: the jobs that must not overlap themselves, by deployed job id; `allow`
-        jobs are left out (it is the function's default)."""
+        """The job table's overlap policies: the jobs that must not overlap themselves, by
+        deployed job id; `allow` jobs are left out (it is the function's default)."""
         return {
             self.scheduler_job_id(job): job.overlap for job in self.jobs if job.overlap != OverlapPolicy.ALLOW
         }

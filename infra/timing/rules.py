@@ -88,10 +88,10 @@ class JobTiming:
     lease_seconds: float
     retention_seconds: float
     retry: RetryConfig
-    # The job's time limit as deployed (its JOB_TIME_LIMITS entry, else JOB_TIME_LIMIT_SECONDS);
+    # The job's time limit as deployed (its job table entry, else JOB_TIME_LIMIT_SECONDS);
     # None: the one the stack derives from the function timeout.
     time_limit_seconds: float | None = None
-    # jobs[].startingDeadlineSeconds (its JOB_STARTING_DEADLINES entry); None: runs are never late.
+    # jobs[].startingDeadlineSeconds (its job table entry); None: runs are never late.
     starting_deadline_seconds: float | None = None
     # The IANA zone the schedule is read in: the gaps between runs are elapsed time in it.
     time_zone: str = DEFAULT_TIME_ZONE

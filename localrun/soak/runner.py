@@ -125,9 +125,8 @@ def soak(
         stack.enter_context(environment_variable(EMULATOR_HOST_ENV, emulator_host))
         db = firestore.Client(project=firestore_project)
         base_env = compressed.function_env(
-            settings, firestore_project=firestore_project, emulator_host=emulator_host
+            settings, firestore_project=firestore_project, emulator_host=emulator_host, handlers=False
         )
-        base_env.pop("JOB_HANDLERS", None)
         pythonpath = [str(p) for p in options.extra_pythonpath] + [str(SERVED_DIR)]
         base_env.update(
             JOB_HANDLER=SOAK_JOB_HANDLER,

@@ -8,41 +8,18 @@ containers. The function's own variables are named by the function's package
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pulumi_policy import PolicyResource
 
-from policy.engine.props import MISSING, UNKNOWN, Absent, as_number, elements, lookup
+from policy.engine.props import MISSING, UNKNOWN, elements, lookup
 from policy.engine.types import CLOUD_RUN_V2_SERVICE, FUNCTION_V1, FUNCTION_V2
 
 
 def function_env(function: PolicyResource, variable: str) -> Any:
     """A Cloud Functions v2 function's variable: value, MISSING or UNKNOWN."""
     return lookup(function.props, "serviceConfig", "environmentVariables", variable)
-
-
-def function_env_entry(function: PolicyResource, variable: str, key: Any) -> float | str | Absent:
-    """The number under `key` in a function's JSON-object variable (JOB_TIME_LIMITS: seconds
-    by the Scheduler job id the function receives); MISSING when the variable or the entry is
-    absent, UNKNOWN in preview, or a problem text for a malformed value."""
-    raw = function_env(function, variable)
-    if raw is MISSING:
-        return Absent.MISSING
-    if raw is UNKNOWN or key is UNKNOWN:
-        return Absent.UNKNOWN
-    try:
-        entries = json.loads(raw) if isinstance(raw, str) else None
-    except ValueError:
-        entries = None
-    shown = f"function property serviceConfig.environmentVariables.{variable}"
-    if not isinstance(entries, dict):
-        return f"{shown} {raw!r} is not a JSON object of numbers by job"
-    if key not in entries:
-        return Absent.MISSING
-    number = as_number(entries[key])
-    return number if number is not None else f"{shown}[{key!r}] {entries[key]!r} is not a number of seconds"
 
 
 def env_of(resource_type: str, props: Any, variable: str) -> Any:

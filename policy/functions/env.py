@@ -5,7 +5,8 @@
   DOWNSTREAM_ID_TOKEN_DISABLED (docs/proxy.md): both are for tests only;
 - secrets-by-reference: no plain environment variable whose name says secret; such values are
   Secret Manager references (`secrets:`), read by Cloud Run when an instance starts, so they
-  sit neither in the stack's config and state nor in the service's description.
+  sit neither in the stack's config and state nor in the service's description;
+- function-environment-size: the whole environment within Cloud Run's 32 KiB.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from pulumi_policy import ResourceValidationArgs
 
 from exactly_once.endpoints import ENDPOINT_VARIABLES, ID_TOKEN_DISABLED_ENV
 from infra.config.access import looks_secret
+from infra.settings.environment import environment_size_problem
 from policy.engine.env import env_of, plain_env
-from policy.engine.props import MISSING, UNKNOWN
+from policy.engine.props import MISSING, UNKNOWN, elements, is_unknown_sentinel, lookup
 from policy.engine.types import CLOUD_RUN_V2_JOB, CLOUD_RUN_V2_SERVICE, FUNCTION_V1, FUNCTION_V2
 
 # The test-only switch of function/jobs/ that sends downstream calls without an ID token.
@@ -53,3 +55,21 @@ def check_secrets_by_reference(args: ResourceValidationArgs) -> Iterable[str]:
                 "anyone who may read the service. Store it in Secret Manager and reference it (a job's "
                 f"secrets: {{{variable}: <secret>}}) so Cloud Run reads it when an instance starts."
             )
+
+
+def check_environment_size(args: ResourceValidationArgs) -> Iterable[str]:
+    """function-environment-size: the function's variables (names and values) and its secret
+    variables' names within Cloud Run's limit, by the one size check the stack's settings use
+    (infra/settings/environment.py), so a fork's own program or a hand-added variable is held
+    to it too. Any name or value unknown in preview: checked on the update."""
+    variables = lookup(args.props, "serviceConfig", "environmentVariables")
+    secrets = elements(args.props, "serviceConfig", "secretEnvironmentVariables")
+    if variables is UNKNOWN or secrets is UNKNOWN:
+        return
+    env = dict(plain_env(args.resource_type, args.props))
+    names = [lookup(secret, "key") for secret in secrets] if isinstance(secrets, list) else []
+    if any(value is UNKNOWN or is_unknown_sentinel(value) for value in env.values()) or UNKNOWN in names:
+        return
+    problem = environment_size_problem(env, {name: None for name in names if isinstance(name, str)})
+    if problem is not None:
+        yield f"Function '{args.name}': {problem}"

@@ -32,8 +32,8 @@ class Holder(enum.Enum):
     # serviceConfig.serviceAccountEmail of any Cloud Functions v2 function of the stack.
     FUNCTION_RUNTIME = "the runtime account of a function in this stack"
     # The same, but only of a function that runs a target kind's proxy module (the allowed
-    # role's `proxy_module`) through JOB_HANDLER or JOB_HANDLERS.
-    PROXY_RUNTIME = "the runtime account of a function whose JOB_HANDLER(S) use {module}"
+    # role's `proxy_module`) through JOB_HANDLER or a handler in its job table.
+    PROXY_RUNTIME = "the runtime account of a function whose JOB_HANDLER or job table handlers use {module}"
     # buildConfig.serviceAccount of any Cloud Functions v2 function of the stack.
     FUNCTION_BUILD = "the build account (buildConfig.serviceAccount) of a function in this stack"
     # serviceAccountId of roles/iam.workloadIdentityUser grants whose every member is one

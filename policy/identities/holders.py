@@ -9,40 +9,35 @@ account told by who may impersonate it (ci.py). When an account or a handler is 
 
 from __future__ import annotations
 
-import json
-
 from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
-from exactly_once.config import JOB_HANDLER_ENV, JOB_HANDLERS_ENV
+from exactly_once.config import JOB_HANDLER_ENV, JobTable
 from policy.engine.env import function_env
 from policy.engine.grants import PROJECT_MEMBER_PREFIX, account_email
+from policy.engine.job_table import job_table_of
 from policy.engine.props import UNKNOWN, Absent, lookup
 from policy.engine.types import FUNCTION_V2, PROJECT_IAM_MEMBER, resources_of
 from policy.identities.allowlist import PROJECT_ROLE_ALLOWLIST, AllowedProjectRole, Holder
 from policy.identities.ci import ci_deployer_accounts, ci_previewer_accounts
 
 
-def _handler_specs(function: PolicyResource) -> list[str] | Absent:
-    """Every module:callable a function may run (JOB_HANDLER and JOB_HANDLERS' values)."""
+def _handler_specs(function: PolicyResource, resources: list[PolicyResource]) -> list[str] | Absent:
+    """Every module:callable a function may run (JOB_HANDLER and its job table's handlers; a
+    malformed table runs nothing: the function refuses to start)."""
     specs: list[str] = []
     single = function_env(function, JOB_HANDLER_ENV)
-    table = function_env(function, JOB_HANDLERS_ENV)
+    table = job_table_of(function, resources)
     if single is UNKNOWN or table is UNKNOWN:
         return Absent.UNKNOWN
     if isinstance(single, str):
         specs.append(single)
-    if isinstance(table, str):
-        try:
-            parsed = json.loads(table)
-        except json.JSONDecodeError:
-            parsed = {}
-        if isinstance(parsed, dict):
-            specs.extend(v for v in parsed.values() if isinstance(v, str))
+    if isinstance(table, JobTable):
+        specs.extend(policy.handler for policy in table.jobs.values() if policy.handler is not None)
     return specs
 
 
-def _uses_module(function: PolicyResource, module: str) -> bool | Absent:
-    specs = _handler_specs(function)
+def _uses_module(function: PolicyResource, module: str, resources: list[PolicyResource]) -> bool | Absent:
+    specs = _handler_specs(function, resources)
     if isinstance(specs, Absent):
         return specs
     return any(spec.split(":")[0].strip() == module for spec in specs)
@@ -67,7 +62,7 @@ def _holder_accounts(
                 emails.add(account_email(build_account))
             continue
         if holder is Holder.PROXY_RUNTIME:
-            uses = _uses_module(function, str(proxy_module))
+            uses = _uses_module(function, str(proxy_module), resources)
             if uses is UNKNOWN:
                 return UNKNOWN
             if uses is not True:

@@ -1,22 +1,24 @@
 """catchup-window: every catch-up window the deployed audit is configured with can be served.
 
-The audit's configuration is the function's AUDIT_JOBS variable (exactly_once.audit.config):
-each job's catch-up window and retry window, the audit's interval. The ledger's retention is
+The audit's configuration is the `audit` of the job table the function ships in its source
+(exactly_once.audit.config, read by policy/engine/job_table.py): each job's catch-up window and
+retry window, the audit's interval. The ledger's retention is
 the function's RETENTION_SECONDS. The rule is infra/timing/catchup.py's, the one the stack
 validates its config with; here it is read from what is about to be deployed, so a hand-edited
-environment or a fork's own program is held to it too.
+table or a fork's own program is held to it too.
 """
 
 from __future__ import annotations
 
 from pulumi_policy import ReportViolation, StackValidationArgs
 
-from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditError
+from exactly_once.audit.config import AUDIT_TABLE_KEY, AuditConfig, AuditError
 from exactly_once.config import RETENTION_SECONDS_ENV
 from infra.timing.catchup import CatchupTiming, check_catchup_window
 from policy.engine.env import function_env
 from policy.engine.functions import ledger_functions
-from policy.engine.props import MISSING, UNKNOWN, as_number
+from policy.engine.job_table import job_table_of
+from policy.engine.props import MISSING, UNKNOWN, Absent, as_number
 
 _FIX = {
     "catchup-window-reachable": "lengthen the job's catchup.windowSeconds to at least the number named",
@@ -30,19 +32,20 @@ _FIX = {
 
 
 def validate_catchup_windows(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-    for function in ledger_functions(args.resources):
-        raw = function_env(function, AUDIT_JOBS_ENV)
+    resources = list(args.resources)
+    for function in ledger_functions(resources):
+        table = job_table_of(function, resources)
         retention_raw = function_env(function, RETENTION_SECONDS_ENV)
-        if raw is MISSING or raw is UNKNOWN or retention_raw is UNKNOWN:
+        if isinstance(table, str):
+            report_violation(f"{table}.", function.urn)
+            continue
+        if isinstance(table, Absent) or table.audit is None or retention_raw is UNKNOWN:
             continue  # no audit here, or an input unknown in preview: checked on the update
-        where = f"function '{function.name}' {AUDIT_JOBS_ENV}"
+        where = f"function '{function.name}' job table's {AUDIT_TABLE_KEY}"
         try:
-            config = AuditConfig.from_json(raw) if isinstance(raw, str) else None
+            config = AuditConfig.from_raw(table.audit)
         except AuditError as error:
             report_violation(f"{where}: {error}.", function.urn)
-            continue
-        if config is None:
-            report_violation(f"{where}: expected a JSON string.", function.urn)
             continue
         retention = None if retention_raw is MISSING else as_number(retention_raw)
         for job in config.jobs:

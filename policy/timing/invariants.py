@@ -19,8 +19,6 @@ from typing import Final
 from pulumi_policy import ReportViolation, StackValidationArgs
 
 from exactly_once.config import (
-    JOB_STARTING_DEADLINES_ENV,
-    JOB_TIME_LIMITS_ENV,
     LEASE_SECONDS_ENV,
     RETENTION_SECONDS_ENV,
     TIME_LIMIT_ENV,
@@ -30,6 +28,9 @@ from policy.engine.functions import ledger_functions
 from policy.engine.types import SCHEDULER_JOB, resources_of
 from policy.timing.reading import JobPlan, plan_job
 
+# Where a job's starting deadline is, in the config and in the table the function ships.
+_DEADLINE: Final = "startingDeadlineSeconds (the job table's starting_deadline_seconds)"
+
 # Reported per resource, with that resource's URN, by scheduler-job-schedule-and-deadline.
 _RULES_CHECKED_PER_RESOURCE: Final = frozenset({"unix-cron", "attempt-deadline-range"})
 
@@ -38,14 +39,9 @@ _FIELD_PROPERTIES: Final[Mapping[str, str]] = MappingProxyType(
         "schedule": "Job.schedule",
         "attempt_deadline_seconds": "Job.attemptDeadline",
         "function_timeout_seconds": "Function.serviceConfig.timeoutSeconds",
-        "time_limit_seconds": (
-            f"Function.serviceConfig.environmentVariables.{JOB_TIME_LIMITS_ENV}[<job>] "
-            f"(else {TIME_LIMIT_ENV})"
-        ),
+        "time_limit_seconds": (f"the job table's jobs[<job>].time_limit_seconds (else {TIME_LIMIT_ENV})"),
         "lease_seconds": f"Function.serviceConfig.environmentVariables.{LEASE_SECONDS_ENV}",
-        "starting_deadline_seconds": (
-            f"Function.serviceConfig.environmentVariables.{JOB_STARTING_DEADLINES_ENV}[<job>]"
-        ),
+        "starting_deadline_seconds": ("the job table's jobs[<job>].starting_deadline_seconds"),
         "retention_seconds": f"Function.serviceConfig.environmentVariables.{RETENTION_SECONDS_ENV}",
         "retry.retry_count": "Job.retryConfig.retryCount",
         "retry.min_backoff_seconds": "Job.retryConfig.minBackoffDuration",
@@ -63,8 +59,8 @@ _RULE_FIXES: Final[Mapping[str, str]] = MappingProxyType(
         "retry-non-negative": "make retryConfig.maxDoublings and maxRetryDuration zero or positive",
         "lease-renewable": f"raise {LEASE_SECONDS_ENV} to at least 10 (the stack's default is 30)",
         "time-limit-before-timeout": (
-            f"keep {TIME_LIMIT_ENV} and each {JOB_TIME_LIMITS_ENV} entry at most "
-            "serviceConfig.timeoutSeconds - 5"
+            f"keep {TIME_LIMIT_ENV} and each job table entry's time_limit_seconds (the job's "
+            "timeLimitSeconds) at most serviceConfig.timeoutSeconds - 5"
         ),
         "retry-outlives-lease": (
             "raise retryConfig.retryCount, minBackoffDuration or maxDoublings so the last retry arrives "
@@ -73,13 +69,12 @@ _RULE_FIXES: Final[Mapping[str, str]] = MappingProxyType(
         "retention-outlives-retries": (
             f"raise {RETENTION_SECONDS_ENV} past the latest retry, or shorten the retry window"
         ),
-        "starting-deadline-range": f"set the job's {JOB_STARTING_DEADLINES_ENV} entry to at least 10",
+        "starting-deadline-range": f"set the job's {_DEADLINE} to at least 10",
         "starting-deadline-admits-retries": (
-            f"raise the job's {JOB_STARTING_DEADLINES_ENV} entry to at least retryConfig.minBackoffDuration"
+            f"raise the job's {_DEADLINE} to at least retryConfig.minBackoffDuration"
         ),
         "starting-deadline-crash-recovery": (
-            f"raise the job's {JOB_STARTING_DEADLINES_ENV} entry past the first retry after the lease, "
-            f"or lower {LEASE_SECONDS_ENV}"
+            f"raise the job's {_DEADLINE} past the first retry after the lease, or lower {LEASE_SECONDS_ENV}"
         ),
         "deadline-matches-timeout": "set attemptDeadline to the job's time limit + 5 s",
         "retries-fit-schedule": (
@@ -104,9 +99,10 @@ def timing_validator(advisory: bool) -> Callable[[StackValidationArgs, ReportVio
     able to silence advisories without silencing the rules that protect runs."""
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-        functions = ledger_functions(args.resources)
-        for job in resources_of(args.resources, SCHEDULER_JOB):
-            plan = plan_job(job, functions)
+        resources = list(args.resources)
+        functions = ledger_functions(resources)
+        for job in resources_of(resources, SCHEDULER_JOB):
+            plan = plan_job(job, functions, resources)
             if plan is None:
                 continue  # an input is unknown during preview: checked on the update
             if plan.function is None:

@@ -3,8 +3,10 @@
 The timing rules are infra/timing/rules.py's, the same the stack validates its settings with;
 this module only reads their inputs from the engine's properties: the job's deadline, retries
 and time zone, the function's timeout, and the lease, time limit and retention the function
-reads from its environment (by the names `exactly_once.config` gives them). A left-out property
-takes the service's or the function's default; an input unknown in preview skips the job.
+reads from its environment (by the names `exactly_once.config` gives them), and the job's own
+time limit and starting deadline from the job table the function ships (policy/engine/job_table.py).
+A left-out property takes the service's or the function's default; an input unknown in preview
+(or a table the pack cannot read) skips the job.
 """
 
 from __future__ import annotations
@@ -16,15 +18,15 @@ from pulumi_policy import PolicyResource
 
 from exactly_once.config import (
     DEFAULT_FUNCTION_TIMEOUT_SECONDS,
-    JOB_STARTING_DEADLINES_ENV,
-    JOB_TIME_LIMITS_ENV,
     LEASE_SECONDS_ENV,
     RETENTION_SECONDS_ENV,
     TIME_LIMIT_ENV,
+    JobPolicy,
 )
 from infra.timing import rules as timing
 from infra.timing.cron import DEFAULT_TIME_ZONE
-from policy.engine.env import function_env, function_env_entry
+from policy.engine.env import function_env
+from policy.engine.job_table import job_policy, job_table_of
 from policy.engine.props import MISSING, UNKNOWN, Absent, as_number, lookup, parse_duration_seconds
 from policy.timing.pairing import function_for
 
@@ -54,8 +56,11 @@ def _seconds_or_problem(value: Any, default: float, prop: str) -> float | str | 
     return seconds
 
 
-def plan_job(job: PolicyResource, functions: list[PolicyResource]) -> JobPlan | None:
-    """Build JobTiming for one job, or None when something it needs is unknown in preview."""
+def plan_job(
+    job: PolicyResource, functions: list[PolicyResource], resources: list[PolicyResource]
+) -> JobPlan | None:
+    """Build JobTiming for one job, or None when something it needs is unknown in preview.
+    `resources`: the stack's, where the function's source object (and its job table) is."""
     function = function_for(job, functions)
     if function is None:
         return JobPlan(job, None, None)
@@ -130,19 +135,16 @@ def plan_job(job: PolicyResource, functions: list[PolicyResource]) -> JobPlan | 
         else:
             values[key] = number
 
-    own_limit = function_env_entry(function, JOB_TIME_LIMITS_ENV, lookup(props, "name"))
-    if own_limit is UNKNOWN:
+    own = job_policy(job_table_of(function, resources), lookup(props, "name"))
+    if own is UNKNOWN:
         return None
-    if isinstance(own_limit, str):
-        problems.append(own_limit)
-    elif isinstance(own_limit, float):
-        values["time_limit_seconds"] = own_limit
-
-    starting_deadline = function_env_entry(function, JOB_STARTING_DEADLINES_ENV, lookup(props, "name"))
-    if starting_deadline is UNKNOWN:
-        return None
-    if isinstance(starting_deadline, str):
-        problems.append(starting_deadline)
+    if isinstance(own, str):
+        problems.append(own)
+    starting_deadline = None
+    if isinstance(own, JobPolicy):
+        if own.time_limit_seconds is not None:
+            values["time_limit_seconds"] = own.time_limit_seconds
+        starting_deadline = own.starting_deadline_seconds
 
     time_zone = lookup(props, "timeZone")
     if time_zone is UNKNOWN:
@@ -157,7 +159,7 @@ def plan_job(job: PolicyResource, functions: list[PolicyResource]) -> JobPlan | 
         lease_seconds=values["lease_seconds"],
         retention_seconds=values["retention_seconds"],
         time_limit_seconds=values["time_limit_seconds"],
-        starting_deadline_seconds=starting_deadline if isinstance(starting_deadline, float) else None,
+        starting_deadline_seconds=starting_deadline,
         # Left out, Cloud Scheduler reads the schedule in UTC, as the rules do.
         time_zone=time_zone if isinstance(time_zone, str) else DEFAULT_TIME_ZONE,
         retry=timing.RetryConfig(

@@ -34,6 +34,7 @@ from localrun.tcp_proxy import tcp_proxy
 from tests.support.fake_bigquery import FakeBigQuery
 from tests.support.fake_cloud_run import FakeCloudRun
 from tests.support.fake_workflows import FakeWorkflows
+from tests.support.job_tables import jobs_env
 
 ENV = {"GOOGLE_CLOUD_PROJECT": "bench-test", "JOB_HANDLER": "jobs.noop:do_nothing"}
 # The client libraries of the BigQuery, Cloud Run and Workflows proxy jobs.
@@ -127,7 +128,7 @@ def test_serving_scheduled_runs_does_not_import_the_token_check():
 
 
 # Runs in a fresh interpreter: start the function (import main, which resolves every handler of
-# JOB_HANDLERS), then run each job named in argv once, saying which clients are loaded after each.
+# the job table), then run each job named in argv once, saying which clients are loaded after each.
 _RUN_EACH_JOB = """
 import json, sys
 from datetime import UTC, datetime
@@ -155,15 +156,13 @@ def fakes() -> Iterator[tuple[FakeBigQuery, FakeCloudRun, FakeWorkflows]]:
 
 
 def test_a_proxy_job_s_api_client_is_imported_by_its_first_run_not_at_start_up(fakes):
-    """The router imports every JOB_HANDLERS module when the instance starts; the client
+    """The router imports every module of the job table's handlers when the instance starts; the client
     libraries those modules use wait for a run of their job (each against its loopback fake)."""
     bigquery, cloud_run, workflows = fakes
     query = {"project": "acme-data", "location": "EU", "query": "SELECT 1"}
     env = {
         **ENV,
-        "JOB_HANDLERS": json.dumps(
-            {"rollup": BIGQUERY_HANDLER, "export": CLOUD_RUN_HANDLER, "report": WORKFLOWS_HANDLER}
-        ),
+        **jobs_env({"rollup": BIGQUERY_HANDLER, "export": CLOUD_RUN_HANDLER, "report": WORKFLOWS_HANDLER}),
         BIGQUERY_JOBS_ENV: json.dumps({"rollup": query}),
         CLOUD_RUN_JOBS_ENV: json.dumps({"export": {"job": CLOUD_RUN_JOB}}),
         BIGQUERY_ENDPOINT_ENV: bigquery.endpoint,

@@ -29,6 +29,8 @@ def test_config_keys_are_the_declared_section_plus_the_derived_default() -> None
 def test_the_function_defaults_match_the_project_defaults() -> None:
     function, tokens = FunctionConfig(), TokenStoreConfig()
     assert KEYS_BY_NAME["runsCollection"].default == function.runs_collection
+    # The function has no handler of its own: a job without one is refused, naming it.
+    assert function.job_handler is None
     assert KEYS_BY_NAME["idempotencyCollection"].default == tokens.collection
     assert KEYS_BY_NAME["idempotencyRetentionSeconds"].default == tokens.retention_seconds
 

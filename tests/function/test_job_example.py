@@ -30,6 +30,7 @@ from localrun.tcp_proxy import tcp_proxy
 from tests.support.demo_runs import executions as demo_executions
 from tests.support.demo_runs import server_env
 from tests.support.doc_examples import JOB_MODULE, SERVED_TEST, UNIT_TEST, example_source
+from tests.support.job_tables import jobs_env
 from tests.support.waiting import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -109,7 +110,7 @@ def test_the_documented_job_runs_once_and_answers_its_output(
         env = {
             **server_env(emulator_host, project),
             "FIRESTORE_EMULATOR_HOST": proxy.host,
-            "JOB_HANDLERS": json.dumps({JOB_ID: "jobs.my_job:run"}),
+            **jobs_env({JOB_ID: "jobs.my_job:run"}),
         }
         server = function_servers(env, source=fork / "function" / "main.py")
 
@@ -197,7 +198,7 @@ OVERLAP_POLICIES = {"a": "skip", "b": "wait"}
 
 @pytest.fixture
 def overlap_server(function_servers, emulator_host, project):
-    return function_servers(server_env(emulator_host, project, JOB_OVERLAP=json.dumps(OVERLAP_POLICIES)))
+    return function_servers(server_env(emulator_host, project, **jobs_env(overlap=OVERLAP_POLICIES)))
 
 
 def executed_runs(db, job: str, time: str) -> int:

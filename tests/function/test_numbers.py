@@ -23,6 +23,7 @@ from jobs.demo import MAX_SLEEP_SECONDS, demo_parameters
 from jobs.downstream_http import DownstreamRequest
 from tests.support.demo_runs import HEADERS, server_env
 from tests.support.instances import Instance
+from tests.support.job_tables import jobs_env
 
 DIGITS_401 = "9" * 401
 INT64_RANGE = "outside the signed 64-bit range"
@@ -76,8 +77,8 @@ PROXIED_JOB = "proxied"
 
 @pytest.fixture
 def server(function_servers, emulator_host, project):
-    handlers = json.dumps({PROXIED_JOB: "jobs.downstream_http:call_downstream"})
-    env = server_env(emulator_host, project, JOB_HANDLERS=handlers, DOWNSTREAM_ID_TOKEN_DISABLED="1")
+    handlers = jobs_env({PROXIED_JOB: "jobs.downstream_http:call_downstream"})
+    env = server_env(emulator_host, project, **handlers, DOWNSTREAM_ID_TOKEN_DISABLED="1")
     return function_servers(env)
 
 

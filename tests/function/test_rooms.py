@@ -23,11 +23,10 @@ PACKAGE = FUNCTION / "exactly_once"
 README = FUNCTION / "README.md"
 ROOMS_HEADING = "## The rooms"
 EXTENSION = "(extension)"
+
+
 # A default that names the stack's demo job: the one literal of the core naming `jobs/`, kept
 # while the configuration still has a default handler.
-KNOWN_JOB_LITERALS = {("config.py", "jobs.demo:run_demo_job")}
-
-
 @dataclass(frozen=True)
 class Room:
     name: str
@@ -178,7 +177,7 @@ def test_the_core_names_no_module_of_the_jobs_package() -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("jobs.")
     ]
-    assert set(named) <= KNOWN_JOB_LITERALS, named
+    assert named == []
 
 
 @pytest.mark.parametrize(

@@ -110,4 +110,7 @@ def test_a_job_with_a_limit_of_its_own_is_compressed_from_it():
     assert compressed.time_limit_seconds == 55.0
     assert compressed.attempt_deadline_seconds(settings, job) == 60.0
     env = compressed.function_env(settings, firestore_project="p", emulator_host="127.0.0.1:1")
-    assert env["JOB_TIME_LIMIT_SECONDS"] == "55.0" and "JOB_TIME_LIMITS" not in env
+    assert env["JOB_TIME_LIMIT_SECONDS"] == "55.0"
+    # No job keeps a limit of its own in the local table, nor a starting deadline.
+    local = FunctionConfig.from_env(env)
+    assert local.job_time_limits == {} and local.starting_deadlines == {}

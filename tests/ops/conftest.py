@@ -19,7 +19,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from infra.config.schema import REPO_ROOT
-from infra.plan.audit_job import audit_environment, with_audit_job
+from infra.plan.audit_job import with_audit_job
 from infra.plan.headers import delivery_headers, headers_for
 from infra.settings.environment import function_environment
 from infra.settings.jobs import JobSettings
@@ -27,6 +27,7 @@ from infra.settings.stack import StackSettings
 from jobs.demo import EXECUTIONS_COLLECTION
 from localrun.function_server import FunctionServer
 from tests.ops.fakes import FakeGoogleApis, FakeJob
+from tests.support.stack_tables import audit_table_env
 from tests.support.stacks import FIXTURE_STACKS, fixture_stack
 
 STACK = "dev"
@@ -113,7 +114,7 @@ def serve_dev_function(
     set, which names the target recorded with each run (none: a function outside Cloud Run)."""
     env = {
         **function_environment(settings),
-        **audit_environment(settings),
+        **audit_table_env(settings),
         "GOOGLE_CLOUD_PROJECT": project,
         "FIRESTORE_DATABASE": "(default)",
         "FIRESTORE_EMULATOR_HOST": emulator_host,

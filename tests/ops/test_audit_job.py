@@ -21,7 +21,7 @@ from exactly_once.delivery.outcomes import Outcome
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from infra.monitoring import log_filters
 from infra.monitoring.alerts import ALERTS
-from infra.plan.audit_job import audit_environment
+from infra.plan.audit_job import audit_config
 from infra.plan.headers import delivery_headers
 from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.settings.stack import StackSettings
@@ -52,8 +52,8 @@ def _missed(lines, audit_run_id: str) -> set[tuple[str, str]]:
 
 
 def _config(settings: StackSettings) -> AuditConfig:
-    """The AUDIT_JOBS the served function reads."""
-    return AuditConfig.from_json(audit_environment(settings)["AUDIT_JOBS"])
+    """The audit configuration the served function reads from its job table."""
+    return audit_config(settings)
 
 
 def _quiet_audit_time(settings: StackSettings, now: datetime) -> datetime:

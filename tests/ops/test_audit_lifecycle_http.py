@@ -34,7 +34,7 @@ from google.cloud import firestore
 from google.cloud.firestore_v1.base_query import FieldFilter
 
 from exactly_once import log_fields
-from exactly_once.audit.config import AuditConfig, AuditedJob, Catchup, CatchupRuns, Delivery, Redelivery
+from exactly_once.audit.config import AuditedJob, Catchup, CatchupRuns, Delivery, Redelivery
 from exactly_once.audit.schedule import fire_times
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339, parse_rfc3339
 from exactly_once.ledger.fields import (
@@ -48,15 +48,16 @@ from exactly_once.ledger.fields import (
 )
 from exactly_once.ledger.protocol import RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
-from infra.plan.audit_job import audit_environment, retry_window_seconds
+from infra.plan.audit_job import audit_config, retry_window_seconds
 from infra.plan.headers import delivery_headers
-from infra.settings.environment import function_environment
+from infra.settings.environment import function_environment, job_table
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
 from infra.settings.stack import StackSettings
 from jobs.demo import EXECUTIONS_COLLECTION
 from localrun.emulator import free_loopback_port
 from localrun.function_server import FunctionServer
 from tests.ops.conftest import Cli
+from tests.support.job_tables import table_env
 from tests.support.stacks import FIXTURE_STACKS
 
 # Three hours: at least the demo job's retry window plus the audit's hour, within the retention.
@@ -160,14 +161,12 @@ def serve(function_servers, emulator_host, project, db, log_path) -> Callable[..
         """`extra_job`: one more job for the audit, written by hand past the stack's checks."""
         port = free_loopback_port()
         redelivery = Redelivery(url=f"http://127.0.0.1:{port}/")
-        audit_jobs = audit_environment(settings, redelivery=redelivery, pause_changed_at=pause_changed_at)
+        config = audit_config(settings, redelivery=redelivery, pause_changed_at=pause_changed_at)
         if extra_job is not None:
-            config = AuditConfig.from_json(audit_jobs["AUDIT_JOBS"])
             config = dataclasses.replace(config, jobs=(*config.jobs, extra_job), redelivery=redelivery)
-            audit_jobs = {"AUDIT_JOBS": config.to_json()}
         env = {
             **function_environment(settings),
-            **audit_jobs,
+            **table_env(job_table(settings, config)),
             "GOOGLE_CLOUD_PROJECT": project,
             "FIRESTORE_DATABASE": "(default)",
             "FIRESTORE_EMULATOR_HOST": emulator_host,
@@ -257,7 +256,7 @@ def test_an_outage_longer_than_the_retention_is_judged_as_far_back_as_records_la
     audit = function.deliver(function.audit_job, _audit_time_before(_now()))
     output = audit["output"]
     until = parse_rfc3339(output["judged_until"])
-    config = AuditConfig.from_json(audit_environment(function.settings)["AUDIT_JOBS"])
+    config = audit_config(function.settings)
     longest = max(job.retry_window_seconds for job in config.jobs)
     oldest = until - timedelta(seconds=function.settings.retention_seconds - longest)
     assert output["judged_from"] == output["not_judged_before"] == format_rfc3339(oldest)

@@ -1,6 +1,6 @@
 """The audit's pure logic: DST-correct fire times, each run's verdict (the lifecycle's), the
-span each audit judges (from where the last one stopped), and the AUDIT_JOBS contract between
-the stack and the job."""
+span each audit judges (from where the last one stopped), and the contract between the stack
+and the job: the job table's `audit`."""
 
 from __future__ import annotations
 
@@ -23,21 +23,22 @@ from exactly_once.audit.missed_runs import (
 )
 from exactly_once.audit.run import run_audit
 from exactly_once.audit.schedule import FireTime, fire_times, fires
-from exactly_once.config import ConfigError
+from exactly_once.config import ConfigError, FunctionConfig, OverlapPolicy
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
 from exactly_once.ledger import lifecycle
 from exactly_once.ledger.lifecycle import StoredRecord, Verdict
 from infra.plan.audit_job import (
     AUDIT_HANDLER,
-    audit_environment,
+    audit_config,
     audited_jobs,
     retry_window_seconds,
     with_audit_job,
 )
-from infra.settings.environment import function_environment
+from infra.settings.environment import job_table
 from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.timing.rules import check_job_timing, latest_retry_arrival_seconds
 from tests.support.audit_runs import AuditOutcome, RecordingSender, reader_of, run_in_process
+from tests.support.stack_tables import audit_table_env
 from tests.support.stacks import fixture_stack
 
 LEASE = timedelta(seconds=30)
@@ -415,18 +416,14 @@ def test_a_job_the_audit_cannot_judge_is_one_error_line_and_the_others_are_judge
 
 def test_the_stack_writes_the_audit_config_the_job_reads() -> None:
     settings = with_audit_job(fixture_stack("dev"))
-    config = AuditConfig.from_json(audit_environment(settings)["AUDIT_JOBS"])
+    config = audit_config(settings)
     assert config.jobs == audited_jobs(settings)
     assert [job.name for job in config.jobs] == [settings.scheduler_job_id(job) for job in settings.jobs]
     assert settings.scheduler_job_id(AUDIT_JOB_NAME) in [job.name for job in config.jobs]
-    assert (
-        json.loads(function_environment(settings)["JOB_HANDLERS"])[settings.scheduler_job_id(AUDIT_JOB_NAME)]
-        == AUDIT_HANDLER
-    )
+    audit_policy = job_table(settings).jobs[settings.scheduler_job_id(AUDIT_JOB_NAME)]
+    assert audit_policy.handler == AUDIT_HANDLER
     # Two audit runs never judge at once: a second one waits for the first.
-    assert json.loads(function_environment(settings)["JOB_OVERLAP"])[
-        settings.scheduler_job_id(AUDIT_JOB_NAME)
-    ] == ("wait")
+    assert audit_policy.overlap is OverlapPolicy.WAIT
     first = settings.jobs[0]
     assert retry_window_seconds(settings, first) > latest_retry_arrival_seconds(
         first.retry, first.attempt_deadline_seconds
@@ -442,7 +439,7 @@ def test_runs_before_a_job_was_deployed_are_never_missed() -> None:
     settings = with_audit_job(fixture_stack("dev"))
     demo = settings.jobs[0]
     deployed = utc(2026, 3, 1, 10, 20)
-    config = AuditConfig.from_json(audit_environment(settings, {demo.name: deployed})["AUDIT_JOBS"])
+    config = audit_config(settings, {demo.name: deployed})
     (audited,) = [job for job in config.jobs if job.name == settings.scheduler_job_id(demo)]
     assert audited.not_before == deployed
     # Up to just after the 10:45 run's retry window has closed.
@@ -484,7 +481,7 @@ def test_the_audit_job_obeys_every_timing_rule(stack: str, timeout: int | None, 
     if timeout is None:  # the shipped stacks: not even an advisory
         assert violations == []
     # Consecutive audits still cover time back to back.
-    interval = AuditConfig.from_json(audit_environment(settings)["AUDIT_JOBS"]).interval_seconds
+    interval = audit_config(settings).interval_seconds
     assert fire_times(audit.schedule, audit.time_zone, utc(2026, 1, 1), utc(2026, 1, 2))[1:3] == [
         utc(2026, 1, 1, 0, 5) + timedelta(seconds=interval * n) for n in (1, 2)
     ]
@@ -493,7 +490,7 @@ def test_the_audit_job_obeys_every_timing_rule(stack: str, timeout: int | None, 
 @pytest.mark.parametrize(
     ("raw", "problem"),
     [
-        ("", "must be set"),
+        ("", "must hold `audit`"),
         ("{", "not JSON"),
         ('{"jobs": []}', "interval_seconds"),
         ('{"interval_seconds": 3600, "jobs": [{"name": "a"}]}', "jobs\\[0\\].schedule"),
@@ -509,11 +506,16 @@ def test_the_audit_job_obeys_every_timing_rule(stack: str, timeout: int | None, 
         ),
     ],
 )
-def test_a_bad_audit_jobs_variable_stops_the_instance_naming_it(raw: str, problem: str) -> None:
-    from jobs import missed_runs  # its import reads the valid AUDIT_JOBS set below
+def test_a_bad_audit_config_stops_the_instance_naming_it(raw: str, problem: str, tmp_path) -> None:
+    """The job table's `audit`, as the audit job reads it at start-up ("": a table without one;
+    "{": a table that is not JSON at all)."""
+    from jobs import missed_runs  # its import reads the valid table set below
 
-    with pytest.raises(ConfigError, match=f"AUDIT_JOBS: .*{problem}"):
-        missed_runs.config_from_env({"AUDIT_JOBS": raw})
+    table = tmp_path / "job_table.json"
+    table.write_text('{"jobs": {}' + (f', "audit": {raw}' if raw else "") + "}", encoding="utf-8")
+    env = {"JOB_TABLE": str(table)}
+    with pytest.raises(ConfigError, match=f"JOB_TABLE.*{problem}"):
+        missed_runs.audit_config(FunctionConfig.from_env(env), env)
 
 
 def test_a_jobs_bad_schedule_does_not_stop_the_instance() -> None:
@@ -528,10 +530,12 @@ def test_a_jobs_bad_schedule_does_not_stop_the_instance() -> None:
                 "jobs": [{"name": "a", "schedule": schedule, "time_zone": zone, "retry_window_seconds": 60}],
             }
         )
-        assert missed_runs.config_from_env({"AUDIT_JOBS": raw}).jobs[0].schedule == schedule
+        function = FunctionConfig(audit=json.loads(raw))
+        assert missed_runs.audit_config(function, {}).jobs[0].schedule == schedule
 
 
 @pytest.fixture(autouse=True)
 def _audit_jobs_env(monkeypatch) -> None:
     settings = with_audit_job(fixture_stack("dev"))
-    monkeypatch.setenv("AUDIT_JOBS", audit_environment(settings)["AUDIT_JOBS"])
+    for name, value in audit_table_env(settings).items():
+        monkeypatch.setenv(name, value)

@@ -25,13 +25,14 @@ from exactly_once.audit.schedule import fire_times
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
 from exactly_once.ledger import lifecycle
 from exactly_once.ledger.records import in_progress_record, utc_now
-from infra.plan.audit_job import audit_environment, audited_jobs
+from infra.plan.audit_job import audited_jobs
 from infra.settings.environment import function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
 from infra.settings.stack import StackSettings
 from localrun.emulator import free_loopback_port
 from tests.ops.conftest import DevFunction
 from tests.support.audits import StackAudit, closed_fires, latest_fire, stack_audit
+from tests.support.stack_tables import audit_table_env
 from tests.support.waiting import wait_until
 
 # Three hours: at least the demo job's retry window plus the audit's hour, within the retention.
@@ -53,7 +54,7 @@ def _serve(function_servers, settings, emulator_host, project, db, log_path) -> 
     port = free_loopback_port()
     env = {
         **function_environment(settings),
-        **audit_environment(settings, redelivery=Redelivery(url=f"http://127.0.0.1:{port}/")),
+        **audit_table_env(settings, redelivery=Redelivery(url=f"http://127.0.0.1:{port}/")),
         "GOOGLE_CLOUD_PROJECT": project,
         "FIRESTORE_DATABASE": "(default)",
         "FIRESTORE_EMULATOR_HOST": emulator_host,

@@ -1,5 +1,5 @@
 """Catch-up's and pause's pure logic: which runs are delivered again (those a delivery would
-claim), how a paused job's runs are judged, and the AUDIT_JOBS fields that carry both (read
+claim), how a paused job's runs are judged, and the job table's audit fields that carry both (read
 back, and refused when malformed)."""
 
 from __future__ import annotations

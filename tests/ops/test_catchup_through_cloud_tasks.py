@@ -19,7 +19,6 @@ from exactly_once.audit.schedule import fire_times
 from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER, NO_CACHE
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
 from exactly_once.endpoints import CLOUD_TASKS_ENDPOINT_ENV
-from infra.plan.audit_job import audit_environment
 from infra.plan.catchup import queue_path
 from infra.settings.environment import function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
@@ -31,6 +30,7 @@ from tests.ops.conftest import STACK, DevFunction
 from tests.ops.test_catchup import WINDOW_SECONDS, _audited, _catching_up, _deliver_all, _executed_times
 from tests.support.audits import closed_fires, latest_fire, stack_audit
 from tests.support.fake_cloud_tasks import FakeCloudTasks
+from tests.support.stack_tables import audit_table_env
 from tests.support.waiting import wait_until
 
 INVOKER = "eos-dev-invoker@my-gcp-project.iam.gserviceaccount.com"
@@ -54,7 +54,7 @@ def _serve(function_servers, settings, tasks, emulator_host, project, db, log_pa
     resend = Redelivery(url=url, queue=queue_path(settings), invoker=INVOKER)
     env = {
         **function_environment(settings),
-        **audit_environment(settings, redelivery=resend),
+        **audit_table_env(settings, redelivery=resend),
         CLOUD_TASKS_ENDPOINT_ENV: tasks.endpoint,
         "GOOGLE_CLOUD_PROJECT": project,
         "FIRESTORE_DATABASE": "(default)",

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from exactly_once.audit.config import CatchupRuns
 from exactly_once.audit.schedule import fire_times
 from exactly_once.delivery.scheduler_request import format_rfc3339
-from infra.plan.audit_job import audit_environment
 from infra.settings.environment import function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
 from ops import ledger_view
@@ -33,6 +32,7 @@ from tests.support.audits import (
     stack_audit,
     windows_closed_in,
 )
+from tests.support.stack_tables import audit_table_env
 
 
 def _day_at(hour: int, minute: int) -> datetime:
@@ -129,7 +129,7 @@ def test_audit_and_status_show_a_paused_job_as_paused(
 
     # Served, the audit judges the hour up to its claim (now): every run of the paused job
     # in it is paused, and only the other jobs' runs are missed.
-    config = audits.config  # the AUDIT_JOBS the served function reads
+    config = audits.config  # the audit configuration the served function reads
     audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
     scheduled = latest_fire(audited(config, audits.job_name), datetime.now(UTC)) - timedelta(hours=3)
     served = function.deliver(audit_job, scheduled).json()
@@ -184,7 +184,7 @@ def _serve_paused(
     """The dev function, told (as the stack tells it) when each paused job's pause began."""
     env = {
         **function_environment(settings),
-        **audit_environment(settings, pause_changed_at=pause_changed_at),
+        **audit_table_env(settings, pause_changed_at=pause_changed_at),
         "GOOGLE_CLOUD_PROJECT": project,
         "FIRESTORE_DATABASE": "(default)",
         "FIRESTORE_EMULATOR_HOST": emulator_host,

@@ -6,12 +6,15 @@ Tests copy one, break a single property, and expect exactly that policy to compl
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
+import pulumi
 from pulumi_policy import PolicyResource
 
 from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
-from policy.offline import stack_resource
+from policy.engine.types import BUCKET_OBJECT
+from policy.offline import UNKNOWN_STRING, stack_resource
 from policy.policies import FIRESTORE_FIELD, FUNCTION_V2, SCHEDULER_JOB
 
 FUNCTION_URL = "https://eos-handler-xyz-uc.a.run.app"
@@ -125,6 +128,34 @@ def token_check(env: dict[str, Any] | None = None) -> dict[str, Any]:
     return token
 
 
+SOURCE_BUCKET, SOURCE_OBJECT = "eos-source-a1b2c3d", "function-0123abcd.zip"
+
+
+def with_table(function: dict[str, Any]) -> dict[str, Any]:
+    """`function` reading the job table in its source, as the stack deploys it."""
+    function["serviceConfig"]["environmentVariables"]["JOB_TABLE"] = "job_table.json"
+    function["buildConfig"]["source"] = {"storageSource": {"bucket": SOURCE_BUCKET, "object": SOURCE_OBJECT}}
+    return function
+
+
+def source_object(table: str | None) -> dict[str, Any]:
+    """The source zip's object, its archive holding `table` as job_table.json (None: an archive
+    not known until the update, as in a first preview)."""
+    archive: Any = (
+        UNKNOWN_STRING
+        if table is None
+        else pulumi.AssetArchive(
+            {"main.py": pulumi.StringAsset("# the entry points"), "job_table.json": pulumi.StringAsset(table)}
+        )
+    )
+    return {"bucket": SOURCE_BUCKET, "name": SOURCE_OBJECT, "source": archive}
+
+
+def table_of(jobs: dict[str, dict[str, Any]], audit: dict[str, Any] | None = None) -> str:
+    """A job table's text: `jobs` by job name, and the audit's configuration."""
+    return json.dumps({"jobs": jobs, **({"audit": audit} if audit is not None else {})})
+
+
 # The builders above, under names the parameters of stack() do not shadow.
 _default_function, _default_job = function, job
 
@@ -133,14 +164,22 @@ def stack(
     job: dict[str, Any] | None = None,
     function: dict[str, Any] | None = None,
     field: dict[str, Any] | None = None,
+    table: str | None = None,
+    table_unknown: bool = False,
 ) -> list[PolicyResource]:
     """A function and the Scheduler job calling it (and a TTL field, when given), as the
-    stack policies see them."""
-    fn = stack_resource(FUNCTION_V2, "eos-function", function or _default_function())
+    stack policies see them. With `table` (or `table_unknown`), the function reads a job table
+    from its source object, which is in the stack too."""
+    function = function or _default_function()
+    if table is not None or table_unknown:
+        function = with_table(function)
+    fn = stack_resource(FUNCTION_V2, "eos-function", function)
     resources = [
         fn,
         stack_resource(SCHEDULER_JOB, "eos-job-demo", job or _default_job(), dependencies=[fn]),
     ]
     if field is not None:
         resources.append(stack_resource(FIRESTORE_FIELD, "eos-runs-ttl", field))
+    if table is not None or table_unknown:
+        resources.append(stack_resource(BUCKET_OBJECT, "eos-source-zip", source_object(table)))
     return resources

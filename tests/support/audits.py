@@ -4,9 +4,9 @@ from an audit: its output, its log lines, the runs its span had to judge.
 The audit's horizon is its own claim's commit time (`RunContext.claimed_at`), so an audit
 delivered through the served function judges up to now. A test that needs a horizon of its
 own (yesterday's 12:05, a second audit an hour later) runs `exactly_once.audit.run.run_audit` here
-instead, on the same ledger the served function writes (the emulator), with the same
-AUDIT_JOBS the stack gives the function, and a real sender (loopback POSTs to the served
-function, or Cloud Tasks tasks on a fake): the run ids, records and deliveries are the
+instead, on the same ledger the served function writes (the emulator), with the same audit
+configuration the stack ships in the function's job table, and a real sender (loopback POSTs
+to the served function, or Cloud Tasks tasks on a fake): the run ids, records and deliveries are the
 stack's; only the audit's clock and its previous run are the test's.
 
 An audit run here leaves no record and no job status: the next audit is told where this one
@@ -24,13 +24,13 @@ from typing import Any
 
 from google.cloud import firestore
 
-from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, AuditedJob, Redelivery
+from exactly_once.audit.config import AuditConfig, AuditedJob, Redelivery
 from exactly_once.audit.missed_runs import RecordReader, runs_whose_window_closed
 from exactly_once.audit.reads import firestore_reader
 from exactly_once.audit.redelivery import Sender, sender_for
 from exactly_once.audit.schedule import fires
 from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc3339
-from infra.plan.audit_job import audit_environment
+from infra.plan.audit_job import audit_config
 from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.settings.stack import StackSettings
 from tests.support.audit_runs import AuditOutcome, refuse_to_send, run_in_process
@@ -39,7 +39,7 @@ from tests.support.audit_runs import AuditOutcome, refuse_to_send, run_in_proces
 @dataclass(frozen=True)
 class StackAudit:
     """The stack's audit job, run in this process on the test's clock against the ledger in
-    `db` (the emulator the served function writes), with the AUDIT_JOBS the stack writes."""
+    `db` (the emulator the served function writes), with the audit configuration the stack writes."""
 
     settings: StackSettings
     config: AuditConfig
@@ -77,11 +77,10 @@ def stack_audit(
     pause_changed_at: Mapping[str, datetime] | None = None,
 ) -> StackAudit:
     """The audit of `settings` (with the audit job added) on `db`, configured as
-    `audit_environment` configures the function's. `redelivery` is where its catch-up
+    `audit_config` configures the function's. `redelivery` is where its catch-up
     deliveries go, sent by the real sender (`sender_env` holds what it reads, e.g. the Cloud
     Tasks endpoint); without one, any catch-up delivery fails the test."""
-    environment = audit_environment(settings, deployed_at, redelivery, pause_changed_at)
-    config = AuditConfig.from_json(environment[AUDIT_JOBS_ENV])
+    config = audit_config(settings, deployed_at, redelivery, pause_changed_at)
     send = sender_for(redelivery, sender_env or {}) if redelivery is not None else refuse_to_send
     return StackAudit(
         settings,

@@ -87,7 +87,7 @@ class ModelJob:
         return next(moment for moment in self.fires(after, after + timedelta(days=2)) if moment > after)
 
     def audited(self, *, not_before: datetime, paused: bool, changed_at: datetime | None) -> AuditedJob:
-        """The job as the stack describes it to the audit (AUDIT_JOBS)."""
+        """The job as the stack describes it to the audit (the job table's audit)."""
         window = self.catchup_window
         return AuditedJob(
             name=self.name,

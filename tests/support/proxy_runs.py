@@ -15,6 +15,7 @@ from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER, NO_CACHE
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER
 from localrun.function_server import FunctionServer
 from tests.support.demo_runs import HEADERS, RUN_ID, run_record
+from tests.support.job_tables import jobs_env
 
 __all__ = ["HEADERS", "JOB_NAME", "RUN_ID", "concurrent", "deliver", "proxy_env", "redo", "run_record"]
 
@@ -22,12 +23,12 @@ JOB_NAME = HEADERS[JOB_NAME_HEADER]
 
 
 def proxy_env(emulator_host: str, project: str, handler: str, **extra: str) -> dict[str, str]:
-    """The real function's environment, with `handler` selected for JOB_NAME via JOB_HANDLERS."""
+    """The real function's environment, with `handler` selected for JOB_NAME by the job table."""
     return {
         "FIRESTORE_EMULATOR_HOST": emulator_host,
         "GOOGLE_CLOUD_PROJECT": project,
         "JOB_HANDLER": "jobs.noop:do_nothing",
-        "JOB_HANDLERS": json.dumps({JOB_NAME: handler}),
+        **jobs_env({JOB_NAME: handler}),
         "THREADS": "48",
         **extra,
     }

@@ -1,4 +1,4 @@
-"""The scheduled audit's configuration (AUDIT_JOBS): the facts it needs about each job.
+"""The scheduled audit's configuration (the job table's `audit`): the facts it needs about each job.
 
 Standard library only: the Pulumi program writes this configuration (infra/plan/audit_job.py)
 and must not need the function's run-time packages to do so.
@@ -18,9 +18,9 @@ from typing import Any
 
 from exactly_once.run_key import format_rfc3339, parse_rfc3339
 
-# The function's environment variable that carries AuditConfig.to_json(): written by the stack,
-# read by the audit job at start-up.
-AUDIT_JOBS_ENV = "AUDIT_JOBS"
+# The job table's key (exactly_once.config.JobTable) that carries AuditConfig.to_json():
+# written by the stack, read by the audit job at start-up.
+AUDIT_TABLE_KEY = "audit"
 # The most runs of one job a catch-up window may hold (a week of a job every minute). Every
 # audit run reads the record of each run in every job's window, so the stack's config refuses a
 # wider window; an audit given one anyway (a configuration written by hand) walks only the
@@ -130,7 +130,7 @@ class Redelivery:
 
 @dataclass(frozen=True)
 class AuditConfig:
-    """The scheduled audit's configuration (the AUDIT_JOBS environment variable)."""
+    """The scheduled audit's configuration (the job table's `audit` object)."""
 
     jobs: tuple[AuditedJob, ...]
     # How far back each audit run looks: the audit's own schedule period, so that
@@ -154,6 +154,11 @@ class AuditConfig:
             raw = json.loads(text)
         except json.JSONDecodeError as error:
             raise AuditError(f"not JSON ({error.msg})") from None
+        return cls.from_raw(raw)
+
+    @classmethod
+    def from_raw(cls, raw: Any) -> AuditConfig:
+        """From the parsed JSON object, as the job table holds it."""
         if not isinstance(raw, dict) or not isinstance(raw.get("jobs"), list):
             raise AuditError('expected {"interval_seconds": <seconds>, "jobs": [...]}')
         interval = _positive_number(raw.get("interval_seconds"), "interval_seconds")

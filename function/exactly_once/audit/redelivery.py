@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
-from exactly_once.audit.config import AuditedJob, Redelivery
-from exactly_once.config import ConfigError
+from exactly_once.audit.config import AUDIT_TABLE_KEY, AuditedJob, Redelivery
+from exactly_once.config import JOB_TABLE_ENV, ConfigError
 from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER, NO_CACHE
 from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER
 from exactly_once.endpoints import CLOUD_TASKS_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
@@ -50,7 +50,9 @@ def check_redelivery(redelivery: Redelivery) -> None:
     only a local stack may do (a deployed function's own request would not be internal)."""
     if redelivery.queue is None and not is_loopback_http_url(redelivery.url):
         raise ConfigError(
-            "AUDIT_JOBS", f"redelivery.url {redelivery.url!r} without a queue must be http://<loopback>"
+            JOB_TABLE_ENV,
+            f"the job table's {AUDIT_TABLE_KEY}.redelivery.url {redelivery.url!r} without a queue must be "
+            "http://<loopback>",
         )
 
 

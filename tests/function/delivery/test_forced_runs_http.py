@@ -14,6 +14,7 @@ from exactly_once.delivery.forced_runs import FORCED_RUN_TOLERANCE
 from exactly_once.delivery.scheduler_request import SCHEDULE_TIME_HEADER, run_key_from_headers
 from exactly_once.run_key import Trigger, format_rfc3339
 from tests.support.demo_runs import HEADERS, RUN_ID, deliver, executions, run_record, server_env
+from tests.support.job_tables import jobs_env
 from tests.support.waiting import wait_until
 
 
@@ -68,7 +69,7 @@ def test_a_run_forced_30_seconds_ahead_runs_once_however_often_delivered(start_s
 def test_a_delivery_older_than_the_starting_deadline_is_skipped_late_with_no_execution(
     start_server, db, log_path
 ):
-    server = start_server(JOB_STARTING_DEADLINES=json.dumps({"nightly": 60}))
+    server = start_server(**jobs_env(starting_deadlines={"nightly": 60}))
     first = deliver(server)  # HEADERS' ScheduleTime is months ago
     assert (first.status_code, first.json()["outcome"]) == (200, "skipped_late")
     assert "after its ScheduleTime" in first.json()["error"]

@@ -90,7 +90,7 @@ def test_an_overrunning_job_is_ended_at_its_time_limit(db):
 
 
 def test_a_job_with_a_limit_of_its_own_is_ended_at_it_and_the_others_keep_the_ceiling(db):
-    """One function, two jobs: `nightly` may run 1.5 s (JOB_TIME_LIMITS), any other job the
+    """One function, two jobs: `nightly` may run 1.5 s (its job table entry), any other job the
     function's whole time limit."""
     harness = Harness(
         db, "tests.function.sample_jobs:run_hook", lease=LEASE, time_limit=60.0, time_limits={"nightly": 1.5}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from exactly_once.config import JOB_TABLE_FILE
 from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 from exactly_once.ledger.fields import UNINDEXED_RUN_FIELDS
 from infra.component import COMPONENT_TYPE, REQUIRED_APIS
@@ -21,6 +22,7 @@ from infra.plan.headers import headers_for
 from infra.resources.source import source_hash
 from infra.settings.stack import StackSettings
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
+from tests.support.stack_tables import shipped_table, table_handlers
 from tests.support.stacks import dev_stack_resources, fixture_stack
 from tools.mocked_program import OFFSET, MockedResource, MockedStack, mock_stack
 
@@ -165,7 +167,12 @@ def test_source_bucket_is_private(stack: MockedStack) -> None:
 def test_source_object_is_named_by_content_hash_and_deployed_by_generation(stack: MockedStack) -> None:
     source = stack.one("gcp:storage/bucketObject:BucketObject")
     function = stack.one(FUNCTION)
-    assert source.inputs["name"] == f"function-{source_hash(REPO_ROOT / 'function')[:32]}.zip"
+    # The hash covers the job table the archive ships beside the checked-out files.
+    table = source.inputs["source"].assets[JOB_TABLE_FILE].text
+    assert (
+        source.inputs["name"]
+        == f"function-{source_hash(REPO_ROOT / 'function', {JOB_TABLE_FILE: table})[:32]}.zip"
+    )
     assert source.inputs["bucket"] == stack.one("gcp:storage/bucket:Bucket").outputs["name"]
     assert function.inputs["buildConfig"]["source"]["storageSource"] == {
         "bucket": source.inputs["bucket"],
@@ -189,7 +196,11 @@ def test_code_change_renames_the_source_object_and_no_change_keeps_it(tmp_path: 
     (function_dir / "__pycache__" / "main.cpython-312.pyc").write_bytes(b"cache")
     assert object_name() == first
     (function_dir / "requirements.txt").write_text((function_dir / "requirements.txt").read_text() + "\n")
-    assert object_name() != first
+    changed = object_name()
+    assert changed != first
+    # A change of one job's policy is a change of the shipped table: a new object too.
+    settings = build(valid_values(jobs=[valid_job(overlap="skip")]))
+    assert object_name() != changed
 
 
 def test_function_build_and_service_config(stack: MockedStack) -> None:
@@ -212,13 +223,19 @@ def test_function_build_and_service_config(stack: MockedStack) -> None:
         "JOB_TIME_LIMIT_SECONDS": "55",
         "RETENTION_SECONDS": "86400",
         "JOB_HANDLER": "jobs.demo:run_demo_job",
-        "JOB_HANDLERS": json.dumps(
-            {"eos-prod_every-5": "jobs.noop:do_nothing", "eos-prod_missed-run-audit": AUDIT_HANDLER}
-        ),
-        # The audit waits for another audit run of its own (infra/plan/audit_job.py).
-        "JOB_OVERLAP": json.dumps({"eos-prod_missed-run-audit": "wait"}),
-        "AUDIT_JOBS": service["environmentVariables"]["AUDIT_JOBS"],
+        # Each job's policy ships in the source, as this file beside main.py.
+        "JOB_TABLE": "job_table.json",
     }
+    table = shipped_table(stack.resources)
+    assert table_handlers(table) == {
+        "eos-prod_every-5": "jobs.noop:do_nothing",
+        "eos-prod_missed-run-audit": AUDIT_HANDLER,
+    }
+    # The audit waits for another audit run of its own (infra/plan/audit_job.py).
+    assert {job: policy.overlap.value for job, policy in table.jobs.items() if policy.overlap != "allow"} == {
+        "eos-prod_missed-run-audit": "wait"
+    }
+    assert table.audit is not None
 
 
 def test_configured_ingress_and_env_without_handlers() -> None:
@@ -233,15 +250,15 @@ def test_configured_ingress_and_env_without_handlers() -> None:
             jobs=[valid_job(attemptDeadlineSeconds=300, retry=retry)],
         )
     )
-    service = mock_stack(settings).one(FUNCTION).inputs["serviceConfig"]
+    stack = mock_stack(settings)
+    service = stack.one(FUNCTION).inputs["serviceConfig"]
     assert service["ingressSettings"] == "ALLOW_ALL"
     assert service["timeoutSeconds"] == 300
     assert service["environmentVariables"]["LEASE_SECONDS"] == "120"
     assert service["environmentVariables"]["JOB_TIME_LIMIT_SECONDS"] == "295"
     assert service["environmentVariables"]["RETENTION_SECONDS"] == "7200"
     # Only the audit job has a handler of its own.
-    handlers = json.loads(service["environmentVariables"]["JOB_HANDLERS"])
-    assert handlers == {"eos-prod_missed-run-audit": AUDIT_HANDLER}
+    assert table_handlers(shipped_table(stack.resources)) == {"eos-prod_missed-run-audit": AUDIT_HANDLER}
 
 
 def test_scheduler_jobs_post_to_the_function_with_oidc(stack: MockedStack) -> None:
@@ -338,8 +355,8 @@ def test_run_records_growing_fields_are_exempt_from_indexing_one_field_operation
 def test_without_the_missed_run_audit_the_stack_schedules_only_the_configured_jobs() -> None:
     stack = mock_stack(build(valid_values(missedRunAudit=False)))
     assert [job.inputs["name"] for job in stack.of_type(JOB)] == ["eos-prod_every-5"]
-    environment = stack.one(FUNCTION).inputs["serviceConfig"]["environmentVariables"]
-    assert "AUDIT_JOBS" not in environment and "JOB_HANDLERS" not in environment
+    table = shipped_table(stack.resources)
+    assert table.audit is None and table_handlers(table) == {}
     assert stack.of_type(OFFSET) == []
     # The other alerts do not depend on the audit; the missed-run alert then stays silent.
     assert len(stack.of_type("gcp:monitoring/alertPolicy:AlertPolicy")) == len(ALERTS)

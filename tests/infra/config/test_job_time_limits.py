@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -10,10 +9,11 @@ import yaml
 
 from exactly_once.config import FunctionConfig
 from infra.config.schema import REPO_ROOT, SettingsError
-from infra.settings.environment import function_environment
+from infra.settings.environment import function_environment, job_table
 from infra.settings.timing_checks import timing_advisories, timing_errors
 from infra.timing import rules as timing
 from tests.infra.conftest import DEMO_HANDLER, NAMESPACE, build, valid_job
+from tests.support.stack_tables import stack_function_env
 from tools.mocked_program import run_mocked_stack
 
 RETRY = {"retryCount": 5, "minBackoffSeconds": 60, "maxBackoffSeconds": 3600, "maxDoublings": 4}
@@ -57,9 +57,12 @@ def test_a_five_minute_job_and_a_twenty_minute_job_share_a_stack() -> None:
     assert timing_errors(settings) == [] and timing_advisories(settings) == []
     env = function_environment(settings)
     assert env["JOB_TIME_LIMIT_SECONDS"] == "1200"
-    assert json.loads(env["JOB_TIME_LIMITS"]) == {settings.scheduler_job_id(short): 55}
-    # What the function reads from that environment: each job by its deployed id.
-    config = FunctionConfig.from_env(env)
+    table = job_table(settings)
+    assert {job: policy.time_limit_seconds for job, policy in table.jobs.items()} == {
+        settings.scheduler_job_id(short): 55
+    }
+    # What the function reads from that environment and table: each job by its deployed id.
+    config = FunctionConfig.from_env(stack_function_env(settings))
     assert config.time_limit_for(settings.scheduler_job_id(short)) == 55
     assert config.time_limit_for(settings.scheduler_job_id(long)) == 1200
     # And what the stack deploys: each Scheduler job waits as long as its own job may run.
@@ -73,7 +76,7 @@ def test_without_limits_of_their_own_the_function_timeout_is_every_jobs() -> Non
     settings = build(without_none({**short_and_long(), "jobs": [valid_job(attemptDeadlineSeconds=None)]}))
     (job,) = settings.jobs
     assert settings.job_time_limit(job) == 1200 and job.attempt_deadline_seconds == 1205
-    assert "JOB_TIME_LIMITS" not in function_environment(settings)
+    assert all(policy.time_limit_seconds is None for policy in job_table(settings).jobs.values())
 
 
 def test_a_limit_beyond_the_function_explains_why_in_one_sentence() -> None:

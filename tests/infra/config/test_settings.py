@@ -11,11 +11,16 @@ from typing import Any
 import pytest
 import yaml
 
-from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, DEFAULT_LEASE_SECONDS, DEFAULT_RUNS_COLLECTION
+from exactly_once.config import (
+    DEFAULT_IDEMPOTENCY_COLLECTION,
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_RUNS_COLLECTION,
+    FunctionConfig,
+)
 from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 from infra.config.schema import CONFIG_KEYS, REPO_ROOT, SettingsError
 from infra.plan.headers import headers_for
-from infra.settings.environment import function_environment
+from infra.settings.environment import function_environment, job_table
 from infra.settings.jobs import DEFAULT_RETRY
 from infra.settings.loading import load_stack_settings, settings_from_config
 from infra.settings.stack import StackSettings
@@ -31,6 +36,7 @@ from tests.infra.conftest import (
     valid_job,
     valid_values,
 )
+from tests.support.stack_tables import stack_function_env
 from tests.support.stacks import fixture_stack
 
 # --- defaults and derived values -------------------------------------------------------------
@@ -94,14 +100,16 @@ def test_headers_add_content_type_only_with_a_body(two_job_settings: StackSettin
     assert without_body.body_bytes() is None
 
 
-def test_function_environment_lists_per_job_handlers_only_when_set(two_job_settings: StackSettings) -> None:
+def test_the_job_table_lists_per_job_handlers_only_when_set(two_job_settings: StackSettings) -> None:
     env = function_environment(two_job_settings)
     # Keyed by the job name the function receives (the deployed Cloud Scheduler job id).
-    assert json.loads(env["JOB_HANDLERS"]) == {"eos-prod_every-5": "jobs.noop:do_nothing"}
+    assert FunctionConfig.from_env(stack_function_env(two_job_settings)).job_handlers == {
+        "eos-prod_every-5": "jobs.noop:do_nothing"
+    }
     assert two_job_settings.scheduler_job_id("every-5") == "eos-prod_every-5"
     assert (env["LEASE_SECONDS"], env["JOB_TIME_LIMIT_SECONDS"]) == ("30", "55")
     assert env["RETENTION_SECONDS"] == "86400"
-    assert "JOB_HANDLERS" not in function_environment(build(valid_values()))
+    assert job_table(build(valid_values())).jobs == {}
 
 
 # --- validation errors name the config key and the numbers ------------------------------------

@@ -1,16 +1,15 @@
 """`jobs[].startingDeadlineSeconds`: validated by key, judged against the job's retries, and
-carried to the function as JOB_STARTING_DEADLINES."""
+carried to the function in its job table."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from exactly_once.config import JOB_STARTING_DEADLINES_ENV, FunctionConfig
-from infra.settings.environment import function_environment
+from exactly_once.config import FunctionConfig
+from infra.settings.environment import job_table
 from infra.settings.timing_checks import timing_advisories, timing_errors
 from tests.infra.conftest import NAMESPACE, build, error_of, valid_job, valid_values
+from tests.support.stack_tables import shipped_table, stack_function_env
 from tools.mocked_program import run_mocked_stack
 
 KEY = f"{NAMESPACE}:jobs[0].startingDeadlineSeconds"
@@ -21,19 +20,19 @@ def test_a_deadline_reaches_the_function_by_the_deployed_job_id() -> None:
     timed, other = settings.jobs
     assert (timed.starting_deadline_seconds, other.starting_deadline_seconds) == (600, None)
     assert timing_errors(settings) == [] and timing_advisories(settings) == []
-    env = function_environment(settings)
-    assert json.loads(env[JOB_STARTING_DEADLINES_ENV]) == {settings.scheduler_job_id(timed): 600}
-    config = FunctionConfig.from_env(env)
+    table = job_table(settings)
+    assert table.jobs[settings.scheduler_job_id(timed)].starting_deadline_seconds == 600
+    config = FunctionConfig.from_env(stack_function_env(settings))
     assert config.starting_deadlines == {settings.scheduler_job_id(timed): 600.0}
-    (function,) = [
-        r for r in run_mocked_stack(settings) if r.type == "gcp:cloudfunctionsv2/function:Function"
-    ]
-    deployed = function.inputs["serviceConfig"]["environmentVariables"]
-    assert json.loads(deployed[JOB_STARTING_DEADLINES_ENV]) == {settings.scheduler_job_id(timed): 600}
+    # What the program ships: the same entries, and the audit job's (which the program adds).
+    deployed = shipped_table(run_mocked_stack(settings))
+    assert {job: deployed.jobs[job] for job in table.jobs} == table.jobs
 
 
-def test_without_a_deadline_the_function_gets_no_variable() -> None:
-    assert JOB_STARTING_DEADLINES_ENV not in function_environment(build(valid_values()))
+def test_without_a_deadline_the_function_gets_none() -> None:
+    table = job_table(build(valid_values()))
+    assert all(policy.starting_deadline_seconds is None for policy in table.jobs.values())
+    assert FunctionConfig.from_env(stack_function_env(build(valid_values()))).starting_deadlines == {}
 
 
 @pytest.mark.parametrize("value", ["10m", True, None, [60]])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -14,6 +15,7 @@ import pytest
 import tools.mocked_program as harness
 from exactly_once import log_fields
 from exactly_once.audit.config import AuditConfig
+from exactly_once.config import JobTable
 from exactly_once.delivery.handler import ScheduledRunHandler
 from exactly_once.delivery.outcomes import Answer, Outcome
 from exactly_once.delivery.report import DeliveryReport
@@ -29,10 +31,12 @@ from infra.monitoring.dashboard import (
     without_defaults,
 )
 from infra.monitoring.operations import declare_operations
-from infra.plan.audit_job import AUDIT_HANDLER, audit_environment, with_audit_job
-from infra.resources.function import audit_function_environment
+from infra.plan.audit_job import AUDIT_HANDLER, audit_config, with_audit_job
+from infra.resources.function import job_table_text
+from infra.settings.environment import job_table
 from infra.settings.jobs import AUDIT_JOB_NAME
 from policy.offline import violations
+from tests.support.stack_tables import shipped_table
 from tests.support.stacks import dev_stack_resources, fixture_stack
 
 METRIC = "gcp:logging/metric:Metric"
@@ -311,26 +315,27 @@ def test_preview_declares_the_same_resources() -> None:
     assert sorted(name for _, name, _ in declared(preview=True)) == sorted(name for _, name, _ in declared())
 
 
-def test_the_audit_environment_carries_when_each_job_was_created() -> None:
+def test_the_shipped_audit_config_carries_when_each_job_was_created() -> None:
     settings = with_audit_job(fixture_stack("dev"))
     pulumi.runtime.set_mocks(harness.GcpMocks("acme"), project=project_name(), stack="dev", preview=False)
 
     @pulumi.runtime.test
     def program() -> pulumi.Output[Any]:
         created = {settings.jobs[0].name: pulumi.Output.from_input("2026-11-29T10:20:00Z")}
-        return pulumi.Output.from_input(audit_function_environment(settings, created)["AUDIT_JOBS"]).apply(
-            check
-        )
+        return pulumi.Output.all(job_table_text(settings, created), job_table_text(settings)).apply(check)
 
-    def check(text: str) -> None:
-        config = AuditConfig.from_json(text)
+    def check(texts: list[str]) -> None:
+        with_created, without = (JobTable.from_json(text, "shipped", math.inf) for text in texts)
+        assert with_created.audit is not None
+        config = AuditConfig.from_raw(with_created.audit)
         assert [job.not_before for job in config.jobs] == [
             datetime(2026, 11, 29, 10, 20, tzinfo=UTC),
             *([None] * (len(settings.jobs) - 1)),
         ]
+        # Without creation times, the table is the one the settings alone describe.
+        assert without == job_table(settings, audit_config(settings))
 
     program()
-    assert audit_function_environment(settings) == audit_environment(settings)
 
 
 def test_the_monitoring_resources_pass_every_policy() -> None:
@@ -351,13 +356,8 @@ def test_the_audit_job_is_scheduled_hourly_through_the_handler(dev_stack_with_au
     }
     audit = jobs[fixture_stack("dev").scheduler_job_id(AUDIT_JOB_NAME)]
     assert audit["schedule"] == "5 * * * *"
-    (function,) = [
-        r.inputs
-        for r in dev_stack_with_audit
-        if r.type == "gcp:cloudfunctionsv2/function:Function" and r.inputs["name"].endswith("handler")
-    ]
-    handlers = json.loads(function["serviceConfig"]["environmentVariables"]["JOB_HANDLERS"])
-    assert handlers[fixture_stack("dev").scheduler_job_id(AUDIT_JOB_NAME)] == AUDIT_HANDLER
+    table = shipped_table(dev_stack_with_audit)
+    assert table.jobs[fixture_stack("dev").scheduler_job_id(AUDIT_JOB_NAME)].handler == AUDIT_HANDLER
 
 
 def test_the_stack_with_the_audit_job_passes_every_policy(dev_stack_with_audit) -> None:

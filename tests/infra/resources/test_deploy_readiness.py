@@ -12,18 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from infra.component import REQUIRED_APIS
 from infra.config.schema import REPO_ROOT, SettingsError, project_name
 from infra.plan.audit_job import with_audit_job
-from infra.settings.environment import function_environment
+from infra.settings.environment import job_table
 from infra.settings.loading import load_stack_settings
 from infra.settings.timing_checks import timing_advisories
 from infra.targets.bigquery import BIGQUERY_API
 from infra.targets.workflow import KIND as WORKFLOW_KIND
 from infra.timing import rules as timing
 from tests.infra.conftest import build, valid_job, valid_values
+from tests.support.stack_tables import shipped_table
 from tests.support.stacks import FIXTURE_STACKS, fixture_stack
 from tools.mocked_program import OFFSET, SLEEP, MockedResource, MockedStack, mock_stack
 
@@ -259,13 +259,14 @@ def test_overlap_policies_reach_the_function_by_deployed_job_id() -> None:
             ]
         )
     )
-    env = mock_stack(settings).one(FUNCTION).inputs["serviceConfig"]["environmentVariables"]
-    assert yaml.safe_load(env["JOB_OVERLAP"]) == {
+    table = shipped_table(mock_stack(settings).resources)
+    assert {job: policy.overlap.value for job, policy in table.jobs.items() if policy.overlap != "allow"} == {
         "eos-prod_a": "skip",
         "eos-prod_b": "wait",
         "eos-prod_missed-run-audit": "wait",  # two audit runs never judge at once
     }
-    assert "JOB_OVERLAP" not in function_environment(build(valid_values(jobs=[valid_job(overlap="allow")])))
+    allowing = job_table(build(valid_values(jobs=[valid_job(overlap="allow")])))
+    assert all(policy.overlap == "allow" for policy in allowing.jobs.values())
 
 
 def test_an_unknown_overlap_policy_names_the_key() -> None:

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from exactly_once.audit.config import AUDIT_JOBS_ENV, AuditConfig, CatchupRuns
+from exactly_once.audit.config import AuditConfig, CatchupRuns
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, PROJECT_HEADER
 from infra.plan.catchup import function_url, queue_path
 from infra.plan.needs import CLOUD_TASKS_API
 from infra.resources.catchup_queue import ACT_AS_ROLE, ENQUEUER_ROLE
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
+from tests.support.stack_tables import shipped_table
 from tools.mocked_program import MockedStack, mock_stack
 
 JOB = "gcp:cloudscheduler/job:Job"
@@ -44,8 +45,9 @@ def _scheduler_job(stack: MockedStack, name: str) -> dict[str, Any]:
 
 
 def _audit_config(stack: MockedStack) -> AuditConfig:
-    env = stack.one(FUNCTION).inputs["serviceConfig"]["environmentVariables"]
-    return AuditConfig.from_json(env[AUDIT_JOBS_ENV])
+    table = shipped_table(stack.resources)
+    assert table.audit is not None
+    return AuditConfig.from_raw(table.audit)
 
 
 def _member(stack: MockedStack, account: str) -> str:

@@ -13,6 +13,7 @@ import pytest
 from exactly_once.targets.job_specs import BIGQUERY_HANDLER, CLOUD_RUN_HANDLER
 from policy.offline import violations
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
+from tests.support.stack_tables import shipped_table, table_handlers
 from tools.mocked_program import MockedStack, mock_stack
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
@@ -70,8 +71,9 @@ def roles_of(stack: MockedStack, type_: str) -> set[tuple[str, str]]:
 
 def test_the_function_is_told_what_each_job_starts(stack: MockedStack) -> None:
     env = function_env(stack)
-    assert json.loads(env["JOB_HANDLERS"])["eos-prod_export"] == CLOUD_RUN_HANDLER
-    assert json.loads(env["JOB_HANDLERS"])["eos-prod_rollup"] == BIGQUERY_HANDLER
+    handlers = table_handlers(shipped_table(stack.resources))
+    assert handlers["eos-prod_export"] == CLOUD_RUN_HANDLER
+    assert handlers["eos-prod_rollup"] == BIGQUERY_HANDLER
     assert json.loads(env["CLOUD_RUN_JOBS"]) == {
         "eos-prod_export": {"job": EXPORT_JOB, "args": ["--day"], "taskCount": 2}
     }

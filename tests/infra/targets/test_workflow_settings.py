@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from infra.plan.headers import headers_for
-from infra.settings.environment import function_environment, token_check_environment
+from infra.settings.environment import job_table, token_check_environment
 from infra.settings.timing_checks import timing_advisories
 from tests.infra.conftest import NAMESPACE, build, error_of, valid_job, valid_values
+from tests.support.stack_tables import table_handlers
 
 EXISTING_WORKFLOW = "projects/p/locations/us-central1/workflows/w"
 
@@ -38,9 +39,7 @@ def test_sample_workflow_job_defaults_its_handler_and_sends_the_workflow_body() 
     }
     assert headers_for(settings, job)["Content-Type"] == "application/json"
     assert uses_workflows(settings) and settings.sample_workflow_jobs() == (job,)
-    assert json.loads(function_environment(settings)["JOB_HANDLERS"]) == {
-        "eos-prod_every-5": WORKFLOWS_HANDLER
-    }
+    assert table_handlers(job_table(settings)) == {"eos-prod_every-5": WORKFLOWS_HANDLER}
 
 
 def test_existing_workflow_job_has_a_static_body() -> None:

@@ -18,6 +18,7 @@ from infra.plan.audit_job import AUDIT_HANDLER
 from infra.samples.workflows import SAMPLE_WORKFLOW_FILE
 from infra.targets.workflow import KIND as WORKFLOW_KIND
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
+from tests.support.stack_tables import shipped_table, table_handlers
 from tests.support.stacks import dev_stack_resources
 from tools.mocked_program import MockedStack, mock_stack
 
@@ -121,8 +122,8 @@ def test_existing_workflow_job_gets_the_grant_but_no_sample(job: dict[str, Any])
         base64.b64decode(named(existing, JOB, f"eos-job-{job['name']}").inputs["httpTarget"]["body"])
     )
     assert body == {"workflow": EXISTING}
-    env = existing.one(FUNCTION).inputs["serviceConfig"]["environmentVariables"]
-    assert json.loads(env["JOB_HANDLERS"]) == {f"eos-prod_{job['name']}": WORKFLOWS_HANDLER, **AUDIT}
+    handlers = table_handlers(shipped_table(existing.resources))
+    assert handlers == {f"eos-prod_{job['name']}": WORKFLOWS_HANDLER, **AUDIT}
 
 
 # --- the token-check function -----------------------------------------------------------------
@@ -215,8 +216,8 @@ def test_workflow_job_posts_to_the_dedup_function_with_the_workflow_in_its_body(
         "workflow": f"projects/{PROJECT}/locations/{REGION}/workflows/eos-prod_report",
         "argument": {"kind": "daily"},
     }
-    env = named(stack, FUNCTION, "eos-function").inputs["serviceConfig"]["environmentVariables"]
-    assert json.loads(env["JOB_HANDLERS"]) == {"eos-prod_report": WORKFLOWS_HANDLER, **AUDIT}
+    handlers = table_handlers(shipped_table(stack.resources))
+    assert handlers == {"eos-prod_report": WORKFLOWS_HANDLER, **AUDIT}
 
 
 def test_component_outputs_name_the_token_check_and_the_workflows(stack: MockedStack) -> None:

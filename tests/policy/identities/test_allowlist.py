@@ -44,7 +44,8 @@ def test_allowlist_has_a_reason_for_every_role() -> None:
         allowed = PROJECT_ROLE_ALLOWLIST[role]
         assert (allowed.holders, allowed.proxy_module) == ((Holder.PROXY_RUNTIME,), module)
         assert (
-            allowed.holders_shown() == f"the runtime account of a function whose JOB_HANDLER(S) use {module}"
+            allowed.holders_shown()
+            == f"the runtime account of a function whose JOB_HANDLER or job table handlers use {module}"
         )
 
 

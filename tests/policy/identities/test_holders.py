@@ -4,11 +4,11 @@ the runtime account for roles/datastore.user, the build account for roles/loggin
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyResource
 
+from policy.engine.types import BUCKET_OBJECT
 from policy.offline import UNKNOWN_STRING, Reported, run_stack_policy, stack_policy, stack_resource
 from policy.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
 from tests.policy import fixtures
@@ -28,12 +28,13 @@ OTHER_SA = "someone@my-project.iam.gserviceaccount.com"
 
 
 def proxy_function(**env: str) -> dict[str, Any]:
-    function = fixtures.function()
-    function["serviceConfig"]["environmentVariables"] |= {
-        "JOB_HANDLER": "jobs.demo:run_demo_job",
-        "JOB_HANDLERS": json.dumps({"report": WORKFLOWS_HANDLER}),
-    } | env
+    """A function whose table (PROXY_TABLE, in its source) runs the Workflows proxy for a job."""
+    function = fixtures.with_table(fixtures.function())
+    function["serviceConfig"]["environmentVariables"] |= {"JOB_HANDLER": "jobs.demo:run_demo_job"} | env
     return function
+
+
+PROXY_TABLE = fixtures.table_of({"report": {"handler": WORKFLOWS_HANDLER}})
 
 
 def grant(role: str, account: Any) -> dict[str, Any]:
@@ -41,8 +42,10 @@ def grant(role: str, account: Any) -> dict[str, Any]:
     return {"project": "my-project", "role": role, "member": member}
 
 
-def holders(function: dict[str, Any], *grants: dict[str, Any]) -> Reported:
+def holders(function: dict[str, Any], *grants: dict[str, Any], table: str | None = PROXY_TABLE) -> Reported:
+    """The policy on `function`, its source object holding `table` (None: not known yet)."""
     resources = [stack_resource(FUNCTION_V2, "eos-function", function)]
+    resources.append(stack_resource(BUCKET_OBJECT, "eos-source-zip", fixtures.source_object(table)))
     resources += [stack_resource(PROJECT_IAM_MEMBER, f"grant-{i}", g) for i, g in enumerate(grants)]
     return run_stack_policy(stack_policy("project-role-holders"), resources)
 
@@ -57,15 +60,19 @@ def test_workflows_invoker_for_the_proxy_functions_runtime_account_passes() -> N
 
 
 def test_workflows_invoker_via_job_handler_alone_passes() -> None:
-    function = proxy_function(JOB_HANDLER=WORKFLOWS_HANDLER, JOB_HANDLERS="{}")
-    assert holders(function, grant("roles/workflows.invoker", fixtures.RUNTIME_SA.upper())).violations == []
+    function = proxy_function(JOB_HANDLER=WORKFLOWS_HANDLER)
+    invoker = grant("roles/workflows.invoker", fixtures.RUNTIME_SA.upper())
+    assert holders(function, invoker, table=fixtures.table_of({})).violations == []
 
 
 def test_workflows_invoker_for_another_account_is_rejected() -> None:
     [(message, urn)] = holders(proxy_function(), grant("roles/workflows.invoker", OTHER_SA)).violations
     assert urn is not None and urn.endswith("::grant-0")
     assert f"roles/workflows.invoker is granted project-wide to 'serviceAccount:{OTHER_SA}'" in message
-    assert "whose JOB_HANDLER(S) use jobs.workflows" in message and fixtures.RUNTIME_SA in message
+    assert (
+        "whose JOB_HANDLER or job table handlers use jobs.workflows" in message
+        and fixtures.RUNTIME_SA in message
+    )
 
 
 def test_workflows_invoker_without_a_proxy_job_is_rejected() -> None:
@@ -92,8 +99,8 @@ def test_unknown_member_account_or_handlers_are_not_reported() -> None:
     unknown_account = proxy_function()
     unknown_account["serviceConfig"]["serviceAccountEmail"] = UNKNOWN_STRING
     assert holders(unknown_account, grant("roles/workflows.invoker", OTHER_SA)).violations == []
-    unknown_handlers = proxy_function(JOB_HANDLERS=UNKNOWN_STRING)
-    assert holders(unknown_handlers, grant("roles/workflows.invoker", OTHER_SA)).violations == []
+    # A table not known until the update (a first preview).
+    assert holders(proxy_function(), grant("roles/workflows.invoker", OTHER_SA), table=None).violations == []
     unknown_service = fixtures.function() | {"serviceConfig": UNKNOWN_STRING}
     assert holders(unknown_service, grant("roles/workflows.invoker", OTHER_SA)).violations == []
 
@@ -115,10 +122,12 @@ def test_job_user_is_held_only_by_the_bigquery_proxy_s_runtime_account() -> None
     plain = stack_with(PROJECT_IAM_MEMBER, grant)
     [message] = run_stack_policy(stack_policy("project-role-holders"), plain).messages
     assert "jobs.bigquery_job" in message
-    function = fixtures.function()
-    handlers = {"eos-prod_rollup": "jobs.bigquery_job:run_bigquery_job"}
-    function["serviceConfig"]["environmentVariables"]["JOB_HANDLERS"] = json.dumps(handlers)
-    proxy = stack_with(PROJECT_IAM_MEMBER, grant, function)
+    function = fixtures.with_table(fixtures.function())
+    table = fixtures.table_of({"eos-prod_rollup": {"handler": "jobs.bigquery_job:run_bigquery_job"}})
+    proxy = [
+        *stack_with(PROJECT_IAM_MEMBER, grant, function),
+        stack_resource(BUCKET_OBJECT, "eos-source-zip", fixtures.source_object(table)),
+    ]
     assert run_stack_policy(stack_policy("project-role-holders"), proxy).messages == []
 
 

@@ -6,8 +6,7 @@ import json
 
 from pulumi_policy import EnforcementLevel
 
-from exactly_once.audit.config import AUDIT_JOBS_ENV
-from policy.offline import UNKNOWN_STRING, Reported, run_stack_policy, stack_policy
+from policy.offline import Reported, run_stack_policy, stack_policy
 from tests.policy import fixtures
 
 
@@ -32,13 +31,15 @@ def _audit_jobs(
     )
 
 
-def check(audit_jobs: str | None, retention: str = "86400") -> Reported:
+def check(audit_jobs: str | None, retention: str = "86400", *, unknown: bool = False) -> Reported:
+    """The policy on a stack whose job table holds `audit_jobs` (JSON) as its `audit` (None: no
+    audit; `unknown`: a table not known until the update)."""
     function = fixtures.function()
     env = function["serviceConfig"]["environmentVariables"]
     env["RETENTION_SECONDS"] = retention
-    if audit_jobs is not None:
-        env[AUDIT_JOBS_ENV] = audit_jobs
-    return run_stack_policy(stack_policy("catchup-window"), fixtures.stack(function=function))
+    table = None if unknown else '{"jobs": {}' + (f', "audit": {audit_jobs}' if audit_jobs else "") + "}"
+    resources = fixtures.stack(function=function, table=table, table_unknown=unknown)
+    return run_stack_policy(stack_policy("catchup-window"), resources)
 
 
 def test_the_rule_is_mandatory() -> None:
@@ -49,7 +50,7 @@ def test_a_window_the_audit_can_serve_passes() -> None:
     assert check(_audit_jobs(4500)).violations == []
     assert check(_audit_jobs(86400)).violations == []
     assert check(None).violations == []  # no audit
-    assert check(UNKNOWN_STRING).violations == []  # preview
+    assert check(None, unknown=True).violations == []  # preview
 
 
 def test_a_window_shorter_than_retry_window_and_interval_is_refused_naming_the_numbers() -> None:
@@ -67,7 +68,9 @@ def test_a_window_longer_than_the_retention_is_refused() -> None:
 
 def test_a_malformed_audit_config_is_reported() -> None:
     [(message, _)] = check("{not json").violations
-    assert f"{AUDIT_JOBS_ENV}: not JSON" in message
+    assert "(JOB_TABLE): (file): not JSON" in message
+    [(message, _)] = check('{"jobs": "all"}').violations
+    assert "function 'eos-function' job table's audit: " in message and "interval_seconds" in message
 
 
 def test_a_window_holding_more_runs_than_the_audit_walks_is_refused() -> None:

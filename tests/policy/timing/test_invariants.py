@@ -3,12 +3,12 @@ calls, and scheduler-timing-invariants and -advisories across the pair."""
 
 from __future__ import annotations
 
-import json
-
+import pulumi
 import pytest
 from pulumi_policy import EnforcementLevel, PolicyResource
 
 from infra.timing import rules as timing
+from policy.engine.types import BUCKET_OBJECT
 from policy.offline import (
     UNKNOWN_NUMBER,
     UNKNOWN_STRING,
@@ -53,26 +53,36 @@ def test_a_time_limit_reaching_the_timeout_is_reported_on_the_job() -> None:
     [message] = [m for m, _ in violations]
     assert "[time-limit-before-timeout]" in message
     assert "serviceConfig.timeoutSeconds" in message
-    assert "Fix: keep JOB_TIME_LIMIT_SECONDS and each JOB_TIME_LIMITS entry" in message
+    assert "Fix: keep JOB_TIME_LIMIT_SECONDS and each job table entry's time_limit_seconds" in message
 
 
-def test_a_jobs_own_time_limit_is_read_from_job_time_limits_by_its_name() -> None:
+def test_a_jobs_own_time_limit_is_read_from_the_job_table_by_its_name() -> None:
     """One function, a job with a limit of its own: that limit is the one judged."""
-    function, job = fixtures.function(), fixtures.job()
-    variables = function["serviceConfig"]["environmentVariables"]
-    variables["JOB_TIME_LIMITS"] = json.dumps({job["name"]: 20})
+    job = fixtures.job()
+    table = fixtures.table_of({job["name"]: {"time_limit_seconds": 20}})
     # Its attempt deadline still waits for the whole function: an advisory about the job's own limit.
-    [message] = advisories(fixtures.stack(function=function, job=job)).messages
+    [message] = advisories(fixtures.stack(job=job, table=table)).messages
     assert "[deadline-matches-timeout]" in message and "time limit + 5s = 25s" in message
-    assert "JOB_TIME_LIMITS[<job>]" in message
+    assert "the job table's jobs[<job>].time_limit_seconds" in message
     job["attemptDeadline"] = "25s"
-    assert advisories(fixtures.stack(function=function, job=job)).violations == []
-    variables["JOB_TIME_LIMITS"] = json.dumps({job["name"]: 58})  # beyond the 60 s timeout less 5 s
-    [message] = invariants(fixtures.stack(function=function, job=job)).messages
+    assert advisories(fixtures.stack(job=job, table=table)).violations == []
+    beyond = fixtures.table_of({job["name"]: {"time_limit_seconds": 58}})  # beyond the 60 s timeout less 5 s
+    [message] = invariants(fixtures.stack(job=job, table=beyond)).messages
     assert "[time-limit-before-timeout]" in message and "the job's time limit 58s" in message
-    variables["JOB_TIME_LIMITS"] = "{not json"
-    [message] = invariants(fixtures.stack(function=function, job=job)).messages
-    assert "JOB_TIME_LIMITS '{not json' is not a JSON object of numbers by job" in message
+    [message] = invariants(fixtures.stack(job=job, table="{not json")).messages
+    assert "job_table.json in function 'eos-function''s source (JOB_TABLE): (file): not JSON" in message
+    # A table the pack cannot read yet (a first preview) is skipped, as any unknown is.
+    assert invariants(fixtures.stack(job=job, table_unknown=True)).violations == []
+    assert advisories(fixtures.stack(job=job, table_unknown=True)).violations == []
+
+
+def test_a_table_the_source_does_not_hold_is_reported() -> None:
+    """JOB_TABLE names a file the archive lacks: the function would refuse to start."""
+    function, source = fixtures.stack(table="{}")[0], fixtures.source_object(None)
+    source["source"] = pulumi.AssetArchive({"main.py": pulumi.StringAsset("")})
+    resources = [function, *fixtures.stack(table="{}")[1:2], stack_resource(BUCKET_OBJECT, "zip", source)]
+    [message] = invariants(resources).messages
+    assert "JOB_TABLE='job_table.json', but its source archive holds no job_table.json" in message
 
 
 def test_a_lease_too_short_to_renew_is_reported() -> None:
@@ -239,21 +249,21 @@ def test_retries_outlasting_the_schedule_interval_are_advisory_only() -> None:
     assert invariants(resources).violations == []
 
 
-def test_a_jobs_starting_deadline_is_read_from_job_starting_deadlines_by_its_name() -> None:
-    function, job = fixtures.function(), fixtures.job()
-    variables = function["serviceConfig"]["environmentVariables"]
-    variables["JOB_STARTING_DEADLINES"] = json.dumps({job["name"]: 3600})
-    resources = fixtures.stack(function=function, job=job)
+def test_a_jobs_starting_deadline_is_read_from_the_job_table_by_its_name() -> None:
+    job = fixtures.job()
+
+    def deadline(name: str, seconds: object) -> str:
+        return fixtures.table_of({name: {"starting_deadline_seconds": seconds}})
+
+    resources = fixtures.stack(job=job, table=deadline(job["name"], 3600))
     assert invariants(resources).violations == [] and advisories(resources).violations == []
-    variables["JOB_STARTING_DEADLINES"] = json.dumps({job["name"]: 5})
-    [message] = invariants(fixtures.stack(function=function, job=job)).messages
+    [message] = invariants(fixtures.stack(job=job, table=deadline(job["name"], 5))).messages
     assert "[starting-deadline-range]" in message and "starting deadline 5s" in message
-    assert "JOB_STARTING_DEADLINES[<job>]" in message
-    variables["JOB_STARTING_DEADLINES"] = json.dumps({"another-job": 5})  # not this job's
-    assert invariants(fixtures.stack(function=function, job=job)).violations == []
-    variables["JOB_STARTING_DEADLINES"] = "[5]"
-    [message] = invariants(fixtures.stack(function=function, job=job)).messages
-    assert "JOB_STARTING_DEADLINES '[5]' is not a JSON object of numbers by job" in message
+    assert "the job table's jobs[<job>].starting_deadline_seconds" in message
+    # Not this job's.
+    assert invariants(fixtures.stack(job=job, table=deadline("another-job", 5))).violations == []
+    [message] = invariants(fixtures.stack(job=job, table=deadline(job["name"], [5]))).messages
+    assert "starting_deadline_seconds: [5] must be a number of seconds above 0" in message
 
 
 def test_the_gap_between_runs_is_read_in_the_jobs_time_zone() -> None:
