@@ -17,34 +17,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from exactly_once.config import JOB_TABLE_ENV, JOB_TABLE_FILE, FunctionConfig
 from infra.plan.audit_job import audit_config, with_audit_job
 from infra.settings.environment import environment_bytes, function_environment, function_secrets, job_table
-from infra.settings.loading import settings_from_config
-from infra.settings.stack import StackSettings
-
-# An ordinary job: hourly, with the default retries and a handler of its own.
-SCALE_HANDLER = "jobs.noop:do_nothing"
-
-
-def scale_values(jobs: int) -> dict[str, Any]:
-    """A stack config of `jobs` hourly jobs, each naming its handler."""
-    return {
-        "functionTimeoutSeconds": 60,
-        "jobs": [
-            {"name": f"job-{index:04d}", "schedule": "0 * * * *", "handler": SCALE_HANDLER}
-            for index in range(jobs)
-        ],
-    }
-
-
-def scale_settings(jobs: int) -> StackSettings:
-    """The settings of `scale_values(jobs)`, through every check the stack's config gets."""
-    return settings_from_config(
-        scale_values(jobs), project="acme-scale", region="europe-west1", stack="prod", namespace="eos"
-    )
+from tools.scale_stack import scale_settings
 
 
 @dataclass(frozen=True)

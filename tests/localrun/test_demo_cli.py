@@ -39,6 +39,7 @@ def write_stack(folder: Path, name: str, *jobs: dict[str, Any]) -> None:
     config = {
         "gcp:project": "fork-project",
         "gcp:region": "us-central1",
+        f"{project_name()}:jobHandler": "jobs.demo:run_demo_job",
         f"{project_name()}:jobs": list(jobs),
     }
     (folder / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}))

@@ -34,6 +34,7 @@ def fork_with(tmp_path: Path, job: dict[str, Any]) -> Path:
         "config": {
             "gcp:project": "fork-project",
             "gcp:region": "us-central1",
+            f"{project_name()}:jobHandler": "jobs.demo:run_demo_job",
             f"{project_name()}:jobs": [
                 {
                     "schedule": "*/15 * * * *",

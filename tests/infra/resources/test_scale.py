@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from bench.scale import SCALE_HANDLER, scale_settings
 from exactly_once.config import JOB_TABLE_ENV, JOB_TABLE_FILE
 from infra.settings.environment import (
     MAX_ENVIRONMENT_BYTES,
@@ -20,6 +19,7 @@ from policy.policies import FUNCTION_V2
 from tests.infra.conftest import NAMESPACE, build, error_of, valid_job, valid_values
 from tests.support.stack_tables import shipped_table, table_handlers
 from tools.mocked_program import mock_stack
+from tools.scale_stack import SCALE_HANDLER, scale_settings
 
 PAD = "REPORT_PADDING"
 
