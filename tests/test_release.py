@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import exactly_once
 
@@ -114,6 +115,12 @@ def test_the_version_is_defined_once_in_the_package() -> None:
 
 def test_the_templates_version_is_the_packages() -> None:
     assert _project(REPO_ROOT / "pyproject.toml")["project"]["version"] == exactly_once.__version__
+
+
+def test_the_policy_packs_version_is_the_packages() -> None:
+    """`pulumi preview --policy-pack policy` names the pack's version: the template's."""
+    pack = yaml.safe_load((REPO_ROOT / "policy" / "PulumiPolicy.yaml").read_text(encoding="utf-8"))
+    assert pack["version"] == exactly_once.__version__
 
 
 def test_the_upgrading_page_finds_the_releases_the_changelog_names() -> None:
