@@ -96,7 +96,8 @@ class AuditCosts:
 
 def measure_audit(project: str, jobs: int = AUDIT_JOBS, missing: int = AUDIT_MISSING) -> AuditCosts:
     """The audit of an hour of `jobs` on the emulator's `project` (FIRESTORE_EMULATOR_HOST);
-    refuses to report one that did not find exactly the runs left out."""
+    refuses to report one that did not find exactly the runs left out. The seeding is the scale
+    test's, imported here only, so `python -m bench.scale` runs without the tests' modules."""
     from exactly_once.delivery.scheduler_request import format_rfc3339
     from tests.support.audit_scale import audit_an_hour
 
