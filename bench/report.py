@@ -14,10 +14,12 @@ from bench import breakdown
 from bench.breakdown import Breakdown
 from bench.inprocess import STORM_SIZE, StormResult
 from bench.over_http import HTTP_MARK
+from bench.scale import ScaleCase
 from bench.stats import Metric, Summary, ratio_text
 from bench.targets import Verdict, judge
 
 CHART_SUFFIX = "-latency-vs-rtt.svg"
+TARGETS_HEADING = "### Targets"
 # Import rows smaller than this (ms, for both) are summed into one row.
 IMPORT_ROW_MS = 1.0
 
@@ -35,6 +37,7 @@ class Report:
     one_read: dict[float, Summary] = field(default_factory=dict)
     imports: dict[str, dict[str, Summary]] = field(default_factory=dict)
     breakdowns: list[Breakdown] = field(default_factory=list)
+    scale: ScaleCase | None = None  # case 7
     seconds: float = 0.0
 
     def find(self, case_prefix: str, name: str, rtt_ms: float | None = None) -> Metric:
@@ -77,6 +80,7 @@ class Report:
             },
             "breakdowns": [b.as_json() for b in self.breakdowns],
             "targets": [verdict.as_json() for verdict in self.targets()],
+            **({"scale": self.scale.as_json()} if self.scale is not None else {}),
         }
 
     def markdown(self, chart: str | None = None) -> str:
@@ -126,7 +130,9 @@ class Report:
             lines.append("")
         if self.imports:
             lines += [*self._imports_table(), ""]
-        lines += ["### Targets", ""]
+        if self.scale is not None:
+            lines += self.scale.markdown()
+        lines += [TARGETS_HEADING, ""]
         lines += [verdict.markdown() for verdict in self.targets()]
         for rtt, by_label in self.storm_results.items():
             conflicts = {k: sum(r.conflicts for r in v) for k, v in by_label.items()}

@@ -4,13 +4,15 @@ Absolute times on a small shared machine are noisy; the ratios between two imple
 measured in turns on the same emulator are what the report is for. Cases 1-3 run once per
 modelled round-trip time to Firestore (bench/network.py), cases 1-2 both in process and over
 HTTP through the Functions Framework (bench/over_http.py), with a breakdown of one delivery's
-time over HTTP (bench/breakdown.py); cases 4-6 on the direct loopback.
+time over HTTP (bench/breakdown.py); cases 4-6 on the direct loopback; case 7, a stack of many
+jobs, and the hourly audit of an hour of 1,000 jobs on the emulator (bench/scale.py).
 Progress goes to stderr as it runs: which RTT, which case, which round.
 
     python -m bench.run                       # everything; saved to bench/results/ with the chart
     python -m bench.run --quick               # smoke run, printed only
     python -m bench.run --cases 1,2 --rtt 0,10 --repeats 4
     python -m bench.run --profile --rtt 10    # where ours spends a first delivery (cProfile)
+    python -m bench.run --cases 7 --merge     # case 7 alone, merged into the saved results
 """
 
 from __future__ import annotations
@@ -35,15 +37,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench import breakdown, chart, inprocess, over_http, served
+from bench import breakdown, chart, inprocess, over_http, scale, served
 from bench.inprocess import Progress
 from bench.network import firestore_route
-from bench.report import CHART_SUFFIX, Report
+from bench.report import CHART_SUFFIX, TARGETS_HEADING, Report
 from bench.stats import Summary
 from localrun.emulator import EMULATOR_HOST_ENV, firestore_emulator
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-ALL_CASES = (1, 2, 3, 4, 5, 6)
+ALL_CASES = (1, 2, 3, 4, 5, 6, 7)
 DEFAULT_RTTS_MS = (0.0, 2.0, 10.0, 30.0)
 DEFAULT_REPEATS = 10
 QUICK_REPEATS = 2
@@ -64,6 +66,9 @@ ONE_READS = 40  # reads per RTT for the one-RPC row
 BREAKDOWN_RTTS_MS = (0.0, 10.0)
 BREAKDOWN_REQUESTS = 100
 QUICK_BREAKDOWN_REQUESTS = 20
+# Case 7 in quick mode: one small stack, its program not run under mocks, and a small audit.
+QUICK_SCALE_JOBS = (10,)
+QUICK_AUDIT_JOBS = 10
 
 
 def machine_facts() -> dict[str, Any]:
@@ -150,6 +155,13 @@ def run_bench(
             jobs = QUICK_MANY_JOBS if quick else MANY_JOBS
             report.metrics += served.many_jobs_throughput(
                 emulator_host, project, Path(tmp), repeats, jobs, RUNS_PER_JOB, say
+            )
+        if 7 in cases:
+            say("case 7: the stack's costs by its number of jobs, then an hour's audit")
+            report.scale = (
+                scale.scale_case(project, QUICK_SCALE_JOBS, QUICK_AUDIT_JOBS, program=False)
+                if quick
+                else scale.scale_case(project)
             )
     report.seconds = time.perf_counter() - started
     report.machine["load_after"] = _load()
@@ -245,6 +257,31 @@ def save(report: Report, output: Path) -> Path:
     return chart_path
 
 
+def merge(report: Report, output: Path) -> None:
+    """Put case 7 of `report` into the results saved at `output` (.json and .md), keeping the
+    other cases' numbers as they were measured: case 7 takes minutes of its own and measures
+    nothing the others do, so it can be run alone without re-running them."""
+    if report.scale is None:
+        raise SystemExit("--merge: only case 7 is merged into saved results; run it with --cases 7")
+    json_path, md_path = output.with_suffix(".json"), output.with_suffix(".md")
+    data = json.loads(json_path.read_text())
+    data["cases"] = sorted({*data["cases"], 7})
+    data["scale"] = {**report.scale.as_json(), "machine": report.machine, "command": report.command}
+    json_path.write_text(json.dumps(data, indent=2) + "\n")
+    text = md_path.read_text()
+    section = "\n".join(report.scale.markdown())
+    machine = report.machine
+    section += (
+        f"\nCase 7 measured {machine['date']} with `{report.command}` (took {report.seconds:.0f} s; load "
+        f"average {machine['load_before']} before, {machine['load_after']} after).\n\n"
+    )
+    start = text.find(section.split("\n", 1)[0])
+    end = text.find(TARGETS_HEADING)
+    if end < 0:
+        raise SystemExit(f"--merge: {md_path} has no {TARGETS_HEADING!r} section to put case 7 before")
+    md_path.write_text(text[: start if 0 <= start < end else end] + section + text[end:])
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_REPEATS} repeats, fewer requests")
@@ -268,6 +305,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "full run; quick or partial runs are printed only)",
     )
     parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="merge case 7 into the saved results (--output, default bench/results/latest), keeping "
+        "the other cases' numbers",
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="profile ours on case 1 at the first --rtt instead"
     )
     return parser.parse_args(argv)
@@ -288,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     storms = args.storms if args.storms is not None else QUICK_REPEATS if args.quick else DEFAULT_STORMS
     if repeats < 1 or storms < 1:
         raise SystemExit("--repeats and --storms must be at least 1")
+    if args.merge and cases != [7]:
+        raise SystemExit(f"--merge: only case 7 is merged into saved results, got --cases {args.cases}")
     command = shlex.join(["make", "bench", *([f"ARGS={shlex.join(sys.argv[1:])}"] if sys.argv[1:] else [])])
     with firestore_emulator() as host:
         if args.profile:
@@ -295,6 +340,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         report = run_bench(host, cases, repeats, rtts=rtts, storms=storms, quick=args.quick, command=command)
     print(report.markdown())
+    if args.merge:
+        merge(report, args.output or RESULTS_DIR / "latest")
+        print(f"merged case 7 into {(args.output or RESULTS_DIR / 'latest').with_suffix('.md')}")
+        return 0
     output = args.output
     full = not args.quick and args.repeats is None and args.storms is None and cases == list(ALL_CASES)
     if output is None and full and rtts == list(DEFAULT_RTTS_MS):

@@ -15,7 +15,8 @@ import pytest
 
 from bench import chart
 from bench.report import CHART_SUFFIX
-from bench.run import main, run_bench, save
+from bench.run import QUICK_AUDIT_JOBS, QUICK_SCALE_JOBS, main, merge, run_bench, save
+from bench.scale import AUDIT_MISSING
 from bench.served import CLIENT_THREADS, many_jobs_batches
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, run_key_from_headers
 
@@ -121,6 +122,7 @@ def test_many_jobs_case_sends_each_run_of_each_job_exactly_once():
         (["--rtt", "0,-2"], "none negative"),
         (["--cases", "1,9"], "--cases: choose from"),
         (["--storms", "0", "--quick"], "at least 1"),
+        (["--cases", "1,7", "--merge"], "only case 7 is merged"),
     ],
 )
 def test_bad_arguments_are_named_before_anything_starts(argv, message, monkeypatch):
@@ -131,3 +133,33 @@ def test_bad_arguments_are_named_before_anything_starts(argv, message, monkeypat
 
 def _no_emulator() -> Path:
     raise AssertionError("the emulator must not be started for bad arguments")
+
+
+def test_scale_case_audits_a_small_hour_exactly_and_counts_its_reads(emulator_host, tmp_path):
+    report = run_bench(emulator_host, cases=[7], repeats=1, quick=True, progress=lambda _: None)
+    assert report.scale is not None
+    assert [costs.jobs for costs in report.scale.stacks] == list(QUICK_SCALE_JOBS)
+    audit = report.scale.audit
+    # Every run of the hour judged (each job's 60 and the audit's own), exactly those left out missed.
+    assert (audit.jobs, audit.runs, audit.missed) == (
+        QUICK_AUDIT_JOBS,
+        QUICK_AUDIT_JOBS * 60 + 1,
+        AUDIT_MISSING,
+    )
+    # One batched get for the audit's own record, then one per job: an hour of a job fits a page.
+    assert (audit.pages, audit.documents) == (1 + QUICK_AUDIT_JOBS + 1, 1 + audit.runs)
+    assert "### Case 7" in report.markdown()
+    assert report.as_json()["scale"]["audit"]["documents"] == audit.documents
+
+    # Merged into saved results, case 7 replaces its own section and leaves the rest as it was.
+    saved = tmp_path / "latest"
+    saved.with_suffix(".json").write_text(json.dumps({"cases": [1, 2], "metrics": [{"case": "1."}]}))
+    saved.with_suffix(".md").write_text("### Cases 1-3\n\nrow\n\n### Targets\n\n- met\n")
+    merge(report, saved)
+    merge(report, saved)
+    data = json.loads(saved.with_suffix(".json").read_text())
+    assert data["cases"] == [1, 2, 7] and data["metrics"] == [{"case": "1."}]
+    assert data["scale"]["audit"]["runs"] == audit.runs
+    text = saved.with_suffix(".md").read_text()
+    assert text.startswith("### Cases 1-3\n\nrow\n\n### Case 7")
+    assert text.count("### Case 7") == 1 and text.endswith("### Targets\n\n- met\n")

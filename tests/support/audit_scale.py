@@ -1,0 +1,205 @@
+"""An hour of a large stack's runs on the emulator, for the audit at scale: a stack of N jobs
+that each run every minute, the ledger seeded as if every run of the audited hour completed
+but a chosen few, and a count of what the audit reads. The scale test
+(tests/ops/test_audit_scale.py) and `make bench` case 7 (bench/scale.py) share it, so the
+bench measures exactly what the test proves correct.
+
+The records are written in the form a completed run has (the ledger's own writers:
+`in_progress_record`, then `lifecycle.completion_fields` over it), in batched writes of
+Firestore's 500, so the audit judges them as it judges the function's.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from google.cloud import firestore
+
+from exactly_once.audit.config import AuditConfig
+from exactly_once.audit.missed_runs import runs_whose_window_closed
+from exactly_once.audit.reads import firestore_reader
+from exactly_once.delivery.scheduler_request import RunKey
+from exactly_once.ledger import lifecycle
+from exactly_once.ledger.records import in_progress_record
+from exactly_once.ledger.store import COMMIT_TIME
+from infra.plan.audit_job import AUDIT_MINUTE, audit_config, with_audit_job
+from infra.settings.jobs import AUDIT_JOB_NAME
+from infra.settings.loading import settings_from_config
+from infra.settings.stack import StackSettings
+from tests.support.audit_runs import AuditOutcome, refuse_to_send, run_in_process
+from tools.scale_stack import SCALE_HANDLER
+
+# Firestore's most writes in one batched write.
+BATCH_WRITES = 500
+
+
+def minutely_settings(jobs: int) -> StackSettings:
+    """A stack of `jobs` ordinary jobs that each run every minute, with the audit job added,
+    through every check the stack's config gets."""
+    values = {
+        "functionTimeoutSeconds": 60,
+        "jobs": [
+            {"name": f"job-{index:04d}", "schedule": "* * * * *", "handler": SCALE_HANDLER}
+            for index in range(jobs)
+        ],
+    }
+    settings = settings_from_config(
+        values, project="acme-scale", region="europe-west1", stack="prod", namespace="eos"
+    )
+    return with_audit_job(settings)
+
+
+def audit_time(during: datetime) -> datetime:
+    """The audit run of the hour `during` falls in (at the stack's audit minute)."""
+    return during.replace(minute=AUDIT_MINUTE, second=0, microsecond=0)
+
+
+def hour_runs(config: AuditConfig, since: datetime, until: datetime) -> list[tuple[str, datetime]]:
+    """(deployed job, schedule time) of every run whose retry window closed in (since, until]:
+    what an audit of that span judges, in job order."""
+    return [
+        (job.name, fire.instant)
+        for job in config.jobs
+        for fire in runs_whose_window_closed(job, after=since, up_to=until)
+    ]
+
+
+def completed_record(settings: StackSettings, key: RunKey, now: datetime) -> dict[str, Any]:
+    """The fields of a run the function claimed and completed (succeeded): the claim's whole
+    record with the completing write's fields over it."""
+    lease = timedelta(seconds=settings.lease_seconds)
+    retention = timedelta(seconds=settings.retention_seconds)
+    claimed = in_progress_record(key, uuid.uuid4().hex, now, lease=lease, retention=retention)
+    completed = lifecycle.completion_fields(
+        lifecycle.JobResult.SUCCEEDED,
+        error=None,
+        output_json=None,
+        expire_at=now + retention,
+        commit_time=COMMIT_TIME,
+    )
+    return {**claimed, **completed}
+
+
+def seed_completed(
+    db: firestore.Client,
+    settings: StackSettings,
+    runs: Sequence[tuple[str, datetime]],
+    *,
+    now: datetime,
+) -> int:
+    """Write a completed record for each of `runs`, BATCH_WRITES to a commit; returns the
+    commits. `now` dates the records' retention, which the audit reads on Firestore's clock:
+    the time of the seeding, or the records may count as expired already."""
+    collection = db.collection(settings.runs_collection)
+    commits = 0
+    for start in range(0, len(runs), BATCH_WRITES):
+        batch = db.batch()
+        for job, schedule_time in runs[start : start + BATCH_WRITES]:
+            key = RunKey(settings.project, settings.region, job, schedule_time)
+            batch.set(collection.document(key.run_id), completed_record(settings, key, now))
+        batch.commit()
+        commits += 1
+    return commits
+
+
+@dataclass
+class ReadCount:
+    """What the audit asked Firestore for: batched gets (pages) and the documents in them."""
+
+    pages: int = 0
+    documents: int = 0
+    page_sizes: list[int] = field(default_factory=list)
+
+
+class CountingClient(firestore.Client):
+    """A Firestore client that counts its batched gets (`get_all`), the audit's only reads of
+    run records (exactly_once/audit/reads.py)."""
+
+    def __init__(self, project: str, count: ReadCount) -> None:
+        super().__init__(project=project)
+        self.count = count
+
+    def get_all(self, references: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
+        asked = list(references)
+        self.count.pages += 1
+        self.count.documents += len(asked)
+        self.count.page_sizes.append(len(asked))
+        return super().get_all(asked, *args, **kwargs)
+
+
+def scattered_missing(
+    runs: Sequence[tuple[str, datetime]], jobs: Collection[str], count: int
+) -> set[tuple[str, datetime]]:
+    """`count` runs of `jobs` spread over jobs and minutes, the hour's first and last minutes
+    among them: the ones left undelivered."""
+    ordinary = sorted(run for run in runs if run[0] in jobs)
+    times = sorted({instant for _, instant in ordinary})
+    names = sorted({name for name, _ in ordinary})
+    chosen = {(names[0], times[0]), (names[-1], times[-1]), (names[len(names) // 2], times[-1])}
+    step = 0
+    while len(chosen) < count:
+        # A stride through jobs and minutes that share no factor: different jobs, different minutes.
+        name = names[(step * 37 + 11) % len(names)]
+        instant = times[(step * 7 + 3) % len(times)]
+        chosen.add((name, instant))
+        step += 1
+    return chosen
+
+
+@dataclass(frozen=True)
+class HourAudited:
+    """One audit of an hour of `minutely_settings(jobs)`: what it was given and what it did."""
+
+    settings: StackSettings
+    runs: list[tuple[str, datetime]]  # every run the hour's audit judges
+    missing: set[tuple[str, datetime]]  # the runs seeded as never delivered
+    commits: int  # batched writes that seeded the rest
+    seed_seconds: float
+    outcome: AuditOutcome
+    reads: ReadCount
+    seconds: float  # the audit's wall-clock time
+    cpu_seconds: float  # the audit's CPU time in this process (every thread's)
+
+
+def audit_an_hour(project: str, jobs: int, missing: int) -> HourAudited:
+    """Seed the hour before an audit run a few hours ago on the emulator's `project` (every run
+    completed but `missing` scattered ones), then run that audit as the audit job runs it, on a
+    client that counts its reads. FIRESTORE_EMULATOR_HOST must name the emulator."""
+    settings = minutely_settings(jobs)
+    config = audit_config(settings)
+    audit_job = settings.scheduler_job_id(AUDIT_JOB_NAME)
+    # An hour of a few hours ago: its records, written now, are well inside their retention
+    # when the audit reads them.
+    when = audit_time(datetime.now(UTC) - timedelta(hours=3))
+    runs = hour_runs(config, when - timedelta(hours=1), when)
+    ordinary = {job.name for job in config.jobs if job.name != audit_job}
+    left_out = scattered_missing(runs, ordinary, missing)
+    started = time.perf_counter()
+    commits = seed_completed(
+        firestore.Client(project=project),
+        settings,
+        [run for run in runs if run not in left_out],
+        now=datetime.now(UTC),
+    )
+    seed_seconds = time.perf_counter() - started
+    reads = ReadCount()
+    reader = firestore_reader(CountingClient(project, reads), settings.runs_collection)
+    started, cpu_started = time.perf_counter(), time.process_time()
+    outcome = run_in_process(
+        config,
+        reader,
+        refuse_to_send,
+        project=settings.project,
+        location=settings.region,
+        job_name=audit_job,
+        when=when,
+        lease=timedelta(seconds=settings.lease_seconds),
+        retention=timedelta(seconds=settings.retention_seconds),
+    )
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+    return HourAudited(settings, runs, left_out, commits, seed_seconds, outcome, reads, seconds, cpu_seconds)
