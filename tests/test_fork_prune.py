@@ -21,6 +21,7 @@ import pytest
 from infra.config.paths import REPO_ROOT
 from infra.config.python_source import parse_python_file
 from tests.support.checkout import copy_checkout
+from tests.support.python_imports import named_imports
 from tools.optional_parts import OPTIONAL_PARTS, OptionalPart, part_of
 
 TIMEOUT_SECONDS = 900
@@ -38,17 +39,14 @@ def _python_files() -> list[str]:
 
 def _names(path: Path) -> list[str]:
     """Every module an import in `path` names, and every string that could name one."""
-    names: list[str] = []
-    for node in ast.walk(parse_python_file(path)):
-        if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value:
-            # A dotted module path (`-m localrun.soak`, "bench.run:main"); a bare word such as
-            # "bench" is as likely a folder's name, which the run on the pruned copy covers.
-            names.append(node.value.partition(":")[0])
-    return names
+    strings = [
+        node.value.partition(":")[0]
+        for node in ast.walk(parse_python_file(path))
+        # A dotted module path (`-m localrun.soak`, "bench.run:main"); a bare word such as
+        # "bench" is as likely a folder's name, which the run on the pruned copy covers.
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value
+    ]
+    return [*named_imports(path), *strings]
 
 
 def _reaches(name: str, part: OptionalPart) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from infra.config.python_source import parse_python_file
 from infra.config.schema import REPO_ROOT
+from tests.support.python_imports import named_imports
 
 INFRA = REPO_ROOT / "infra"
 # infra/README.md's table, in order: each room may import the rooms before it.
@@ -26,18 +27,6 @@ PULUMI_PACKAGES = {"pulumi", "pulumi_gcp", "pulumiverse_time"}
 def _room(path: Path) -> str:
     parts = path.relative_to(INFRA).parts
     return parts[0] if len(parts) > 1 else path.stem
-
-
-def _imported(path: Path) -> set[str]:
-    """Every module `path` names in an import, wherever the import stands."""
-    names: set[str] = set()
-    for node in ast.walk(parse_python_file(path)):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
 
 
 def _modules() -> list[Path]:
@@ -62,7 +51,7 @@ def test_rooms_import_in_one_direction() -> None:
     back_edges = []
     for path in _modules():
         here = ROOMS.index(_room(path))
-        for name in _imported(path):
+        for name in named_imports(path):
             parts = name.split(".")
             if parts[0] != "infra" or len(parts) < 2 or parts[1] not in ROOMS:
                 continue
@@ -76,7 +65,7 @@ def test_the_pulumi_free_rooms_import_no_pulumi() -> None:
         f"{path.relative_to(REPO_ROOT)}: {name}"
         for path in _modules()
         if _room(path) in PULUMI_FREE and path != PULUMI_READER
-        for name in _imported(path)
+        for name in named_imports(path)
         if name.split(".")[0] in PULUMI_PACKAGES
     ]
     assert users == []
@@ -91,5 +80,5 @@ def test_the_direction_check_sees_a_back_edge(tmp_path: Path) -> None:
         "if TYPE_CHECKING:\n"
         "    from infra.settings.stack import StackSettings\n"
     )
-    assert "infra.settings.stack" in _imported(module)
+    assert "infra.settings.stack" in named_imports(module)
     assert ROOMS.index("settings") > ROOMS.index("config")

@@ -48,3 +48,16 @@ def function_module(name: str) -> Path | None:
 
 def is_stdlib(name: str) -> bool:
     return name.split(".")[0] in sys.stdlib_module_names or name == "__future__"
+
+
+def named_imports(path: Path) -> set[str]:
+    """Every module an import in `path` names, wherever the import stands (inside a function,
+    under TYPE_CHECKING): what ties one module to another, whether or not it runs."""
+    names: set[str] = set()
+    for node in ast.walk(parse_python_file(path)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
