@@ -113,4 +113,7 @@ def test_a_job_with_a_limit_of_its_own_is_compressed_from_it():
     assert env["JOB_TIME_LIMIT_SECONDS"] == "55.0"
     # No job keeps a limit of its own in the local table, nor a starting deadline.
     local = FunctionConfig.from_env(env)
-    assert local.job_time_limits == {} and local.starting_deadlines == {}
+    assert all(
+        policy.time_limit_seconds is None and policy.starting_deadline_seconds is None
+        for policy in local.jobs.values()
+    )
