@@ -57,12 +57,12 @@ from exactly_once.run_key import format_rfc3339, parse_rfc3339
 T = TypeVar("T")
 
 
-# What a deployed function at its default size (a sixth of a vCPU) judges in a second of its
-# attempt, with room to spare: reading a run's projected record and judging it costs about
-# 0.25 ms of CPU on a full core (`make bench` case 7), so 1.5 ms there; the audit spends at
-# most half of its attempt judging, leaving the rest to catch-up, the downstream follow-up
-# and a slow Firestore.
-JUDGED_RUNS_PER_SECOND = 300
+# How many runs an audit judges per second its attempt has left. Walking a run's schedule,
+# reading its projected record and judging it costs about 0.46 ms of CPU on a full core
+# (`make bench` case 7), so about 2.8 ms on a deployed function of the default size (a sixth
+# of a vCPU): about 355 runs a second. The audit judges for at most half of its attempt, so the
+# rest is left to catch-up, the downstream follow-up and a Firestore slower than usual.
+JUDGED_RUNS_PER_SECOND = 175
 # However little time is left, an audit judges at least this much, and always the runs of its
 # first closing instant: it never completes without moving on.
 MIN_RUNS_BUDGET = 1000
