@@ -30,7 +30,6 @@ refused up front, naming the speed-up, instead of losing runs to it.
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -131,12 +130,14 @@ class CompressedTiming:
         *,
         firestore_project: str,
         emulator_host: str,
+        table_dir: Path,
         handlers: bool = True,
     ) -> dict[str, str]:
         """The function's environment for a local run: the stack's own, with these durations,
         and Firestore at `emulator_host` (the emulator, or a proxy in front of it). The job
-        table is written to a file of its own, as the stack ships it; without `handlers`, every
-        job runs JOB_HANDLER (the soak's stand-in job).
+        table is written to a file in `table_dir`, as the stack ships it: the caller's own
+        temporary directory, removed when its run ends, so no run leaves a table behind. Without
+        `handlers`, every job runs JOB_HANDLER (the soak's stand-in job).
 
         `firestore_project` only isolates this run's documents in the emulator; the run ids
         still use the stack's project, which the deliveries carry in X-Job-Project.
@@ -155,7 +156,7 @@ class CompressedTiming:
             )
             for job, policy in stack_table.jobs.items()
         }
-        table_path = Path(tempfile.mkdtemp(prefix="eos-job-table-")) / JOB_TABLE_FILE
+        table_path = table_dir / JOB_TABLE_FILE
         table_path.write_text(JobTable(jobs=policies, audit=stack_table.audit).to_json(), encoding="utf-8")
         env[JOB_TABLE_ENV] = str(table_path)
         env.update(

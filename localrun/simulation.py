@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -100,7 +101,10 @@ def simulate(
             proxy = stack.enter_context(delay)
         function_firestore = proxy.host if proxy else emulator_host
         env = compressed.function_env(
-            settings, firestore_project=firestore_project, emulator_host=function_firestore
+            settings,
+            firestore_project=firestore_project,
+            emulator_host=function_firestore,
+            table_dir=Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eos-job-table-"))),
         )
         db = firestore.Client(project=firestore_project)
         servers = [

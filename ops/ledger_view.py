@@ -53,7 +53,8 @@ STATUS_RUNS = 5
 
 
 def _reader(context: StackContext) -> RecordReader:
-    return firestore_reader(context.firestore(), context.settings.runs_collection)
+    # Whole records: `status` shows their times, results and outputs, not the verdict alone.
+    return firestore_reader(context.firestore(), context.settings.runs_collection, field_paths=None)
 
 
 def _judge(

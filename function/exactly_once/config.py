@@ -126,8 +126,8 @@ class JobPolicy:
         return fields
 
 
-# A job the table does not name.
-_DEFAULT_POLICY = JobPolicy()
+# A job the table does not name: the function's limit, no starting deadline, overlap allowed.
+DEFAULT_POLICY = JobPolicy()
 _POLICY_KEYS = frozenset({"handler", "time_limit_seconds", "starting_deadline_seconds", "overlap"})
 # Read once: a thousand jobs' table checks each entry's overlap against them.
 _OVERLAP_VALUES = tuple(policy.value for policy in OverlapPolicy)
@@ -257,7 +257,7 @@ class FunctionConfig:
     service: str = ""
 
     def policy_for(self, job_name: str) -> JobPolicy:
-        return self.jobs.get(job_name, _DEFAULT_POLICY)
+        return self.jobs.get(job_name, DEFAULT_POLICY)
 
     def overlap_for(self, job_name: str) -> OverlapPolicy:
         return self.policy_for(job_name).overlap
@@ -265,34 +265,10 @@ class FunctionConfig:
     def time_limit_for(self, job_name: str) -> float:
         return self.policy_for(job_name).time_limit_seconds or self.time_limit_seconds
 
-    # The per-job views the delivery handler takes, each holding only the jobs that set it.
+    # The handlers the router resolves at start-up (main.py): only the jobs that name one.
     @property
     def job_handlers(self) -> dict[str, str]:
         return {job: policy.handler for job, policy in self.jobs.items() if policy.handler is not None}
-
-    @property
-    def job_time_limits(self) -> dict[str, float]:
-        return {
-            job: policy.time_limit_seconds
-            for job, policy in self.jobs.items()
-            if policy.time_limit_seconds is not None
-        }
-
-    @property
-    def starting_deadlines(self) -> dict[str, float]:
-        return {
-            job: policy.starting_deadline_seconds
-            for job, policy in self.jobs.items()
-            if policy.starting_deadline_seconds is not None
-        }
-
-    @property
-    def overlap(self) -> dict[str, OverlapPolicy]:
-        return {
-            job: policy.overlap
-            for job, policy in self.jobs.items()
-            if policy.overlap is not OverlapPolicy.ALLOW
-        }
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FunctionConfig:

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -125,7 +126,11 @@ def soak(
         stack.enter_context(environment_variable(EMULATOR_HOST_ENV, emulator_host))
         db = firestore.Client(project=firestore_project)
         base_env = compressed.function_env(
-            settings, firestore_project=firestore_project, emulator_host=emulator_host, handlers=False
+            settings,
+            firestore_project=firestore_project,
+            emulator_host=emulator_host,
+            table_dir=Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eos-job-table-"))),
+            handlers=False,
         )
         pythonpath = [str(p) for p in options.extra_pythonpath] + [str(SERVED_DIR)]
         base_env.update(

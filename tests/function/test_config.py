@@ -141,7 +141,6 @@ def test_per_job_time_limits_are_read_and_bounded_by_the_function_limit(tmp_path
 def test_per_job_starting_deadlines_are_read():
     config = FunctionConfig.from_env(jobs_env(starting_deadlines={"a": 600}))
     assert config.policy_for("a").starting_deadline_seconds == 600.0
-    assert config.starting_deadlines == {"a": 600.0}
     assert config.policy_for("b").starting_deadline_seconds is None
 
 

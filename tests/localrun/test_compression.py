@@ -4,10 +4,11 @@ rules, and a speed-up the local run cannot honour refused before anything starts
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
-from exactly_once.config import FunctionConfig
+from exactly_once.config import JOB_TABLE_ENV, JOB_TABLE_FILE, FunctionConfig
 from localrun import demo
 from localrun.compression import (
     BUSY_ROUND_TRIP_SECONDS,
@@ -69,14 +70,19 @@ def test_without_compression_nothing_is_floored(settings):
     assert compressed.job_timing(settings, job) == stack
 
 
-def test_the_function_reads_the_compressed_durations_it_is_given(settings):
+def test_the_function_reads_the_compressed_durations_it_is_given(settings, tmp_path):
     compressed = CompressedTiming.of(settings, 20.0, round_trip_seconds=1.5)
-    env = compressed.function_env(settings, firestore_project="demo-x", emulator_host="127.0.0.1:1")
+    env = compressed.function_env(
+        settings, firestore_project="demo-x", emulator_host="127.0.0.1:1", table_dir=tmp_path
+    )
     config = FunctionConfig.from_env(env)
     assert config.lease_seconds == compressed.lease_seconds
     assert config.time_limit_seconds == compressed.time_limit_seconds
     assert config.retention_seconds == compressed.retention_seconds
     assert (config.project, env["FIRESTORE_EMULATOR_HOST"]) == ("demo-x", "127.0.0.1:1")
+    # The job table is the caller's to clean up: written in the directory it was given, nowhere else.
+    assert [path.name for path in tmp_path.iterdir()] == [JOB_TABLE_FILE]
+    assert Path(env[JOB_TABLE_ENV]) == tmp_path / JOB_TABLE_FILE
 
 
 def test_a_speedup_whose_floored_lease_outlasts_the_retries_is_named(settings):
@@ -101,7 +107,7 @@ def test_a_negative_round_trip_time_is_a_usage_error(capsys):
     assert "--firestore-rtt-ms" in capsys.readouterr().err
 
 
-def test_a_job_with_a_limit_of_its_own_is_compressed_from_it():
+def test_a_job_with_a_limit_of_its_own_is_compressed_from_it(tmp_path):
     """The local function serves the one job under test: its time limit is that job's own, and
     Scheduler waits as long for it, relative to that limit, as in the cloud."""
     settings = fixture_stack("prod")  # a 295 s function time limit
@@ -109,8 +115,13 @@ def test_a_job_with_a_limit_of_its_own_is_compressed_from_it():
     compressed = CompressedTiming.of(settings, 1.0, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS, job=job)
     assert compressed.time_limit_seconds == 55.0
     assert compressed.attempt_deadline_seconds(settings, job) == 60.0
-    env = compressed.function_env(settings, firestore_project="p", emulator_host="127.0.0.1:1")
+    env = compressed.function_env(
+        settings, firestore_project="p", emulator_host="127.0.0.1:1", table_dir=tmp_path
+    )
     assert env["JOB_TIME_LIMIT_SECONDS"] == "55.0"
     # No job keeps a limit of its own in the local table, nor a starting deadline.
     local = FunctionConfig.from_env(env)
-    assert local.job_time_limits == {} and local.starting_deadlines == {}
+    assert all(
+        policy.time_limit_seconds is None and policy.starting_deadline_seconds is None
+        for policy in local.jobs.values()
+    )

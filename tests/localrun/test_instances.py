@@ -133,7 +133,9 @@ def test_warm_up_retries_a_5xx_until_the_instance_answers_2xx(emulator_host, pro
     log_path = tmp_path / "function.log"
     compressed = CompressedTiming.of(settings, 20.0, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS)
     with tcp_proxy(emulator_host) as proxy:
-        env = compressed.function_env(settings, firestore_project=project, emulator_host=proxy.host)
+        env = compressed.function_env(
+            settings, firestore_project=project, emulator_host=proxy.host, table_dir=tmp_path
+        )
         server = FunctionServer(env, log_path)
         pool = InstancePool(
             [server], db, settings.runs_collection, time_limit_seconds=compressed.time_limit_seconds
@@ -161,7 +163,9 @@ def test_warm_up_gives_up_with_a_clear_error_at_its_deadline(emulator_host, proj
     settings = load_settings(None)
     compressed = CompressedTiming.of(settings, 20.0, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS)
     with tcp_proxy(emulator_host) as proxy:
-        env = compressed.function_env(settings, firestore_project=project, emulator_host=proxy.host)
+        env = compressed.function_env(
+            settings, firestore_project=project, emulator_host=proxy.host, table_dir=tmp_path
+        )
         server = FunctionServer(env, tmp_path / "function.log")
         pool = InstancePool(
             [server], db, settings.runs_collection, time_limit_seconds=compressed.time_limit_seconds

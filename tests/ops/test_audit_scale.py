@@ -1,7 +1,8 @@
 """The hourly audit of a large stack on the emulator: an hour of jobs that each run every minute,
 every run completed but a scattered few, judged as the audit job judges it. It must report
 exactly the runs that were left out, and read each expected run's record once, in the pages
-the code promises.
+the code promises; and that audits of a backlog larger than each one's budget judge it between
+them, each run once.
 
 `make test` runs it at 100 jobs (6,000 runs: seeding them is most of its time); `make bench`
 case 7 runs the same seeding and audit at 1,000 jobs (60,000 runs) and reports its time.
@@ -9,13 +10,14 @@ case 7 runs the same seeding and audit at 1,000 jobs (60,000 runs) and reports i
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 
 from exactly_once import log_fields
 from exactly_once.audit.reads import PAGE_SIZE
 from exactly_once.delivery.scheduler_request import format_rfc3339
-from tests.support.audit_scale import BATCH_WRITES, audit_an_hour
+from tests.support.audit_scale import BATCH_WRITES, audit_an_hour, audit_in_steps
 
 JOBS = 100
 MISSING = 37
@@ -39,8 +41,40 @@ def test_an_hour_of_every_minute_jobs_reports_exactly_the_runs_left_out(project)
     assert (outcome.output["judged"], outcome.output["missed"]) == (len(runs), MISSING)
     (summary,) = outcome.events(log_fields.AUDIT_SUMMARY)
     assert (summary["judged"], summary["missed"]) == (len(runs), MISSING)
-    # One page for the audit's own record (the stack's target), then each job's runs in pages
-    # of PAGE_SIZE: every expected run's record asked for exactly once.
-    assert hour.reads.pages == 1 + sum(math.ceil(n / PAGE_SIZE) for n in per_job.values())
+    # One page for the audit's own record (the stack's target), then every job's runs together
+    # in full pages of PAGE_SIZE: every expected run's record asked for exactly once.
+    assert hour.reads.pages == 1 + math.ceil(len(runs) / PAGE_SIZE)
     assert hour.reads.documents == 1 + len(runs)
-    assert max(hour.reads.page_sizes) <= PAGE_SIZE
+    assert hour.reads.page_sizes[1:-1] == [PAGE_SIZE] * (hour.reads.pages - 2)
+
+
+STEP_JOBS = 10
+BUDGET = 250
+
+
+def test_a_backlog_beyond_one_audits_budget_is_judged_by_the_next_audits_each_run_once(project) -> None:
+    steps = audit_in_steps(project, STEP_JOBS, 7, budget=BUDGET, minutes_apart=1, audits=6)
+    outcomes = steps.outcomes
+    # An hour of 10 every-minute jobs (601 runs) is more than two budgets of 250: three audits.
+    assert len(outcomes) == 3
+    assert all("left_for_next" in outcome.output for outcome in outcomes[:-1])
+    assert "left_for_next" not in outcomes[-1].output
+    for outcome in outcomes[:-1]:
+        assert outcome.output["left_for_next"]["budget"] == BUDGET
+        assert BUDGET - STEP_JOBS - 1 <= outcome.output["judged"] <= BUDGET
+        (summary,) = outcome.events(log_fields.AUDIT_SUMMARY)
+        assert summary["left_until"] == outcome.output["left_for_next"]["until"]
+    # Back-to-back spans: each audit starts exactly where the one before stopped.
+    for before, after in itertools.pairwise(outcomes):
+        assert after.output["judged_from"] == before.output["judged_until"]
+    # Every run judged by exactly one audit: each read its own run, then records no other read.
+    judged_ids = [asked[1:] for asked in steps.asked]
+    assert [len(ids) for ids in judged_ids] == [outcome.output["judged"] for outcome in outcomes]
+    every = [run_id for ids in judged_ids for run_id in ids]
+    assert len(every) == len(set(every)) and set(every) == set(steps.run_ids)
+    assert sum(outcome.output["judged"] for outcome in outcomes) == len(steps.runs)
+    # Exactly the runs left out are reported, each once, by whichever audit judged it.
+    reported = [event for outcome in outcomes for event in outcome.events(log_fields.MISSED_RUN)]
+    assert sorted((line["job"], line["schedule_time"]) for line in reported) == sorted(
+        (job, format_rfc3339(time)) for job, time in steps.missing
+    )

@@ -7,13 +7,14 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from exactly_once import RunContext
 from exactly_once.audit.config import AuditConfig, AuditedJob
 from exactly_once.audit.missed_runs import RecordReader
+from exactly_once.audit.reads import AUDIT_FIELDS, projected
 from exactly_once.audit.redelivery import RedeliveryError, Sender
 from exactly_once.audit.run import run_audit
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
@@ -61,9 +62,11 @@ def run_in_process(
     retention: timedelta,
     previous: AuditOutcome | None = None,
     horizon: datetime | None = None,
+    max_runs: int | None = None,
 ) -> AuditOutcome:
     """One run of the audit job `job_name` scheduled at `when`, whose claim committed at
-    `horizon` (by default `when`), continuing from `previous` (None: a first audit)."""
+        `horizon` (by default `when`), continuing from `previous` (None: a first audit), judging at
+    most `max_runs` runs (None: the budget of an attempt without a deadline, no limit)."""
     run_id = RunKey(project, location, job_name, when).run_id
     context = RunContext(
         run_id=run_id,
@@ -78,7 +81,9 @@ def run_in_process(
         previous_reader=(lambda: previous.as_previous()) if previous is not None else None,
     )
     stream = io.StringIO()
-    output = run_audit(context, config, read_records, send, stream, lease=lease, retention=retention)
+    output = run_audit(
+        context, config, read_records, send, stream, lease=lease, retention=retention, max_runs=max_runs
+    )
     # As the ledger stores it, and as the next audit reads it back: JSON.
     stored = json.loads(json.dumps(output))
     lines = [json.loads(text) for text in stream.getvalue().splitlines() if text.startswith("{")]
@@ -94,12 +99,18 @@ def refuse_to_send(job: AuditedJob, schedule_time: datetime) -> str:
 
 
 def reader_of(records: Mapping[str, StoredRecord], asked: list[list[str]] | None = None) -> RecordReader:
-    """A RecordReader on `records` (by run id); each batch of ids asked is added to `asked`."""
+    """A RecordReader on `records` (by run id), projected to the fields the audit reads in the
+    cloud (a verdict cannot pass here on a field Firestore would not return); each batch of ids
+    asked is added to `asked`."""
 
     def read(run_ids: Sequence[str]) -> Mapping[str, StoredRecord]:
         if asked is not None:
             asked.append(list(run_ids))
-        return {run_id: records[run_id] for run_id in run_ids if run_id in records}
+        return {
+            run_id: replace(records[run_id], fields=projected(records[run_id].fields, AUDIT_FIELDS))
+            for run_id in run_ids
+            if run_id in records
+        }
 
     return read
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,8 +23,9 @@ from google.cloud import firestore
 from exactly_once.audit.config import AuditConfig
 from exactly_once.audit.missed_runs import runs_whose_window_closed
 from exactly_once.audit.reads import firestore_reader
-from exactly_once.delivery.scheduler_request import RunKey
+from exactly_once.delivery.scheduler_request import RunKey, parse_rfc3339
 from exactly_once.ledger import lifecycle
+from exactly_once.ledger.lifecycle import StoredRecord
 from exactly_once.ledger.records import in_progress_record
 from exactly_once.ledger.store import COMMIT_TIME
 from infra.plan.audit_job import AUDIT_MINUTE, audit_config, with_audit_job
@@ -203,3 +204,69 @@ def audit_an_hour(project: str, jobs: int, missing: int) -> HourAudited:
     )
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     return HourAudited(settings, runs, left_out, commits, seed_seconds, outcome, reads, seconds, cpu_seconds)
+
+
+@dataclass(frozen=True)
+class AuditsInSteps:
+    """Audits of a backlog larger than each one's budget, each continuing from the last: what
+    they were given, and which records each asked for (its own run's first)."""
+
+    runs: list[tuple[str, datetime]]  # every run the audits judged between them
+    missing: set[tuple[str, datetime]]
+    run_ids: dict[str, tuple[str, datetime]]  # run id -> (job, schedule time) of `runs`
+    outcomes: list[AuditOutcome]
+    asked: list[list[str]]  # per audit: every run id it read, in order
+
+
+def audit_in_steps(
+    project: str, jobs: int, missing: int, *, budget: int, minutes_apart: int, audits: int
+) -> AuditsInSteps:
+    """An hour of `minutely_settings(jobs)` seeded (all completed but `missing` scattered runs),
+    then up to `audits` audits `minutes_apart` apart, each judging at most `budget` runs and
+    continuing from the one before, until one completes without leaving anything; every run
+    whose window closes by the last of them is seeded, so only the missing ones are missed."""
+    settings = minutely_settings(jobs)
+    config = audit_config(settings)
+    audit_job = settings.scheduler_job_id(AUDIT_JOB_NAME)
+    when = audit_time(datetime.now(UTC) - timedelta(hours=3))
+    last = when + timedelta(minutes=minutes_apart * (audits - 1))
+    seeded = hour_runs(config, when - timedelta(hours=1), last)
+    ordinary = {job.name for job in config.jobs if job.name != audit_job}
+    left_out = scattered_missing(hour_runs(config, when - timedelta(hours=1), when), ordinary, missing)
+    seed_completed(
+        firestore.Client(project=project),
+        settings,
+        [run for run in seeded if run not in left_out],
+        now=datetime.now(UTC),
+    )
+    reader = firestore_reader(firestore.Client(project=project), settings.runs_collection)
+    asked: list[list[str]] = []
+
+    def read(run_ids: Sequence[str]) -> Mapping[str, StoredRecord]:
+        asked[-1].extend(run_ids)
+        return reader(run_ids)
+
+    outcomes: list[AuditOutcome] = []
+    for step in range(audits):
+        asked.append([])
+        outcomes.append(
+            run_in_process(
+                config,
+                read,
+                refuse_to_send,
+                project=settings.project,
+                location=settings.region,
+                job_name=audit_job,
+                when=when + timedelta(minutes=minutes_apart * step),
+                lease=timedelta(seconds=settings.lease_seconds),
+                retention=timedelta(seconds=settings.retention_seconds),
+                previous=outcomes[-1] if outcomes else None,
+                max_runs=budget,
+            )
+        )
+        if "left_for_next" not in outcomes[-1].output:
+            break
+    # What the audits judge between them: every run whose window closed by where the last stopped.
+    runs = hour_runs(config, when - timedelta(hours=1), parse_rfc3339(outcomes[-1].output["judged_until"]))
+    ids = {RunKey(settings.project, settings.region, job, at).run_id: (job, at) for job, at in runs}
+    return AuditsInSteps(runs, left_out, ids, outcomes, asked)

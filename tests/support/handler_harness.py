@@ -42,7 +42,7 @@ class Harness:
         name="attempt",
         time_limit=60.0,
         target="",
-        time_limits=None,
+        jobs=None,
     ) -> None:
         self.db = db
         self.clock = FakeClock()
@@ -61,7 +61,7 @@ class Harness:
             new_attempt_id=lambda: f"{name}-{next(counter)}",
             time_limit_seconds=time_limit,
             end_attempt=self.ended,
-            time_limits=time_limits,
+            jobs=jobs,
             target=target,
             log_stream=self.logs,
         )

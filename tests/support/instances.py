@@ -8,6 +8,7 @@ import itertools
 import threading
 from datetime import timedelta
 
+from exactly_once.config import JobPolicy, OverlapPolicy
 from exactly_once.delivery.handler import ScheduledRunHandler
 from exactly_once.delivery.overlap import JobLocks
 from exactly_once.delivery.scheduler_request import (
@@ -36,6 +37,17 @@ def headers(job: str = "nightly", time: str = "2026-10-16T12:00:00Z") -> dict[st
     }
 
 
+def policies(overlap, starting_deadlines) -> dict[str, JobPolicy]:
+    """The job table's policies of the jobs a test gives an overlap policy or a deadline."""
+    return {
+        job: JobPolicy(
+            overlap=OverlapPolicy(overlap.get(job, OverlapPolicy.ALLOW)),
+            starting_deadline_seconds=starting_deadlines.get(job),
+        )
+        for job in {*overlap, *starting_deadlines}
+    }
+
+
 class Instance:
     """One function instance: its own counted client, ledger, locks and warm cache."""
 
@@ -60,8 +72,7 @@ class Instance:
             new_attempt_id=lambda: f"attempt-{next(self._ids)}",
             time_limit_seconds=60,
             end_attempt=self.ended,
-            overlap=overlap or {},
-            starting_deadlines=starting_deadlines,
+            jobs=policies(overlap or {}, starting_deadlines or {}),
             locks=self.locks,
             cache=self.cache,
             statuses=JobStatuses(self.client, "scheduler_runs"),

@@ -52,6 +52,7 @@ and the time the Firestore store's would.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import enum
 import threading
 from collections import Counter, deque
@@ -67,7 +68,7 @@ from google.cloud.firestore_v1 import _helpers
 from google.cloud.firestore_v1.field_path import parse_field_path
 
 from exactly_once.audit.missed_runs import RecordReader
-from exactly_once.audit.reads import READ_TIMEOUT_SECONDS
+from exactly_once.audit.reads import AUDIT_FIELDS, READ_TIMEOUT_SECONDS, projected
 from exactly_once.ledger.store import (
     ATTEMPT_SHARE,
     FIRST_RETRY_PAUSE_SECONDS,
@@ -523,10 +524,23 @@ class MemoryRunStore:
         return cast(T, result)
 
 
-def stored_record_reader(store: MemoryRunStore, *, timeout: float = READ_TIMEOUT_SECONDS) -> RecordReader:
+def stored_record_reader(
+    store: MemoryRunStore,
+    *,
+    timeout: float = READ_TIMEOUT_SECONDS,
+    field_paths: Sequence[str] | None = AUDIT_FIELDS,
+) -> RecordReader:
     """The audit's RecordReader on `store`, as audit.reads.firestore_reader is on Firestore:
-    run id -> StoredRecord, with Firestore's read time to judge leases on."""
-    return lambda run_ids: store.read_records(run_ids, timeout=timeout)
+    run id -> StoredRecord projected to `field_paths`, with Firestore's read time to judge
+    leases on."""
+
+    def read(run_ids: Sequence[str]) -> Mapping[str, StoredRecord]:
+        return {
+            run_id: dataclasses.replace(record, fields=projected(record.fields, field_paths))
+            for run_id, record in store.read_records(run_ids, timeout=timeout).items()
+        }
+
+    return read
 
 
 def _staged(writes: Sequence[StagedWrite]) -> list[tuple[str, Any]]:

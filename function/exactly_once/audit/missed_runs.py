@@ -20,13 +20,14 @@ Shared by the scheduled audit job (jobs/missed_runs.py) and the `python -m ops a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from exactly_once.audit.config import AuditedJob
 from exactly_once.audit.pauses import PauseHistory, paused_at
-from exactly_once.audit.schedule import FireTime, fires
+from exactly_once.audit.schedule import FireTime, checked_schedule, fires, following_fires
 from exactly_once.ledger import lifecycle
 from exactly_once.ledger.downstream import Downstream
 from exactly_once.ledger.fields import TARGET
@@ -128,12 +129,28 @@ def runs_whose_window_closed(job: AuditedJob, *, after: datetime, up_to: datetim
 
     Successive audits judge back-to-back spans, each from where the last one stopped, so each
     run is judged exactly once: by the first audit after its last possible delivery."""
+    return list(
+        itertools.takewhile(lambda fire: window_closes(job, fire) <= up_to, closing_after(job, after))
+    )
+
+
+def closing_after(job: AuditedJob, after: datetime) -> Iterator[FireTime]:
+    """The job's fire times whose retry window closes after `after`, in the order they close,
+    without end: an audit takes as many as its budget allows. A job's window is the same for
+    each of its runs, so they close in the order they fire. Raises AuditError (or what
+    croniter raises) for a schedule or zone the audit cannot walk."""
     window = timedelta(seconds=job.retry_window_seconds)
-    return [
+    zone = checked_schedule(job.schedule, job.time_zone)
+    return (
         fire
-        for fire in fires(job.schedule, job.time_zone, after - window, up_to - window)
-        if after < fire.instant + window <= up_to and _was_deployed(job, fire.instant)
-    ]
+        for fire in following_fires(job.schedule, zone, after - window)
+        if _was_deployed(job, fire.instant)
+    )
+
+
+def window_closes(job: AuditedJob, fire: FireTime) -> datetime:
+    """When no delivery of the run can come any more: its retry window's end."""
+    return fire.instant + timedelta(seconds=job.retry_window_seconds)
 
 
 def judge_runs(
@@ -168,7 +185,7 @@ def judge_runs(
         # A repeated wall time is one run: judged by whichever of its instants has the record
         # furthest along (completed, held, given back), else by its first instant.
         instant, run_id, record = max(found, key=lambda item: lifecycle.progress(item[2], lease))
-        closes = fire.instant + timedelta(seconds=job.retry_window_seconds)
+        closes = window_closes(job, fire)
         history = pauses if pauses is not None else {}
         paused = paused_at(history, job.name, fire.instant) or (job.paused and job.name not in history)
         verdict = lifecycle.judge(

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from google.api_core import exceptions as google_exceptions
 
 from exactly_once import log_fields, strict_json, structured_log
-from exactly_once.config import OverlapPolicy
+from exactly_once.config import DEFAULT_POLICY, JobPolicy, OverlapPolicy
 from exactly_once.context import JobHandler, Progress, RunContext, decode_checkpoint, encode_output
 from exactly_once.delivery.finishing import RunFinisher
 from exactly_once.delivery.forced_runs import DeliveredRun
@@ -76,10 +76,8 @@ class ScheduledRunHandler:
         new_attempt_id: Callable[[], str],
         time_limit_seconds: float,
         end_attempt: EndAttempt,
-        time_limits: Mapping[str, float] | None = None,
-        starting_deadlines: Mapping[str, float] | None = None,
+        jobs: Mapping[str, JobPolicy] | None = None,
         target: str = "",
-        overlap: Mapping[str, OverlapPolicy] | None = None,
         locks: JobLocks | None = None,
         cache: CompletedRuns | None = None,
         statuses: JobStatuses | None = None,
@@ -92,19 +90,17 @@ class ScheduledRunHandler:
         context.writes are checked against (None: unchecked, for tests without one).
         `end_attempt` is what the watchdog calls to stop an attempt that overran its time
         limit or could not keep its lease: heartbeat.end_instance in a deployed function.
-        `time_limits` holds the jobs whose limit is shorter than `time_limit_seconds`, by job name;
-        `starting_deadlines` the jobs whose runs are skipped when delivered later than that many
-        seconds after their ScheduleTime. `statuses`, when given, keeps each job's last result,
+        `jobs` is the job table's policies by job name (a job it does not name has the
+        defaults): a shorter time limit than `time_limit_seconds`, a starting deadline past
+        which a run is skipped, an overlap policy. `statuses`, when given, keeps each job's last result,
         written in the commit that ends each run, and serves RunContext.previous()."""
         self._ledger = ledger
         self._job = job
         self._new_attempt_id = new_attempt_id
         self._time_limit = time_limit_seconds
-        self._time_limits = dict(time_limits or {})
-        self._starting_deadlines = dict(starting_deadlines or {})
+        self._jobs = dict(jobs or {})
         self._target = target
-        self._overlap = dict(overlap or {})
-        if self._overlap and locks is None:
+        if any(policy.overlap is not OverlapPolicy.ALLOW for policy in self._jobs.values()) and locks is None:
             raise ValueError("an overlap policy needs JobLocks")
         self._locks = locks
         self._cache = cache if cache is not None else CompletedRuns()
@@ -220,9 +216,10 @@ class ScheduledRunHandler:
         report.claim = claim
         # Lateness on Firestore's clock: the claim's commit time less the ScheduleTime.
         lateness = (claim.update_time - key.schedule_time).total_seconds()
-        if (deadline := self._starting_deadlines.get(key.job_name)) is not None and lateness > deadline:
+        job_policy = self._jobs.get(key.job_name, DEFAULT_POLICY)
+        if (deadline := job_policy.starting_deadline_seconds) is not None and lateness > deadline:
             return self._finisher.skip_late(claim, lateness, deadline, report)
-        time_limit = self._time_limits.get(key.job_name, self._time_limit)
+        time_limit = job_policy.time_limit_seconds or self._time_limit
         ends_at = started + time_limit
         if time.monotonic() >= ends_at:
             # The watchdog would end the instance as the job starts: give the claim back unrun.
@@ -233,7 +230,7 @@ class ScheduledRunHandler:
                 Outcome.STORE_ERROR, "Firestore answered the claim past the time limit: job not run"
             )
 
-        policy = self._overlap.get(key.job_name, OverlapPolicy.ALLOW)
+        policy = job_policy.overlap
         if policy is OverlapPolicy.ALLOW:
             return self._run_and_finish(key, claim, body, report, ends_at)[0]
         report.overlap = policy

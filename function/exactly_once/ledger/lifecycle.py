@@ -81,6 +81,12 @@ ERROR: Final = "error"
 OUTPUT_JSON: Final = "output_json"
 BODY_SHA256: Final = "body_sha256"
 
+# Every field the audit's verdict on a run reads (`judge`, `deliverable_again`, `has_record`,
+# `progress`), and the two its line quotes (who held the run, why it failed): the audit reads
+# records projected to these (and the downstream work's), so a field the verdict starts to read
+# must be added here or the audit judges without it.
+JUDGED_FIELDS: Final = (STATUS, EXPIRE_AT, LEASE_SECONDS, RESULT, TARGET, ATTEMPT_ID, ERROR)
+
 
 class Status(StrEnum):
     """The stored `status` field."""

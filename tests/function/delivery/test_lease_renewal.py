@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from exactly_once.config import RENEWALS_PER_LEASE
+from exactly_once.config import RENEWALS_PER_LEASE, JobPolicy
 from exactly_once.ledger.protocol import RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
 from localrun.firestore_rpcs import counted_emulator_client
@@ -93,7 +93,11 @@ def test_a_job_with_a_limit_of_its_own_is_ended_at_it_and_the_others_keep_the_ce
     """One function, two jobs: `nightly` may run 1.5 s (its job table entry), any other job the
     function's whole time limit."""
     harness = Harness(
-        db, "tests.function.sample_jobs:run_hook", lease=LEASE, time_limit=60.0, time_limits={"nightly": 1.5}
+        db,
+        "tests.function.sample_jobs:run_hook",
+        lease=LEASE,
+        time_limit=60.0,
+        jobs={"nightly": JobPolicy(time_limit_seconds=1.5)},
     )
     seen: dict[str, float] = {}
 

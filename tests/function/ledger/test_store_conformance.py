@@ -609,14 +609,18 @@ def test_a_write_that_changes_another_document_nowhere_keeps_its_update_time(bac
 # -- the audit's reader ---------------------------------------------------------------------
 
 
-def test_the_audits_reader_returns_the_records_that_exist(backend: Backend) -> None:
-    backend.store.create("run-a", {"n": 1}, timeout=TIMEOUT)
+def test_the_audits_reader_returns_the_records_that_exist_projected_to_what_it_judges(
+    backend: Backend,
+) -> None:
+    backend.store.create("run-a", {"status": "completed", "n": 1}, timeout=TIMEOUT)
     backend.store.create("run-b", {"n": 2}, timeout=TIMEOUT)
     got = backend.reader(["run-a", "missing", "run-b"])
+    # Only the fields the audit's verdict reads travel; a record holding none of them still exists.
     assert {run_id: dict(stored.fields) for run_id, stored in got.items()} == {
-        "run-a": {"n": 1},
-        "run-b": {"n": 2},
+        "run-a": {"status": "completed"},
+        "run-b": {},
     }
+    assert all(stored.read_time >= stored.update_time for stored in got.values())
 
 
 # -- the memory store's own tools -----------------------------------------------------------
