@@ -38,14 +38,35 @@ def test_your_job_modules_and_tests_are_lint_and_type_clean() -> None:
     assert [str(finding) for finding in lint()] == []
 
 
+def _new_project(root: Path) -> Path:
+    shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    shutil.copytree(REPO_ROOT / "function", root / "function", ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A project holding the template's Pulumi.yaml and function/, and no stack yet."""
-    shutil.copy(REPO_ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
-    shutil.copytree(
-        REPO_ROOT / "function", tmp_path / "function", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    return tmp_path
+    return _new_project(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def type_checked(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project as `project` makes it, with the template's pyproject.toml (ruff's and mypy's
+    rules), linted once: mypy's first run of a project reads the function's package and every
+    library it imports, a run of tens of seconds, where a run with that cache re-checks only
+    what changed. The cache is copied along with the project (timestamps kept), and mypy takes
+    a cached module whose source has the same content as its own, wherever the project is."""
+    root = _new_project(tmp_path_factory.mktemp("type-checked"))
+    shutil.copy(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
+    assert [str(finding) for finding in lint(root)] == []
+    return root
+
+
+@pytest.fixture
+def linted_project(type_checked: Path, tmp_path: Path) -> Path:
+    """`project` with the template's pyproject.toml, for a test that runs the linters on it."""
+    return Path(shutil.copytree(type_checked, tmp_path / "project"))
 
 
 def _stack(project: Path, name: str, jobs: list[dict[str, object]], **config: object) -> None:
@@ -118,7 +139,8 @@ def test_a_mandatory_policy_fails_the_check_and_an_advisory_one_does_not(
     assert findings == {str(reported[0]): False, str(reported[1]): True}
 
 
-def test_make_check_exits_with_its_verdict(project: Path) -> None:
+def test_make_check_exits_with_its_verdict(linted_project: Path) -> None:
+    project = linted_project
     _stack(project, "broken", [{"name": "nightly", "schedule": "0 3 * * *", "handler": "jobs.nope:run"}])
     command = [sys.executable, "-m", "tools.fork_check", "--root", str(project)]
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
@@ -139,8 +161,8 @@ def run(context: RunContext) -> dict[str, str]:
 '''
 
 
-def test_a_lint_failure_names_make_format_which_fixes_it(project: Path) -> None:
-    shutil.copy(REPO_ROOT / "pyproject.toml", project / "pyproject.toml")
+def test_a_lint_failure_names_make_format_which_fixes_it(linted_project: Path) -> None:
+    project = linted_project
     (project / "function" / "jobs" / "late.py").write_text(UNFORMATTED_JOB, encoding="utf-8")
     messages = [finding.message for finding in lint(project)]
     assert [message.split(" failed:")[0] for message in messages] == ["ruff check", "ruff format"]

@@ -70,6 +70,7 @@ class Judged:
     deliveries: int
     ledger: str  # the record's status/result, or "none"
     executions_detail: list[dict[str, Any]] = field(default_factory=list)
+    harness_error: str = ""  # why the soak could not deliver it (not_delivered)
 
     def to_json(self) -> dict[str, Any]:
         return {**self.__dict__, "outcome": self.outcome.value}
@@ -157,6 +158,7 @@ def judge_runs(
                 deliveries=len(entry["deliveries"]),
                 ledger=ledger.get((str(entry["job_id"]), str(entry["schedule_time"])), "none"),
                 executions_detail=[e.__dict__ for e in found],
+                harness_error=str(entry.get("harness_error") or ""),
             )
         )
     return judged

@@ -102,7 +102,7 @@ class Injector:
     def __init__(
         self,
         pool: InstancePool,
-        proxies: dict[str, TcpProxy],
+        proxy_for: Callable[[str], TcpProxy],
         db: firestore.Client,
         runs_collection: str,
         watch: ExecutionWatch,
@@ -111,7 +111,9 @@ class Injector:
         location: str,
     ) -> None:
         self._pool = pool
-        self._proxies = proxies
+        # Looked up by the URL the attempt was sent to, when it is sent: an instance's URL is
+        # known for certain only once it serves (a port another process took moves it).
+        self._proxy_for = proxy_for
         self._db = db
         self._runs = runs_collection
         self._watch = watch
@@ -131,7 +133,6 @@ class Injector:
         fault = plan.primary
         assert fault is not None
         armed = Armed(fault)
-        proxy = self._proxies.get(url)
 
         def inside() -> bool:
             return self._watch.started(tag) is not None
@@ -153,7 +154,7 @@ class Injector:
         if fault is SoakFault.KILL_MID_JOB:
             background(lambda: self._pool.kill_when(url, inside, done, MOMENT_TIMEOUT_SECONDS))
         elif fault is SoakFault.KILL_MID_COMMIT:
-            assert proxy is not None
+            proxy = self._proxy_for(url)
             if plan.variant == CLAIM:
                 # The claim's write held on its way to Firestore, the instance killed while it
                 # is held; the proxy then delivers it, and the claim may commit after the
@@ -188,19 +189,19 @@ class Injector:
                 )
             )
         elif fault is SoakFault.LOST_COMMIT_ANSWER:
-            assert proxy is not None
+            proxy = self._proxy_for(url)
             if plan.variant == CLAIM:
                 proxy.lose_answers()
             else:
                 background(lambda: when_inside(proxy.lose_answers))
             armed.after.append(proxy.deliver_answers)
         elif fault is SoakFault.FIRESTORE_SLOW:
-            assert proxy is not None
+            proxy = self._proxy_for(url)
             held = proxy.held
             proxy.hold_next_request(plan.seconds)
             armed.after.append(lambda: setattr(armed, "happened", proxy.held > held))
         elif fault is SoakFault.FIRESTORE_CUT:
-            assert proxy is not None
+            proxy = self._proxy_for(url)
             proxy.cut("blackhole" if plan.variant == "blackhole" else "refuse")
             timer = threading.Timer(plan.seconds, lambda: _restore(proxy))
             timer.start()

@@ -63,7 +63,8 @@ def failure_lines(report: dict[str, Any]) -> list[str]:
         lines.append(
             f"FAILED run {entry['run']} ({entry['tag']}, {entry['role']}, {entry['job_id']} "
             f"{entry['schedule_time']}): {entry['outcome']}, {entry['executions']} execution(s); "
-            f"seed {report['seed']}, fault schedule {entry['schedule']}; replay: "
+            + (f"{entry['harness_error']}; " if entry.get("harness_error") else "")
+            + f"seed {report['seed']}, fault schedule {entry['schedule']}; replay: "
             f'make soak ARGS="--seed {report["seed"]} --runs {report["runs_planned"]} --only {entry["run"]}"'
         )
     for tag in report["stray_executions"]:

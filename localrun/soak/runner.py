@@ -9,6 +9,7 @@ clock offset (libfaketime), which only the clock-skew fault's attempts are sent 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -16,6 +17,7 @@ import shutil
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -138,12 +140,12 @@ def soak(
             PYTHONPATH=os.pathsep.join(pythonpath),
             **{soak_record.EXECUTIONS_FILE_ENV: str(executions_path)},
         )
-        proxies: dict[str, TcpProxy] = {}
+        proxies: list[tuple[FunctionServer, TcpProxy]] = []
         servers = []
         for _ in range(options.instances):
             proxy = stack.enter_context(contextlib.closing(TcpProxy(emulator_host)))
             server = FunctionServer({**base_env, EMULATOR_HOST_ENV: proxy.host}, log_path)
-            proxies[server.url] = proxy
+            proxies.append((server, proxy))
             servers.append(server)
             stack.callback(server.stop)  # stopped even when the soak is interrupted
         pool = InstancePool(
@@ -175,7 +177,7 @@ def soak(
         stack.callback(watch.close)
         injector = Injector(
             pool,
-            proxies,
+            functools.partial(_proxy_of, proxies),
             db,
             settings.runs_collection,
             watch,
@@ -255,6 +257,25 @@ def soak(
     )
 
 
+def _where(error: BaseException) -> str:
+    """The error and the line of the harness that raised it: an AssertionError's repr alone
+    says nothing of which check failed."""
+    frames = traceback.extract_tb(error.__traceback__)
+    origin = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    return f"{error!r}{origin}"
+
+
+def _proxy_of(proxies: Sequence[tuple[FunctionServer, TcpProxy]], url: str) -> TcpProxy:
+    """The proxy of the instance serving at `url` now. Matched by the instance's URL at the
+    time of the attempt, never by the one it was given when created: an instance whose port
+    another process took while it started serves on another port (localrun/port_holder.py),
+    and a fault looked up by its first URL found no proxy and failed its run undelivered."""
+    for server, proxy in proxies:
+        if server.url == url:
+            return proxy
+    raise LookupError(f"no instance of the soak serves at {url}: {[server.url for server, _ in proxies]}")
+
+
 def _write_log(path: Path, ended: Sequence[tuple[SoakScheduler, RunResult]]) -> None:
     """The scheduler's log: every run it delivered, its deliveries, whether it gave up."""
     with path.open("w", encoding="utf-8") as log:
@@ -300,7 +321,7 @@ def _fire(
                     result = scheduler.run(index, delivered.schedule_time)
                 except Exception as error:  # the harness failed the run: never a silent gap
                     result = RunResult(index, scheduler.job.name, format_rfc3339(delivered.schedule_time), [])
-                    result.reason = f"the soak could not deliver it: {error!r}"
+                    result.reason = f"the soak could not deliver it: {_where(error)}"
                 finished(scheduler, result)
 
         thread = threading.Thread(target=go, name=f"run-{index}", daemon=True)

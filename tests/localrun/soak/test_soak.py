@@ -13,6 +13,8 @@ import pytest
 
 from infra.settings.loading import load_stack_settings
 from localrun.demo import DEMO_STACKS_DIR
+from localrun.emulator import free_loopback_port
+from localrun.function_server import FunctionServer
 from localrun.soak.__main__ import SOAK_STACK
 from localrun.soak.checker import Outcome
 from localrun.soak.plan import RunPlan, SoakFault, plan_soak
@@ -44,8 +46,25 @@ def soak_bounded(**kwargs: Any) -> SoakOutcome:
     return result
 
 
+class MovedOnStart(FunctionServer):
+    """An instance whose first port another process took while it started, so that it serves
+    on another one (FunctionServer.start does that on a busy machine): the URL it was created
+    with is not the URL it serves on."""
+
+    def start(self) -> None:
+        if not getattr(self, "moved", False):
+            self.moved = True
+            self.port = free_loopback_port()
+        super().start()
+
+
 @pytest.mark.chaos
-def test_a_small_soak_executes_every_run_once_under_every_fault_kind(emulator_host, project, tmp_path):
+def test_a_small_soak_executes_every_run_once_under_every_fault_kind(
+    emulator_host, project, tmp_path, monkeypatch
+):
+    # Every instance moves: a fault carried out through an instance's Firestore proxy finds it
+    # by the URL the instance serves on, or its run would not be delivered at all.
+    monkeypatch.setattr("localrun.soak.runner.FunctionServer", MovedOnStart)
     settings = load_stack_settings(SOAK_STACK, stacks_dir=DEMO_STACKS_DIR)
     plans = plan_soak(26, seed=4, min_each=1, excluded=(SoakFault.FORCED,))
     options = SoakOptions(runs=26, seed=4, instances=3, in_flight=12, forced=False)
