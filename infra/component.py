@@ -4,6 +4,8 @@ Read top to bottom, `ExactlyOnceScheduler.__init__` is the architecture: APIs (a
 until they serve, which also refuses a changed region), the Firestore ledger, the identities,
 the source and its build, the function, the invoker binding, the jobs
 (the configured ones and the missed-run audit), and the monitoring that watches them.
+With `secondRegion`, the function, its invoker grant and every job are deployed in both regions
+(infra/resources/regions.py names the second set); everything else is deployed once.
 One private method per part; the larger parts live in their own modules (infra/resources/build.py,
 infra/resources/function.py, infra/samples/workflows.py, infra/resources/scheduler_jobs.py, ...). Each
 resource keeps all of its arguments in one call so a fork can change one thing in one place.
