@@ -4,6 +4,7 @@ the ledger in a multi-region location; one mocked program run, shared by every t
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -55,6 +56,19 @@ def settings() -> StackSettings:
 @pytest.fixture(scope="module")
 def stack(settings: StackSettings) -> MockedStack:
     return mock_stack(settings)
+
+
+def test_adding_the_second_region_keeps_every_urn_of_the_first(
+    stack: MockedStack, settings: StackSettings
+) -> None:
+    one_region = mock_stack(dataclasses.replace(settings, second_region=""))
+    first = {r.urn for r in one_region.resources}
+    both = {r.urn for r in stack.resources}
+    assert first <= both
+    added = sorted(both - first)
+    # What the second region adds, and nothing else: each carries the region in its name.
+    assert added and all(f"::eos-{SECOND}-" in urn for urn in added), added
+    assert len([urn for urn in added if SCHEDULER_JOB in urn]) == len(with_audit_job(settings).jobs)
 
 
 def _by_region(stack: MockedStack, type_: str, key: str = "location") -> dict[str, list[MockedResource]]:
