@@ -4,6 +4,8 @@ Read top to bottom, `ExactlyOnceScheduler.__init__` is the architecture: APIs (a
 until they serve, which also refuses a changed region), the Firestore ledger, the identities,
 the source and its build, the function, the invoker binding, the jobs
 (the configured ones and the missed-run audit), and the monitoring that watches them.
+With `secondRegion`, the function, its invoker grant and every job are deployed in both regions
+(infra/resources/regions.py names the second set); everything else is deployed once.
 One private method per part; the larger parts live in their own modules (infra/resources/build.py,
 infra/resources/function.py, infra/samples/workflows.py, infra/resources/scheduler_jobs.py, ...). Each
 resource keeps all of its arguments in one call so a fork can change one thing in one place.
@@ -45,6 +47,7 @@ from infra.resources.identities import Identities, run_invoker
 from infra.resources.identities import identities as make_identities
 from infra.resources.ledger import LedgerDatabase, ledger_database
 from infra.resources.propagation import API_ACTIVATION, SERVING_GRANTS, pause_after
+from infra.resources.regions import regional_prefix
 from infra.resources.runtime_access import runtime_access
 from infra.resources.scheduler_jobs import scheduler_job
 from infra.samples.targets import SampleTargets, sample_targets
@@ -149,35 +152,54 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             invoker_account=identities.invoker,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[ready]),
         )
-        # The function every scheduled job calls; its first build needs the builder's grants.
-        function = dedup_function(
-            name,
-            settings,
-            parent=self,
-            opts=self._function_opts(apis, build),
-            build=build,
-            runtime_account=identities.runtime,
-            access=access,
-        )
-        uri = function_uri(function)
-        invoker_binding = self._invoker_binding(name, settings, function, identities.invoker)
+        # The function every scheduled job calls, in each region (infra/resources/regions.py);
+        # its first build needs the builder's grants.
+        functions = {
+            region: dedup_function(
+                regional_prefix(name, settings, region),
+                settings,
+                parent=self,
+                opts=self._function_opts(apis, build),
+                build=build,
+                runtime_account=identities.runtime,
+                access=access,
+                region=region,
+            )
+            for region in settings.regions
+        }
+        uris = {region: function_uri(function) for region, function in functions.items()}
+        invoker_bindings = [
+            self._invoker_binding(name, settings, function, identities.invoker, region)
+            for region, function in functions.items()
+        ]
         samples = self._sample_workflows(name, settings, apis, ready, identities, checker)
         serving = self._serving_grants_propagation(
             name,
             identities,
-            [invoker_binding, *access, *targets.grants, *(queue.grants if queue else [])],
+            [*invoker_bindings, *access, *targets.grants, *(queue.grants if queue else [])],
             samples,
         )
-        jobs = self._scheduler_jobs(name, settings, apis, uri, identities.invoker, serving, samples)
+        jobs = self._scheduler_jobs(name, settings, apis, uris, identities.invoker, serving, samples)
         # Log-based metrics on the function's lines, alert policies with runbooks, a dashboard.
+        # Every region's function is the same Cloud Run service name, which the metrics filter
+        # on: they count both regions' deliveries.
         declare_operations(
             settings.names.monitoring_prefix(),
             project=settings.project,
-            function_service=function_service(function),
+            function_service=function_service(functions[settings.region]),
             notification_channels=settings.alert_notification_channels,
             opts=self._after(apis, "logging.googleapis.com", "monitoring.googleapis.com"),
         )
-        self._publish_outputs(settings, uri, jobs, identities, build.account, ledger, checker, samples)
+        self._publish_outputs(
+            settings,
+            uris[settings.region],
+            jobs[settings.region],
+            identities,
+            build.account,
+            ledger,
+            checker,
+            samples,
+        )
 
     # --- resource options shared by the parts ---------------------------------------------------
 
@@ -249,13 +271,16 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         settings: StackSettings,
         function: gcp.cloudfunctionsv2.Function,
         invoker_account: gcp.serviceaccount.Account,
+        region: str,
     ) -> gcp.cloudrunv2.ServiceIamMember:
+        """The invoker may call the function of `region`: each region's jobs call their own."""
         return run_invoker(
-            f"{name}-invoker-run-invoker",
+            f"{regional_prefix(name, settings, region)}-invoker-run-invoker",
             settings,
             function_service(function),
             invoker_account.member,
             self._child(),
+            region,
         )
 
     def _token_check(
@@ -368,22 +393,36 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         name: str,
         settings: StackSettings,
         apis: _Apis,
-        function_uri: pulumi.Output[str],
+        function_uris: Mapping[str, pulumi.Output[str]],
         invoker_account: gcp.serviceaccount.Account,
         serving: pulumi.Resource,
         samples: SampleWorkflows | None,
-    ) -> list[gcp.cloudscheduler.Job]:
+    ) -> dict[str, list[gcp.cloudscheduler.Job]]:
+        """Every job (the audit job too) in every region, by region, each calling its own
+        region's function. A run is then delivered once from each region, with the same
+        headers (infra/plan/headers.py), and the ledger runs it once: the audit's own runs too,
+        so the audit runs once an hour, from whichever region delivers it first."""
         sample_workflows = samples.workflows if samples is not None else {}
         # A proxy job starts its downstream work on its first run.
         first_run = [api for api in ("cloudscheduler.googleapis.com", *extra_apis(settings)) if api in apis]
         first_run_apis = [apis[api] for api in first_run]
         opts = pulumi.ResourceOptions(parent=self, depends_on=[*first_run_apis, serving])
-        return [
-            scheduler_job(
-                name, job, settings, function_uri, invoker_account.email, opts, sample_workflows.get(job.name)
-            )
-            for job in settings.jobs
-        ]
+        return {
+            region: [
+                scheduler_job(
+                    regional_prefix(name, settings, region),
+                    job,
+                    settings,
+                    uri,
+                    invoker_account.email,
+                    opts,
+                    sample_workflows.get(job.name),
+                    region,
+                )
+                for job in settings.jobs
+            ]
+            for region, uri in function_uris.items()
+        }
 
     def _publish_outputs(
         self,

@@ -66,7 +66,8 @@ class StackContext:
 
     @property
     def location(self) -> str:
-        return self.settings.region
+        """The location run ids are computed with: the same from either region of a stack."""
+        return self.settings.run_location
 
     def firestore(self) -> firestore.Client:
         """The ledger's client; FIRESTORE_EMULATOR_HOST, when set, points it at the emulator."""

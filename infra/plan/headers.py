@@ -23,8 +23,9 @@ from infra.targets.registry import kind_of
 
 def headers_for(settings: StackSettings, job: JobSettings) -> dict[str, str]:
     """HttpTarget headers of `job`. The local scheduler sends these same headers, so a run id
-    computed locally matches the one computed in the cloud."""
-    headers = {PROJECT_HEADER: settings.project, LOCATION_HEADER: settings.region}
+    computed locally matches the one computed in the cloud; a stack's second region sends them
+    too (the same location), so both regions' deliveries of a run are one run."""
+    headers = {PROJECT_HEADER: settings.project, LOCATION_HEADER: settings.run_location}
     if job.body is not None or (job.target is not None and kind_of(job.target).sends_body):
         headers["Content-Type"] = "application/json"
     return headers

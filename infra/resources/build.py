@@ -10,6 +10,8 @@ repository, read the gcf-v2-sources bucket. It never reads the stack's own bucke
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import pulumiverse_time as time
 from exactly_once.config import JOB_TABLE_FILE
 from infra.resources.identities import service_account
 from infra.resources.propagation import BUILD_GRANTS, pause_after
+from infra.resources.regions import regional_prefix
 from infra.resources.source import source_archive, source_hash
 from infra.settings.stack import StackSettings
 
@@ -43,6 +46,10 @@ def sources_read_condition(project_number: str, region: str) -> gcp.projects.IAM
     }
 
 
+def _sources_condition(number: object, *, region: str) -> gcp.projects.IAMMemberConditionArgsDict:
+    return sources_read_condition(str(number), region)
+
+
 @dataclass(frozen=True)
 class BuildIdentity:
     """Who builds the functions, from which source, into which repository, and what a function
@@ -50,17 +57,28 @@ class BuildIdentity:
 
     account: gcp.serviceaccount.Account
     source: gcp.cloudfunctionsv2.FunctionBuildConfigSourceArgsDict
-    docker_repository: pulumi.Output[str]
+    # One repository per region the stack deploys functions in, by region: a function's
+    # build pushes to its own region's, so building one region never needs the other.
+    docker_repositories: Mapping[str, pulumi.Output[str]]
     ready: time.Sleep
 
-    def config(self, entry_point: str) -> gcp.cloudfunctionsv2.FunctionBuildConfigArgsDict:
+    @property
+    def docker_repository(self) -> pulumi.Output[str]:
+        """The repository of the stack's first region."""
+        return next(iter(self.docker_repositories.values()))
+
+    def config(
+        self, entry_point: str, region: str | None = None
+    ) -> gcp.cloudfunctionsv2.FunctionBuildConfigArgsDict:
+        """The build of a function in `region` (None: the stack's first region)."""
+        repository = self.docker_repositories[region] if region is not None else self.docker_repository
         return {
             "runtime": FUNCTION_RUNTIME,
             "entry_point": entry_point,
             "source": self.source,
             # The full resource name, as the API takes it (an email alone is rejected).
             "service_account": self.account.name,
-            "docker_repository": self.docker_repository,
+            "docker_repository": repository,
         }
 
 
@@ -122,7 +140,7 @@ def build_identity(
     Left unset, Cloud Build runs as the default compute account (Editor on the project) in new
     projects; the policy pack refuses that.
     """
-    project, region = settings.project, settings.region
+    project = settings.project
     child = pulumi.ResourceOptions(parent=parent)
     account = service_account(
         name,
@@ -131,15 +149,6 @@ def build_identity(
         "Builds the functions: writes logs, pushes to one repository, reads the sources.",
         settings,
         pulumi.ResourceOptions(parent=parent, depends_on=[iam_api]),
-    )
-    repository = gcp.artifactregistry.Repository(
-        f"{name}-images",
-        project=project,
-        location=region,
-        repository_id=settings.names.repository_id(),
-        format="DOCKER",
-        description="Images of the exactly-once scheduler's functions.",
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[registry_api]),
     )
     project_number = gcp.organizations.get_project_output(project_id=project).number
     grants: list[pulumi.Resource] = [
@@ -152,25 +161,44 @@ def build_identity(
             member=account.member,
             opts=child,
         ),
-        gcp.artifactregistry.RepositoryIamMember(
-            f"{name}-builder-images-writer",
+    ]
+    repositories: dict[str, pulumi.Output[str]] = {}
+    for region in settings.regions:
+        prefix = regional_prefix(name, settings, region)
+        repository = gcp.artifactregistry.Repository(
+            f"{prefix}-images",
             project=project,
             location=region,
-            repository=repository.repository_id,
-            role="roles/artifactregistry.writer",
-            member=account.member,
-            opts=child,
-        ),
+            repository_id=settings.names.repository_id(),
+            format="DOCKER",
+            description="Images of the exactly-once scheduler's functions.",
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=[registry_api]),
+        )
+        grants.append(
+            gcp.artifactregistry.RepositoryIamMember(
+                f"{prefix}-builder-images-writer",
+                project=project,
+                location=region,
+                repository=repository.repository_id,
+                role="roles/artifactregistry.writer",
+                member=account.member,
+                opts=child,
+            )
+        )
         # Allow-listed for this account and this condition only (policy pack).
-        gcp.projects.IAMMember(
-            f"{name}-builder-sources-viewer",
-            project=project,
-            role="roles/storage.objectViewer",
-            member=account.member,
-            condition=project_number.apply(lambda number: sources_read_condition(str(number), region)),
-            opts=child,
-        ),
-    ]
+        grants.append(
+            gcp.projects.IAMMember(
+                f"{prefix}-builder-sources-viewer",
+                project=project,
+                role="roles/storage.objectViewer",
+                member=account.member,
+                condition=project_number.apply(functools.partial(_sources_condition, region=region)),
+                opts=child,
+            )
+        )
+        repositories[region] = pulumi.Output.all(
+            repository.project, repository.location, repository.repository_id
+        ).apply(lambda parts: "projects/{}/locations/{}/repositories/{}".format(*parts))
     # Also after the APIs a build uses: enabling one creates its service agents (Cloud Build's,
     # Cloud Functions') in the background, and a build that starts first fails the same way.
     # A new build account (new grants) sleeps again; see infra/resources/propagation.py for the length.
@@ -181,7 +209,4 @@ def build_identity(
         triggers={"builder": account.member},
         opts=child,
     )
-    docker_repository = pulumi.Output.all(
-        repository.project, repository.location, repository.repository_id
-    ).apply(lambda parts: "projects/{}/locations/{}/repositories/{}".format(*parts))
-    return BuildIdentity(account=account, source=source, docker_repository=docker_repository, ready=ready)
+    return BuildIdentity(account=account, source=source, docker_repositories=repositories, ready=ready)

@@ -122,9 +122,14 @@ def dedup_function(
     build: BuildIdentity,
     runtime_account: gcp.serviceaccount.Account,
     access: list[pulumi.Resource],
+    region: str | None = None,
 ) -> gcp.cloudfunctionsv2.Function:
-    """`opts` carries the parent and what the build needs first; the runtime's secret grants
-    are waited for here, since only a function with secrets has them."""
+    """The function in `region` (None: the stack's first), named `name`-function. Every region's
+    function has the same name, build, account and environment: it records the runs it claims
+    as its service's, and the runs of both regions must be one service's (a run recorded by
+    another target is refused). `opts` carries the parent and what the build needs first; the
+    runtime's secret grants are waited for here, since only a function with secrets has them."""
+    location = region or settings.region
     secrets = secret_environment_variables(settings)
     if secrets:
         # Cloud Run checks that the runtime account may read each secret when it deploys
@@ -142,10 +147,10 @@ def dedup_function(
     return gcp.cloudfunctionsv2.Function(
         f"{name}-function",
         project=settings.project,
-        location=settings.region,
+        location=location,
         name=settings.names.function_name(FUNCTION_ROLE),
         description="Deduplicates Cloud Scheduler deliveries: each scheduled run executes once.",
-        build_config=build.config(FUNCTION_ENTRY_POINT),
+        build_config=build.config(FUNCTION_ENTRY_POINT, location),
         service_config={
             "service_account_email": runtime_account.email,
             "timeout_seconds": int(settings.function_timeout_seconds),

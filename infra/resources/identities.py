@@ -52,12 +52,14 @@ def run_invoker(
     service: pulumi.Input[str],
     member: pulumi.Input[str],
     opts: pulumi.ResourceOptions,
+    region: str | None = None,
 ) -> gcp.cloudrunv2.ServiceIamMember:
-    """`member` may call the one Cloud Run service `service`, nothing else in the project."""
+    """`member` may call the one Cloud Run service `service` (in `region`; None: the stack's
+    first), nothing else in the project."""
     return gcp.cloudrunv2.ServiceIamMember(
         resource_name,
         project=settings.project,
-        location=settings.region,
+        location=region or settings.region,
         name=service,
         role="roles/run.invoker",
         member=member,

@@ -44,7 +44,9 @@ def ledger_database(
             f"{name}-database",
             project=settings.project,
             name=settings.database_name,
-            location_id=settings.region,
+            # gcp:region unless databaseLocation says otherwise: a stack with a second region
+            # needs a multi-region location (infra/settings/region_checks.py).
+            location_id=settings.ledger_location,
             type="FIRESTORE_NATIVE",
             delete_protection_state=(
                 "DELETE_PROTECTION_ENABLED" if settings.deletion_protection else "DELETE_PROTECTION_DISABLED"

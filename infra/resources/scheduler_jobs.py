@@ -21,9 +21,12 @@ def scheduler_job(
     invoker_email: pulumi.Output[str],
     opts: pulumi.ResourceOptions,
     sample_workflow: pulumi.Output[str] | None = None,
+    region: str | None = None,
 ) -> gcp.cloudscheduler.Job:
-    """The job `job` of this stack, named by its deployed id (unique per stack), which Cloud
-    Scheduler sends as X-CloudScheduler-JobName.
+    """The job `job` of this stack in `region` (None: the stack's first), named by its deployed
+    id (unique per stack), which Cloud Scheduler sends as X-CloudScheduler-JobName. A second
+    region's job has the same id, headers and body, and calls that region's function: its
+    deliveries are the same runs as the first region's, which the ledger runs once.
 
     A job with a sample workflow names it in its body, which is therefore an Output.
     """
@@ -37,7 +40,7 @@ def scheduler_job(
     return gcp.cloudscheduler.Job(
         f"{prefix}-job-{job.name}",
         project=settings.project,
-        region=settings.region,
+        region=region or settings.region,
         name=settings.scheduler_job_id(job),
         description=f"Exactly-once scheduled job {job.name} of stack {settings.stack}",
         schedule=job.schedule,

@@ -37,6 +37,7 @@ from infra.config.schema import (
 from infra.settings.catchup_checks import catchup_errors
 from infra.settings.environment import access_errors, stack_environment
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings, parse_jobs
+from infra.settings.region_checks import region_errors
 from infra.settings.samples import SAMPLE_JOB_NAMES, with_samples
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_errors
@@ -120,7 +121,10 @@ def settings_from_config(
         idempotency_retention_seconds=float(ledger.idempotency_retention_seconds),
         alert_notification_channels=channels,
         missed_run_audit=bool(scalars["missedRunAudit"]),
+        second_region=str(scalars["secondRegion"]),
+        database_location=str(scalars["databaseLocation"]),
     )
+    errors.extend(region_errors(settings, errors))
     if not errors:
         errors.extend(access_errors(settings, stack_environment(settings)))
     if not errors:

@@ -48,11 +48,33 @@ class StackSettings:
     missed_run_audit: bool = True
     # The name of the component that deploys these settings: the first part of every name.
     component: str = COMPONENT_NAME
+    # "": one region. Else a second region that deploys the function and every Scheduler job
+    # too (infra/settings/region_checks.py says what it requires).
+    second_region: str = ""
+    # "": the database is in `region`, as it always was. Else its Firestore location.
+    database_location: str = ""
 
     @property
     def names(self) -> StackNames:
         """The names this stack's component gives the resources it creates."""
         return StackNames(self.stack, self.component)
+
+    @property
+    def regions(self) -> tuple[str, ...]:
+        """Every region the function and the Scheduler jobs are deployed in, `region` first."""
+        return (self.region, self.second_region) if self.second_region else (self.region,)
+
+    @property
+    def run_location(self) -> str:
+        """The location every delivery names in X-Job-Location, from whichever region it comes:
+        the run id hashes it, so both regions' deliveries of a run must name the same one, and
+        it is `region` so that adding a second region changes no run id."""
+        return self.region
+
+    @property
+    def ledger_location(self) -> str:
+        """The Firestore location of the stack's own database."""
+        return self.database_location or self.region
 
     @property
     def database_name(self) -> str:

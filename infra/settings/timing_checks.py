@@ -113,6 +113,12 @@ def timing_advisories(settings: StackSettings, today: date | None = None) -> lis
         if job.overlap == OverlapPolicy.WAIT
         for violation in timing.check_wait_overlap(settings.job_timing(job))
     )
+    if settings.second_region:
+        advisories.extend(
+            violation_text(violation, index, job, settings)
+            for index, job in enumerate(settings.jobs)
+            for violation in timing.check_second_region(settings.job_timing(job))
+        )
     advisories.extend(call_timeout_advisories(settings))
     since = today if today is not None else date.today()
     advisories.extend(

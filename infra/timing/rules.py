@@ -389,6 +389,48 @@ def check_wait_overlap(job: JobTiming) -> list[Violation]:
     return violations
 
 
+def check_second_region(job: JobTiming) -> list[Violation]:
+    """Advisory findings for a job deployed in two regions (`secondRegion`).
+
+    Every run is delivered from both regions at about its schedule time. One delivery claims
+    it; the other is answered 409 (in progress) and comes back through its own region's
+    retries: the first retry after the run completed is answered "already completed", and a
+    run whose region went down while it ran is taken over by the first retry after its lease
+    ends, as late as the time limit plus the lease after the first attempt. Retries stop at
+    the next scheduled run, so both hold only when a retry before it arrives that late;
+    otherwise the other region's Scheduler run ends failed after a run that ran once, and a
+    run whose region fell mid-run waits for the missed-run audit.
+    """
+    takeover = _time_limit(job) + job.lease_seconds
+    gap = shortest_gap(job.schedule, job.time_zone)
+    interval = gap.seconds if gap is not None else None
+    arrivals = [
+        arrival
+        for arrival in retry_arrivals_if_every_attempt_fails_instantly(job.retry)
+        if interval is None or arrival < interval
+    ]
+    if arrivals and arrivals[-1] > takeover:
+        return []
+    last = f"the last retry arrives {_s(arrivals[-1])} after the first attempt" if arrivals else "no retry"
+    return [
+        Violation(
+            "second-region-retries",
+            (
+                "retry.retry_count",
+                "retry.min_backoff_seconds",
+                "retry.max_doublings",
+                "time_limit_seconds",
+                "lease_seconds",
+            ),
+            f"with a second region every run is delivered twice, and the delivery that finds the run in "
+            f"progress needs a retry after the run's time limit and lease ({_s(takeover)}), but {last}: "
+            "its Cloud Scheduler run ends failed though the run ran once, and a run whose region goes "
+            "down while it runs is left to the missed-run audit; allow more or later retries",
+            advisory=True,
+        )
+    ]
+
+
 def _shortened(gap: RunGap) -> str:
     """Which runs a clock change brings closer than the wall clock says, when it does: else a
     user who wrote an every-two-hours schedule would wonder where 3600s came from."""

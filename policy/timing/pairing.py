@@ -1,7 +1,8 @@
 """Which function a Scheduler job calls, so that its timing is read from the right pair.
 
-A stack may deploy several functions (the token check among them); a job's timing is judged
-against the function its `httpTarget.uri` names, else the one it depends on, else the only one.
+A stack may deploy several functions (the token check among them, the same function in a
+second region); a job's timing is judged against the function its `httpTarget.uri` names, else
+the one it depends on, else the one in its own region, else the only one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ def function_for(job: PolicyResource, functions: list[PolicyResource]) -> Policy
     linked = [f for f in functions if f.urn in dependency_urns]
     if len(linked) == 1:
         return linked[0]
+    # A stack in two regions deploys the function in each, and each region's jobs call their
+    # own region's: the one function in the job's region, when its URI and links cannot tell.
+    region = lookup(job.props, "region")
+    if isinstance(region, str) and region:
+        regional = [f for f in functions if lookup(f.props, "location") == region]
+        if len(regional) == 1:
+            return regional[0]
     return functions[0] if len(functions) == 1 else None
 
 
