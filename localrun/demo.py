@@ -3,7 +3,8 @@
 Starts the Firestore emulator and the function (Functions Framework, loopback), fires a stack's
 upcoming scheduled runs through the local Cloud Scheduler with seeded faults, then judges from
 the function's log lines and the run ledger what each run came to. The exit code is the
-verdict, so CI can run it.
+verdict, so CI can run it. With `--regions 2`, every run is delivered in two regions, one of
+them down for a stretch (localrun/regions.py), and the verdict is the same: once per run.
 
 The stack is the demo's own (localrun/stacks/Pulumi.demo.yaml), never the forker's stack files,
 which a fork rewrites or deletes; `--stack NAME` reads the forker's Pulumi.NAME.yaml instead.

@@ -188,7 +188,8 @@ class LocalScheduler:
 
     def run(self, index: int, schedule_time: datetime, faults: RunFaults = NO_FAULTS) -> RunResult:
         """All attempts of one run: retry on non-2xx, timeout or dropped connection, per the
-        job's RetryConfig, until a 2xx or the policy says stop."""
+        job's RetryConfig, until a 2xx or the policy says stop, or the scheduler's region is
+        down (then it sends nothing more of the run, as a regional outage does)."""
         result = RunResult(
             index, self.job.name, format_rfc3339(schedule_time), [f.value for f in faults.kinds]
         )
