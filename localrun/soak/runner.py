@@ -200,11 +200,22 @@ def soak(
             for job in jobs
         }
         regional = _second_region(
-            settings, options, base_env, out_dir, stack, db, compressed, clock, injector, skewed, switch
+            settings,
+            options,
+            env=base_env,
+            log_path=out_dir / f"function-{LABELS[1]}.log",
+            stack=stack,
+            db=db,
+            compressed=compressed,
+            clock=clock,
+            injector=injector,
+            skewed=skewed,
+            switch=switch,
         )
         pools = [pool, *skewed.values(), *([regional.pool] if regional else [])]
+        second = f", and {options.instances} in region {names[LABELS[1]]}" if regional else ""
         say(
-            f"serving the function on {len(servers)} instances and {len(skewed)} clock-skewed ones "
+            f"serving the function on {len(servers)} instances and {len(skewed)} clock-skewed ones{second} "
             f"(wall clock: lease {compressed.lease_seconds:g}s, "
             f"time limit {compressed.time_limit_seconds:g}s)"
         )
@@ -445,8 +456,9 @@ class _SecondRegion:
 def _second_region(
     settings: StackSettings,
     options: SoakOptions,
-    base_env: dict[str, str],
-    out_dir: Path,
+    *,
+    env: dict[str, str],
+    log_path: Path,
     stack: contextlib.ExitStack,
     db: firestore.Client,
     compressed: CompressedTiming,
@@ -455,13 +467,13 @@ def _second_region(
     skewed: dict[str, InstancePool],
     switch: RegionSwitch,
 ) -> _SecondRegion | None:
+    """Region b, in a soak of two regions; its instances stop with the soak, as region a's do."""
     if options.regions < 2:
         return None
-    log_path = out_dir / f"function-{LABELS[1]}.log"
     log_path.unlink(missing_ok=True)
     servers = []
     for _ in range(options.instances):
-        server = FunctionServer(base_env, log_path)
+        server = FunctionServer(env, log_path)
         servers.append(server)
         stack.callback(server.stop)
     pool = InstancePool(
