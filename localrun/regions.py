@@ -95,11 +95,21 @@ def demo_outage(runs: int) -> Outage | None:
 
 class RegionSwitch:
     """Which regions are up. At most one region is down at a time: with both down, nothing
-    could deliver a run, and no ledger can execute a run nobody sends."""
+    could deliver a run, and no ledger can execute a run nobody sends. And a region is taken
+    down only once the other has been back up for `guard_seconds`: the runs the other
+    delivered alone need their own region's retries to finish (a first attempt turned away
+    by a lease, or failed, is retried), and a region's delivery of a run comes up to an offset
+    after the other's, so a handover without that pause leaves runs that neither region
+    sends, which is two outages, not one."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, guard_seconds: float = 0.0, *, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
         self._lock = threading.Lock()
         self._down: str | None = None
+        self._guard = guard_seconds
+        self._monotonic = monotonic
+        self._back_up: tuple[str, float] | None = None  # the region last brought up, and when
         self.outages = 0
 
     def up(self, region: str) -> Callable[[], bool]:
@@ -107,10 +117,15 @@ class RegionSwitch:
         return lambda: self._down != region
 
     def take_down(self, region: str) -> bool:
-        """Take `region` down; False (nothing changes) while another region is down."""
+        """Take `region` down; False (nothing changes) while another region is down or has
+        not been back up for the guard's length."""
         with self._lock:
             if self._down not in (None, region):
                 return False
+            if self._back_up is not None:
+                other, since = self._back_up
+                if other != region and self._monotonic() - since < self._guard:
+                    return False
             if self._down is None:
                 self.outages += 1
             self._down = region
@@ -120,10 +135,11 @@ class RegionSwitch:
         with self._lock:
             if self._down == region:
                 self._down = None
+                self._back_up = (region, self._monotonic())
 
     def down_for(self, region: str, seconds: float) -> threading.Timer | None:
         """Take `region` down for `seconds`, then up again; None when it could not be taken
-        down (another region is)."""
+        down (another region is, or was a moment ago)."""
         if not self.take_down(region):
             return None
         timer = threading.Timer(seconds, self.bring_up, args=(region,))

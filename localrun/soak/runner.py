@@ -26,6 +26,7 @@ from google.cloud import firestore
 
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from infra.settings.stack import StackSettings
+from infra.timing import rules as timing
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import RunResult
 from localrun.emulator import EMULATOR_HOST_ENV
@@ -182,7 +183,11 @@ def soak(
             project=settings.project,
             location=settings.region,
         )
-        switch = RegionSwitch()
+        # A region goes down only once the other has been up for as long as a run's retries
+        # can last, plus an attempt: the runs it delivered alone are done by then.
+        retries = timing.retry_arrivals_if_every_attempt_fails_instantly(jobs[0].retry)
+        deadline = compressed.attempt_deadline_seconds(settings, jobs[0])
+        switch = RegionSwitch(guard_seconds=clock.real(retries[-1] if retries else 0.0) + deadline)
         names = region_names(settings.region, options.regions)
         two_regions = len(names) > 1
         schedulers = {

@@ -43,6 +43,20 @@ def test_one_region_at_most_is_down_and_the_demo_s_outage_leaves_runs_on_both_si
     assert up_a() and switch.take_down("b") and not up_b()
     assert switch.outages == 2
     assert demo_outage(2) is None
+
+
+def test_a_region_goes_down_only_once_the_other_has_been_back_up_for_the_guard():
+    now = [100.0]
+    switch = RegionSwitch(guard_seconds=25.0, monotonic=lambda: now[0])
+    assert switch.take_down("a")
+    now[0] += 3
+    switch.bring_up("a")
+    now[0] += 24
+    assert not switch.take_down("b") and switch.up("b")()
+    assert switch.take_down("a")  # the same region again: no run of the other's is left short
+    switch.bring_up("a")
+    now[0] += 25
+    assert switch.take_down("b") and switch.outages == 3
     assert demo_outage(20) == Outage("a", 6, 5)
     assert demo_outage(3) == Outage("a", 1, 1)
     for runs in range(3, 60):
