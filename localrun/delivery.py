@@ -119,6 +119,8 @@ class Delivery:
     # read from the function's log line; "" when none did.
     lease_holder: str = ""
     error: str = ""  # a terminal failure's recorded reason, as answered
+    # The region whose scheduler sent it, when the run is delivered in two (localrun/regions.py).
+    region: str = ""
 
 
 @dataclass
@@ -134,6 +136,8 @@ class RunResult:
     executions: int = 0
     verdict: str = ""
     reason: str = ""
+    # The regions whose function ran the job to its end, one entry per execution (two regions).
+    executed_in: list[str] = field(default_factory=list)
 
     @property
     def retries_exhausted(self) -> bool:

@@ -3,7 +3,8 @@
 Starts the Firestore emulator and the function (Functions Framework, loopback), fires a stack's
 upcoming scheduled runs through the local Cloud Scheduler with seeded faults, then judges from
 the function's log lines and the run ledger what each run came to. The exit code is the
-verdict, so CI can run it.
+verdict, so CI can run it. With `--regions 2`, every run is delivered in two regions, one of
+them down for a stretch (localrun/regions.py), and the verdict is the same: once per run.
 
 The stack is the demo's own (localrun/stacks/Pulumi.demo.yaml), never the forker's stack files,
 which a fork rewrites or deletes; `--stack NAME` reads the forker's Pulumi.NAME.yaml instead.
@@ -36,7 +37,8 @@ from localrun.emulator import EmulatorError, firestore_emulator
 from localrun.faults import Fault, FaultRates
 from localrun.function_server import FunctionServerError
 from localrun.instances import WarmUpError
-from localrun.report import reasons, render_table, verdict_line
+from localrun.regions import MAX_REGIONS
+from localrun.report import reasons, region_lines, render_table, verdict_line
 from localrun.simulation import SimulationOptions, shown_path, simulate
 from localrun.timeline import write_timeline
 from localrun.verdicts import EXIT_CANNOT_RUN, Verdict, exit_code
@@ -171,6 +173,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "proxy in front of the emulator, as if the database were far away",
     )
     parser.add_argument(
+        "--regions",
+        type=int,
+        choices=range(1, MAX_REGIONS + 1),
+        default=defaults.regions,
+        help="regions every run is delivered in: with 2, a second scheduler and function (the "
+        "stack's region with -b appended) deliver every run too, a moment later or sooner, and the "
+        "stack's own region is down for a stretch of runs, which the other delivers alone",
+    )
+    parser.add_argument(
         "--stack",
         help="read your Pulumi.STACK.yaml at the repository root (default: the demo's own stack, "
         "localrun/stacks/Pulumi.demo.yaml)",
@@ -211,6 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.instances,
             rates,
             firestore_rtt_seconds=args.firestore_rtt_ms / 1000,
+            regions=args.regions,
         )
         problems = options.compressed(settings, job).problems(settings, job)
     except (ValueError, SettingsError) as error:
@@ -259,6 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     timeline_path = write_timeline(report, out_dir / "timeline.png")
     print(render_table(report))
+    for line in region_lines(report):
+        print(line)
     for line in reasons(report):
         print(line)
     print(verdict_line(report))

@@ -7,8 +7,8 @@ too, as the story of each run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from infra.settings.jobs import JobSettings
@@ -36,6 +36,10 @@ class RunFacts:
     attempts_ended: int
     delayed_connections: int  # the function's connections to Firestore through the delaying proxy
     duration_seconds: float
+    # Two regions (localrun/regions.py): label -> region name, and the outage; empty and None
+    # in one region.
+    regions: Mapping[str, str] = field(default_factory=dict)
+    outage: Mapping[str, Any] | None = None
 
 
 def build_report(
@@ -108,7 +112,32 @@ def build_report(
                 for v in timing.check_job_timing(compressed.job_timing(settings, job))
             ],
         },
+        **_regions(results, facts),
         "results": [r.to_json() for r in results],
+    }
+
+
+def _regions(results: Sequence[RunResult], facts: RunFacts) -> dict[str, Any]:
+    """What each region delivered and executed, and the runs only one region delivered."""
+    if not facts.regions:
+        return {}
+    delivered_by = {r.index: {d.region for d in r.deliveries} for r in results}
+    return {
+        "regions": {
+            label: {
+                "name": name,
+                "deliveries": sum(d.region == label for r in results for d in r.deliveries),
+                "runs_delivered": sum(label in regions for regions in delivered_by.values()),
+                "executions": sum(r.executed_in.count(label) for r in results),
+            }
+            for label, name in facts.regions.items()
+        },
+        "region_outage": dict(facts.outage) if facts.outage is not None else None,
+        # Runs one region alone delivered (the other was down): label -> runs (1-based).
+        "delivered_alone": {
+            label: sorted(index + 1 for index, regions in delivered_by.items() if regions == {label})
+            for label in facts.regions
+        },
     }
 
 
@@ -124,6 +153,8 @@ def delivery_token(delivery: Delivery) -> str:
         token = "END"
     else:
         token = str(delivery.status) + ("!" if delivery.outcome.startswith("lost_ack") else "")
+    if delivery.region:
+        token = f"{delivery.region}:{token}"
     return f"[{token}]" if delivery.copy else token
 
 
@@ -132,23 +163,28 @@ def in_order_sent(deliveries: Sequence[Delivery]) -> list[Delivery]:
 
 
 def render_table(report: dict[str, Any]) -> str:
-    rows = [("#", "schedule time (UTC)", "faults", "deliv", "status codes", "execs", "outcome")]
+    regional = bool(report.get("regions"))
+    header = ["#", "schedule time (UTC)", "faults", "deliv", "status codes", "execs", "outcome"]
+    if regional:
+        header.insert(6, "executed in")
+    rows: list[list[str]] = [header]
     for run in report["results"]:
         deliveries = in_order_sent([Delivery(**d) for d in run["deliveries"]])
         tokens = " ".join(delivery_token(d) for d in deliveries)
         outcome = Verdict(run["verdict"]).shown + ("; scheduler gave up" if run["retries_exhausted"] else "")
         shown = {fault for d in deliveries for fault in d.faults}
-        rows.append(
-            (
-                str(run["index"] + 1),
-                run["schedule_time"],
-                ",".join(f if f in shown else f"({f})" for f in run["faults"]) or "-",
-                str(len(deliveries)),
-                tokens,
-                str(run["executions"]),
-                outcome,
-            )
-        )
+        row = [
+            str(run["index"] + 1),
+            run["schedule_time"],
+            ",".join(f if f in shown else f"({f})" for f in run["faults"]) or "-",
+            str(len(deliveries)),
+            tokens,
+            str(run["executions"]),
+            outcome,
+        ]
+        if regional:
+            row.insert(6, ",".join(run["executed_in"]) or "-")
+        rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
@@ -158,7 +194,34 @@ def render_table(report: dict[str, Any]) -> str:
         "DROP = connection cut (crash/restart), 200! = answer lost on the way back, "
         "[..] = injected duplicate copy, (fault) = planned but pre-empted"
     )
+    if regional:
+        names = ", ".join(
+            f"{label}:... = sent by region {label} ({r['name']})" for label, r in report["regions"].items()
+        )
+        lines.append(f"{names}; faults are planned on region a's deliveries")
     return "\n".join(line.rstrip() for line in lines)
+
+
+def region_lines(report: dict[str, Any]) -> list[str]:
+    """In two regions: what each region delivered and executed, and the outage's runs."""
+    if not report.get("regions"):
+        return []
+    lines = [
+        f"region {label} ({r['name']}): delivered {r['runs_delivered']} runs in {r['deliveries']} "
+        f"deliveries, executed {r['executions']}"
+        for label, r in report["regions"].items()
+    ]
+    outage = report.get("region_outage")
+    if outage is not None:
+        survivor = next(label for label in report["regions"] if label != outage["region"])
+        alone = report["delivered_alone"][survivor]
+        once = sum(run["executions"] == 1 for run in report["results"] if run["index"] + 1 in alone)
+        lines.append(
+            f"region {outage['region']} ({outage['name']}) down from run {outage['first_run']} to run "
+            f"{outage['last_run']}: region {survivor} delivered {len(alone)} runs alone, "
+            f"{once} of them executed exactly once"
+        )
+    return lines
 
 
 def reasons(report: dict[str, Any]) -> list[str]:

@@ -133,6 +133,8 @@ class LocalScheduler:
         transport: Transport | None = None,
         crash: CrashHook | None = None,
         on_run_done: Callable[[RunResult], None] | None = None,
+        region: str = "",
+        up: Callable[[], bool] | None = None,
     ) -> None:
         self.settings = settings
         self.job = job
@@ -149,6 +151,11 @@ class LocalScheduler:
         self._transport = transport or RequestsTransport()
         self._crash = crash
         self._on_run_done = on_run_done
+        # A regional scheduler (localrun/regions.py): the region each delivery is marked with,
+        # and whether the region is up. A region that is down sends nothing: neither a run's
+        # first attempt nor a retry, like Cloud Scheduler in a region that is out.
+        self.region = region
+        self._up = up
         self._copies: list[threading.Thread] = []
         self._copies_lock = threading.Lock()
 
@@ -181,13 +188,14 @@ class LocalScheduler:
 
     def run(self, index: int, schedule_time: datetime, faults: RunFaults = NO_FAULTS) -> RunResult:
         """All attempts of one run: retry on non-2xx, timeout or dropped connection, per the
-        job's RetryConfig, until a 2xx or the policy says stop."""
+        job's RetryConfig, until a 2xx or the policy says stop, or the scheduler's region is
+        down (then it sends nothing more of the run, as a regional outage does)."""
         result = RunResult(
             index, self.job.name, format_rfc3339(schedule_time), [f.value for f in faults.kinds]
         )
         first_attempt = self.clock.now()
         retries_done = 0
-        while True:
+        while self._up is None or self._up():
             attempt = retries_done + 1
             attempt_faults = list(faults.kinds) if attempt == 1 else []
             if self._attempt(result, schedule_time, attempt, attempt_faults, first_attempt):
@@ -288,6 +296,7 @@ class LocalScheduler:
         self, url: str, headers: Mapping[str, str], body: bytes, timeout: float, delivery: Delivery
     ) -> None:
         """One request; its answer (or why there was none) goes into `delivery`."""
+        delivery.region = self.region
         began = self.clock.now()
         try:
             reply = self._transport.post(url, headers, body, timeout)

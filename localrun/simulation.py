@@ -30,6 +30,14 @@ from localrun.faults import JOB_FAULTS, FaultRates, RunFaults, plan_faults
 from localrun.function_log import attempts_ended
 from localrun.function_server import FunctionServer
 from localrun.instances import InstancePool, live_claims, wait_for
+from localrun.regions import (
+    LABELS,
+    RegionSwitch,
+    delivery_offsets,
+    demo_outage,
+    region_names,
+    run_all_in_regions,
+)
 from localrun.report import RunFacts, build_report, delivery_token, in_order_sent
 from localrun.scheduler import CompressedClock, LocalScheduler, latest_fire_times
 from localrun.tcp_proxy import TcpProxy, tcp_proxy
@@ -50,6 +58,9 @@ class SimulationOptions:
     # Added to every Firestore round trip of the function (a delaying proxy in front of the
     # emulator), as if the database were far away; 0: none.
     firestore_rtt_seconds: float = 0.0
+    # Regions every run is delivered in (localrun/regions.py): 1, or 2 with region a down for
+    # a stretch of runs (regions.demo_outage).
+    regions: int = 1
 
     def compressed(self, settings: StackSettings, job: JobSettings) -> CompressedTiming:
         """The function's timing for a run of `job`: the slowest round trip it must ride out
@@ -76,8 +87,15 @@ def simulate(
     on a given run)."""
     began = time.monotonic()
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / "function.log"
-    log_path.unlink(missing_ok=True)
+    names = region_names(settings.region, options.regions)
+    # Region a's log is the one-region run's; region b's beside it.
+    logs = {
+        label: log_dir / ("function.log" if label == LABELS[0] else f"function-{label}.log")
+        for label in names
+    }
+    for path in logs.values():
+        path.unlink(missing_ok=True)
+    log_path = logs[LABELS[0]]
     say = printer(progress)
 
     handler = settings.handler_of(job)
@@ -92,6 +110,8 @@ def simulate(
     times = latest_fire_times(job.schedule, job.time_zone, before or datetime.now(UTC), len(faults))
     clock = CompressedClock(options.speedup)
     compressed = options.compressed(settings, job)
+    two_regions = len(names) > 1
+    outage = demo_outage(len(times)) if two_regions else None
     with contextlib.ExitStack() as stack:
         stack.enter_context(environment_variable(EMULATOR_HOST_ENV, emulator_host))
         proxy: TcpProxy | None = None
@@ -107,13 +127,18 @@ def simulate(
             table_dir=Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eos-job-table-"))),
         )
         db = firestore.Client(project=firestore_project)
-        servers = [
-            FunctionServer(env, log_path, source=function_dir / "main.py") for _ in range(options.instances)
-        ]
-        pool = InstancePool(
-            servers, db, settings.runs_collection, time_limit_seconds=compressed.time_limit_seconds
-        )
-        say(f"serving the function on {', '.join(s.url for s in servers)} (log: {shown_path(log_path)})")
+        pools: dict[str, InstancePool] = {}
+        for label, name in names.items():
+            servers = [
+                FunctionServer(env, logs[label], source=function_dir / "main.py")
+                for _ in range(options.instances)
+            ]
+            pools[label] = InstancePool(
+                servers, db, settings.runs_collection, time_limit_seconds=compressed.time_limit_seconds
+            )
+            where = f" in {name} (region {label})" if two_regions else ""
+            urls = ", ".join(server.url for server in servers)
+            say(f"serving the function{where} on {urls} (log: {shown_path(logs[label])})")
         if options.firestore_rtt_seconds:
             say(f"every Firestore round trip of the function delayed by {options.firestore_rtt_seconds:g}s")
         deadline = compressed.attempt_deadline_seconds(settings, job)
@@ -135,31 +160,68 @@ def simulate(
                 run = f"run {result.index + 1:>3} {result.schedule_time}"
                 say(f"  [{done:>3}/{len(times)}] {run}: {codes} ({state})")
 
-        scheduler = LocalScheduler(
-            settings,
-            job,
-            pool,
-            clock=clock,
-            compressed=compressed,
-            crash=pool.crash_when_inside,
-            on_run_done=on_run_done,
-        )
+        switch = RegionSwitch()
+        schedulers = {
+            label: LocalScheduler(
+                settings,
+                job,
+                pools[label],
+                clock=clock,
+                compressed=compressed,
+                # The planned faults are region a's: its pool's instances are the ones crashed.
+                crash=pools[label].crash_when_inside if label == LABELS[0] else None,
+                on_run_done=None if two_regions else on_run_done,
+                region=label if two_regions else "",
+                up=switch.up(label),
+            )
+            for label in names
+        }
         try:
-            pool.start()
-            pool.warm_up(settings, job)
+            for each in pools.values():
+                each.start()
+            for each in pools.values():
+                each.warm_up(settings, job)
             say(
                 f"firing {len(times)} runs of {job.name!r} ({job.schedule}, {job.time_zone}) "
                 f"at speed-up x{options.speedup:g}, seed {options.seed}"
             )
-            results = scheduler.run_all(times, faults, interval_seconds=options.interval_seconds)
-            pool.wait_until_serving()
+            if two_regions:
+                offsets = delivery_offsets(len(times), options.seed)
+                if outage is not None:
+                    down = outage.describe(names)
+                    say(
+                        f"every run delivered in {len(names)} regions; region {outage.region} "
+                        f"({down['name']}) down from run {down['first_run']} to run {down['last_run']}"
+                    )
+                results = run_all_in_regions(
+                    schedulers,
+                    times,
+                    faults,
+                    switch=switch,
+                    offsets=offsets,
+                    interval_seconds=options.interval_seconds,
+                    outage=outage,
+                    on_run_done=on_run_done,
+                )
+            else:
+                results = schedulers[LABELS[0]].run_all(
+                    times, faults, interval_seconds=options.interval_seconds
+                )
+            for each in pools.values():
+                each.wait_until_serving()
             # An attempt the scheduler gave up on may still be inside the job: let it end.
             settle = compressed.lease_seconds * 2 + 10
             job_id = settings.scheduler_job_id(job)
             wait_for(lambda: not live_claims(db, settings.runs_collection, job_id), timeout=settle)
         finally:
-            pool.stop()
-        judge(results, log_path, job_id, ledger_records(db, settings.runs_collection, job_id))
+            for each in pools.values():
+                each.stop()
+        judge(
+            results,
+            logs if two_regions else log_path,
+            job_id,
+            ledger_records(db, settings.runs_collection, job_id),
+        )
     facts = RunFacts(
         seed=options.seed,
         speedup=options.speedup,
@@ -167,11 +229,13 @@ def simulate(
         instances=options.instances,
         firestore_rtt_seconds=options.firestore_rtt_seconds,
         compressed=compressed,
-        instance_crashes=pool.crashes,
-        instance_restart_errors=pool.errors,
-        attempts_ended=attempts_ended(log_path),
+        instance_crashes=sum(each.crashes for each in pools.values()),
+        instance_restart_errors=[error for each in pools.values() for error in each.errors],
+        attempts_ended=sum(attempts_ended(path) for path in logs.values()),
         delayed_connections=proxy.forwarded if proxy else 0,
         duration_seconds=time.monotonic() - began,
+        regions=names if two_regions else {},
+        outage=outage.describe(names) if outage is not None else None,
     )
     return build_report(settings, job, faults, results, facts)
 

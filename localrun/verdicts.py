@@ -81,19 +81,25 @@ def ledger_records(db: firestore.Client, runs_collection: str, job_id: str) -> d
 
 def judge(
     results: Sequence[RunResult],
-    log_path: Path,
+    log_path: Path | Mapping[str, Path],
     job_id: str,
     records: Mapping[str, Mapping[str, Any]],
 ) -> None:
     """Fill in each run's executions, verdict and reason, and each turned-away delivery's
-    lease holder, from the function's log lines and the ledger's records."""
+    lease holder, from the function's log lines and the ledger's records. With one log per
+    region (label -> log), each run also learns which regions' functions executed it."""
+    logs = {"": log_path} if isinstance(log_path, Path) else log_path
     lines_of: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for fields in log_lines(log_path):
-        if fields.get(log_fields.JOB) == job_id:
-            lines_of[str(fields.get(log_fields.SCHEDULE_TIME))].append(fields)
+    region_of: dict[int, str] = {}
+    for region, path in logs.items():
+        for fields in log_lines(path):
+            if fields.get(log_fields.JOB) == job_id:
+                lines_of[str(fields.get(log_fields.SCHEDULE_TIME))].append(fields)
+                region_of[id(fields)] = region
     for result in results:
         lines = lines_of.get(result.schedule_time, [])
         result.executions = sum(_ran_to_its_end(fields) for fields in lines)
+        result.executed_in = [region_of[id(f)] for f in lines if _ran_to_its_end(f) and region_of[id(f)]]
         result.verdict, result.reason = _verdict(result, lines, records.get(result.schedule_time))
         _name_lease_holders(result.deliveries, lines)
 

@@ -20,6 +20,7 @@ from localrun.demo import DEMO_STACKS_DIR
 from localrun.emulator import EmulatorError, firestore_emulator
 from localrun.function_server import FunctionServerError
 from localrun.instances import WarmUpError
+from localrun.regions import MAX_REGIONS
 from localrun.soak.plan import SoakFault, plan_soak
 from localrun.soak.report import build_report, failure_lines, markdown, write_chart
 from localrun.soak.runner import SoakOptions, soak
@@ -65,6 +66,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--forced", action=argparse.BooleanOptionalAction, default=True, help="inject forced runs"
     )
+    parser.add_argument(
+        "--regions",
+        type=int,
+        choices=range(1, MAX_REGIONS + 1),
+        default=defaults.regions,
+        help="regions every scheduled run is delivered in: with 2, a second scheduler per job "
+        "delivers each run to instances of its own too, and the region_down fault takes one "
+        "region's schedulers down for a few seconds",
+    )
     parser.add_argument("--output-dir", type=Path, default=DEFAULT_OUTPUT_DIR, help="report, chart and logs")
     return parser.parse_args(argv)
 
@@ -83,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"soak: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     excluded = () if args.forced else (SoakFault.FORCED,)
-    plans = plan_soak(args.runs, args.seed, min_each=args.min_each, excluded=excluded)
+    plans = plan_soak(args.runs, args.seed, min_each=args.min_each, excluded=excluded, regions=args.regions)
     options = SoakOptions(
         runs=args.runs,
         seed=args.seed,
@@ -91,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         instances=args.instances,
         in_flight=args.in_flight,
         forced=args.forced,
+        regions=args.regions,
     )
     out_dir: Path = args.output_dir
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -130,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "instance_freezes": outcome.instance_freezes,
             "instance_restart_errors": outcome.restart_errors,
             "forced_runs": args.forced,
+            "regions": args.regions,
             "timing": outcome.timing,
         },
     )

@@ -38,6 +38,9 @@ class SoakFault(enum.StrEnum):
     RAISE = "raise"  # raises before its side effect: released, retried
     EXIT = "exit"  # sys.exit() before its side effect: released, retried
     UNSTORABLE = "unstorable"  # returns a value a run cannot store: failed terminally, once
+    # A region's fault, in a soak of two regions (localrun/regions.py): one region's scheduler
+    # sends nothing for a few seconds, from this run on; the other region delivers alone.
+    REGION_DOWN = "region_down"
 
 
 # Combine with any other fault of the run.
@@ -60,6 +63,12 @@ ALONE: frozenset[SoakFault] = frozenset(
 )
 # Which commit a commit fault aims at: the claim's, or the completion's.
 CLAIM, FINISH = "claim", "finish"
+# Which region a region's fault takes down (localrun/regions.py's labels), and for how long
+# (wall-clock seconds: many runs, and the retries of the runs before them).
+REGIONS = ("a", "b")
+REGION_DOWN_SECONDS = (2.0, 6.0)
+# The faults that need a second region.
+TWO_REGIONS: tuple[SoakFault, ...] = (SoakFault.REGION_DOWN,)
 
 DEFAULT_PRIMARY_RATE = 0.02
 DEFAULT_COMBINABLE_RATE = 0.04
@@ -111,6 +120,8 @@ def _variant(fault: SoakFault | None, rng: random.Random) -> tuple[str, float]:
         return rng.choice(("too_large", "not_json")), 0.0
     if fault is SoakFault.CLOCK_SKEW:
         return rng.choice(("+120s", "-120s")), 0.0
+    if fault is SoakFault.REGION_DOWN:
+        return rng.choice(REGIONS), rng.uniform(*REGION_DOWN_SECONDS)
     return "", 0.0
 
 
@@ -148,9 +159,14 @@ def plan_soak(
     primary_rate: float = DEFAULT_PRIMARY_RATE,
     combinable_rate: float = DEFAULT_COMBINABLE_RATE,
     excluded: Sequence[SoakFault] = (),
+    regions: int = 1,
 ) -> list[RunPlan]:
     """Every run's schedule, with every kind not `excluded` on at least `min_each` runs (as
-    many as there are runs free for it, in a short soak)."""
+    many as there are runs free for it, in a short soak); a region's fault only in a soak of
+    two `regions`. The kinds only two regions have come last, so a soak of one region plans
+    exactly what it planned before they existed."""
+    if regions < 2:
+        excluded = (*excluded, *TWO_REGIONS)
     if len(PRIMARY) * primary_rate > 1:
         raise ValueError(f"{len(PRIMARY)} primary faults at {primary_rate:g} each add up to more than 1")
     plans = [_run_plan(index, seed, primary_rate, combinable_rate) for index in range(runs)]

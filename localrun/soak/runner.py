@@ -9,6 +9,7 @@ clock offset (libfaketime), which only the clock-skew fault's attempts are sent 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import math
@@ -28,11 +29,13 @@ from google.cloud import firestore
 
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from infra.settings.stack import StackSettings
+from infra.timing import rules as timing
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import RunResult
 from localrun.emulator import EMULATOR_HOST_ENV
 from localrun.function_server import FunctionServer
 from localrun.instances import InstancePool, live_claims, wait_for
+from localrun.regions import LABELS, RegionSwitch, deliver_in_regions, delivery_offsets, merged, region_names
 from localrun.scheduler import CompressedClock, fire_times
 from localrun.simulation import environment_variable, printer
 from localrun.soak import checker
@@ -78,6 +81,9 @@ class SoakOptions:
     forced: bool = True
     # Directories put first on the instances' PYTHONPATH (a test's sitecustomize).
     extra_pythonpath: tuple[Path, ...] = ()
+    # Regions every scheduled run is delivered in (localrun/regions.py): with 2, a second
+    # scheduler per job delivers it too, plainly, to instances of its own.
+    regions: int = 1
 
 
 @dataclass
@@ -182,16 +188,46 @@ def soak(
             settings.runs_collection,
             watch,
             project=settings.project,
-            location=settings.region,
+            location=settings.run_location,
         )
+        # A region goes down only once the other has been up for as long as a run's retries
+        # can last, plus an attempt: the runs it delivered alone are done by then.
+        retries = timing.retry_arrivals_if_every_attempt_fails_instantly(jobs[0].retry)
+        deadline = compressed.attempt_deadline_seconds(settings, jobs[0])
+        switch = RegionSwitch(guard_seconds=clock.real(retries[-1] if retries else 0.0) + deadline)
+        names = region_names(settings.region, options.regions)
+        two_regions = len(names) > 1
         schedulers = {
             job.name: SoakScheduler(
-                settings, job, pool, clock=clock, compressed=compressed, injector=injector, skewed=skewed
+                settings,
+                job,
+                pool,
+                clock=clock,
+                compressed=compressed,
+                injector=injector,
+                skewed=skewed,
+                region=LABELS[0] if two_regions else "",
+                up=switch.up(LABELS[0]),
             )
             for job in jobs
         }
+        regional = _second_region(
+            settings,
+            options,
+            env=base_env,
+            log_path=out_dir / f"function-{LABELS[1]}.log",
+            stack=stack,
+            db=db,
+            compressed=compressed,
+            clock=clock,
+            injector=injector,
+            skewed=skewed,
+            switch=switch,
+        )
+        pools = [pool, *skewed.values(), *([regional.pool] if regional else [])]
+        second = f", and {options.instances} in region {names[LABELS[1]]}" if regional else ""
         say(
-            f"serving the function on {len(servers)} instances and {len(skewed)} clock-skewed ones "
+            f"serving the function on {len(servers)} instances and {len(skewed)} clock-skewed ones{second} "
             f"(wall clock: lease {compressed.lease_seconds:g}s, "
             f"time limit {compressed.time_limit_seconds:g}s)"
         )
@@ -206,11 +242,12 @@ def soak(
 
         finished_cleanly = False
         try:
-            for instance_pool in (pool, *skewed.values()):
+            for instance_pool in pools:
                 instance_pool.start()
-            for instance_pool in (pool, *skewed.values()):
+            for instance_pool in pools:
                 instance_pool.warm_up(settings, jobs[0])
-            say(f"firing {len(selected)} runs of {len(jobs)} jobs, seed {options.seed}")
+            where = f" in regions {' and '.join(names.values())}" if regional else ""
+            say(f"firing {len(selected)} runs of {len(jobs)} jobs{where}, seed {options.seed}")
             _fire(
                 selected,
                 jobs_named=[job.name for job in jobs],
@@ -218,9 +255,12 @@ def soak(
                 schedulers=schedulers,
                 options=options,
                 finished=finished,
+                regional=regional,
             )
             for scheduler in schedulers.values():
                 scheduler.join_copies()
+            if regional:
+                ended = regional.each_run_merged(ended)
             # Written once every copy has been answered: a copy outlives its run's last attempt.
             _write_log(scheduler_log, ended)
             pool.wait_until_serving()
@@ -233,13 +273,15 @@ def soak(
             )
             finished_cleanly = True
         finally:
-            for instance_pool in (pool, *skewed.values()):
+            for instance_pool in pools:
                 instance_pool.stop(wait=finished_cleanly)
         expected = [f"r{plan.index}" for plan in selected]
         judged, stray = checker.check(executions_path, scheduler_log, db, settings.runs_collection, expected)
     injected: dict[int, list[str]] = {}
     for scheduler in schedulers.values():
         injected.update(scheduler.injected)
+    if regional:
+        regional.add_outages(injected)
     return SoakOutcome(
         judged=judged,
         stray=stray,
@@ -303,9 +345,11 @@ def _fire(
     schedulers: dict[str, SoakScheduler],
     options: SoakOptions,
     finished: Callable[[SoakScheduler, RunResult], None],
+    regional: _SecondRegion | None = None,
 ) -> None:
     """Fire the runs in plan order, at most `in_flight` under way at once; a forced run's two
-    extra deliveries beside its run, the second once its ScheduleTime has passed."""
+    extra deliveries beside its run, the second once its ScheduleTime has passed. In two
+    regions, every run but a forced one (sent by hand, in one region) is delivered in both."""
     slots = threading.BoundedSemaphore(options.in_flight)
     threads: list[threading.Thread] = []
     next_forced: dict[str, datetime] = {}
@@ -318,7 +362,10 @@ def _fire(
                 time.sleep(max(0.0, at - time.time()))
             with slots:
                 try:
-                    result = scheduler.run(index, delivered.schedule_time)
+                    if regional is not None and delivered.role != FORCED:
+                        result = regional.run(scheduler, index, delivered)
+                    else:
+                        result = scheduler.run(index, delivered.schedule_time)
                 except Exception as error:  # the harness failed the run: never a silent gap
                     result = RunResult(index, scheduler.job.name, format_rfc3339(delivered.schedule_time), [])
                     result.reason = f"the soak could not deliver it: {_where(error)}"
@@ -350,6 +397,8 @@ def _fire(
     for fired, plan in enumerate(selected):
         name = jobs_named[plan.index % len(jobs_named)]
         when = times[name][plan.index // len(jobs_named)]
+        if regional is not None and plan.primary is SoakFault.REGION_DOWN:
+            regional.take_down(plan)
         start(
             schedulers[name], 3 * plan.index, Delivered(f"r{plan.index}", plan.index, SCHEDULED, when, plan)
         )
@@ -357,6 +406,135 @@ def _fire(
         time.sleep(options.interval_seconds + (RAMP_EXTRA_INTERVAL_SECONDS if ramping else 0.0))
     for thread in threads:
         thread.join()
+
+
+# How much later than region a region b delivers a run, at most (wall-clock seconds), and
+# how much sooner when it comes first: the soak's runs are short.
+SOAK_LATEST_OFFSET_SECONDS = 1.0
+SOAK_EARLIEST_OFFSET_SECONDS = 0.3
+
+
+class _SecondRegion:
+    """Region b of a soak in two regions: its instances (straight to the emulator, no fault
+    of their own), one scheduler per job delivering every scheduled run plainly, and the
+    region's fault, which takes one region's schedulers down for a few seconds."""
+
+    def __init__(
+        self,
+        pool: InstancePool,
+        schedulers: dict[str, SoakScheduler],
+        switch: RegionSwitch,
+        offsets: list[float],
+        speedup: float,
+    ) -> None:
+        self.pool = pool
+        self._schedulers = schedulers
+        self._switch = switch
+        self._offsets = offsets
+        self._speedup = speedup
+        self._lock = threading.Lock()
+        self._regional: dict[tuple[str, int], tuple[dict[str, RunResult], float]] = {}
+        self._outages: dict[int, bool] = {}  # scheduler run index -> whether the region went down
+        self._timers: list[threading.Timer] = []
+
+    def take_down(self, plan: RunPlan) -> None:
+        """The run's region fault, from its firing on; it did not happen while the other
+        region was down (one region always delivers)."""
+        timer = self._switch.down_for(plan.variant, plan.seconds)
+        with self._lock:
+            self._outages[3 * plan.index] = timer is not None
+            if timer is not None:
+                self._timers.append(timer)
+
+    def run(self, scheduler: SoakScheduler, index: int, delivered: Delivered) -> RunResult:
+        """The run in both regions: region a's scheduler with the run's faults, region b's
+        plainly (its body as a's retries send it), at the run's offset."""
+        partner = self._schedulers[scheduler.job.name]
+        plain = None
+        if delivered.plan is not None:
+            plain = dataclasses.replace(
+                delivered.plan, primary=None, concurrent=False, duplicate=False, variant="", seconds=0.0
+            )
+        partner.register(index, dataclasses.replace(delivered, plan=plain))
+        offset = self._offsets[delivered.run]
+        results = deliver_in_regions(
+            {LABELS[0]: scheduler, LABELS[1]: partner}, index, delivered.schedule_time, offset=offset
+        )
+        with self._lock:
+            self._regional[(scheduler.job.name, index)] = (results, offset)
+        return merged(results, offset, self._speedup)
+
+    def each_run_merged(
+        self, ended: list[tuple[SoakScheduler, RunResult]]
+    ) -> list[tuple[SoakScheduler, RunResult]]:
+        """Each run's one result from both regions, once every copy has been answered."""
+        for scheduler in self._schedulers.values():
+            scheduler.join_copies()
+        for timer in self._timers:
+            timer.join()
+        out = []
+        for scheduler, result in ended:
+            both = self._regional.get((scheduler.job.name, result.index))
+            out.append((scheduler, merged(both[0], both[1], self._speedup) if both else result))
+        return out
+
+    def add_outages(self, injected: dict[int, list[str]]) -> None:
+        for index, happened in self._outages.items():
+            kinds = [k for k in injected.get(index, []) if k != SoakFault.REGION_DOWN.value]
+            injected[index] = [*kinds, SoakFault.REGION_DOWN.value] if happened else kinds
+
+
+def _second_region(
+    settings: StackSettings,
+    options: SoakOptions,
+    *,
+    env: dict[str, str],
+    log_path: Path,
+    stack: contextlib.ExitStack,
+    db: firestore.Client,
+    compressed: CompressedTiming,
+    clock: CompressedClock,
+    injector: Injector,
+    skewed: dict[str, InstancePool],
+    switch: RegionSwitch,
+) -> _SecondRegion | None:
+    """Region b, in a soak of two regions; its instances stop with the soak, as region a's do."""
+    if options.regions < 2:
+        return None
+    log_path.unlink(missing_ok=True)
+    servers = []
+    for _ in range(options.instances):
+        server = FunctionServer(env, log_path)
+        servers.append(server)
+        stack.callback(server.stop)
+    pool = InstancePool(
+        servers,
+        db,
+        settings.runs_collection,
+        time_limit_seconds=compressed.time_limit_seconds,
+        alone_timeout_seconds=ALONE_TIMEOUT_SECONDS,
+    )
+    schedulers = {
+        job.name: SoakScheduler(
+            settings,
+            job,
+            pool,
+            clock=clock,
+            compressed=compressed,
+            injector=injector,
+            skewed=skewed,
+            region=LABELS[1],
+            up=switch.up(LABELS[1]),
+        )
+        for job in settings.jobs
+    }
+    offsets = delivery_offsets(
+        options.runs,
+        options.seed,
+        latest=SOAK_LATEST_OFFSET_SECONDS,
+        earliest=SOAK_EARLIEST_OFFSET_SECONDS,
+    )
+    return _SecondRegion(pool, schedulers, switch, offsets, clock.speedup)
 
 
 class _Progress:
