@@ -89,6 +89,7 @@ def build_handler(
         statuses=JobStatuses(client, config.runs_collection),
         write_scope=WriteScope.of(client, config.runs_collection),
         project=config.project,
+        run_keys=config.run_keys,
     )
 
 

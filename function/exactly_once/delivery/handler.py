@@ -86,6 +86,7 @@ class ScheduledRunHandler:
         log_stream: TextIO | None = None,
         write_scope: WriteScope | None = None,
         project: str | None = None,
+        run_keys: Mapping[str, str] | None = None,
     ) -> None:
         """`project` is the function's own, which names the request's trace in every log line.
         `write_scope` is the ledger's database and runs collection, which a job's
@@ -95,7 +96,8 @@ class ScheduledRunHandler:
         `time_limits` holds the jobs whose limit is shorter than `time_limit_seconds`, by job name;
         `starting_deadlines` the jobs whose runs are skipped when delivered later than that many
         seconds after their ScheduleTime. `statuses`, when given, keeps each job's last result,
-        written in the commit that ends each run, and serves RunContext.previous()."""
+        written in the commit that ends each run, and serves RunContext.previous(). `run_keys`
+        maps the job ids whose runs are keyed by a run key of their own to that key."""
         self._ledger = ledger
         self._job = job
         self._new_attempt_id = new_attempt_id
@@ -113,6 +115,7 @@ class ScheduledRunHandler:
         self._log_stream = log_stream
         self._write_scope = write_scope
         self._project = project
+        self._run_keys = dict(run_keys or {})
         self._finisher = RunFinisher(ledger, self._cache, statuses, log_stream)
 
     def handle(self, method: str, headers: Mapping[str, str], body: bytes | None) -> Reply:
@@ -171,7 +174,7 @@ class ScheduledRunHandler:
             return Answer(Outcome.BAD_REQUEST, f"{problem}; nothing was claimed")
         assert body is not None
         try:
-            key = run_key_from_headers(headers)
+            key = run_key_from_headers(headers, self._run_keys)
         except BadSchedulerRequest as error:
             report.header = error.header
             return Answer(Outcome.BAD_REQUEST, str(error))
