@@ -85,9 +85,10 @@ class StackContext:
         return (self.job(name),) if name is not None else self.settings.jobs
 
     def audited(self, job: JobSettings) -> AuditedJob:
-        """`job` as the audit sees it: its deployed id, schedule and retry window."""
-        deployed_id = self.settings.scheduler_job_id(job)
-        return next(audited for audited in audited_jobs(self.settings) if audited.name == deployed_id)
+        """`job` as the audit sees it: its run key (what its runs and status are keyed by, the
+        deployed id unless the job sets runKey), schedule and retry window."""
+        key_id = self.settings.run_key_id(job)
+        return next(audited for audited in audited_jobs(self.settings) if audited.name == key_id)
 
 
 def parse_time(value: str, flag: str) -> datetime:

@@ -144,7 +144,7 @@ def redo(
     target, addressed = _addressed(context, headers, url, invoker)
     run = f"run of {job} at {format_rfc3339(at)}"
     store = FirestoreRunStore(context.firestore(), context.settings.runs_collection)
-    run_id = run_key_from_headers(headers).run_id
+    run_id = run_key_from_headers(headers, context.settings.job_run_keys()).run_id
     record = store.get(run_id, timeout=LEDGER_TIMEOUT_SECONDS)
     fields = record.fields if record is not None else {}
     state = lifecycle.state_of(record, timedelta(seconds=context.settings.lease_seconds))

@@ -157,9 +157,10 @@ def _function_environment() -> tuple[EnvVar, ...]:
             f"`{JOB_TABLE_FILE}` in a stack",
             "path of the job table, JSON "
             '`{"jobs": {"<job id>": {"handler"?, "time_limit_seconds"?, "starting_deadline_seconds"?, '
-            '"overlap"?}}, "audit"?: {...}}`: each job\'s own handler (`jobs[].handler`), shorter limit '
-            f"than `{TIME_LIMIT_ENV}` (`jobs[].timeLimitSeconds`), starting deadline "
-            "(`jobs[].startingDeadlineSeconds`) and overlap policy (`jobs[].overlap`), keyed by "
+            '"overlap"?, "run_key"?}}, "audit"?: {...}}`: each job\'s own handler (`jobs[].handler`), '
+            f"shorter limit than `{TIME_LIMIT_ENV}` (`jobs[].timeLimitSeconds`), starting deadline "
+            "(`jobs[].startingDeadlineSeconds`), overlap policy (`jobs[].overlap`) and run key "
+            "(`jobs[].runKey`, when not the job's name), keyed by "
             "`X-CloudScheduler-JobName` (in a stack the deployed id, `eos-dev_nightly-report`), and the "
             "jobs the missed-run audit checks; the stack writes it into the function's source "
             "(docs/scale.md). Unset: no table, every job runs `JOB_HANDLER`",
@@ -269,6 +270,14 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
         "string",
         "`allow`, `skip` or `wait`: what a run does while another run of this job holds its lease"
         f" (goes into the job table, `{JOB_TABLE_ENV}`).",
+    ),
+    "runKey": (
+        "string",
+        "What the job's runs are keyed by (their run ids, the job's status that `previous()` reads, "
+        "the audit's history): same rules as `name`, and no two jobs keyed alike (a job without "
+        "`runKey` is keyed by its `name`). Keep it when renaming the job: the renamed job carries on "
+        f"from the old one's runs (goes into the job table, `{JOB_TABLE_ENV}`, only when it differs "
+        "from `name`; see [jobs.md](jobs.md#renaming-a-job)).",
     ),
     "startingDeadlineSeconds": (
         "number",

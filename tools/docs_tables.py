@@ -78,6 +78,7 @@ def _job_defaults() -> dict[str, str]:
     }
     return {
         "name": "— (required)",
+        "runKey": "its `name`",
         "schedule": "— (required)",
         "timeZone": f"`{DEFAULT_TIME_ZONE}`",
         "attemptDeadlineSeconds": f"`timeLimitSeconds` + {margin}, else `functionTimeoutSeconds`",

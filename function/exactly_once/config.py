@@ -21,6 +21,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from exactly_once.run_key import JOB_ID_PATTERN
+
 # The environment variables the function reads: its whole contract with whatever deploys it.
 # The stack writes them (infra/plan/), the policy pack reads them back and the docs list them,
 # all from these names.
@@ -112,6 +114,9 @@ class JobPolicy:
     # run (jobs[].startingDeadlineSeconds); None: never late.
     starting_deadline_seconds: float | None = None
     overlap: OverlapPolicy = OverlapPolicy.ALLOW
+    # What the job's runs and status are keyed by, when not its job id (jobs[].runKey, as the
+    # id a Scheduler job of that name would have): a job renamed with it kept keeps its runs.
+    run_key: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         fields: dict[str, Any] = {}
@@ -123,12 +128,15 @@ class JobPolicy:
             fields["starting_deadline_seconds"] = self.starting_deadline_seconds
         if self.overlap is not OverlapPolicy.ALLOW:
             fields["overlap"] = self.overlap.value
+        if self.run_key is not None:
+            fields["run_key"] = self.run_key
         return fields
 
 
-# A job the table does not name: the function's limit, no starting deadline, overlap allowed.
+# A job the table does not name: the function's limit, no starting deadline, overlap allowed,
+# its runs keyed by its job id.
 DEFAULT_POLICY = JobPolicy()
-_POLICY_KEYS = frozenset({"handler", "time_limit_seconds", "starting_deadline_seconds", "overlap"})
+_POLICY_KEYS = frozenset({"handler", "time_limit_seconds", "starting_deadline_seconds", "overlap", "run_key"})
 # Read once: a thousand jobs' table checks each entry's overlap against them.
 _OVERLAP_VALUES = tuple(policy.value for policy in OverlapPolicy)
 
@@ -139,7 +147,7 @@ class JobTable:
     configuration (its raw JSON object, which exactly_once.audit reads) when the stack has one.
 
     File: {"jobs": {"<job name>": {"handler"?, "time_limit_seconds"?,
-    "starting_deadline_seconds"?, "overlap"?}}, "audit"?: {...}}."""
+    "starting_deadline_seconds"?, "overlap"?, "run_key"?}}, "audit"?: {...}}."""
 
     jobs: Mapping[str, JobPolicy] = field(default_factory=dict)
     audit: Mapping[str, Any] | None = None
@@ -168,6 +176,7 @@ class JobTable:
         if audit is not None and not isinstance(audit, dict):
             raise JobTableError(source, "audit", "expected an object")
         jobs = {job: _job_policy(source, job, entry, ceiling) for job, entry in raw.get("jobs", {}).items()}
+        _check_run_keys(source, jobs)
         return cls(jobs=jobs, audit=audit)
 
 
@@ -204,7 +213,38 @@ def _job_policy(source: str, job: str, entry: Any, ceiling: float) -> JobPolicy:
             source, f"{where}.starting_deadline_seconds", entry.get("starting_deadline_seconds")
         ),
         overlap=OverlapPolicy(overlap),
+        run_key=_run_key(source, f"{where}.run_key", entry.get("run_key")),
     )
+
+
+def _run_key(source: str, key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or not JOB_ID_PATTERN.match(value):
+        raise JobTableError(
+            source, key, f"{value!r} is not a Cloud Scheduler job id (A-Z, a-z, 0-9, '-', '_')"
+        )
+    return value
+
+
+def run_keys_of(jobs: Mapping[str, JobPolicy]) -> dict[str, str]:
+    """The job ids whose runs are keyed by a run key of their own, to that key: every other
+    job's runs are keyed by its job id."""
+    return {job: policy.run_key for job, policy in jobs.items() if policy.run_key is not None}
+
+
+def _check_run_keys(source: str, jobs: Mapping[str, JobPolicy]) -> None:
+    """Two jobs keyed alike would run one run id between them, each run of one suppressing the
+    other's: refused, naming both. A job without a run key is keyed by its own name. (Only
+    the jobs the table names can be compared here; the stack's config checks every job.)"""
+    owners: dict[str, str] = {}
+    for job, policy in sorted(jobs.items()):
+        key = job if policy.run_key is None else policy.run_key
+        if key in owners:
+            raise JobTableError(
+                source, f"jobs[{job!r}].run_key", f"{key!r} is also the run key of job {owners[key]!r}"
+            )
+        owners[key] = job
 
 
 def _table_seconds(source: str, key: str, value: Any) -> float | None:
@@ -269,6 +309,10 @@ class FunctionConfig:
     @property
     def job_handlers(self) -> dict[str, str]:
         return {job: policy.handler for job, policy in self.jobs.items() if policy.handler is not None}
+
+    @property
+    def run_keys(self) -> dict[str, str]:
+        return run_keys_of(self.jobs)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FunctionConfig:

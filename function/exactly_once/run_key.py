@@ -1,10 +1,12 @@
 """The run's identity: which run of which job a delivery, a record or an audit verdict is.
 
 (project, location, job name, schedule time) names a scheduled run; a run forced ahead of its
-time has an identity of its own (its `trigger`). The ledger keys its records by `run_id`, the
-delivery reads the key from Cloud Scheduler's headers (delivery/scheduler_request.py), and the
-audit computes the ids of the runs a schedule expects, all with this module: it stands below
-all of them, so none reaches up to another for it.
+time has an identity of its own (its `trigger`). The job name in that tuple is the job's run
+key: the Cloud Scheduler job id it is delivered by, unless the job table gives the job a
+`run_key` of its own, which outlives a rename of the job (docs/jobs.md, "Renaming a job").
+The ledger keys its records by `run_id`, the delivery reads the key from Cloud Scheduler's
+headers (delivery/scheduler_request.py), and the audit computes the ids of the runs a schedule
+expects, all with this module: it stands below all of them, so none reaches up to another for it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 
+# What a Cloud Scheduler job id may hold, and so a run key (which keys runs in its place). A
+# comma cannot be part of one: servers join repeated headers with ", ", so two job-name
+# headers would otherwise name a third job; nor can "|", which joins a job status document's id.
+JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$")
 
 
@@ -34,9 +40,19 @@ class RunKey:
 
     project: str
     location: str
+    # The Cloud Scheduler job id as delivered (X-CloudScheduler-JobName): what the job table's
+    # per-job policy and the logs' `job` label name the job by.
     job_name: str
     schedule_time: datetime  # UTC
     trigger: Trigger = Trigger.SCHEDULED
+    # The job's run key from the job table, when it has one of its own; None: `job_name`.
+    run_key: str | None = None
+
+    @property
+    def key_name(self) -> str:
+        """What the job's runs and status are keyed by: its run key, else its job id. Kept apart
+        from `job_name` so renaming a job that keeps its run key changes no run id."""
+        return self.job_name if self.run_key is None else self.run_key
 
     @property
     def forced(self) -> bool:
@@ -58,7 +74,7 @@ class RunKey:
         A scheduled run's tuple has no trigger (its id is what it always was, and what the
         audit computes); any other run's has one more member, so it is never the scheduled
         run's id."""
-        fields = [self.project, self.location, self.job_name, self.schedule_time_rfc3339]
+        fields = [self.project, self.location, self.key_name, self.schedule_time_rfc3339]
         if self.trigger is not Trigger.SCHEDULED:
             fields.append(self.trigger.value)
         canonical = json.dumps(fields, separators=(",", ":"))

@@ -101,20 +101,24 @@ def audited_jobs(
     pause_changed_at: Mapping[str, datetime] | None = None,
 ) -> tuple[AuditedJob, ...]:
     """Every job of `settings` as the audit sees it (the audit job too, when present: a
-    missed audit run is reported by the next one). `deployed_at` (by config job name) keeps
-    the audit from reporting runs scheduled before a job existed; `pause_changed_at` says when
-    a job's `paused` key last changed, so that the audit knows when its pause began or ended."""
+    missed audit run is reported by the next one), named by its run key (run_key_id): the
+    audit computes run ids and keeps its history by that name, so a job renamed with its
+    runKey kept is judged and caught up as one job, through the renamed Scheduler job's
+    headers (its catch-up delivery). `deployed_at` (by run key name, JobSettings.key_name: the
+    config name unless runKey is set) keeps the audit from reporting runs scheduled before a
+    job existed; `pause_changed_at` (by the same name) says when a job's `paused` key last
+    changed, so that the audit knows when its pause began or ended."""
     deployed_at = deployed_at or {}
     pause_changed_at = pause_changed_at or {}
     return tuple(
         AuditedJob(
-            name=settings.scheduler_job_id(job),
+            name=settings.run_key_id(job),
             schedule=job.schedule,
             time_zone=job.time_zone,
             retry_window_seconds=retry_window_seconds(settings, job),
-            not_before=deployed_at.get(job.name),
+            not_before=deployed_at.get(job.key_name),
             paused=job.paused,
-            pause_changed_at=pause_changed_at.get(job.name),
+            pause_changed_at=pause_changed_at.get(job.key_name),
             catchup=job.catchup,
             delivery=catchup_delivery(settings, job) if job.catchup is not None else None,
         )

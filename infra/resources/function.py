@@ -37,12 +37,14 @@ def audit_horizons(
     first entered the stack, plus a margin for the deploy itself (the build, the IAM
     propagation pauses) before its Cloud Scheduler job exists. Recorded once in the state,
     so later deploys keep it; without it every new job's first audit would report the runs
-    scheduled before the job existed."""
+    scheduled before the job existed. Keyed, and named in the state, by the job's run key
+    (JobSettings.key_name), so a job renamed with its runKey kept keeps its horizon: the runs
+    before the rename stay due, and caught up."""
     if not settings.missed_run_audit:
         return {}
     return {
-        job.name: pulumiverse_time.Offset(
-            f"{name}-audit-from-{job.name}",
+        job.key_name: pulumiverse_time.Offset(
+            f"{name}-audit-from-{job.key_name}",
             offset_minutes=AUDIT_DEPLOY_MARGIN_MINUTES,
             opts=pulumi.ResourceOptions(parent=parent),
         ).rfc3339
@@ -56,12 +58,13 @@ def pause_changes(
     """Per job whose config sets `paused` (true or false), when that key last changed: a time
     replaced whenever the flag flips, so the audit knows when the job's pause began, or ended
     (exactly_once/audit/pauses.py). It is taken before the function and the Scheduler job are
-    updated; the audit allows the deploy's margin after a resume."""
+    updated; the audit allows the deploy's margin after a resume. Keyed by run key, like
+    audit_horizons: a rename that keeps it is no change of the pause."""
     if not settings.missed_run_audit:
         return {}
     return {
-        job.name: pulumiverse_time.Static(
-            f"{name}-pause-{job.name}",
+        job.key_name: pulumiverse_time.Static(
+            f"{name}-pause-{job.key_name}",
             triggers={"paused": "true" if job.paused else "false"},
             opts=pulumi.ResourceOptions(parent=parent),
         ).rfc3339
@@ -175,7 +178,8 @@ def job_table_text(
     pause_changed: Mapping[str, pulumi.Input[str]] | None = None,
 ) -> pulumi.Output[str]:
     """The job table the function's source ships (exactly_once.config.JobTable), with the
-    audit's configuration. `created_at` maps config job names to when each job was created
+    audit's configuration. `created_at` maps run key names (JobSettings.key_name: config job
+    names unless a job sets runKey) to when each job was created
     (RFC 3339, e.g. a `pulumiverse_time.Static` per job), so the audit never reports runs
     scheduled before a job existed; `pause_changed` to when a job's `paused` key last changed
     (pause_changes). `invoker_email`, the account catch-up deliveries sign as, is needed when a

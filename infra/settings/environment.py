@@ -86,6 +86,7 @@ def job_table(settings: StackSettings, audit: AuditConfig | None = None) -> JobT
     nothing of its own is left out: it runs JOB_HANDLER under the function's limits."""
     handlers, limits = settings.job_handlers(), settings.job_time_limits()
     deadlines, overlap = settings.job_starting_deadlines(), settings.job_overlap()
+    run_keys = settings.job_run_keys()
     jobs = {}
     for job in settings.jobs:
         name = settings.scheduler_job_id(job)
@@ -94,6 +95,7 @@ def job_table(settings: StackSettings, audit: AuditConfig | None = None) -> JobT
             time_limit_seconds=limits.get(name),
             starting_deadline_seconds=deadlines.get(name),
             overlap=OverlapPolicy(overlap.get(name, OverlapPolicy.ALLOW)),
+            run_key=run_keys.get(name),
         )
         if policy != JobPolicy():
             jobs[name] = policy

@@ -46,6 +46,7 @@ DEFAULT_OVERLAP = OverlapPolicy.ALLOW
 
 _JOB_KEYS = (
     "name",
+    "runKey",
     "schedule",
     "timeZone",
     "attemptDeadlineSeconds",
@@ -104,6 +105,14 @@ class JobSettings:
     pause_recorded: bool = False
     # `catchup`: the missed runs the stack's audit delivers again; None: none.
     catchup: Catchup | None = None
+    # `runKey`: what the job's runs, status and audit history are keyed by; None: its name.
+    run_key: str | None = None
+
+    @property
+    def key_name(self) -> str:
+        """The name the job's runs are keyed by: its runKey, else its name. A rename that keeps
+        it keeps the job's run ids, its status and its audit history."""
+        return self.name if self.run_key is None else self.run_key
 
     @property
     def sample_workflow(self) -> bool:
@@ -141,7 +150,10 @@ def parse_jobs(raw: Any, function_timeout: float, errors: ConfigProblems) -> tup
     if not isinstance(raw, list):
         errors.append(f"{errors.key(JOBS_KEY)}: expected a list of jobs, got {raw!r}")
         return ()
-    jobs = [job for index, item in enumerate(raw) if (job := _job(item, index, function_timeout, errors))]
+    indexed = [
+        (index, job) for index, item in enumerate(raw) if (job := _job(item, index, function_timeout, errors))
+    ]
+    jobs = [job for _, job in indexed]
     seen: dict[str, int] = {}
     for index, job in enumerate(jobs):
         if job.name in seen:
@@ -150,7 +162,35 @@ def parse_jobs(raw: Any, function_timeout: float, errors: ConfigProblems) -> tup
                 f"the name of jobs[{seen[job.name]}]"
             )
         seen.setdefault(job.name, index)
+    _check_run_keys(indexed, errors)
     return tuple(jobs)
+
+
+def _check_run_keys(jobs: list[tuple[int, JobSettings]], errors: ConfigProblems) -> None:
+    """Each job's runs need a key of their own: two jobs keyed alike would share every run id,
+    and one job's run would answer the other's as a duplicate, never running it. A job without
+    runKey is keyed by its name, so a runKey may not be another job's name either; nor the
+    audit's, which the stack adds as one more job. `jobs` pairs each job with its index."""
+    keyed: dict[str, tuple[int, JobSettings]] = {}
+    for index, job in jobs:
+        if job.run_key == AUDIT_JOB_NAME:
+            errors.append(
+                f"{errors.key(f'jobs[{index}].runKey')}: {job.run_key!r} is the name of the stack's own "
+                "missed-run audit job"
+            )
+        first = keyed.setdefault(job.key_name, (index, job))
+        if first[1] is job or first[1].name == job.name:
+            continue
+        # Name the runKey to change: this job's, unless only the earlier job set one.
+        (at, keyed_by), other = (first, job) if job.run_key is None else ((index, job), first[1])
+        if other.run_key is None:
+            taken = f"the name of job {other.name!r}, which has no runKey and so is keyed by its name"
+        else:
+            taken = f"also the runKey of job {other.name!r}"
+        errors.append(
+            f"{errors.key(f'jobs[{at}].runKey')}: job {keyed_by.name!r} is keyed by {keyed_by.key_name!r}, "
+            f"{taken}; two jobs keyed alike would share their run ids: give each a runKey of its own"
+        )
 
 
 def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems) -> JobSettings | None:
@@ -200,6 +240,9 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
     if not isinstance(paused, bool):
         errors.append(f"{errors.key(f'{prefix}.paused')}: expected true or false, got {paused!r}")
     catchup = _catchup(item["catchup"], f"{prefix}.catchup", errors) if "catchup" in item else None
+    run_key = item.get("runKey")
+    if "runKey" in item and (not isinstance(run_key, str) or not _JOB_NAME.match(run_key)):
+        errors.append(f"{errors.key(f'{prefix}.runKey')}: {run_key!r} must be {_NAME_RULE}, as a job name")
 
     if len(errors) > before or deadline is None or retry is None:
         return None
@@ -219,6 +262,7 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         paused=paused is True,
         pause_recorded="paused" in item,
         catchup=catchup,
+        run_key=run_key,
     )
 
 

@@ -91,6 +91,21 @@ class StackSettings:
         tables by it; users, the stack config and the operations tooling use the config name."""
         return self.names.scheduler_job_id(job if isinstance(job, str) else job.name)
 
+    def run_key_id(self, job: JobSettings) -> str:
+        """What the function keys `job`'s runs and status by, and the audit its history: the id a
+        Scheduler job named after its runKey would have, so that without one it is the job's
+        own id (scheduler_job_id), the one every run id was computed from before runKey."""
+        return self.names.scheduler_job_id(job.key_name)
+
+    def job_run_keys(self) -> dict[str, str]:
+        """The job table's run keys: the jobs keyed by something other than their own deployed
+        id, by deployed job id; the others are keyed by it, as the function does by default."""
+        return {
+            self.scheduler_job_id(job): key
+            for job in self.jobs
+            if (key := self.run_key_id(job)) != self.scheduler_job_id(job)
+        }
+
     def job_named(self, name: str) -> JobSettings:
         """The job whose config `name` is `name`; SettingsError naming the jobs otherwise."""
         for job in self.jobs:

@@ -9,7 +9,9 @@ Framework server and the Firestore emulator), where its rules meet the run's lif
 - a resume makes none of the pause's runs up, as missed runs or as deliveries;
 - one job it cannot judge (a schedule that never fires), or a catch-up window wider than it
   walks, never stops it judging the others;
-- a wall time repeated by a DST fall-back is one run, delivered when either instant has a record.
+- a wall time repeated by a DST fall-back is one run, delivered when either instant has a record;
+- a run awaiting its retry when its job was renamed with its runKey kept is caught up through
+  the renamed job, under the run id it always had.
 
 Times are relative to now (the audit's horizon is its own claim's commit time), so each test
 asserts what holds whatever the minute it runs at.
@@ -38,6 +40,7 @@ from exactly_once.audit.config import AuditedJob, Catchup, CatchupRuns, Delivery
 from exactly_once.audit.schedule import fire_times
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339, parse_rfc3339
 from exactly_once.ledger.fields import (
+    CONSECUTIVE_FAILURES,
     ENDED_AT,
     LAST_SUCCESS,
     OUTPUT_JSON,
@@ -46,6 +49,7 @@ from exactly_once.ledger.fields import (
     job_status_collection,
     job_status_id,
 )
+from exactly_once.ledger.job_status import JobStatuses
 from exactly_once.ledger.protocol import RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
 from infra.plan.audit_job import audit_config, retry_window_seconds
@@ -439,3 +443,50 @@ def test_a_repeated_wall_time_counts_as_delivered_when_its_second_instant_has_a_
         line for line in audit.stdout.splitlines() if "eos-dev_london-0130" in line and "T" in line[:20]
     ]
     assert line.startswith(format_rfc3339(SECOND_0130)) and "completed" in line
+
+
+# --- a rename that keeps the job's runKey ------------------------------------------------------
+
+
+def test_a_run_awaiting_its_retry_across_a_rename_is_caught_up_under_its_run_id(
+    serve, dev_settings, db
+) -> None:
+    """Job `report-a` (runKey `report`): a run's attempt failed, and the run waited for its
+    retry when the stack renamed the job `report-b`, keeping the runKey. The old Scheduler job,
+    and the retry, went with the rename. The renamed stack's audit catches the run up through
+    `report-b`'s headers, the ledger records it under the run id it always had, and the job's
+    status (what `previous()` reads) carries on from the runs before the rename."""
+    old = serve(_catching_up(dev_settings, name="report-a", run_key="report"))
+    now = _now()
+    runs = _quarters(now - timedelta(seconds=WINDOW_SECONDS) - QUARTER, now)
+    failed_at = runs[len(runs) // 2]  # in the window, its retries long over
+    for at in runs:
+        if at != failed_at:
+            assert old.deliver(old.demo, at)["outcome"] == "executed"
+    failed = old.deliver(old.demo, failed_at, body=b'{"fail": true, "sleep_seconds": 0}')
+    assert failed["outcome"] == "failed_released", failed
+
+    new = serve(_catching_up(dev_settings, name="report-b", run_key="report"))
+    settings = new.settings
+    assert settings.scheduler_job_id(new.demo) != old.settings.scheduler_job_id(old.demo)
+    renamed = RunKey(
+        settings.project,
+        settings.region,
+        settings.scheduler_job_id(new.demo),
+        failed_at,
+        run_key=settings.run_key_id(new.demo),
+    )
+    assert renamed.run_id == failed["run_id"]
+    statuses = JobStatuses(db, settings.runs_collection)
+    carried = statuses.last_success(renamed, timeout=30)
+    assert carried is not None and carried.schedule_time == max(at for at in runs if at != failed_at)
+
+    audit = new.deliver(new.audit_job, _audit_time_before(_now()))
+
+    assert [entry["run_id"] for entry in audit["output"]["caught_up"]] == [failed["run_id"]], audit
+    assert new.executed(new.demo) == Counter({failed_at: 1})  # run once, as the renamed job
+    assert failed_at not in old.executed(old.demo)
+    record = db.collection(settings.runs_collection).document(failed["run_id"]).get().to_dict()
+    assert record["status"] == "completed"
+    status = statuses.document(renamed).get().to_dict()
+    assert (status[LAST_SUCCESS]["run_id"], status[CONSECUTIVE_FAILURES]) == (failed["run_id"], 0)

@@ -76,7 +76,11 @@ class Delivery:
 class AuditedJob:
     """What the audit needs to know about one scheduled job."""
 
-    name: str  # as Cloud Scheduler sends it in X-CloudScheduler-JobName
+    # What the job's runs are keyed by (exactly_once.run_key): its Cloud Scheduler job id, as
+    # sent in X-CloudScheduler-JobName, or the run key the job table gives it. Run ids, the
+    # pause history and the audit's findings name the job by it; a catch-up delivery still
+    # carries the Scheduler job's own headers (`delivery`), which the function maps back.
+    name: str
     schedule: str
     time_zone: str
     # From the scheduled time to when the last retry can have ended.

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from google.api_core import exceptions as google_exceptions
 
 from exactly_once import log_fields, strict_json, structured_log
-from exactly_once.config import DEFAULT_POLICY, JobPolicy, OverlapPolicy
+from exactly_once.config import DEFAULT_POLICY, JobPolicy, OverlapPolicy, run_keys_of
 from exactly_once.context import JobHandler, Progress, RunContext, decode_checkpoint, encode_output
 from exactly_once.delivery.finishing import RunFinisher
 from exactly_once.delivery.forced_runs import DeliveredRun
@@ -92,8 +92,9 @@ class ScheduledRunHandler:
         limit or could not keep its lease: heartbeat.end_instance in a deployed function.
         `jobs` is the job table's policies by job name (a job it does not name has the
         defaults): a shorter time limit than `time_limit_seconds`, a starting deadline past
-        which a run is skipped, an overlap policy. `statuses`, when given, keeps each job's last result,
-        written in the commit that ends each run, and serves RunContext.previous()."""
+        which a run is skipped, an overlap policy, a run key of its own. `statuses`, when given,
+        keeps each job's last result, written in the commit that ends each run, and serves
+        RunContext.previous()."""
         self._ledger = ledger
         self._job = job
         self._new_attempt_id = new_attempt_id
@@ -109,6 +110,7 @@ class ScheduledRunHandler:
         self._log_stream = log_stream
         self._write_scope = write_scope
         self._project = project
+        self._run_keys = run_keys_of(self._jobs)
         self._finisher = RunFinisher(ledger, self._cache, statuses, log_stream)
 
     def handle(self, method: str, headers: Mapping[str, str], body: bytes | None) -> Reply:
@@ -167,7 +169,7 @@ class ScheduledRunHandler:
             return Answer(Outcome.BAD_REQUEST, f"{problem}; nothing was claimed")
         assert body is not None
         try:
-            key = run_key_from_headers(headers)
+            key = run_key_from_headers(headers, self._run_keys)
         except BadSchedulerRequest as error:
             report.header = error.header
             return Answer(Outcome.BAD_REQUEST, str(error))

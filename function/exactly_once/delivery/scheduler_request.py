@@ -8,6 +8,10 @@ A run forced by hand (`gcloud scheduler jobs run`, the console's "force run") ca
 *next* scheduled run's time in the same header. Whether a delivery is that forced run or the
 scheduled one is decided on Firestore's clock once the delivery has claimed
 (delivery/forced_runs.py); the key only carries the verdict, as its `trigger`.
+
+A job the job table gives a `run_key` (its runKey in the stack config) is keyed by that instead
+of its job id, so a renamed Scheduler job keeps its runs; a job the table does not name (and
+every job of a deployment without a table) is keyed by its job id, as it always was.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import re
 from collections.abc import Mapping
 
 from exactly_once.delivery.request_checks import header_value
-from exactly_once.run_key import RunKey, Trigger, format_rfc3339, parse_rfc3339
+from exactly_once.run_key import JOB_ID_PATTERN, RunKey, Trigger, format_rfc3339, parse_rfc3339
 
 JOB_NAME_HEADER = "X-CloudScheduler-JobName"
 SCHEDULE_TIME_HEADER = "X-CloudScheduler-ScheduleTime"
@@ -25,9 +29,6 @@ LOCATION_HEADER = "X-Job-Location"
 
 # Cloud Scheduler job ids are at most 500 characters; longer values are not from Scheduler.
 MAX_HEADER_VALUE_LENGTH = 500
-# What a Cloud Scheduler job id may hold. A comma cannot be part of one: servers join repeated
-# headers with ", ", so two job-name headers would otherwise name a third job.
-_JOB_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 # Project ids (with an optional "domain:" prefix) and region names: no commas, no spaces.
 _PROJECT_OR_LOCATION = re.compile(r"^[A-Za-z0-9._:-]*$")
 
@@ -40,9 +41,11 @@ class BadSchedulerRequest(ValueError):
         self.header = header
 
 
-def run_key_from_headers(headers: Mapping[str, str]) -> RunKey:
+def run_key_from_headers(headers: Mapping[str, str], run_keys: Mapping[str, str] | None = None) -> RunKey:
     """Read the run's identity, looking headers up case-insensitively: HTTP/2 (Cloud Run)
-    lower-cases them and HTTP/1.1 proxies may re-case them."""
+    lower-cases them and HTTP/1.1 proxies may re-case them. `run_keys` maps a job id to the
+    run key its runs are keyed by (the job table's `run_key`s); a job it leaves out is keyed
+    by its job id."""
 
     def header(name: str, *, required: bool) -> str:
         value = (header_value(headers, name) or "").strip()
@@ -58,7 +61,7 @@ def run_key_from_headers(headers: Mapping[str, str]) -> RunKey:
             raise BadSchedulerRequest(name, f"{value[:80]!r} is not {what} (a repeated header?)")
         return value
 
-    job_name = checked(JOB_NAME_HEADER, _JOB_ID, "a Cloud Scheduler job id", required=True)
+    job_name = checked(JOB_NAME_HEADER, JOB_ID_PATTERN, "a Cloud Scheduler job id", required=True)
     schedule_text = header(SCHEDULE_TIME_HEADER, required=True)
     try:
         schedule_time = parse_rfc3339(schedule_text)
@@ -69,6 +72,7 @@ def run_key_from_headers(headers: Mapping[str, str]) -> RunKey:
         location=checked(LOCATION_HEADER, _PROJECT_OR_LOCATION, "a location", required=False),
         job_name=job_name,
         schedule_time=schedule_time,
+        run_key=(run_keys or {}).get(job_name),
     )
 
 

@@ -39,7 +39,8 @@ from exactly_once.run_key import RunKey, Trigger
 
 
 class JobStatuses:
-    """The job status documents beside one runs collection."""
+    """The job status documents beside one runs collection, one per run key (RunKey.key_name),
+    so a job renamed with its run key kept reads the status its runs before the rename left."""
 
     def __init__(self, client: firestore.Client, runs_collection: str) -> None:
         self._collection = client.collection(job_status_collection(runs_collection))
@@ -47,7 +48,7 @@ class JobStatuses:
     def document(self, key: RunKey) -> firestore.DocumentReference:
         return cast(
             firestore.DocumentReference,
-            self._collection.document(job_status_id(key.project, key.location, key.job_name)),
+            self._collection.document(job_status_id(key.project, key.location, key.key_name)),
         )
 
     def succeeded(self, key: RunKey, run_id: str, output_json: str | None) -> StagedWrite:
