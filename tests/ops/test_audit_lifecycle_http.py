@@ -488,5 +488,5 @@ def test_a_run_awaiting_its_retry_across_a_rename_is_caught_up_under_its_run_id(
     assert failed_at not in old.executed(old.demo)
     record = db.collection(settings.runs_collection).document(failed["run_id"]).get().to_dict()
     assert record["status"] == "completed"
-    status = statuses.document(renamed).get().to_dict()
+    status = statuses.document(renamed).get().to_dict() or {}
     assert (status[LAST_SUCCESS]["run_id"], status[CONSECUTIVE_FAILURES]) == (failed["run_id"], 0)
