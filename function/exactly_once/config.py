@@ -112,6 +112,10 @@ class JobPolicy:
     # run (jobs[].startingDeadlineSeconds); None: never late.
     starting_deadline_seconds: float | None = None
     overlap: OverlapPolicy = OverlapPolicy.ALLOW
+    # After this many runs in a row failed, the job's next runs are recorded skipped (paused)
+    # until a success or `ops resume` (jobs[].pauseAfterFailures, delivery/failure_pause.py);
+    # None: never paused.
+    pause_after_failures: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         fields: dict[str, Any] = {}
@@ -123,12 +127,16 @@ class JobPolicy:
             fields["starting_deadline_seconds"] = self.starting_deadline_seconds
         if self.overlap is not OverlapPolicy.ALLOW:
             fields["overlap"] = self.overlap.value
+        if self.pause_after_failures is not None:
+            fields["pause_after_failures"] = self.pause_after_failures
         return fields
 
 
 # A job the table does not name.
 _DEFAULT_POLICY = JobPolicy()
-_POLICY_KEYS = frozenset({"handler", "time_limit_seconds", "starting_deadline_seconds", "overlap"})
+_POLICY_KEYS = frozenset(
+    {"handler", "time_limit_seconds", "starting_deadline_seconds", "overlap", "pause_after_failures"}
+)
 # Read once: a thousand jobs' table checks each entry's overlap against them.
 _OVERLAP_VALUES = tuple(policy.value for policy in OverlapPolicy)
 
@@ -139,7 +147,7 @@ class JobTable:
     configuration (its raw JSON object, which exactly_once.audit reads) when the stack has one.
 
     File: {"jobs": {"<job name>": {"handler"?, "time_limit_seconds"?,
-    "starting_deadline_seconds"?, "overlap"?}}, "audit"?: {...}}."""
+    "starting_deadline_seconds"?, "overlap"?, "pause_after_failures"?}}, "audit"?: {...}}."""
 
     jobs: Mapping[str, JobPolicy] = field(default_factory=dict)
     audit: Mapping[str, Any] | None = None
@@ -204,7 +212,18 @@ def _job_policy(source: str, job: str, entry: Any, ceiling: float) -> JobPolicy:
             source, f"{where}.starting_deadline_seconds", entry.get("starting_deadline_seconds")
         ),
         overlap=OverlapPolicy(overlap),
+        pause_after_failures=_table_count(
+            source, f"{where}.pause_after_failures", entry.get("pause_after_failures")
+        ),
     )
+
+
+def _table_count(source: str, key: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise JobTableError(source, key, f"{value!r} must be a whole number of runs, at least 1")
+    return value
 
 
 def _table_seconds(source: str, key: str, value: Any) -> float | None:
@@ -284,6 +303,14 @@ class FunctionConfig:
             job: policy.starting_deadline_seconds
             for job, policy in self.jobs.items()
             if policy.starting_deadline_seconds is not None
+        }
+
+    @property
+    def pause_after_failures(self) -> dict[str, int]:
+        return {
+            job: policy.pause_after_failures
+            for job, policy in self.jobs.items()
+            if policy.pause_after_failures is not None
         }
 
     @property

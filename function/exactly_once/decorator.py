@@ -86,7 +86,7 @@ def build_handler(
         overlap=config.overlap,
         locks=locks,
         cache=CompletedRuns(),
-        statuses=JobStatuses(client, config.runs_collection),
+        statuses=JobStatuses(client, config.runs_collection, config.pause_after_failures),
         write_scope=WriteScope.of(client, config.runs_collection),
         project=config.project,
     )
