@@ -94,6 +94,7 @@ def job_table(settings: StackSettings, audit: AuditConfig | None = None) -> JobT
             time_limit_seconds=limits.get(name),
             starting_deadline_seconds=deadlines.get(name),
             overlap=OverlapPolicy(overlap.get(name, OverlapPolicy.ALLOW)),
+            pause_after_failures=job.pause_after_failures,
         )
         if policy != JobPolicy():
             jobs[name] = policy

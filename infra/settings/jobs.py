@@ -57,6 +57,7 @@ _JOB_KEYS = (
     "startingDeadlineSeconds",
     "paused",
     "catchup",
+    "pauseAfterFailures",
     # What the job starts per run (infra/targets/), and what it needs (infra/config/access.py).
     *TARGET_KEYS,
     *ACCESS_KEYS,
@@ -104,6 +105,9 @@ class JobSettings:
     pause_recorded: bool = False
     # `catchup`: the missed runs the stack's audit delivers again; None: none.
     catchup: Catchup | None = None
+    # `pauseAfterFailures`: after this many failed runs in a row the function skips the job's
+    # runs until one succeeds or `ops resume` (the job table); None: never.
+    pause_after_failures: int | None = None
 
     @property
     def sample_workflow(self) -> bool:
@@ -200,6 +204,7 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
     if not isinstance(paused, bool):
         errors.append(f"{errors.key(f'{prefix}.paused')}: expected true or false, got {paused!r}")
     catchup = _catchup(item["catchup"], f"{prefix}.catchup", errors) if "catchup" in item else None
+    pause_after_failures = _pause_after_failures(item, prefix, name, errors)
 
     if len(errors) > before or deadline is None or retry is None:
         return None
@@ -219,6 +224,7 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         paused=paused is True,
         pause_recorded="paused" in item,
         catchup=catchup,
+        pause_after_failures=pause_after_failures,
     )
 
 
@@ -262,6 +268,22 @@ def _starting_deadline(item: Mapping[str, Any], prefix: str, errors: ConfigProbl
     if "startingDeadlineSeconds" not in item:
         return None
     return _number(item["startingDeadlineSeconds"], f"{prefix}.startingDeadlineSeconds", errors)
+
+
+def _pause_after_failures(
+    item: Mapping[str, Any], prefix: str, name: Any, errors: ConfigProblems
+) -> int | None:
+    """pauseAfterFailures: a whole number of failed runs, at least one."""
+    if "pauseAfterFailures" not in item:
+        return None
+    value = item["pauseAfterFailures"]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        errors.append(
+            f"{errors.key(f'{prefix}.pauseAfterFailures')}: job {name!r}: expected a whole number of "
+            f"failed runs, at least 1, got {value!r}"
+        )
+        return None
+    return value
 
 
 def _retry(raw: Any, prefix: str, errors: ConfigProblems) -> RetryConfig | None:
