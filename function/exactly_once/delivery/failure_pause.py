@@ -97,7 +97,7 @@ class FailurePauses:
         reason = (
             f"the job is paused after {len(failed)} failed runs in a row (pauseAfterFailures {limit}: "
             f"{', '.join(failed)}): not run; a success of a failing run's retry, a forced run or "
-            f"`ops resume --job {key.job_name}` ends the pause"
+            "`ops resume` ends the pause"
         )
         try:
             self._ledger.complete(claim, JobResult.SKIPPED_PAUSED, reason)
@@ -136,6 +136,6 @@ class FailurePauses:
         }
         message = (
             f"job {key.job_name} paused after {len(failed)} failed runs in a row (pauseAfterFailures "
-            f"{limit}): its runs are skipped until a run succeeds or `ops resume --job {key.job_name}`"
+            f"{limit}): its runs are skipped until a run succeeds or `ops resume`"
         )
         structured_log.emit("ERROR", message, fields, self._log_stream)
