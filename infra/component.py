@@ -188,6 +188,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             project=settings.project,
             function_service=function_service(functions[settings.region]),
             notification_channels=settings.alert_notification_channels,
+            failure_pauses=any(job.pause_after_failures is not None for job in settings.jobs),
             opts=self._after(apis, "logging.googleapis.com", "monitoring.googleapis.com"),
         )
         self._publish_outputs(

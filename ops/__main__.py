@@ -23,6 +23,7 @@ from ops.context import CloudUnreachable, StackContext, UserError, parse_time
 from ops.delivery import backfill, redo
 from ops.exit_codes import ExitCode, exit_codes_text
 from ops.google_apis import Endpoints
+from ops.resume import resume
 from ops.run_now import DEFAULT_WAIT_SECONDS, run_now
 from ops.smoke import Smoke
 
@@ -82,6 +83,11 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--job", help="only this job (its name in the stack config; default: every job)")
     status.add_argument("--limit", type=int, default=ledger_view.STATUS_RUNS, help="runs per job")
     status.add_argument("--until", help="latest schedule time to show (RFC 3339; default now)")
+
+    resume = command(
+        "resume", "end the pause of a job its failed runs paused (pauseAfterFailures): its next run executes"
+    )
+    resume.add_argument("--job", required=True, help="the job's name in the stack config")
 
     audit = command(
         "audit", f"expected runs against the ledger; exit {ExitCode.RUN_PROBLEM.value} when a run was missed"
@@ -144,6 +150,8 @@ def run(argv: Sequence[str], out: TextIO | None = None) -> int:
     if args.command == "status":
         until = parse_time(args.until, "--until") if args.until else None
         return ledger_view.status(context, stdout, job=args.job, limit=args.limit, until=until)
+    if args.command == "resume":
+        return resume(context, stdout, job=args.job)
     if args.command == "audit":
         since = parse_time(args.since, "--since") if args.since else None
         until = parse_time(args.until, "--until") if args.until else None

@@ -46,6 +46,7 @@ from infra.plan.audit_job import audit_interval_seconds
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
 from ops.context import StackContext, UserError, utc_now
 from ops.exit_codes import ExitCode
+from ops.resume import failure_pause_note
 from ops.run_now import describe, manual_runs
 
 # How many of the latest runs `status` shows per job by default.
@@ -224,7 +225,7 @@ def status(
         audited = context.audited(settings)
         where = f"(schedule {settings.schedule!r} in {settings.time_zone})"
         out.write(f"job {settings.name}  {where}{_pause_note(settings)}\n")
-        out.write(_job_status_line(context, audited.name) + "\n")
+        out.write(_job_status_line(context, audited.name, settings) + "\n")
         latest = fires(audited.schedule, audited.time_zone, since, until, newest=limit)
         runs = _judge(context, [(audited, fire) for fire in latest], now, target)
         if not runs:
@@ -236,8 +237,9 @@ def status(
     return ExitCode.OK
 
 
-def _job_status_line(context: StackContext, job_id: str) -> str:
-    """The job's last result, as the function keeps it with every run's ending commit."""
+def _job_status_line(context: StackContext, job_id: str, job: JobSettings) -> str:
+    """The job's last result, as the function keeps it with every run's ending commit, and
+    whether failed runs paused it (a job with pauseAfterFailures)."""
     collection = context.firestore().collection(job_status_collection(context.settings.runs_collection))
     reference = cast(
         DocumentReference, collection.document(job_status_id(context.project, context.location, job_id))
@@ -251,6 +253,8 @@ def _job_status_line(context: StackContext, job_id: str) -> str:
     else:
         parts.append("last failure none recorded")
     parts.append(f"consecutive failures {recorded.get(CONSECUTIVE_FAILURES, 0)}")
+    if job.pause_after_failures is not None:
+        parts.append(failure_pause_note(recorded, job.pause_after_failures, job.name))
     return "; ".join(parts)
 
 

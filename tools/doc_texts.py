@@ -74,6 +74,11 @@ OUTCOME_MEANINGS: dict[Outcome, str] = {
         "delivered more than the job's `startingDeadlineSeconds` after its ScheduleTime (Firestore's "
         "clock): recorded `skipped_late`, never run, and every later delivery gets the same answer"
     ),
+    Outcome.SKIPPED_PAUSED: (
+        "the job failed `pauseAfterFailures` runs in a row and is paused: recorded `skipped_paused`, "
+        "never run, and every later delivery gets the same answer (a failing run's retries and forced "
+        "runs still run)"
+    ),
     Outcome.OVERLAP_WAIT: (
         "overlap policy `wait`: another run of the job holds its lock; nothing recorded, retried later "
         "(with `Retry-After`)"
@@ -157,10 +162,11 @@ def _function_environment() -> tuple[EnvVar, ...]:
             f"`{JOB_TABLE_FILE}` in a stack",
             "path of the job table, JSON "
             '`{"jobs": {"<job id>": {"handler"?, "time_limit_seconds"?, "starting_deadline_seconds"?, '
-            '"overlap"?, "run_key"?}}, "audit"?: {...}}`: each job\'s own handler (`jobs[].handler`), '
-            f"shorter limit than `{TIME_LIMIT_ENV}` (`jobs[].timeLimitSeconds`), starting deadline "
-            "(`jobs[].startingDeadlineSeconds`), overlap policy (`jobs[].overlap`) and run key "
-            "(`jobs[].runKey`, when not the job's name), keyed by "
+            '"overlap"?, "run_key"?, "pause_after_failures"?}}, "audit"?: {...}}`: each job\'s own '
+            f"handler (`jobs[].handler`), shorter limit than `{TIME_LIMIT_ENV}` (`jobs[].timeLimitSeconds`), "
+            "starting deadline (`jobs[].startingDeadlineSeconds`), overlap policy (`jobs[].overlap`), run "
+            "key (`jobs[].runKey`, when not the job's name) and pause after failed runs "
+            "(`jobs[].pauseAfterFailures`), keyed by "
             "`X-CloudScheduler-JobName` (in a stack the deployed id, `eos-dev_nightly-report`), and the "
             "jobs the missed-run audit checks; the stack writes it into the function's source "
             "(docs/scale.md). Unset: no table, every job runs `JOB_HANDLER`",
@@ -292,6 +298,13 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
         "Always deployed (`false` when unset), so a `pulumi up` resumes a job paused by hand. Set "
         "(`true` or `false`), the stack records when it changes, so that a resume makes none of the "
         "pause's runs up (docs/operations.md, Pause).",
+    ),
+    "pauseAfterFailures": (
+        "integer",
+        "After this many runs of the job in a row failed (each counted once, however many of its "
+        "attempts failed), its next runs are answered `skipped_paused`, recorded and not run, until a "
+        f"run succeeds or `ops resume` (goes into the job table, `{JOB_TABLE_ENV}`). The Cloud Scheduler job "
+        "is not paused. At least 1 (docs/operations.md, Paused after failures).",
     ),
     "catchup.windowSeconds": (
         "number",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from infra.monitoring.alerts import ALERTS, fires_when
+from infra.monitoring.alerts import ALERTS, PAUSE_ALERTS, fires_when
 from infra.monitoring.log_filters import METRICS, LogMetric
 from infra.resources.propagation import PAUSES
 
@@ -45,7 +45,7 @@ def alerts_table(table: Table) -> str:
             alert.alert.meaning,
             alert.alert.runbook,
         )
-        for alert in ALERTS
+        for alert in (*ALERTS, *PAUSE_ALERTS)
     ]
     return table(("Alert", "Fires when", "What it means", "Runbook"), rows)
 

@@ -117,6 +117,10 @@ class JobPolicy:
     # What the job's runs and status are keyed by, when not its job id (jobs[].runKey, as the
     # id a Scheduler job of that name would have): a job renamed with it kept keeps its runs.
     run_key: str | None = None
+    # After this many runs in a row failed, the job's next runs are recorded skipped (paused)
+    # until a success or `ops resume` (jobs[].pauseAfterFailures, delivery/failure_pause.py);
+    # None: never paused.
+    pause_after_failures: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         fields: dict[str, Any] = {}
@@ -130,13 +134,24 @@ class JobPolicy:
             fields["overlap"] = self.overlap.value
         if self.run_key is not None:
             fields["run_key"] = self.run_key
+        if self.pause_after_failures is not None:
+            fields["pause_after_failures"] = self.pause_after_failures
         return fields
 
 
 # A job the table does not name: the function's limit, no starting deadline, overlap allowed,
-# its runs keyed by its job id.
+# its runs keyed by its job id, never paused.
 DEFAULT_POLICY = JobPolicy()
-_POLICY_KEYS = frozenset({"handler", "time_limit_seconds", "starting_deadline_seconds", "overlap", "run_key"})
+_POLICY_KEYS = frozenset(
+    {
+        "handler",
+        "time_limit_seconds",
+        "starting_deadline_seconds",
+        "overlap",
+        "run_key",
+        "pause_after_failures",
+    }
+)
 # Read once: a thousand jobs' table checks each entry's overlap against them.
 _OVERLAP_VALUES = tuple(policy.value for policy in OverlapPolicy)
 
@@ -147,7 +162,8 @@ class JobTable:
     configuration (its raw JSON object, which exactly_once.audit reads) when the stack has one.
 
     File: {"jobs": {"<job name>": {"handler"?, "time_limit_seconds"?,
-    "starting_deadline_seconds"?, "overlap"?, "run_key"?}}, "audit"?: {...}}."""
+    "starting_deadline_seconds"?, "overlap"?, "run_key"?,
+    "pause_after_failures"?}}, "audit"?: {...}}."""
 
     jobs: Mapping[str, JobPolicy] = field(default_factory=dict)
     audit: Mapping[str, Any] | None = None
@@ -214,7 +230,18 @@ def _job_policy(source: str, job: str, entry: Any, ceiling: float) -> JobPolicy:
         ),
         overlap=OverlapPolicy(overlap),
         run_key=_run_key(source, f"{where}.run_key", entry.get("run_key")),
+        pause_after_failures=_table_count(
+            source, f"{where}.pause_after_failures", entry.get("pause_after_failures")
+        ),
     )
+
+
+def _table_count(source: str, key: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise JobTableError(source, key, f"{value!r} must be a whole number of runs, at least 1")
+    return value
 
 
 def _run_key(source: str, key: str, value: Any) -> str | None:
@@ -313,6 +340,14 @@ class FunctionConfig:
     @property
     def run_keys(self) -> dict[str, str]:
         return run_keys_of(self.jobs)
+
+    @property
+    def pause_after_failures(self) -> dict[str, int]:
+        return {
+            job: policy.pause_after_failures
+            for job, policy in self.jobs.items()
+            if policy.pause_after_failures is not None
+        }
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> FunctionConfig:

@@ -43,6 +43,11 @@ CATCHUP_DELIVERY: Final = "catchup_delivery"
 # The audit could not judge one job (a schedule that never fires, an unknown zone): the other
 # jobs are judged all the same; this job's runs wait for the next audit that can.
 AUDIT_JOB_ERROR: Final = "audit_job_error"
+# A job with pauseAfterFailures was found paused after that many failed runs in a row: one
+# line per pause, whichever delivery found it first (delivery/failure_pause.py); FAILED_RUNS
+# names the runs.
+JOB_PAUSED_AFTER_FAILURES: Final = "job_paused_after_failures"
+FAILED_RUNS: Final = "failed_runs"
 # The watchdog ended an attempt's instance (delivery/heartbeat.py); CAUSE says why, in a word.
 ATTEMPT_ENDED: Final = "attempt_ended"
 CAUSE: Final = "cause"

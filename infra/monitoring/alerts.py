@@ -193,6 +193,27 @@ METRIC_ALERTS: tuple[tuple[LogMetric, str, Alert], ...] = (
     ),
 )
 
+# Declared only by a stack some job of which sets pauseAfterFailures (log_filters.PAUSE_METRICS).
+PAUSE_METRIC_ALERTS: tuple[tuple[LogMetric, str, Alert], ...] = (
+    (
+        log_filters.FAILURE_PAUSES,
+        "job paused after failures",
+        Alert(
+            summary="a job failed so many runs in a row that its runs are now skipped",
+            window_seconds=3600,
+            meaning="A job with pauseAfterFailures failed that many runs in a row (the line's "
+            "`failed_runs`), so the function now records its runs `skipped_paused` without running "
+            "them and answers 200; the Cloud Scheduler job itself is not paused. One line per pause: the "
+            "alert fires once, however many runs are skipped. A failing run's retries still run, and a "
+            "success of one ends the pause.",
+            runbook="Read the failed runs' `error` lines (`python -m ops status --stack <stack> --job "
+            "<job>` names them), fix the cause, then `python -m ops resume --stack <stack> --job <job>` "
+            "(the next run executes) or try it at once with `python -m ops run-now`. The runs skipped "
+            "meanwhile are recorded; `python -m ops redo` runs one of them again.",
+        ),
+    ),
+)
+
 ALERTS: tuple[AlertSpec, ...] = (
     *(
         AlertSpec(
@@ -205,6 +226,17 @@ ALERTS: tuple[AlertSpec, ...] = (
         for metric, name, alert in METRIC_ALERTS
     ),
 )
+
+
+PAUSE_ALERTS: tuple[AlertSpec, ...] = tuple(
+    AlertSpec(key=metric.suffix, name=name, metric=metric, outcome=None, alert=alert)
+    for metric, name, alert in PAUSE_METRIC_ALERTS
+)
+
+
+def declared_alerts(*, failure_pauses: bool) -> tuple[AlertSpec, ...]:
+    """The alert policies a stack declares: `failure_pauses` when some job sets pauseAfterFailures."""
+    return ALERTS + PAUSE_ALERTS if failure_pauses else ALERTS
 
 
 def alert_filter(metric_name: str, alert: AlertSpec) -> str:

@@ -35,9 +35,10 @@ CHARTED: dict[str, tuple[Outcome, ...]] = {
         Outcome.OVERLAP_WAIT,
     ),
     "takeovers": (Outcome.LEASE_TAKEN_OVER,),
-    # Runs a job's startingDeadlineSeconds skipped: not failures (nothing is retried or lost by
-    # them), but a job whose runs keep arriving late has a problem upstream.
-    "skipped_late": (Outcome.SKIPPED_LATE,),
+    # Runs recorded skipped and never run: past a job's startingDeadlineSeconds, or while failed
+    # runs paused the job (pauseAfterFailures). Not failures (nothing is retried or lost by
+    # them), but a job whose runs keep arriving late, or stay paused, has a problem to fix.
+    "skipped_late": (Outcome.SKIPPED_LATE, Outcome.SKIPPED_PAUSED),
     "failures": (*OUTCOME_ALERTS, *REFUSED),
 }
 

@@ -93,7 +93,21 @@ DOWNSTREAM_FAILURES = LogMetric(
     equals={log_fields.EVENT: log_fields.DOWNSTREAM_FAILED},
     labels=(log_fields.JOB,),
 )
+FAILURE_PAUSES = LogMetric(
+    suffix="failure-pauses",
+    description="Jobs paused after pauseAfterFailures failed runs in a row (one point per pause), by job.",
+    equals={log_fields.EVENT: log_fields.JOB_PAUSED_AFTER_FAILURES},
+    labels=(log_fields.JOB,),
+)
 METRICS = (DELIVERIES, LATENCY, MISSED_RUNS, ENDED_ATTEMPTS, DOWNSTREAM_FAILURES)
+# Declared only by a stack some job of which sets pauseAfterFailures: no other stack can log
+# what they count, and a stack without them keeps exactly the resources it deployed before.
+PAUSE_METRICS = (FAILURE_PAUSES,)
+
+
+def declared_metrics(*, failure_pauses: bool) -> tuple[LogMetric, ...]:
+    """The metrics a stack declares: `failure_pauses` when some job sets pauseAfterFailures."""
+    return METRICS + PAUSE_METRICS if failure_pauses else METRICS
 
 
 def metric_id(name_prefix: str, metric: LogMetric) -> str:

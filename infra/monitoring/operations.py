@@ -25,7 +25,7 @@ import pulumiverse_time as time
 
 from exactly_once import log_fields
 from infra.monitoring import log_filters
-from infra.monitoring.alerts import ALERTS, INCIDENT_AUTO_CLOSE_SECONDS, AlertSpec, alert_filter
+from infra.monitoring.alerts import INCIDENT_AUTO_CLOSE_SECONDS, AlertSpec, alert_filter, declared_alerts
 from infra.monitoring.dashboard import dashboard_json
 from infra.monitoring.log_filters import LogMetric, metric_id
 from infra.resources.propagation import METRIC_TYPES, pause_after
@@ -54,17 +54,19 @@ def declare_operations(
     project: pulumi.Input[str],
     function_service: pulumi.Input[str],
     notification_channels: Sequence[pulumi.Input[str]] = (),
+    failure_pauses: bool = False,
     opts: pulumi.ResourceOptions | None = None,
 ) -> Operations:
     """Metrics, alert policies and the dashboard for the function serving `function_service`
     (its Cloud Run service, as a name or projects/.../services/<name>). Resources are named
-    `<name_prefix>-...`; the caller makes the prefix unique per stack."""
+    `<name_prefix>-...`; the caller makes the prefix unique per stack. `failure_pauses`: some
+    job sets pauseAfterFailures, and the pauses get their metric and alert."""
     service_name = pulumi.Output.from_input(function_service).apply(
         lambda service: service.rsplit("/", 1)[-1]
     )
     metrics = {
         metric.suffix: _log_metric(name_prefix, metric, project, service_name, opts)
-        for metric in log_filters.METRICS
+        for metric in log_filters.declared_metrics(failure_pauses=failure_pauses)
     }
     # Triggered by the metrics' names: a new stack, a stack brought up again after `pulumi
     # destroy`, or a renamed (so replaced) metric waits again; an unchanged stack does not.
@@ -80,7 +82,7 @@ def declare_operations(
         alert.key: _alert_policy(
             name_prefix, alert, metrics[alert.metric.suffix], project, notification_channels, policy_opts
         )
-        for alert in ALERTS
+        for alert in declared_alerts(failure_pauses=failure_pauses)
     }
     dashboard = gcp.monitoring.Dashboard(
         f"{name_prefix}-dashboard",

@@ -96,6 +96,7 @@ def job_table(settings: StackSettings, audit: AuditConfig | None = None) -> JobT
             starting_deadline_seconds=deadlines.get(name),
             overlap=OverlapPolicy(overlap.get(name, OverlapPolicy.ALLOW)),
             run_key=run_keys.get(name),
+            pause_after_failures=job.pause_after_failures,
         )
         if policy != JobPolicy():
             jobs[name] = policy

@@ -58,6 +58,7 @@ _JOB_KEYS = (
     "startingDeadlineSeconds",
     "paused",
     "catchup",
+    "pauseAfterFailures",
     # What the job starts per run (infra/targets/), and what it needs (infra/config/access.py).
     *TARGET_KEYS,
     *ACCESS_KEYS,
@@ -107,6 +108,9 @@ class JobSettings:
     catchup: Catchup | None = None
     # `runKey`: what the job's runs, status and audit history are keyed by; None: its name.
     run_key: str | None = None
+    # `pauseAfterFailures`: after this many failed runs in a row the function skips the job's
+    # runs until one succeeds or `ops resume` (the job table); None: never.
+    pause_after_failures: int | None = None
 
     @property
     def key_name(self) -> str:
@@ -243,6 +247,7 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
     run_key = item.get("runKey")
     if "runKey" in item and (not isinstance(run_key, str) or not _JOB_NAME.match(run_key)):
         errors.append(f"{errors.key(f'{prefix}.runKey')}: {run_key!r} must be {_NAME_RULE}, as a job name")
+    pause_after_failures = _pause_after_failures(item, prefix, name, errors)
 
     if len(errors) > before or deadline is None or retry is None:
         return None
@@ -263,6 +268,7 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         pause_recorded="paused" in item,
         catchup=catchup,
         run_key=run_key,
+        pause_after_failures=pause_after_failures,
     )
 
 
@@ -306,6 +312,22 @@ def _starting_deadline(item: Mapping[str, Any], prefix: str, errors: ConfigProbl
     if "startingDeadlineSeconds" not in item:
         return None
     return _number(item["startingDeadlineSeconds"], f"{prefix}.startingDeadlineSeconds", errors)
+
+
+def _pause_after_failures(
+    item: Mapping[str, Any], prefix: str, name: Any, errors: ConfigProblems
+) -> int | None:
+    """pauseAfterFailures: a whole number of failed runs, at least one."""
+    if "pauseAfterFailures" not in item:
+        return None
+    value = item["pauseAfterFailures"]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        errors.append(
+            f"{errors.key(f'{prefix}.pauseAfterFailures')}: job {name!r}: expected a whole number of "
+            f"failed runs, at least 1, got {value!r}"
+        )
+        return None
+    return value
 
 
 def _retry(raw: Any, prefix: str, errors: ConfigProblems) -> RetryConfig | None:

@@ -87,6 +87,14 @@ def _table_file(tmp_path, text: str) -> dict[str, str]:
             "jobs['a'].starting_deadline_seconds",
             "0 must",
         ),
+        *(
+            (
+                f'{{"jobs": {{"a": {{"pause_after_failures": {value}}}}}}}',
+                "jobs['a'].pause_after_failures",
+                f"{shown} must be a whole number of runs, at least 1",
+            )
+            for value, shown in (("0", "0"), ("-1", "-1"), ("1.5", "1.5"), ("true", "True"), ('"3"', "'3'"))
+        ),
     ],
 )
 def test_a_bad_job_table_names_its_key(tmp_path, text, key, problem):
@@ -142,6 +150,13 @@ def test_per_job_starting_deadlines_are_read():
     config = FunctionConfig.from_env(jobs_env(starting_deadlines={"a": 600}))
     assert config.policy_for("a").starting_deadline_seconds == 600.0
     assert config.policy_for("b").starting_deadline_seconds is None
+
+
+def test_per_job_pauses_after_failures_are_read():
+    config = FunctionConfig.from_env(jobs_env(pause_after_failures={"a": 3}))
+    assert config.policy_for("a").pause_after_failures == 3
+    assert config.pause_after_failures == {"a": 3}
+    assert config.policy_for("b").pause_after_failures is None
 
 
 def test_router_takes_callables_as_well_as_names():

@@ -54,7 +54,15 @@ class Instance:
     _ids = itertools.count(1)
 
     def __init__(
-        self, emulator_host, project, job, overlap=None, lease=LEASE, clock=None, starting_deadlines=None
+        self,
+        emulator_host,
+        project,
+        job,
+        overlap=None,
+        lease=LEASE,
+        clock=None,
+        starting_deadlines=None,
+        pause_after_failures=None,
     ) -> None:
         self.client, self.rpcs = counted_emulator_client(emulator_host, project)
         store = FirestoreRunStore(self.client, "scheduler_runs")
@@ -75,7 +83,7 @@ class Instance:
             jobs=policies(overlap or {}, starting_deadlines or {}),
             locks=self.locks,
             cache=self.cache,
-            statuses=JobStatuses(self.client, "scheduler_runs"),
+            statuses=JobStatuses(self.client, "scheduler_runs", pause_after_failures),
             log_stream=self.logs,
         )
 

@@ -28,18 +28,21 @@ def jobs_env(
     overlap: Mapping[str, str] | None = None,
     time_limits: Mapping[str, float] | None = None,
     starting_deadlines: Mapping[str, float] | None = None,
+    pause_after_failures: Mapping[str, int] | None = None,
     audit: AuditConfig | None = None,
 ) -> dict[str, str]:
     """JOB_TABLE for per-job maps as a test states them (by job name)."""
     handlers, overlap = handlers or {}, overlap or {}
     time_limits, starting_deadlines = time_limits or {}, starting_deadlines or {}
-    names = {*handlers, *overlap, *time_limits, *starting_deadlines}
+    pauses = pause_after_failures or {}
+    names = {*handlers, *overlap, *time_limits, *starting_deadlines, *pauses}
     jobs = {
         name: JobPolicy(
             handler=handlers.get(name),
             time_limit_seconds=time_limits.get(name),
             starting_deadline_seconds=starting_deadlines.get(name),
             overlap=OverlapPolicy(overlap.get(name, OverlapPolicy.ALLOW)),
+            pause_after_failures=pauses.get(name),
         )
         for name in names
     }

@@ -281,6 +281,7 @@ _BY_RESULT = {
     JobResult.SUCCEEDED: Expected.COMPLETED,
     JobResult.TERMINAL_FAILURE: Expected.TERMINAL_FAILURE,
     JobResult.SKIPPED_LATE: Expected.SKIPPED_LATE,
+    JobResult.SKIPPED_PAUSED: Expected.COMPLETED,
 }
 
 

@@ -21,6 +21,7 @@ from google.api_core import exceptions as google_exceptions
 from exactly_once import log_fields, strict_json, structured_log
 from exactly_once.config import DEFAULT_POLICY, JobPolicy, OverlapPolicy, run_keys_of
 from exactly_once.context import JobHandler, Progress, RunContext, decode_checkpoint, encode_output
+from exactly_once.delivery.failure_pause import FailurePauses
 from exactly_once.delivery.finishing import RunFinisher
 from exactly_once.delivery.forced_runs import DeliveredRun
 from exactly_once.delivery.heartbeat import EndAttempt, LeaseKeeper
@@ -62,6 +63,7 @@ MAX_BODY_BYTES = 64 * 1024
 _DUPLICATE_OUTCOME = {
     JobResult.OVERLAP_SKIPPED.value: Outcome.OVERLAP_SKIPPED,
     JobResult.SKIPPED_LATE.value: Outcome.SKIPPED_LATE,
+    JobResult.SKIPPED_PAUSED.value: Outcome.SKIPPED_PAUSED,
 }
 
 
@@ -112,6 +114,12 @@ class ScheduledRunHandler:
         self._project = project
         self._run_keys = run_keys_of(self._jobs)
         self._finisher = RunFinisher(ledger, self._cache, statuses, log_stream)
+        # Only when some job pauses after failures (its statuses say which): no other job reads more.
+        self._pauses = (
+            FailurePauses(ledger, statuses, self._finisher, log_stream)
+            if statuses is not None and statuses.pause_after_failures
+            else None
+        )
 
     def handle(self, method: str, headers: Mapping[str, str], body: bytes | None) -> Reply:
         """Answer one delivery; `body` is None when it could not be read. Whatever goes
@@ -221,6 +229,8 @@ class ScheduledRunHandler:
         job_policy = self._jobs.get(key.job_name, DEFAULT_POLICY)
         if (deadline := job_policy.starting_deadline_seconds) is not None and lateness > deadline:
             return self._finisher.skip_late(claim, lateness, deadline, report)
+        if self._pauses is not None and (held := self._pauses.hold_back(key, claim, report)) is not None:
+            return held
         time_limit = job_policy.time_limit_seconds or self._time_limit
         ends_at = started + time_limit
         if time.monotonic() >= ends_at:
@@ -244,6 +254,8 @@ class ScheduledRunHandler:
             return Answer(outcome, "skipped: another run of the job was running (overlap policy skip)")
         if outcome is Outcome.SKIPPED_LATE:
             return Answer(outcome, "skipped: delivered past the job's startingDeadlineSeconds", error=error)
+        if outcome is Outcome.SKIPPED_PAUSED:
+            return Answer(outcome, "skipped: the job was paused after failed runs in a row", error=error)
         if result == JobResult.TERMINAL_FAILURE:
             message = "duplicate of a run that failed terminally: job not run"
             return Answer(outcome, message, output_json=output_json, error=error)

@@ -31,6 +31,9 @@ class Outcome(StrEnum):
     # Delivered more than the job's startingDeadlineSeconds after its ScheduleTime: recorded
     # skipped, never run, and not retried (a later retry is later still).
     SKIPPED_LATE = "skipped_late"
+    # The job is paused after its pauseAfterFailures failed runs in a row: recorded skipped,
+    # never run, and not retried (delivery/failure_pause.py).
+    SKIPPED_PAUSED = "skipped_paused"
     WRONG_TARGET = "wrong_target"
     BAD_REQUEST = "bad_request"
     METHOD_NOT_ALLOWED = "method_not_allowed"
@@ -51,6 +54,7 @@ STATUS_AND_SEVERITY: dict[Outcome, tuple[int, str]] = {
     Outcome.OVERLAP_SKIPPED: (200, "INFO"),
     Outcome.OVERLAP_WAIT: (409, "INFO"),
     Outcome.SKIPPED_LATE: (200, "WARNING"),
+    Outcome.SKIPPED_PAUSED: (200, "WARNING"),
     Outcome.WRONG_TARGET: (409, "ERROR"),
     Outcome.BAD_REQUEST: (400, "WARNING"),
     Outcome.METHOD_NOT_ALLOWED: (405, "WARNING"),

@@ -30,6 +30,7 @@ docs/deduplication.md):
 | `leased` | renew | leased | update conditioned on the owner's last write | the owner's newer checkpoint, when it changed |
 | `leased` | complete | completed (succeeded, terminal failure or overlap skipped) | update conditioned on the owner's last write | output or error, staged writes (success only), job status, downstream work; checkpoint cleared |
 | `leased` | skip late | completed (skipped late) | update conditioned on the owner's last write | why it was late; checkpoint cleared |
+| `leased` | skip paused | completed (skipped paused) | update conditioned on the owner's last write | which failed runs paused the job; checkpoint cleared |
 | `leased` | release | released, or absent without a checkpoint | update (or delete) conditioned on the owner's last write | the owner's latest checkpoint (its own or the one it inherited), job status failure |
 | `leased` | give back | released, or absent without a checkpoint | update (or delete) conditioned on the owner's last write | exactly the checkpoint the claim inherited; nothing else (the job never ran) |
 | `completed` | expire | expired, then absent | none: past `expire_at` (the claim's commit + retention) it counts as absent at once | nothing: Firestore's TTL deletes it, up to days later |
@@ -103,6 +104,8 @@ class JobResult(StrEnum):
     TERMINAL_FAILURE = "terminal_failure"
     OVERLAP_SKIPPED = "overlap_skipped"  # another run of the job held its lock (policy skip)
     SKIPPED_LATE = "skipped_late"  # delivered past the job's startingDeadlineSeconds: never run
+    # The job was paused after pauseAfterFailures failed runs in a row: never run.
+    SKIPPED_PAUSED = "skipped_paused"
 
 
 class ClaimKind(StrEnum):
@@ -137,6 +140,7 @@ class Event(StrEnum):
     RENEW = "renew"
     COMPLETE = "complete"
     SKIP_LATE = "skip late"
+    SKIP_PAUSED = "skip paused"
     RELEASE = "release"
     GIVE_BACK = "give back"
     EXPIRE = "expire"
@@ -189,6 +193,13 @@ TRANSITIONS: Final[tuple[Transition, ...]] = (
         "completed (skipped late)",
         "update conditioned on the owner's last write",
         "why it was late; checkpoint cleared",
+    ),
+    Transition(
+        (State.LEASED,),
+        Event.SKIP_PAUSED,
+        "completed (skipped paused)",
+        "update conditioned on the owner's last write",
+        "which failed runs paused the job; checkpoint cleared",
     ),
     Transition(
         (State.LEASED,),
@@ -502,7 +513,7 @@ def after_refusal(
     others_refused: bool,
     found: StoredRecord | None,
 ) -> AfterRefusal:
-    """Judge a refused write of `event` (renew, complete, skip late, release, give back) sent
+    """Judge a refused write of `event` (renew, complete, a skip, release, give back) sent
     on `sent_on` by `attempt_id`, whose lease ends no earlier than `lease_ends`, from the record
     `found` by reading it back. `unheard`: a try of this very write went unanswered, so it may
     have committed. `others_refused`: Firestore's refusal may be about a write riding along.
@@ -537,7 +548,19 @@ def after_refusal(
 
 
 _RELEASES = frozenset({Event.RELEASE, Event.GIVE_BACK})
-_COMPLETIONS = frozenset({Event.COMPLETE, Event.SKIP_LATE})
+_COMPLETIONS = frozenset({Event.COMPLETE, Event.SKIP_LATE, Event.SKIP_PAUSED})
+
+
+def completion_event(result: JobResult) -> Event:
+    """The lifecycle's event for a completing write of `result`: a skip is its own event, since
+    its job never ran."""
+    return _SKIP_EVENTS.get(result, Event.COMPLETE)
+
+
+_SKIP_EVENTS: Final[Mapping[JobResult, Event]] = {
+    JobResult.SKIPPED_LATE: Event.SKIP_LATE,
+    JobResult.SKIPPED_PAUSED: Event.SKIP_PAUSED,
+}
 
 
 # ---- The audit's verdicts ----------------------------------------------------------------
@@ -587,6 +610,9 @@ _BY_RESULT: Final[Mapping[JobResult, Verdict]] = {
     JobResult.OVERLAP_SKIPPED: Verdict.COMPLETED,
     JobResult.TERMINAL_FAILURE: Verdict.TERMINAL_FAILURE,
     JobResult.SKIPPED_LATE: Verdict.SKIPPED_LATE,
+    # Skipped on purpose while the job was paused after failures: the ledger decided the run,
+    # so it is never missed (and never delivered again by catch-up).
+    JobResult.SKIPPED_PAUSED: Verdict.COMPLETED,
 }
 
 

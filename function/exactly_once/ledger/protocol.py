@@ -332,7 +332,7 @@ class RunLedger:
         """Mark the run completed, only if this attempt still owns it, with `also` in the same
         commit: applied if and only if the completion is. `record_fields` are what the job
         reported about its run (the downstream work a proxy started), written in the same write.
-        A run skipped as late is completed with JobResult.SKIPPED_LATE."""
+        A run skipped (late, or paused) is completed with its JobResult.SKIPPED_* value."""
         fields = lifecycle.completion_fields(
             result,
             error=error,
@@ -341,7 +341,7 @@ class RunLedger:
             commit_time=COMMIT_TIME,
             reported=record_fields,
         )
-        event = Event.SKIP_LATE if result is JobResult.SKIPPED_LATE else Event.COMPLETE
+        event = lifecycle.completion_event(result)
         budget = self._budget(self.deadline_seconds, f"completion of run {claim.run_id}")
         self._finish_as_owner(event, claim, fields, budget, also=also)
 

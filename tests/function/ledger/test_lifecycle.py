@@ -15,6 +15,7 @@ from exactly_once.ledger.lifecycle import (
     Event,
     Finished,
     Held,
+    JobResult,
     OtherTarget,
     State,
     StoredRecord,
@@ -147,7 +148,7 @@ def test_a_release_answered_late_while_the_next_claim_committed_is_a_release(eve
     assert refusal(event, None) is AfterRefusal.COMMITTED  # gone: our delete
 
 
-@pytest.mark.parametrize("event", [Event.RENEW, Event.COMPLETE, Event.SKIP_LATE])
+@pytest.mark.parametrize("event", [Event.RENEW, Event.COMPLETE, Event.SKIP_LATE, Event.SKIP_PAUSED])
 def test_another_attempts_record_is_a_lost_lease_for_every_other_write(event: Event) -> None:
     assert refusal(event, others(T0 + timedelta(seconds=5))) is AfterRefusal.LOST
     assert refusal(event, None) is AfterRefusal.LOST
@@ -161,6 +162,7 @@ def test_our_own_record_tells_a_late_answer_from_a_renewal_to_write_over() -> No
     )
     renewed = StoredRecord(ours, T0 + timedelta(seconds=2), T0 + timedelta(seconds=3))
     assert refusal(Event.COMPLETE, done) is AfterRefusal.COMMITTED
+    assert refusal(Event.SKIP_PAUSED, done) is AfterRefusal.COMMITTED
     assert refusal(Event.RELEASE, done) is AfterRefusal.LOST
     assert refusal(Event.GIVE_BACK, given_back) is AfterRefusal.COMMITTED
     assert refusal(Event.RENEW, given_back) is AfterRefusal.LOST
@@ -189,6 +191,8 @@ def test_our_own_record_tells_a_late_answer_from_a_renewal_to_write_over() -> No
             False,
         ),
         (record(1, **{**COMPLETED, "result": "overlap_skipped"}), True, False, Verdict.COMPLETED, False),
+        # Skipped while its job was paused after failures: decided on purpose, never missed.
+        (record(1, **{**COMPLETED, "result": "skipped_paused"}), True, False, Verdict.COMPLETED, False),
         (record(86_401, **COMPLETED), True, False, Verdict.MISSED, True),  # its record is gone in effect
         (record(1, **{**COMPLETED, "target": "crm"}), True, False, Verdict.MISSED, False),
     ],
@@ -205,3 +209,10 @@ def test_the_transitions_name_every_event_and_every_state() -> None:
     assert {row.event for row in lifecycle.TRANSITIONS} == set(Event)
     named = {state for row in lifecycle.TRANSITIONS for state in row.sources} | set(lifecycle.REFUSALS)
     assert named | {State.ABSENT} == set(State)
+
+
+def test_each_skip_is_its_own_event_and_any_other_result_a_completion() -> None:
+    assert lifecycle.completion_event(JobResult.SKIPPED_LATE) is Event.SKIP_LATE
+    assert lifecycle.completion_event(JobResult.SKIPPED_PAUSED) is Event.SKIP_PAUSED
+    for result in (JobResult.SUCCEEDED, JobResult.TERMINAL_FAILURE, JobResult.OVERLAP_SKIPPED):
+        assert lifecycle.completion_event(result) is Event.COMPLETE

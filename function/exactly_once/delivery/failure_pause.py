@@ -1,0 +1,141 @@
+"""A job paused after failing runs in a row (jobs[].pauseAfterFailures): its next runs are
+recorded skipped instead of run, until a run succeeds or an operator resumes it.
+
+A job that keeps failing (a downstream gone, a credential revoked) otherwise fails every run and
+every retry, each one an ERROR line, an alert and a load on whatever it calls. Its status
+document (ledger/job_status.py) keeps the ids of the runs that failed since its last success,
+in the same commits that end them, so a delivery learns with one read whether the job is paused.
+
+What is and is not held back:
+
+- A run of a paused job is claimed and completed `skipped_paused` (200, so Cloud Scheduler does
+  not retry it), never run; the missed-run audit counts it completed, not missed: the ledger
+  decided it on purpose.
+- A failing run's own retries still run: the pause holds back the runs after them, and a retry
+  that succeeds ends the pause. Skipping them would record a failed run as completed.
+- A forced run (`ops run-now`) always runs: an operator's deliberate try, whose success ends the
+  pause like any other.
+- The Cloud Scheduler job is never paused, so `pulumi up` never finds it changed behind its
+  back. That is what tells this pause from the stack's own `paused` key (audit/pauses.py), which
+  pauses the Scheduler job: its runs are never delivered and leave no record.
+
+The first delivery to find the pause records when (Firestore's clock) and after which runs,
+with a write conditioned on the status as it read it: of deliveries that found it together,
+exactly one wins, and only that one writes the ERROR line the stack's alert counts. `ops resume`
+forgets the failing runs (ledger/job_status.resume_fields), so the next run executes and as many
+failures again pause the job again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, TextIO
+
+from google.api_core import exceptions as google_exceptions
+
+from exactly_once import log_fields, structured_log
+from exactly_once.delivery.finishing import RunFinisher
+from exactly_once.delivery.outcomes import Answer, Outcome
+from exactly_once.delivery.report import DeliveryReport
+from exactly_once.errors import error_text
+from exactly_once.ledger.fields import FAILED_RUNS, FAILURE_PAUSED_AT
+from exactly_once.ledger.job_status import JobStatuses
+from exactly_once.ledger.lifecycle import StoredRecord
+from exactly_once.ledger.protocol import Claim, JobResult, LeaseLost, RunLedger
+from exactly_once.run_key import RunKey
+
+# How often a delivery tries again to record a pause when the status changed under its
+# conditional write (a failing run's retry ended meanwhile) and the pause is still unrecorded.
+_RECORD_TRIES = 3
+
+
+def failing_runs(status: StoredRecord | None) -> list[str]:
+    """The runs that failed since the job's last success (or resume), oldest first."""
+    recorded = status.fields.get(FAILED_RUNS) if status is not None else None
+    return [str(run_id) for run_id in recorded] if isinstance(recorded, list) else []
+
+
+def pause_recorded(status: StoredRecord | None) -> bool:
+    """Whether a delivery already recorded (and announced) the pause the status holds."""
+    return status is not None and status.fields.get(FAILURE_PAUSED_AT) is not None
+
+
+class FailurePauses:
+    """The pause check of the jobs with pauseAfterFailures, which `statuses` names (it keeps
+    their failing runs)."""
+
+    def __init__(
+        self,
+        ledger: RunLedger,
+        statuses: JobStatuses,
+        finisher: RunFinisher,
+        log_stream: TextIO | None = None,
+    ) -> None:
+        self._ledger = ledger
+        self._statuses = statuses
+        self._limits = statuses.pause_after_failures
+        self._finisher = finisher
+        self._log_stream = log_stream
+
+    def hold_back(self, key: RunKey, claim: Claim, report: DeliveryReport) -> Answer | None:
+        """The answer for a claimed run its paused job must not run, or None to run it. Costs
+        nothing for a job without pauseAfterFailures, and one read for a job with it."""
+        limit = self._limits.get(key.job_name)
+        if limit is None or key.forced:
+            return None
+        try:
+            status = self._statuses.read(key, timeout=self._ledger.deadline_seconds)
+        except google_exceptions.GoogleAPIError as error:
+            # Unknown whether the job is paused: give the run back for the next retry to decide.
+            report.error = error_text(repr(error))
+            with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
+                self._ledger.give_back(claim)
+            return Answer(Outcome.STORE_ERROR, "could not read whether the job is paused: Firestore failed")
+        failed = failing_runs(status)
+        if len(failed) < limit or claim.run_id in failed:
+            return None
+        reason = (
+            f"the job is paused after {len(failed)} failed runs in a row (pauseAfterFailures {limit}: "
+            f"{', '.join(failed)}): not run; a success of a failing run's retry, a forced run or "
+            "`ops resume` ends the pause"
+        )
+        try:
+            self._ledger.complete(claim, JobResult.SKIPPED_PAUSED, reason)
+        except LeaseLost:
+            return Answer(Outcome.LEASE_LOST, "another attempt took the run over before it was skipped")
+        except google_exceptions.GoogleAPIError as error:
+            report.error = error_text(repr(error))
+            return Answer(Outcome.STORE_ERROR, "could not record the run as skipped: Firestore failed")
+        report.result = JobResult.SKIPPED_PAUSED.value
+        self._finisher.remember(claim, JobResult.SKIPPED_PAUSED, None, error=reason)
+        with contextlib.suppress(google_exceptions.GoogleAPIError):  # the next skip announces it
+            self._announce(key, claim, status, limit)
+        return Answer(Outcome.SKIPPED_PAUSED, f"skipped: {reason}", error=reason)
+
+    def _announce(self, key: RunKey, claim: Claim, status: StoredRecord | None, limit: int) -> None:
+        """Record the pause and write its one ERROR line, unless another delivery did."""
+        for _ in range(_RECORD_TRIES):
+            failed = failing_runs(status)
+            if status is None or pause_recorded(status) or len(failed) < limit:
+                return
+            timeout = self._ledger.deadline_seconds
+            if self._statuses.record_pause(
+                key, as_read=status.update_time, failed_runs=failed, timeout=timeout
+            ):
+                self._log_pause(key, claim, failed, limit)
+                return
+            status = self._statuses.read(key, timeout=timeout)
+
+    def _log_pause(self, key: RunKey, claim: Claim, failed: list[str], limit: int) -> None:
+        fields: dict[str, Any] = {
+            log_fields.EVENT: log_fields.JOB_PAUSED_AFTER_FAILURES,
+            log_fields.JOB: key.job_name,
+            log_fields.FAILED_RUNS: failed,
+            "pause_after_failures": limit,
+            "first_skipped_run_id": claim.run_id,
+        }
+        message = (
+            f"job {key.job_name} paused after {len(failed)} failed runs in a row (pauseAfterFailures "
+            f"{limit}): its runs are skipped until a run succeeds or `ops resume`"
+        )
+        structured_log.emit("ERROR", message, fields, self._log_stream)
