@@ -28,7 +28,7 @@ from infra.config.names import StackNames
 from infra.config.schema import FUNCTION_DIR
 from infra.monitoring.operations import declare_operations
 from infra.plan.audit_job import with_audit_job
-from infra.plan.needs import extra_apis, sample_cloud_run_jobs
+from infra.plan.needs import extra_apis, token_check_called_from_outside
 from infra.plan.outputs import outputs_of
 from infra.resources.build import BuildIdentity, build_identity, function_source
 from infra.resources.catchup_queue import catchup_queue
@@ -49,6 +49,7 @@ from infra.resources.runtime_access import runtime_access
 from infra.resources.scheduler_jobs import scheduler_job
 from infra.samples.targets import SampleTargets, sample_targets
 from infra.samples.workflows import (
+    WORKFLOWS_API,
     SampleWorkflows,
     TokenCheck,
     sample_workflows,
@@ -56,7 +57,6 @@ from infra.samples.workflows import (
 )
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_advisories
-from infra.targets.workflow import WORKFLOWS_API
 
 COMPONENT_TYPE = "exactly-once-scheduler:index:ExactlyOnceScheduler"
 # What a function deployment needs enabled before it starts.
@@ -278,7 +278,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             build=build,
             token_check_account=identities.token_check,
             function_opts=self._function_opts(apis, build),
-            reachable_from_cloud_run=bool(sample_cloud_run_jobs(settings)),
+            reachable_from_cloud_run=token_check_called_from_outside(settings),
         )
 
     def _sample_targets(

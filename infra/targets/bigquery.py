@@ -16,7 +16,7 @@ from exactly_once.targets.job_specs import BIGQUERY_HANDLER, BIGQUERY_JOBS_ENV, 
 from exactly_once.targets.resource_names import BIGQUERY_DATASET
 from infra.config.access import DATASET_ROLES, ResourceGrant
 from infra.config.schema import ConfigProblems, unknown_keys
-from infra.targets.kind import Placement, ProjectRole, TargetKind, sample_or_named
+from infra.targets.kind import Placement, ProjectRole, SampleJob, TargetKind, sample_or_named
 
 KEYS: Final = (
     "sample",
@@ -72,6 +72,7 @@ class BigQueryTarget:
 
 class BigQueryKind(TargetKind):
     key: ClassVar[str] = "bigquery"
+    position: ClassVar[int] = 3
     keys: ClassVar[tuple[str, ...]] = KEYS
     handler: ClassVar[str] = BIGQUERY_HANDLER
     service: ClassVar[str] = "BigQuery"
@@ -88,6 +89,8 @@ class BigQueryKind(TargetKind):
         ),
     )
     environment_variable: ClassVar[str | None] = BIGQUERY_JOBS_ENV
+    # One row per run appended to a table of the stack's sample dataset.
+    sample_job: ClassVar[SampleJob | None] = SampleJob("bigquery-demo", "45 * * * *", {"sample": True})
 
     def owns(self, target: object) -> bool:
         return isinstance(target, BigQueryTarget)

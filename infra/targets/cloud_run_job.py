@@ -43,10 +43,14 @@ class CloudRunJobTarget:
 
 class CloudRunJobKind(TargetKind):
     key: ClassVar[str] = "cloudRunJob"
+    position: ClassVar[int] = 2
     keys: ClassVar[tuple[str, ...]] = KEYS
     handler: ClassVar[str] = CLOUD_RUN_HANDLER
     service: ClassVar[str] = "Cloud Run Admin API"
     environment_variable: ClassVar[str | None] = CLOUD_RUN_JOBS_ENV
+    # The sample job's container calls the token check from Cloud Run, outside any VPC network.
+    sample_calls_token_check: ClassVar[bool] = True
+    sample_calls_from_outside_network: ClassVar[bool] = True
 
     def owns(self, target: object) -> bool:
         return isinstance(target, CloudRunJobTarget)

@@ -3,7 +3,8 @@ own jobs, and none of what the samples use (the sample workflow, the token check
 
 from __future__ import annotations
 
-from infra.plan.needs import needs_token_check, sample_bigquery_jobs
+from infra.plan.needs import needs_token_check
+from infra.samples.targets import sample_bigquery_jobs
 from infra.settings.samples import SAMPLE_JOB_NAMES
 from tests.infra.conftest import NAMESPACE, build, error_of, valid_job, valid_values
 from tools.mocked_program import mock_stack
