@@ -24,7 +24,7 @@ from infra.targets.kind import TargetKind
 _NOT_KINDS: Final = frozenset({"kind", "registry"})
 
 
-def _found_kinds() -> tuple[TargetKind, ...]:
+def found_kinds() -> tuple[TargetKind, ...]:
     """The `KIND` of every kind module present, in their `position` order (the order the docs
     list them in), so deleting one leaves the others' order as it was."""
     modules = sorted(
@@ -37,7 +37,7 @@ def _found_kinds() -> tuple[TargetKind, ...]:
     return tuple(sorted(kinds, key=lambda kind: kind.position))
 
 
-TARGET_KINDS: Final[tuple[TargetKind, ...]] = _found_kinds()
+TARGET_KINDS: Final[tuple[TargetKind, ...]] = found_kinds()
 TARGET_KEYS: Final = tuple(kind.key for kind in TARGET_KINDS)
 
 

@@ -6,11 +6,16 @@ from __future__ import annotations
 import ast
 import importlib
 import re
+import shutil
 from pathlib import Path
 
+import pytest
+
+import infra.targets
 from exactly_once.targets import job_specs
 from infra.config.python_source import parse_python_file
 from infra.config.schema import REPO_ROOT
+from infra.targets import bigquery, cloud_run_job, registry, workflow
 from infra.targets.kind import TargetKind
 from infra.targets.registry import TARGET_KINDS, kind_for_handler
 from tests.support.sources import python_sources
@@ -28,6 +33,18 @@ def test_every_kind_module_is_registered_once() -> None:
     assert all(isinstance(kind, TargetKind) for kind in kinds)
     assert sorted(map(id, kinds)) == sorted(map(id, TARGET_KINDS))
     assert len({kind.key for kind in TARGET_KINDS}) == len(TARGET_KINDS)
+
+
+def test_a_deleted_kind_module_leaves_the_others_found_in_their_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The package as a fork that deleted bigquery.py has it (the modules themselves are the
+    # ones already imported: only what the folder holds decides which are found).
+    for module in ("kind", "registry", "workflow", "cloud_run_job"):
+        shutil.copy(TARGETS / f"{module}.py", tmp_path)
+    monkeypatch.setattr(infra.targets, "__path__", [str(tmp_path)])
+    assert registry.found_kinds() == (workflow.KIND, cloud_run_job.KIND)
+    assert bigquery.KIND not in registry.found_kinds()
 
 
 def test_every_proxy_handler_the_function_names_belongs_to_one_kind() -> None:
