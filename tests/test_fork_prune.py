@@ -18,6 +18,7 @@ every fault kind lands on a run of four (localrun/faults.py), so the judgement c
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import shutil
 import subprocess
@@ -52,8 +53,10 @@ def _python_files() -> list[str]:
     return sorted(name for name in names if (REPO_ROOT / name).is_file())
 
 
+@functools.cache
 def _names(path: Path) -> list[str]:
-    """Every module an import in `path` names, and every string that could name one."""
+    """Every module an import in `path` names, and every string that could name one. Read once
+    per file for every part: the parse, not the matching, is what this half costs."""
     strings = [
         node.value.partition(":")[0]
         for node in ast.walk(parse_python_file(path))
