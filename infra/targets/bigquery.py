@@ -74,6 +74,36 @@ class BigQueryKind(TargetKind):
     key: ClassVar[str] = "bigquery"
     position: ClassVar[int] = 3
     keys: ClassVar[tuple[str, ...]] = KEYS
+    field_meanings: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "sample": (
+            "boolean",
+            "`true`: the stack's sample query, appending one row per run to a table of the stack's sample "
+            f"dataset (in `gcp:region`). The handler is `{BIGQUERY_HANDLER}`.",
+        ),
+        "query": (
+            "string",
+            "Instead of `sample`: GoogleSQL, which may read `@run_id`, `@schedule_time`, `@job_name`. "
+            "Keep it short (the function's environment holds it): call a view or procedure.",
+        ),
+        "location": ("string", "Required with `query`: where the job runs (`EU`, `US`, a region)."),
+        "destinationTable": (
+            "string",
+            "`<project>.<dataset>.<table>` for the results; its dataset gets `roles/bigquery.dataEditor`.",
+        ),
+        "writeDisposition": (
+            "string",
+            "`WRITE_APPEND`, `WRITE_TRUNCATE` or `WRITE_EMPTY` (with a table).",
+        ),
+        "labels": ("object", "BigQuery job labels (lower-case keys and values)."),
+        "readDatasets": (
+            "list of strings",
+            "`<project>.<dataset>` the query reads: `roles/bigquery.dataViewer` on each, nothing more.",
+        ),
+        "writeDatasets": (
+            "list of strings",
+            "`<project>.<dataset>` the query writes with DML: `roles/bigquery.dataEditor` on each.",
+        ),
+    }
     handler: ClassVar[str] = BIGQUERY_HANDLER
     service: ClassVar[str] = "BigQuery"
     apis: ClassVar[tuple[str, ...]] = (BIGQUERY_API,)

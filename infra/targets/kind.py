@@ -59,6 +59,9 @@ class TargetKind:
     # their own, and a table that reorders itself when a kind is added reads as a change.
     position: ClassVar[int]
     keys: ClassVar[tuple[str, ...]]
+    # What each of `keys` is and means, (type, meaning), for docs/stack.md's job-fields table:
+    # held here so that the table loses a deleted kind's rows with its module.
+    field_meanings: ClassVar[Mapping[str, tuple[str, str]]]
     # The function's proxy handler for this kind (module:callable).
     handler: ClassVar[str]
     # The API as the timing advisories name it ("BigQuery").

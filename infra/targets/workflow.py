@@ -46,6 +46,23 @@ class WorkflowKind(TargetKind):
     key: ClassVar[str] = "workflow"
     position: ClassVar[int] = 1
     keys: ClassVar[tuple[str, ...]] = KEYS
+    field_meanings: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "sample": (
+            "boolean",
+            "`true`: deploy the sample workflow for this job (plus the token check). The handler "
+            f"defaults to `{HANDLER}` (any other is rejected) and the "
+            "body is built by the stack, so `body` must not be set.",
+        ),
+        "name": (
+            "string",
+            "Instead of `sample`: an existing workflow, `projects/<p>/locations/<l>/workflows/<w>`; "
+            "no sample is deployed. Exactly one of `sample: true` and `name`.",
+        ),
+        "argument": (
+            "object",
+            "Sent as the body's `argument`; the workflow receives it as `args.payload`.",
+        ),
+    }
     handler: ClassVar[str] = HANDLER
     service: ClassVar[str] = "Workflows"
     apis: ClassVar[tuple[str, ...]] = (WORKFLOWS_API, EXECUTIONS_API)
