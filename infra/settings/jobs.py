@@ -160,9 +160,13 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         errors.append(f"{errors.key(prefix)}: expected an object, got {item!r}")
         return None
     before = len(errors)
-    unknown_keys(item, prefix, _JOB_KEYS, errors, what="job key")
-
     name = item.get("name")
+    # By the job's name too: a key the checkout no longer knows (a deleted target kind's, say)
+    # is found in the stack file by the job it belongs to, not by counting entries.
+    unknown_keys(
+        item, prefix, _JOB_KEYS, errors, what=f"key of job {name!r}" if isinstance(name, str) else "job key"
+    )
+
     if name is None:
         errors.append(f"{errors.key(f'{prefix}.name')}: name is missing: every job needs one, {_NAME_RULE}")
     elif not isinstance(name, str) or not _JOB_NAME.match(name):
