@@ -69,6 +69,7 @@ OPTIONAL_PARTS: Final = (
             "tests/function/targets/test_cloud_run_job_proxy.py",
             "tests/function/targets/test_bigquery_proxy.py",
             "tests/function/targets/test_call_timeout.py",
+            "tests/function/targets/test_downstream_states.py",
             "tests/ops/test_downstream_following.py",
         ),
         "jobs that start a Workflows execution, a Cloud Run job execution or a BigQuery query job "
