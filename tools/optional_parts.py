@@ -55,6 +55,7 @@ OPTIONAL_PARTS: Final = (
             "infra/targets/cloud_run_job.py",
             "infra/targets/bigquery.py",
             "infra/samples",
+            "tests/infra/samples",
             "function/jobs/workflows.py",
             "function/jobs/cloud_run_job.py",
             "function/jobs/bigquery_job.py",
