@@ -7,7 +7,7 @@ the source and its build, the function, the invoker binding, the jobs
 With `secondRegion`, the function, its invoker grant and every job are deployed in both regions
 (infra/resources/regions.py names the second set); everything else is deployed once.
 One private method per part; the larger parts live in their own modules (infra/resources/build.py,
-infra/resources/function.py, infra/samples/workflows.py, infra/resources/scheduler_jobs.py, ...). Each
+infra/resources/function.py, infra/resources/scheduler_jobs.py, ...). Each
 resource keeps all of its arguments in one call so a fork can change one thing in one place.
 
 Every name the component chooses comes from infra/config/names.py and starts with the component's
@@ -19,6 +19,8 @@ COMPONENT_NAME, the name the local tools (`ops`, `make demo`) compute every id w
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +28,12 @@ from pathlib import Path
 import pulumi
 import pulumi_gcp as gcp
 
+import infra
 from infra.config.names import StackNames
 from infra.config.schema import FUNCTION_DIR
 from infra.monitoring.operations import declare_operations
 from infra.plan.audit_job import with_audit_job
-from infra.plan.needs import extra_apis, sample_cloud_run_jobs
+from infra.plan.needs import extra_apis
 from infra.plan.outputs import outputs_of
 from infra.resources.build import BuildIdentity, build_identity, function_source
 from infra.resources.catchup_queue import catchup_queue
@@ -49,18 +52,19 @@ from infra.resources.ledger import LedgerDatabase, ledger_database
 from infra.resources.propagation import API_ACTIVATION, SERVING_GRANTS, pause_after
 from infra.resources.regions import regional_prefix
 from infra.resources.runtime_access import runtime_access
-from infra.resources.scheduler_jobs import scheduler_job
-from infra.samples.targets import SampleTargets, sample_targets
-from infra.samples.workflows import (
-    SampleWorkflows,
-    TokenCheck,
-    sample_workflows,
-    token_check,
+from infra.resources.sample_seam import (
+    NO_SAMPLES,
+    CallingSamples,
+    GrantedSamples,
+    SampleContext,
+    SampleDeployer,
 )
+from infra.resources.scheduler_jobs import scheduler_job
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_advisories
-from infra.targets.workflow import WORKFLOWS_API
 
+# The room of the samples and the token check they call (infra/README.md).
+SAMPLES_ROOM = "samples"
 COMPONENT_TYPE = "exactly-once-scheduler:index:ExactlyOnceScheduler"
 # What a function deployment needs enabled before it starts.
 FUNCTION_APIS = (
@@ -141,8 +145,12 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         pause_changed = pause_changes(name, settings, parent=self)
         table = job_table_text(settings, audit_from, identities.invoker.email, pause_changed)
         build = self._build(name, settings, apis, ready, function_dir, table)
-        checker = self._token_check(name, settings, apis, ledger, identities, build)
-        targets = self._sample_targets(name, settings, apis, ready, checker)
+        # The token check and the samples the runtime account is granted on, when the stack has them.
+        context = SampleContext(
+            name, settings, self, apis, ready, ledger, identities, build, self._function_opts(apis, build)
+        )
+        deployer = sample_deployer()
+        targets = deployer.granted(context)
         access = self._runtime_access(name, settings, apis, identities.runtime, targets)
         # Only when a job catches up: the queue the audit delivers missed runs through.
         queue = catchup_queue(
@@ -172,7 +180,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             self._invoker_binding(name, settings, function, identities.invoker, region)
             for region, function in functions.items()
         ]
-        samples = self._sample_workflows(name, settings, apis, ready, identities, checker)
+        samples = deployer.calling(context, targets)
         serving = self._serving_grants_propagation(
             name,
             identities,
@@ -198,7 +206,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             identities,
             build.account,
             ledger,
-            checker,
+            targets,
             samples,
         )
 
@@ -284,82 +292,21 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             region,
         )
 
-    def _token_check(
-        self,
-        name: str,
-        settings: StackSettings,
-        apis: _Apis,
-        ledger: LedgerDatabase,
-        identities: Identities,
-        build: BuildIdentity,
-    ) -> TokenCheck | None:
-        """The token check the sample workflows and sample Cloud Run jobs call."""
-        if identities.token_check is None:
-            return None
-        return token_check(
-            name,
-            settings,
-            parent=self,
-            ledger=ledger,
-            build=build,
-            token_check_account=identities.token_check,
-            function_opts=self._function_opts(apis, build),
-            reachable_from_cloud_run=bool(sample_cloud_run_jobs(settings)),
-        )
-
-    def _sample_targets(
-        self,
-        name: str,
-        settings: StackSettings,
-        apis: _Apis,
-        ready: pulumi.Resource,
-        checker: TokenCheck | None,
-    ) -> SampleTargets:
-        return sample_targets(
-            name,
-            settings,
-            parent=self,
-            token_check_uri=checker.uri if checker else None,
-            token_check_service=checker.service if checker else None,
-            apis=[ready, *(apis[api] for api in ("run.googleapis.com", *extra_apis(settings)))],
-        )
-
     def _runtime_access(
         self,
         name: str,
         settings: StackSettings,
         apis: _Apis,
         runtime_account: gcp.serviceaccount.Account,
-        targets: SampleTargets,
+        targets: GrantedSamples,
     ) -> list[pulumi.Resource]:
         return runtime_access(
             name,
             settings,
             runtime_account.member,
             parent=self,
-            created=targets.created,
+            created=dict(targets.created),
             apis=[apis[api] for api in extra_apis(settings)],
-        )
-
-    def _sample_workflows(
-        self,
-        name: str,
-        settings: StackSettings,
-        apis: _Apis,
-        ready: pulumi.Resource,
-        identities: Identities,
-        checker: TokenCheck | None,
-    ) -> SampleWorkflows | None:
-        """Sample workflows (jobs with `workflow: {sample: true}`), which call the token check."""
-        if checker is None or not settings.sample_workflow_jobs():
-            return None
-        return sample_workflows(
-            name,
-            settings,
-            parent=self,
-            token_check=checker,
-            iam_api=ready,
-            workflows_api=apis[WORKFLOWS_API],
         )
 
     def _serving_grants_propagation(
@@ -367,14 +314,14 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         name: str,
         identities: Identities,
         serving_grants: list[pulumi.Resource],
-        samples: SampleWorkflows | None,
+        samples: CallingSamples,
     ) -> pulumi.Resource:
         """The first scheduled run uses every serving grant at once: the invoker's run.invoker,
         the functions' Firestore access, the proxy's workflows.invoker, the workflow account's
         run.invoker on the token check. The jobs wait until those have propagated, so the first
         run is not spent on 403s (Cloud Scheduler would retry it, but a fresh deploy should
         simply work). Shorter than the build's pause: see infra/resources/propagation.py."""
-        grants = [*identities.grants, *serving_grants, *(samples.grants if samples else [])]
+        grants = [*identities.grants, *serving_grants, *samples.grants]
         members: dict[str, pulumi.Input[str]] = {
             "runtime": identities.runtime.member,
             "invoker": identities.invoker.member,
@@ -397,13 +344,13 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         function_uris: Mapping[str, pulumi.Output[str]],
         invoker_account: gcp.serviceaccount.Account,
         serving: pulumi.Resource,
-        samples: SampleWorkflows | None,
+        samples: CallingSamples,
     ) -> dict[str, list[gcp.cloudscheduler.Job]]:
         """Every job (the audit job too) in every region, by region, each calling its own
         region's function. A run is then delivered once from each region, with the same
         headers (infra/plan/headers.py), and the ledger runs it once: the audit's own runs too,
         so the audit runs once an hour, from whichever region delivers it first."""
-        sample_workflows = samples.workflows if samples is not None else {}
+        sample_workflows = samples.workflows
         # A proxy job starts its downstream work on its first run.
         first_run = [api for api in ("cloudscheduler.googleapis.com", *extra_apis(settings)) if api in apis]
         first_run_apis = [apis[api] for api in first_run]
@@ -433,10 +380,10 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         identities: Identities,
         builder_account: gcp.serviceaccount.Account,
         ledger: LedgerDatabase,
-        checker: TokenCheck | None,
-        samples: SampleWorkflows | None,
+        targets: GrantedSamples,
+        samples: CallingSamples,
     ) -> None:
-        sample_workflows = samples.workflows if samples is not None else {}
+        sample_workflows = dict(samples.workflows)
         self.function_uri = function_uri
         # The deployed Cloud Scheduler job ids (what `gcloud scheduler jobs list` shows).
         self.job_names = pulumi.Output.all(*[job.name for job in jobs]).apply(list)
@@ -446,11 +393,11 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         self.database_name = ledger.database_name
         self.runs_collection = pulumi.Output.from_input(settings.runs_collection)
         self.region = pulumi.Output.from_input(settings.region)
-        self.token_check_uri = checker.uri if checker is not None else None
+        self.token_check_uri = targets.token_check_uri
         self.token_check_service_account_email = (
             identities.token_check.email if identities.token_check is not None else None
         )
-        self.workflow_service_account_email = samples.workflow_account_email if samples is not None else None
+        self.workflow_service_account_email = samples.workflow_account_email
         self.sample_workflows = pulumi.Output.all(**sample_workflows).apply(dict)
         # One list (infra/plan/outputs.py) for what the component registers and the program
         # exports: a stack without a sample has no output for it, never a null.
@@ -458,6 +405,15 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             output.name: getattr(self, output.attribute) for output in outputs_of(settings)
         }
         self.register_outputs(self.outputs)
+
+
+def sample_deployer() -> SampleDeployer:
+    """The samples' deployer when this checkout has their room (`infra/samples/`, an optional
+    part a fork may delete), found like the target kinds are rather than imported by name."""
+    if not any(room.name == SAMPLES_ROOM for room in pkgutil.iter_modules(infra.__path__)):
+        return NO_SAMPLES
+    deployer: SampleDeployer = importlib.import_module(f"{infra.__name__}.{SAMPLES_ROOM}.deployer").DEPLOYER
+    return deployer
 
 
 def export_outputs(scheduler: ExactlyOnceScheduler) -> None:

@@ -102,6 +102,6 @@ def check_job_not_google_api(args: ResourceValidationArgs) -> Iterable[str]:
             f"Scheduler job '{args.name}': httpTarget.uri '{uri}' calls a Google API directly; the API "
             "ignores X-CloudScheduler-ScheduleTime, so every retry repeats the call (e.g. starts "
             "another workflow execution). Route it through the dedup proxy: point the job at the "
-            "function URI and run it with a proxy job handler such as "
-            "jobs.workflows:start_workflow_execution (see docs/proxy.md)."
+            "function URI and run it with a job handler that starts the work once per run (a target "
+            "kind's proxy or your own; see docs/proxy.md)."
         )

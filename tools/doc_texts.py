@@ -40,14 +40,11 @@ from exactly_once.targets.job_specs import (
     BIGQUERY_JOBS_ENV,
     CLOUD_RUN_HANDLER,
     CLOUD_RUN_JOBS_ENV,
-    FENCE_ENV,
-    RUN_ID_ENV,
-    SCHEDULE_TIME_ENV,
-    SCHEDULER_JOB_ENV,
     WORKFLOWS_HANDLER,
 )
 from exactly_once.token_check.settings import COLLECTION_ENV, RETENTION_ENV, TokenStoreConfig
 from infra.config.access import GRANT_KINDS
+from infra.targets.registry import TARGET_KINDS
 from infra.timing.cron import DEFAULT_TIME_ZONE
 
 # When each outcome happens. Kept with the docs rather than in the handler, whose table
@@ -257,21 +254,6 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
         f"`{WORKFLOWS_HANDLER}` without a `workflow` setting must have a body "
         '`{"workflow": "projects/…/workflows/…", "argument"?: {...}}`.',
     ),
-    "workflow.sample": (
-        "boolean",
-        "`true`: deploy the sample workflow for this job (plus the token check). The handler "
-        f"defaults to `{WORKFLOWS_HANDLER}` (any other is rejected) and the "
-        "body is built by the stack, so `body` must not be set.",
-    ),
-    "workflow.name": (
-        "string",
-        "Instead of `sample`: an existing workflow, `projects/<p>/locations/<l>/workflows/<w>`; "
-        "no sample is deployed. Exactly one of `sample: true` and `name`.",
-    ),
-    "workflow.argument": (
-        "object",
-        "Sent as the body's `argument`; the workflow receives it as `args.payload`.",
-    ),
     "overlap": (
         "string",
         "`allow`, `skip` or `wait`: what a run does while another run of this job holds its lease"
@@ -318,58 +300,6 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
         "`all`: every missed run in the window, oldest first; `latest`: only the newest, when no later "
         "run is recorded.",
     ),
-    "cloudRunJob.sample": (
-        "boolean",
-        "`true`: deploy the sample Cloud Run job for this job (plus the token check). The handler is "
-        f"`{CLOUD_RUN_HANDLER}` (any other is rejected); `body` must not be set. "
-        "One of `workflow`, `cloudRunJob`, `bigquery` per job.",
-    ),
-    "cloudRunJob.job": (
-        "string",
-        "Instead of `sample`: an existing Cloud Run job, its name (in `gcp:project` and `gcp:region`) "
-        "or `projects/<p>/locations/<l>/jobs/<j>`. The runtime account gets "
-        "`roles/run.jobsExecutorWithOverrides` and `roles/run.viewer` on this job only.",
-    ),
-    "cloudRunJob.args": (
-        "list of strings",
-        "Container args for every execution (`[]` clears the job's own).",
-    ),
-    "cloudRunJob.env": (
-        "object",
-        "Container environment overrides for every execution; "
-        f"{', '.join(f'`{name}`' for name in (RUN_ID_ENV, FENCE_ENV, SCHEDULE_TIME_ENV, SCHEDULER_JOB_ENV))} "
-        "are the run's own and cannot be set.",
-    ),
-    "cloudRunJob.taskCount": ("integer", "Tasks per execution (1..10000); default: the job's."),
-    "cloudRunJob.timeoutSeconds": ("integer", "Task timeout (1..86400 s); default: the job's."),
-    "bigquery.sample": (
-        "boolean",
-        "`true`: the stack's sample query, appending one row per run to a table of the stack's sample "
-        f"dataset (in `gcp:region`). The handler is `{BIGQUERY_HANDLER}`.",
-    ),
-    "bigquery.query": (
-        "string",
-        "Instead of `sample`: GoogleSQL, which may read `@run_id`, `@schedule_time`, `@job_name`. "
-        "Keep it short (the function's environment holds it): call a view or procedure.",
-    ),
-    "bigquery.location": ("string", "Required with `query`: where the job runs (`EU`, `US`, a region)."),
-    "bigquery.destinationTable": (
-        "string",
-        "`<project>.<dataset>.<table>` for the results; its dataset gets `roles/bigquery.dataEditor`.",
-    ),
-    "bigquery.writeDisposition": (
-        "string",
-        "`WRITE_APPEND`, `WRITE_TRUNCATE` or `WRITE_EMPTY` (with a table).",
-    ),
-    "bigquery.labels": ("object", "BigQuery job labels (lower-case keys and values)."),
-    "bigquery.readDatasets": (
-        "list of strings",
-        "`<project>.<dataset>` the query reads: `roles/bigquery.dataViewer` on each, nothing more.",
-    ),
-    "bigquery.writeDatasets": (
-        "list of strings",
-        "`<project>.<dataset>` the query writes with DML: `roles/bigquery.dataEditor` on each.",
-    ),
     "env": (
         "object",
         "`NAME: value` settings the function's environment carries (every job sees them: one value per "
@@ -386,6 +316,10 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
         "A role for the runtime account on the one resource the grant names (below).",
     ),
 }
+# Each target kind's rows, which its module holds: a fork that deletes the kind deletes them.
+JOB_FIELD_MEANINGS.update(
+    {f"{kind.key}.{key}": meaning for kind in TARGET_KINDS for key, meaning in kind.field_meanings.items()}
+)
 # One row per kind of resource a grant may name, from infra/config/access.py's GRANT_KINDS.
 JOB_FIELD_MEANINGS.update(
     {

@@ -17,7 +17,7 @@ from exactly_once.audit.config import Delivery, Redelivery
 from infra.plan.headers import run_headers
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
-from infra.targets.workflow import workflow_resource_name
+from infra.targets.registry import kind_of
 
 # The function's role in its name (infra/config/names.py), as infra/resources/function.py deploys it.
 FUNCTION_ROLE = "handler"
@@ -47,10 +47,8 @@ def catchup_delivery(settings: StackSettings, job: JobSettings) -> Delivery:
     """What Cloud Scheduler sends with every delivery of `job` but the schedule time: the
     headers, and the body (a sample workflow's by the name the stack gives it)."""
     workflow = None
-    if job.sample_workflow:
-        workflow = workflow_resource_name(
-            settings.project, settings.region, settings.names.workflow_name(job.name)
-        )
+    if job.sample_workflow and job.target is not None:
+        workflow = kind_of(job.target).sample_resource(job.name, settings.placement)
     return Delivery(
         headers=run_headers(settings, job),
         body=job.body_bytes(workflow) or b"",

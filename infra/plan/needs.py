@@ -15,9 +15,7 @@ from infra.plan.catchup import catches_up
 from infra.settings.environment import function_secrets
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
-from infra.targets.bigquery import BigQueryTarget
-from infra.targets.cloud_run_job import CloudRunJobTarget
-from infra.targets.kind import ProjectRole
+from infra.targets.kind import ProjectRole, TargetKind
 from infra.targets.registry import kind_of
 
 SECRET_MANAGER_API: Final = "secretmanager.googleapis.com"
@@ -25,19 +23,28 @@ SECRET_MANAGER_API: Final = "secretmanager.googleapis.com"
 CLOUD_TASKS_API: Final = "cloudtasks.googleapis.com"
 
 
-def sample_cloud_run_jobs(settings: StackSettings) -> tuple[JobSettings, ...]:
-    return tuple(
-        job for job in settings.jobs if isinstance(job.target, CloudRunJobTarget) and job.target.sample
-    )
+def _samples(settings: StackSettings) -> Iterator[tuple[JobSettings, TargetKind]]:
+    """Each job whose target is the stack's sample, with its kind."""
+    for job in settings.jobs:
+        if job.target is not None and kind_of(job.target).is_sample(job.target):
+            yield job, kind_of(job.target)
 
 
-def sample_bigquery_jobs(settings: StackSettings) -> tuple[JobSettings, ...]:
-    return tuple(job for job in settings.jobs if isinstance(job.target, BigQueryTarget) and job.target.sample)
+def sample_jobs(settings: StackSettings, key: str) -> tuple[JobSettings, ...]:
+    """The jobs whose target of the kind with config key `key` is the stack's sample."""
+    return tuple(job for job, kind in _samples(settings) if kind.key == key)
 
 
 def needs_token_check(settings: StackSettings) -> bool:
-    """The stack deploys the token check for its sample workflows and sample Cloud Run jobs."""
-    return bool(settings.sample_workflow_jobs() or sample_cloud_run_jobs(settings))
+    """The stack deploys the token check for its samples that call it (a sample workflow, a
+    sample Cloud Run job's container)."""
+    return any(kind.sample_calls_token_check for _, kind in _samples(settings))
+
+
+def token_check_called_from_outside(settings: StackSettings) -> bool:
+    """Whether a sample calls the token check from outside any VPC network (a Cloud Run job's
+    container), which its internal-only ingress would refuse."""
+    return any(kind.sample_calls_from_outside_network for _, kind in _samples(settings))
 
 
 def project_roles(settings: StackSettings) -> tuple[ProjectRole, ...]:

@@ -14,9 +14,11 @@ from typing import NamedTuple
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.plan.needs import sample_bigquery_jobs, sample_cloud_run_jobs
+from infra.plan.needs import sample_jobs
 from infra.resources.identities import run_invoker, service_account
+from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
+from infra.targets import bigquery, cloud_run_job
 from infra.targets.cloud_run_job import CloudRunJobTarget, resource_name
 
 # A public image with the Python the script needs; Cloud Run pulls it from Docker Hub.
@@ -24,6 +26,14 @@ SAMPLE_IMAGE = "docker.io/library/python:3.12-slim"
 SAMPLE_SCRIPT_FILE = Path(__file__).resolve().with_name("cloud_run_job.py")
 # A sample execution does a few token-check calls; anything longer is a fault.
 SAMPLE_TASK_TIMEOUT = "300s"
+
+
+def sample_cloud_run_jobs(settings: StackSettings) -> tuple[JobSettings, ...]:
+    return sample_jobs(settings, cloud_run_job.KIND.key)
+
+
+def sample_bigquery_jobs(settings: StackSettings) -> tuple[JobSettings, ...]:
+    return sample_jobs(settings, bigquery.KIND.key)
 
 
 class SampleTargets(NamedTuple):

@@ -16,6 +16,7 @@ from infra.resources.identities import run_invoker, service_account
 from infra.resources.ledger import LedgerDatabase, field_options
 from infra.settings.environment import token_check_environment
 from infra.settings.stack import StackSettings
+from infra.targets.workflow import WORKFLOWS_API as WORKFLOWS_API  # the component enables it first
 from infra.targets.workflow import workflow_resource_name
 
 TOKEN_CHECK_ENTRY_POINT = "check_idempotency_token"

@@ -20,7 +20,6 @@ from infra.config.access import ACCESS_KEYS, JobAccess, parse_access
 from infra.config.handlers import malformed_handler
 from infra.config.schema import JOBS_KEY, ConfigProblems, unknown_keys
 from infra.targets.registry import TARGET_KEYS, check_target_job, kind_of, parse_target
-from infra.targets.workflow import WorkflowTarget
 from infra.timing.cron import DEFAULT_TIME_ZONE
 from infra.timing.rules import RetryConfig
 
@@ -96,7 +95,7 @@ class JobSettings:
     # A run delivered later than this after its ScheduleTime is skipped (startingDeadlineSeconds,
     # the function's job table); None: never.
     starting_deadline_seconds: float | None = None
-    # What the job starts per run (infra/targets/): a WorkflowTarget, CloudRunJobTarget, ...
+    # What the job starts per run: the value its kind's `parse` made (infra/targets/).
     target: object | None = None
     access: JobAccess = dataclasses.field(default_factory=JobAccess)
     # `paused: true`: the Scheduler job is paused, and the audit counts its runs as paused.
@@ -120,8 +119,9 @@ class JobSettings:
 
     @property
     def sample_workflow(self) -> bool:
-        """True when the stack deploys a sample workflow for this job."""
-        return isinstance(self.target, WorkflowTarget) and self.target.sample
+        """True when the job's body names the sample the stack deploys for it (a sample
+        workflow): the body waits for that sample's resource name."""
+        return self.target is not None and kind_of(self.target).body_names_sample(self.target)
 
     def body_bytes(self, sample_workflow: str | None = None) -> bytes | None:
         """The exact request body Cloud Scheduler sends (and the local scheduler replays).
@@ -130,8 +130,9 @@ class JobSettings:
         Pulumi program knows (`sample_workflow`); without it there is no body to send yet.
         """
         body = self.body
-        if isinstance(self.target, WorkflowTarget) and self.target.sample:
-            body = self.target.body(sample_workflow) if sample_workflow else None
+        target = self.target
+        if target is not None and kind_of(target).body_names_sample(target):
+            body = kind_of(target).sample_body(target, sample_workflow) if sample_workflow else None
         if body is None:
             return None
         return json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
@@ -203,9 +204,13 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
         errors.append(f"{errors.key(prefix)}: expected an object, got {item!r}")
         return None
     before = len(errors)
-    unknown_keys(item, prefix, _JOB_KEYS, errors, what="job key")
-
     name = item.get("name")
+    # By the job's name too: a key the checkout no longer knows (a deleted target kind's, say)
+    # is found in the stack file by the job it belongs to, not by counting entries.
+    unknown_keys(
+        item, prefix, _JOB_KEYS, errors, what=f"key of job {name!r}" if isinstance(name, str) else "job key"
+    )
+
     if name is None:
         errors.append(f"{errors.key(f'{prefix}.name')}: name is missing: every job needs one, {_NAME_RULE}")
     elif not isinstance(name, str) or not _JOB_NAME.match(name):

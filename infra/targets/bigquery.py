@@ -16,7 +16,7 @@ from exactly_once.targets.job_specs import BIGQUERY_HANDLER, BIGQUERY_JOBS_ENV, 
 from exactly_once.targets.resource_names import BIGQUERY_DATASET
 from infra.config.access import DATASET_ROLES, ResourceGrant
 from infra.config.schema import ConfigProblems, unknown_keys
-from infra.targets.kind import Placement, ProjectRole, TargetKind, sample_or_named
+from infra.targets.kind import Placement, ProjectRole, SampleJob, TargetKind, sample_or_named
 
 KEYS: Final = (
     "sample",
@@ -72,7 +72,38 @@ class BigQueryTarget:
 
 class BigQueryKind(TargetKind):
     key: ClassVar[str] = "bigquery"
+    position: ClassVar[int] = 3
     keys: ClassVar[tuple[str, ...]] = KEYS
+    field_meanings: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "sample": (
+            "boolean",
+            "`true`: the stack's sample query, appending one row per run to a table of the stack's sample "
+            f"dataset (in `gcp:region`). The handler is `{BIGQUERY_HANDLER}`.",
+        ),
+        "query": (
+            "string",
+            "Instead of `sample`: GoogleSQL, which may read `@run_id`, `@schedule_time`, `@job_name`. "
+            "Keep it short (the function's environment holds it): call a view or procedure.",
+        ),
+        "location": ("string", "Required with `query`: where the job runs (`EU`, `US`, a region)."),
+        "destinationTable": (
+            "string",
+            "`<project>.<dataset>.<table>` for the results; its dataset gets `roles/bigquery.dataEditor`.",
+        ),
+        "writeDisposition": (
+            "string",
+            "`WRITE_APPEND`, `WRITE_TRUNCATE` or `WRITE_EMPTY` (with a table).",
+        ),
+        "labels": ("object", "BigQuery job labels (lower-case keys and values)."),
+        "readDatasets": (
+            "list of strings",
+            "`<project>.<dataset>` the query reads: `roles/bigquery.dataViewer` on each, nothing more.",
+        ),
+        "writeDatasets": (
+            "list of strings",
+            "`<project>.<dataset>` the query writes with DML: `roles/bigquery.dataEditor` on each.",
+        ),
+    }
     handler: ClassVar[str] = BIGQUERY_HANDLER
     service: ClassVar[str] = "BigQuery"
     apis: ClassVar[tuple[str, ...]] = (BIGQUERY_API,)
@@ -88,6 +119,8 @@ class BigQueryKind(TargetKind):
         ),
     )
     environment_variable: ClassVar[str | None] = BIGQUERY_JOBS_ENV
+    # One row per run appended to a table of the stack's sample dataset.
+    sample_job: ClassVar[SampleJob | None] = SampleJob("bigquery-demo", "45 * * * *", {"sample": True})
 
     def owns(self, target: object) -> bool:
         return isinstance(target, BigQueryTarget)

@@ -12,7 +12,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-from exactly_once.targets.job_specs import CLOUD_RUN_HANDLER, CLOUD_RUN_JOBS_ENV, CloudRunJobSpec
+from exactly_once.targets.job_specs import (
+    CLOUD_RUN_HANDLER,
+    CLOUD_RUN_JOBS_ENV,
+    RUN_ENV_NAMES,
+    CloudRunJobSpec,
+)
 from exactly_once.targets.resource_names import CLOUD_RUN_JOB_ID
 from infra.config.access import CLOUD_RUN_TARGET_ROLES, ResourceGrant
 from infra.config.schema import ConfigProblems, unknown_keys
@@ -43,10 +48,40 @@ class CloudRunJobTarget:
 
 class CloudRunJobKind(TargetKind):
     key: ClassVar[str] = "cloudRunJob"
+    position: ClassVar[int] = 2
     keys: ClassVar[tuple[str, ...]] = KEYS
+    field_meanings: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "sample": (
+            "boolean",
+            "`true`: deploy the sample Cloud Run job for this job (plus the token check). The handler is "
+            f"`{CLOUD_RUN_HANDLER}` (any other is rejected); `body` must not be set. "
+            "One of `workflow`, `cloudRunJob`, `bigquery` per job.",
+        ),
+        "job": (
+            "string",
+            "Instead of `sample`: an existing Cloud Run job, its name (in `gcp:project` and `gcp:region`) "
+            "or `projects/<p>/locations/<l>/jobs/<j>`. The runtime account gets "
+            "`roles/run.jobsExecutorWithOverrides` and `roles/run.viewer` on this job only.",
+        ),
+        "args": (
+            "list of strings",
+            "Container args for every execution (`[]` clears the job's own).",
+        ),
+        "env": (
+            "object",
+            "Container environment overrides for every execution; "
+            f"{', '.join(f'`{name}`' for name in sorted(RUN_ENV_NAMES))} "
+            "are the run's own and cannot be set.",
+        ),
+        "taskCount": ("integer", "Tasks per execution (1..10000); default: the job's."),
+        "timeoutSeconds": ("integer", "Task timeout (1..86400 s); default: the job's."),
+    }
     handler: ClassVar[str] = CLOUD_RUN_HANDLER
     service: ClassVar[str] = "Cloud Run Admin API"
     environment_variable: ClassVar[str | None] = CLOUD_RUN_JOBS_ENV
+    # The sample job's container calls the token check from Cloud Run, outside any VPC network.
+    sample_calls_token_check: ClassVar[bool] = True
+    sample_calls_from_outside_network: ClassVar[bool] = True
 
     def owns(self, target: object) -> bool:
         return isinstance(target, CloudRunJobTarget)

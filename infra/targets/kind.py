@@ -32,6 +32,16 @@ class ProjectRole:
 
 
 @dataclass(frozen=True)
+class SampleJob:
+    """The job `samples: true` adds for a kind (infra/settings/samples.py): its name, its
+    schedule and the value of its `key` setting."""
+
+    name: str
+    schedule: str
+    setting: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class Placement:
     """Where the stack deploys: what a kind needs to name its downstream resources."""
 
@@ -45,7 +55,13 @@ class TargetKind:
 
     # The job's config key (`cloudRunJob`), and the keys inside it.
     key: ClassVar[str]
+    # Where the kind stands in lists of kinds (the docs' tables): found kinds have no order of
+    # their own, and a table that reorders itself when a kind is added reads as a change.
+    position: ClassVar[int]
     keys: ClassVar[tuple[str, ...]]
+    # What each of `keys` is and means, (type, meaning), for docs/stack.md's job-fields table:
+    # held here so that the table loses a deleted kind's rows with its module.
+    field_meanings: ClassVar[Mapping[str, tuple[str, str]]]
     # The function's proxy handler for this kind (module:callable).
     handler: ClassVar[str]
     # The API as the timing advisories name it ("BigQuery").
@@ -61,6 +77,12 @@ class TargetKind:
     sends_body: ClassVar[bool] = False
     # What to tell a user who set `body` on a job of this kind.
     body_hint: ClassVar[str] = "the function reads its settings from {prefix}.{key}"
+    # Whether the sample the stack deploys for this kind calls the token check (so a stack
+    # with one deploys it), and from outside any VPC network (so its ingress must allow that).
+    sample_calls_token_check: ClassVar[bool] = False
+    sample_calls_from_outside_network: ClassVar[bool] = False
+    # The job `samples: true` adds for the kind, if it shows one off.
+    sample_job: ClassVar[SampleJob | None] = None
 
     @property
     def handler_module(self) -> str:
@@ -72,6 +94,23 @@ class TargetKind:
 
     def owns(self, target: object) -> bool:
         """Whether `target` is a value this kind's `parse` returns."""
+        raise NotImplementedError
+
+    def is_sample(self, target: object) -> bool:
+        """Whether `target` is the stack's sample (`sample: true`), which the program deploys."""
+        return getattr(target, "sample", False) is True
+
+    def body_names_sample(self, target: object) -> bool:
+        """Whether Cloud Scheduler's body for `target` names the sample the program deploys for
+        the job, a name known only once the program has chosen it (`sample_resource`)."""
+        return False
+
+    def sample_resource(self, job_name: str, where: Placement) -> str:
+        """The full resource name of the sample the stack deploys for `job_name`."""
+        raise NotImplementedError
+
+    def sample_body(self, target: object, resource: str) -> dict[str, Any]:
+        """The body Cloud Scheduler sends for `target` once its sample's `resource` is known."""
         raise NotImplementedError
 
     def body(self, target: object) -> dict[str, Any] | None:

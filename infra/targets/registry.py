@@ -1,21 +1,43 @@
-"""Every target kind the stack knows, in one list: add a kind here and nowhere else.
+"""Every target kind the stack knows, found rather than listed: each module of this package
+other than this one and kind.py defines one kind as its `KIND`.
 
-The settings parse a job's target through `parse_target`, the function's environment gets
-each kind's table, the runtime account each kind's grants and roles, the project each kind's
-APIs, and the docs each kind's keys, all by walking `TARGET_KINDS`.
+Finding them is what lets a fork delete a kind's module (or all of them, as the optional part
+"the proxy kinds" in tools/optional_parts.py) without editing a list here, and lets a new kind
+be one new module. The settings parse a job's target through `parse_target`, the function's
+environment gets each kind's table, the runtime account each kind's grants and roles, the
+project each kind's APIs, and the docs each kind's keys, all by walking `TARGET_KINDS`.
 docs/proxy.md ("Adding a target kind") walks through a new one.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Mapping
 from typing import Any, Final
 
+import infra.targets
 from infra.config.schema import ConfigProblems
-from infra.targets import bigquery, cloud_run_job, workflow
 from infra.targets.kind import TargetKind
 
-TARGET_KINDS: Final[tuple[TargetKind, ...]] = (workflow.KIND, cloud_run_job.KIND, bigquery.KIND)
+# The package's modules that define no kind.
+_NOT_KINDS: Final = frozenset({"kind", "registry"})
+
+
+def found_kinds() -> tuple[TargetKind, ...]:
+    """The `KIND` of every kind module present, in their `position` order (the order the docs
+    list them in), so deleting one leaves the others' order as it was."""
+    modules = sorted(
+        info.name for info in pkgutil.iter_modules(infra.targets.__path__) if info.name not in _NOT_KINDS
+    )
+    kinds = [importlib.import_module(f"{infra.targets.__name__}.{name}").KIND for name in modules]
+    for name, kind in zip(modules, kinds, strict=True):
+        if not isinstance(kind, TargetKind):
+            raise TypeError(f"infra/targets/{name}.py: KIND is {kind!r}, not a TargetKind")
+    return tuple(sorted(kinds, key=lambda kind: kind.position))
+
+
+TARGET_KINDS: Final[tuple[TargetKind, ...]] = found_kinds()
 TARGET_KEYS: Final = tuple(kind.key for kind in TARGET_KINDS)
 
 

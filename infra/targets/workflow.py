@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Final
 from exactly_once.targets.job_specs import WORKFLOWS_HANDLER as HANDLER
 from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
 from infra.config.schema import ConfigProblems
-from infra.targets.kind import ProjectRole, TargetKind
+from infra.targets.kind import Placement, ProjectRole, SampleJob, TargetKind
 
 WORKFLOWS_API: Final = "workflows.googleapis.com"
 # The function starts executions through the Executions API, which enabling Workflows does not.
@@ -44,7 +44,25 @@ class WorkflowTarget:
 
 class WorkflowKind(TargetKind):
     key: ClassVar[str] = "workflow"
+    position: ClassVar[int] = 1
     keys: ClassVar[tuple[str, ...]] = KEYS
+    field_meanings: ClassVar[Mapping[str, tuple[str, str]]] = {
+        "sample": (
+            "boolean",
+            "`true`: deploy the sample workflow for this job (plus the token check). The handler "
+            f"defaults to `{HANDLER}` (any other is rejected) and the "
+            "body is built by the stack, so `body` must not be set.",
+        ),
+        "name": (
+            "string",
+            "Instead of `sample`: an existing workflow, `projects/<p>/locations/<l>/workflows/<w>`; "
+            "no sample is deployed. Exactly one of `sample: true` and `name`.",
+        ),
+        "argument": (
+            "object",
+            "Sent as the body's `argument`; the workflow receives it as `args.payload`.",
+        ),
+    }
     handler: ClassVar[str] = HANDLER
     service: ClassVar[str] = "Workflows"
     apis: ClassVar[tuple[str, ...]] = (WORKFLOWS_API, EXECUTIONS_API)
@@ -59,6 +77,12 @@ class WorkflowKind(TargetKind):
         ),
     )
     sends_body: ClassVar[bool] = True
+    sample_calls_token_check: ClassVar[bool] = True
+    # Through the Workflows proxy to the sample workflow, which checks the run's token before
+    # its state-changing step.
+    sample_job: ClassVar[SampleJob | None] = SampleJob(
+        "workflow-proxy-demo", "30 * * * *", {"sample": True, "argument": {"report": "hourly"}}
+    )
     body_hint: ClassVar[str] = (
         "a job with a workflow sends the workflow body; put the workflow's input in "
         "{prefix}.workflow.argument instead"
@@ -66,6 +90,16 @@ class WorkflowKind(TargetKind):
 
     def owns(self, target: object) -> bool:
         return isinstance(target, WorkflowTarget)
+
+    def body_names_sample(self, target: object) -> bool:
+        return self.is_sample(target)
+
+    def sample_resource(self, job_name: str, where: Placement) -> str:
+        return workflow_resource_name(where.project, where.region, where.names.workflow_name(job_name))
+
+    def sample_body(self, target: object, resource: str) -> dict[str, Any]:
+        assert isinstance(target, WorkflowTarget)
+        return target.body(resource)
 
     def body(self, target: object) -> dict[str, Any] | None:
         assert isinstance(target, WorkflowTarget)

@@ -56,7 +56,7 @@ def test_every_file_and_module_a_page_names_exists(page: Path) -> None:
             # A fork that deleted an optional part keeps the pages that describe the template.
             found = (REPO_ROOT / reference).exists() or pruned(reference.rstrip("/"))
         elif _FUNCTION_PATH.match(reference):
-            found = (FUNCTION_DIR / reference).exists()
+            found = (FUNCTION_DIR / reference).exists() or pruned(f"function/{reference}")
         elif _PACKAGE_NAME.match(reference):
             found = _resolves(reference)
         else:

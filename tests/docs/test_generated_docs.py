@@ -11,7 +11,7 @@ import pytest
 from infra.config import access as job_access
 from infra.config.schema import REPO_ROOT
 from infra.settings import jobs as job_config
-from infra.targets import bigquery, cloud_run_job, workflow
+from infra.targets.registry import TARGET_KEYS, TARGET_KINDS
 from policy.policies import POLICIES
 from tools import doc_texts, docs_tables
 from tools.optional_parts import pruned
@@ -89,13 +89,11 @@ def test_the_jobs_table_names_every_field_the_parser_accepts() -> None:
     stack = _page("docs/stack.md")
     table = stack.split("## The jobs", 1)[1].split("\n## ", 1)[0]
     documented = set(re.findall(r"^\| `([a-zA-Z.\[\]]+)` \|", table, flags=re.M))
-    nested = ("retry", "catchup", "workflow", "cloudRunJob", "bigquery", "grants")
+    nested = ("retry", "catchup", *TARGET_KEYS, "grants")
     accepted = {key for key in job_config._JOB_KEYS if key not in nested}
     accepted |= {f"retry.{key}" for key in job_config.RETRY_KEYS}
     accepted |= {f"catchup.{key}" for key in job_config.CATCHUP_KEYS}
-    accepted |= {f"workflow.{key}" for key in workflow.KEYS}
-    accepted |= {f"cloudRunJob.{key}" for key in cloud_run_job.KEYS}
-    accepted |= {f"bigquery.{key}" for key in bigquery.KEYS}
+    accepted |= {f"{kind.key}.{key}" for kind in TARGET_KINDS for key in kind.keys}
     accepted |= {f"grants[].{key}" for key in job_access.GRANT_FIELDS}
     assert documented == accepted
 

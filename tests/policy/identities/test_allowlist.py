@@ -12,8 +12,10 @@ from policy.policies import (
 )
 from tests.policy import fixtures
 from tests.policy.crafted import RUN_INVOKER_MEMBER, check
+from tests.support.optional import needs_proxy_kinds
 
 
+@needs_proxy_kinds
 def test_allowlist_has_a_reason_for_every_role() -> None:
     assert set(PROJECT_ROLE_ALLOWLIST) == {
         "roles/datastore.user",
@@ -49,6 +51,7 @@ def test_allowlist_has_a_reason_for_every_role() -> None:
         )
 
 
+@needs_proxy_kinds
 def test_allow_listed_project_grants_to_service_accounts_pass() -> None:
     assert check("project-iam-allowlist", PROJECT_IAM_MEMBER, fixtures.datastore_grant()) == []
     workflows = {"role": "roles/workflows.invoker", "member": f"serviceAccount:{fixtures.RUNTIME_SA}"}

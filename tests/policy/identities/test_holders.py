@@ -12,6 +12,7 @@ from policy.engine.types import BUCKET_OBJECT
 from policy.offline import UNKNOWN_STRING, Reported, run_stack_policy, stack_policy, stack_resource
 from policy.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
 from tests.policy import fixtures
+from tests.support.optional import needs_proxy_kinds
 
 
 def test_level_is_mandatory() -> None:
@@ -50,6 +51,7 @@ def holders(function: dict[str, Any], *grants: dict[str, Any], table: str | None
     return run_stack_policy(stack_policy("project-role-holders"), resources)
 
 
+@needs_proxy_kinds
 def test_workflows_invoker_for_the_proxy_functions_runtime_account_passes() -> None:
     reported = holders(
         proxy_function(),
@@ -59,12 +61,14 @@ def test_workflows_invoker_for_the_proxy_functions_runtime_account_passes() -> N
     assert reported.violations == []
 
 
+@needs_proxy_kinds
 def test_workflows_invoker_via_job_handler_alone_passes() -> None:
     function = proxy_function(JOB_HANDLER=WORKFLOWS_HANDLER)
     invoker = grant("roles/workflows.invoker", fixtures.RUNTIME_SA.upper())
     assert holders(function, invoker, table=fixtures.table_of({})).violations == []
 
 
+@needs_proxy_kinds
 def test_workflows_invoker_for_another_account_is_rejected() -> None:
     [(message, urn)] = holders(proxy_function(), grant("roles/workflows.invoker", OTHER_SA)).violations
     assert urn is not None and urn.endswith("::grant-0")
@@ -75,6 +79,7 @@ def test_workflows_invoker_for_another_account_is_rejected() -> None:
     )
 
 
+@needs_proxy_kinds
 def test_workflows_invoker_without_a_proxy_job_is_rejected() -> None:
     [(message, _)] = holders(
         fixtures.function(), grant("roles/workflows.invoker", fixtures.RUNTIME_SA)
@@ -94,6 +99,7 @@ def test_not_allow_listed_or_non_service_account_grants_are_left_to_the_allowlis
     assert holders(fixtures.function(), user).violations == []
 
 
+@needs_proxy_kinds
 def test_unknown_member_account_or_handlers_are_not_reported() -> None:
     assert holders(proxy_function(), grant("roles/workflows.invoker", UNKNOWN_STRING)).violations == []
     unknown_account = proxy_function()
@@ -117,6 +123,7 @@ def stack_with(
     ]
 
 
+@needs_proxy_kinds
 def test_job_user_is_held_only_by_the_bigquery_proxy_s_runtime_account() -> None:
     grant = {"project": "my-project", "role": "roles/bigquery.jobUser", "member": RUNTIME}
     plain = stack_with(PROJECT_IAM_MEMBER, grant)
