@@ -48,35 +48,6 @@ OPTIONAL_PARTS: Final = (
         "the one-time Pulumi project that creates keyless GitHub deployer and previewer accounts "
         "(make them by hand as docs/ci.md describes, or deploy from elsewhere)",
     ),
-    OptionalPart(
-        "the proxy kinds",
-        (
-            "infra/targets/workflow.py",
-            "infra/targets/cloud_run_job.py",
-            "infra/targets/bigquery.py",
-            "infra/samples",
-            "tests/infra/samples",
-            "function/jobs/workflows.py",
-            "function/jobs/cloud_run_job.py",
-            "function/jobs/bigquery_job.py",
-            "tests/infra/targets/test_target_and_access_config.py",
-            "tests/infra/targets/test_target_stack.py",
-            "tests/infra/targets/test_workflow_settings.py",
-            "tests/infra/targets/test_workflow_stack.py",
-            "tests/infra/targets/test_kind_samples.py",
-            "tests/function/targets/proxy_kinds.py",
-            "tests/function/targets/test_proxy_conformance.py",
-            "tests/function/targets/test_workflows_proxy.py",
-            "tests/function/targets/test_cloud_run_job_proxy.py",
-            "tests/function/targets/test_bigquery_proxy.py",
-            "tests/function/targets/test_call_timeout.py",
-            "tests/function/targets/test_downstream_states.py",
-            "tests/ops/test_downstream_following.py",
-        ),
-        "jobs that start a Workflows execution, a Cloud Run job execution or a BigQuery query job "
-        "(`workflow:`, `cloudRunJob:`, `bigquery:`), and the samples' workflow, Cloud Run job, "
-        "dataset and token check",
-    ),
 )
 
 
