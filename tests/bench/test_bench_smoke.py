@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from bench.report import CHART_SUFFIX
 from bench.run import QUICK_AUDIT_JOBS, QUICK_SCALE_JOBS, main, merge, run_bench, save
 from bench.scale import AUDIT_MISSING
 from bench.served import CLIENT_THREADS, many_jobs_batches
+from exactly_once.audit.reads import PAGE_SIZE
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, run_key_from_headers
 
 RTTS = (0.0, 2.0)
@@ -146,8 +148,8 @@ def test_scale_case_audits_a_small_hour_exactly_and_counts_its_reads(emulator_ho
         QUICK_AUDIT_JOBS * 60 + 1,
         AUDIT_MISSING,
     )
-    # One batched get for the audit's own record, then one per job: an hour of a job fits a page.
-    assert (audit.pages, audit.documents) == (1 + QUICK_AUDIT_JOBS + 1, 1 + audit.runs)
+    # One batched get for the audit's own record, then every job's runs together in full pages.
+    assert (audit.pages, audit.documents) == (1 + math.ceil(audit.runs / PAGE_SIZE), 1 + audit.runs)
     assert "### Case 7" in report.markdown()
     assert report.as_json()["scale"]["audit"]["documents"] == audit.documents
 
