@@ -19,6 +19,7 @@ from infra.plan.catchup import FUNCTION_ROLE, function_url, queue_path
 from infra.resources.build import sources_bucket
 from infra.resources.catchup_queue import ENQUEUER_ROLE
 from infra.resources.regions import regional_prefix
+from infra.settings.environment import function_environment, stack_environment
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_advisories
 from tests.infra.conftest import PROJECT, REGION, build, error_of, valid_job, valid_values
@@ -220,6 +221,17 @@ def test_each_regions_function_catches_up_through_its_own_queue_to_itself(
         region = function.inputs["location"]
         chosen = config.redelivery_for(function.inputs["serviceConfig"]["environmentVariables"][REGION_ENV])
         assert chosen is not None and (chosen.region, chosen.queue) == (region, queue_path(settings, region))
+
+
+def test_only_a_two_region_stack_names_its_functions_region(settings: StackSettings) -> None:
+    one_region = dataclasses.replace(settings, second_region="")
+    assert REGION_ENV not in function_environment(one_region)
+    assert REGION_ENV not in function_environment(one_region, REGION)
+    assert function_environment(settings, SECOND)[REGION_ENV] == SECOND
+    # The size check counts the longer of the two names, whichever region that is.
+    for first, second in (("us-central1", "europe-north1"), ("europe-north1", "us-central1")):
+        other = dataclasses.replace(settings, region=first, second_region=second)
+        assert stack_environment(other)[REGION_ENV] == "europe-north1"
 
 
 def test_one_set_of_monitoring(stack: MockedStack) -> None:
