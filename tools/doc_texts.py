@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exactly_once.audit.config import MAX_CATCHUP_WINDOW_RUNS
+from exactly_once.audit.config import MAX_CATCHUP_WINDOW_RUNS, REGION_ENV
 from exactly_once.config import (
     DATABASE_ENV,
     JOB_HANDLER_ENV,
@@ -167,6 +167,13 @@ def _function_environment() -> tuple[EnvVar, ...]:
             "`X-CloudScheduler-JobName` (in a stack the deployed id, `eos-dev_nightly-report`), and the "
             "jobs the missed-run audit checks; the stack writes it into the function's source "
             "(docs/scale.md). Unset: no table, every job runs `JOB_HANDLER`",
+        ),
+        EnvVar(
+            REGION_ENV,
+            "none",
+            "the region this function serves in, set by a stack with `secondRegion`: it picks this "
+            "region's catch-up queue and URL from the job table's per-region `audit.redelivery`; "
+            "unset, the table must name one redelivery for every region",
         ),
         EnvVar(
             COLLECTION_ENV,

@@ -12,8 +12,10 @@ Each audit run then follows the downstream work of every proxy run still recorde
 
 The job table's `audit` (JSON, written by the stack): {"interval_seconds": 3600, "jobs": [{"name", "schedule",
 "time_zone", "retry_window_seconds", "not_before"?, "paused"?, "pause_changed_at"?,
-"catchup"?, "delivery"?}, ...], "redelivery"?: {"url", "queue"?, "invoker"?}}.
-RUNS_COLLECTION, FIRESTORE_DATABASE, LEASE_SECONDS and RETENTION_SECONDS are the function's own.
+"catchup"?, "delivery"?}, ...], "redelivery"?: {"url", "queue"?, "invoker"?} or a list of them,
+each with its "region"}. With a list, SERVING_REGION (set by a two-region stack) picks this
+function's. RUNS_COLLECTION, FIRESTORE_DATABASE, LEASE_SECONDS and RETENTION_SECONDS are the
+function's own.
 """
 
 from __future__ import annotations
@@ -25,7 +27,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from exactly_once import RunContext, firestore_client
-from exactly_once.audit.config import AUDIT_TABLE_KEY, AuditConfig, AuditedJob, AuditError
+from exactly_once.audit.config import (
+    AUDIT_TABLE_KEY,
+    REGION_ENV,
+    AuditConfig,
+    AuditedJob,
+    AuditError,
+    Redelivery,
+)
 from exactly_once.audit.downstream import follow_running_work
 from exactly_once.audit.reads import firestore_reader
 from exactly_once.audit.redelivery import RedeliveryError, check_redelivery, sender_for
@@ -47,9 +56,21 @@ def audit_config(function: FunctionConfig, env: Mapping[str, str]) -> AuditConfi
         config = AuditConfig.from_raw(function.audit)
     except AuditError as error:
         raise JobTableError(source, AUDIT_TABLE_KEY, str(error)) from None
-    if config.redelivery is not None:
-        check_redelivery(config.redelivery)
+    function_redelivery(config, env)
     return config
+
+
+def function_redelivery(config: AuditConfig, env: Mapping[str, str]) -> Redelivery | None:
+    """Read at start-up: where this function's catch-up deliveries go. A per-region
+    redelivery that does not name this function's region (REGION_ENV) stops the instance,
+    naming the variable and the regions the table names."""
+    try:
+        redelivery = config.redelivery_for(env.get(REGION_ENV, "").strip() or None)
+    except AuditError as error:
+        raise ConfigError(REGION_ENV, f"the job table's {AUDIT_TABLE_KEY}.{error}") from None
+    if redelivery is not None:
+        check_redelivery(redelivery)
+    return redelivery
 
 
 # Read when the router imports this module, i.e. once at the instance's start-up, from the
@@ -57,11 +78,10 @@ def audit_config(function: FunctionConfig, env: Mapping[str, str]) -> AuditConfi
 # imported: a process that sets JOB_TABLE in between, a test, sees its own).
 FUNCTION = FunctionConfig.from_env(os.environ)
 CONFIG = audit_config(FUNCTION, os.environ)
+REDELIVERY = function_redelivery(CONFIG, os.environ)
 # Built on first use (a Cloud Tasks client for a deployed stack): an audit with nothing to
 # catch up never builds one.
-_sender = OncePerInstance(
-    lambda: sender_for(CONFIG.redelivery, os.environ) if CONFIG.redelivery is not None else None
-)
+_sender = OncePerInstance(lambda: sender_for(REDELIVERY, os.environ) if REDELIVERY is not None else None)
 
 
 def audit_missed_runs(context: RunContext) -> dict[str, Any]:

@@ -129,15 +129,17 @@ def audited_jobs(
 def audit_config(
     settings: StackSettings,
     deployed_at: Mapping[str, datetime] | None = None,
-    redelivery: Redelivery | None = None,
+    redelivery: Redelivery | tuple[Redelivery, ...] | None = None,
     pause_changed_at: Mapping[str, datetime] | None = None,
 ) -> AuditConfig:
     """What the audit job reads (the job table's `audit`), for `settings` with the audit
     job already added. Without `deployed_at`, the first audit after a job is created reports
     the runs of the hour before it as missed, once. `redelivery` says where catch-up
-    deliveries go (infra/plan/catchup.py); a stack with a catch-up policy needs one."""
+    deliveries go (infra/plan/catchup.py: one per region of a two-region stack); a stack with
+    a catch-up policy needs one."""
+    redeliveries = (redelivery,) if isinstance(redelivery, Redelivery) else redelivery or ()
     return AuditConfig(
         jobs=audited_jobs(settings, deployed_at, pause_changed_at),
         interval_seconds=audit_interval_seconds(settings),
-        redelivery=redelivery,
+        redeliveries=redeliveries,
     )

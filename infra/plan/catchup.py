@@ -6,6 +6,10 @@ token of the invoker account, the identity Cloud Scheduler signs with. Cloud Run
 Cloud Tasks of the same project as internal traffic, so the function keeps its internal-only
 ingress, and the function's ledger makes each run execute once however often it is sent.
 
+With a second region, each region has its queue, delivering to its own region's function: the
+audit runs in whichever region delivers it, and sends through that region's queue
+(exactly_once.audit.config.REGION_ENV), so a region that is down takes no catch-up with it.
+
 The function cannot name its own run.app URL in its environment (that URL exists only once
 the function does), so tasks address it by its cloudfunctions.net URL, which the project,
 the region and the function's name decide.
@@ -23,14 +27,17 @@ from infra.targets.registry import kind_of
 FUNCTION_ROLE = "handler"
 
 
-def function_url(settings: StackSettings) -> str:
-    """The function's cloudfunctions.net URL: known before the function exists."""
-    return f"https://{settings.region}-{settings.project}.cloudfunctions.net/{settings.names.function_name(FUNCTION_ROLE)}"
+def function_url(settings: StackSettings, region: str | None = None) -> str:
+    """The cloudfunctions.net URL of the function in `region` (None: the first): known before
+    the function exists."""
+    location = region or settings.region
+    return f"https://{location}-{settings.project}.cloudfunctions.net/{settings.names.function_name(FUNCTION_ROLE)}"
 
 
-def queue_path(settings: StackSettings) -> str:
-    """The full resource name of the stack's catch-up queue."""
-    return f"projects/{settings.project}/locations/{settings.region}/queues/{settings.names.task_queue_id()}"
+def queue_path(settings: StackSettings, region: str | None = None) -> str:
+    """The full resource name of the catch-up queue in `region` (None: the first)."""
+    location = region or settings.region
+    return f"projects/{settings.project}/locations/{location}/queues/{settings.names.task_queue_id()}"
 
 
 def catches_up(settings: StackSettings) -> bool:
@@ -39,8 +46,25 @@ def catches_up(settings: StackSettings) -> bool:
 
 
 def redelivery(settings: StackSettings, invoker_email: str) -> Redelivery:
-    """Catch-up deliveries through the stack's queue, signed as `invoker_email`."""
+    """Catch-up deliveries through the first region's queue, signed as `invoker_email`."""
     return Redelivery(url=function_url(settings), queue=queue_path(settings), invoker=invoker_email)
+
+
+def redeliveries(settings: StackSettings, invoker_email: str) -> tuple[Redelivery, ...]:
+    """What the job table says about catch-up deliveries: with one region, the one every
+    function uses (the table as it always was); with two, each region's through its own queue
+    to its own function, named by the region each function finds in REGION_ENV."""
+    if len(settings.regions) == 1:
+        return (redelivery(settings, invoker_email),)
+    return tuple(
+        Redelivery(
+            url=function_url(settings, region),
+            queue=queue_path(settings, region),
+            invoker=invoker_email,
+            region=region,
+        )
+        for region in settings.regions
+    )
 
 
 def catchup_delivery(settings: StackSettings, job: JobSettings) -> Delivery:

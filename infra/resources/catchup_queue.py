@@ -1,7 +1,9 @@
 """The Cloud Tasks queue the missed-run audit delivers missed runs through, and the two
 grants that let the function use it (infra/plan/catchup.py says why Cloud Tasks).
 
-Only a stack with a job that has a `catchup` policy deploys it. The runtime account may add
+Only a stack with a job that has a `catchup` policy deploys it; a two-region stack deploys one
+in each region, with its own enqueuer grant (infra/resources/regions.py names the second), so
+that the region still up catches up without the other. The runtime account may add
 tasks to this queue only, and may put the invoker account's OIDC token on them (act as it),
 which is what Cloud Tasks checks before it signs a task's request as that account.
 """
@@ -14,6 +16,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.plan.catchup import catches_up
+from infra.resources.regions import regional_prefix
 from infra.settings.jobs import DEFAULT_RETRY
 from infra.settings.stack import StackSettings
 from infra.timing.durations import duration
@@ -23,7 +26,8 @@ ACT_AS_ROLE = "roles/iam.serviceAccountUser"
 
 
 class CatchupQueue(NamedTuple):
-    queue: gcp.cloudtasks.Queue
+    # By region, the stack's first region first.
+    queues: dict[str, gcp.cloudtasks.Queue]
     grants: list[pulumi.Resource]
 
 
@@ -35,35 +39,42 @@ def catchup_queue(
     invoker_account: gcp.serviceaccount.Account,
     opts: pulumi.ResourceOptions,
 ) -> CatchupQueue | None:
-    """The queue and its grants; None when no job catches up. A catch-up delivery retries as
-    a job's default Scheduler retries do (the timing rules hold for them): a crashed attempt's
-    run is taken over once its lease has ended."""
+    """The queue of each region and their grants; None when no job catches up. A catch-up
+    delivery retries as a job's default Scheduler retries do (the timing rules hold for them):
+    a crashed attempt's run is taken over once its lease has ended."""
     if not catches_up(settings):
         return None
     retry = DEFAULT_RETRY
-    queue = gcp.cloudtasks.Queue(
-        f"{name}-catchup-queue",
-        project=settings.project,
-        location=settings.region,
-        name=settings.names.task_queue_id(),
-        retry_config={
-            "max_attempts": retry.retry_count + 1,
-            "min_backoff": duration(retry.min_backoff_seconds),
-            "max_backoff": duration(retry.max_backoff_seconds),
-            "max_doublings": retry.max_doublings,
-        },
-        opts=opts,
-    )
     child = pulumi.ResourceOptions(parent=opts.parent)
-    enqueuer = gcp.cloudtasks.QueueIamMember(
-        f"{name}-catchup-queue-enqueuer",
-        project=settings.project,
-        location=settings.region,
-        name=queue.name,
-        role=ENQUEUER_ROLE,
-        member=runtime_account.member,
-        opts=child,
-    )
+    queues: dict[str, gcp.cloudtasks.Queue] = {}
+    grants: list[pulumi.Resource] = []
+    for region in settings.regions:
+        prefix = regional_prefix(name, settings, region)
+        queue = gcp.cloudtasks.Queue(
+            f"{prefix}-catchup-queue",
+            project=settings.project,
+            location=region,
+            name=settings.names.task_queue_id(),
+            retry_config={
+                "max_attempts": retry.retry_count + 1,
+                "min_backoff": duration(retry.min_backoff_seconds),
+                "max_backoff": duration(retry.max_backoff_seconds),
+                "max_doublings": retry.max_doublings,
+            },
+            opts=opts,
+        )
+        queues[region] = queue
+        enqueuer = gcp.cloudtasks.QueueIamMember(
+            f"{prefix}-catchup-queue-enqueuer",
+            project=settings.project,
+            location=region,
+            name=queue.name,
+            role=ENQUEUER_ROLE,
+            member=runtime_account.member,
+            opts=child,
+        )
+        grants.append(enqueuer)
+    # One account acting as another: a grant on the account, whatever region's queue signs.
     act_as = gcp.serviceaccount.IAMMember(
         f"{name}-runtime-acts-as-invoker",
         service_account_id=invoker_account.name,
@@ -71,4 +82,4 @@ def catchup_queue(
         member=runtime_account.member,
         opts=child,
     )
-    return CatchupQueue(queue, [enqueuer, act_as])
+    return CatchupQueue(queues, [*grants, act_as])

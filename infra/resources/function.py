@@ -16,7 +16,7 @@ import pulumiverse_time
 
 from exactly_once.delivery.scheduler_request import parse_rfc3339
 from infra.plan.audit_job import audit_config
-from infra.plan.catchup import FUNCTION_ROLE, catches_up, redelivery
+from infra.plan.catchup import FUNCTION_ROLE, catches_up, redeliveries
 from infra.resources.build import BuildIdentity
 from infra.resources.propagation import SECRET_GRANTS, pause_after
 from infra.resources.runtime_access import secret_environment_variables
@@ -128,7 +128,8 @@ def dedup_function(
     region: str | None = None,
 ) -> gcp.cloudfunctionsv2.Function:
     """The function in `region` (None: the stack's first), named `name`-function. Every region's
-    function has the same name, build, account and environment: it records the runs it claims
+    function has the same name, build, account and environment (but for the region it names,
+    which picks its catch-up queue, infra/plan/catchup.py): it records the runs it claims
     as its service's, and the runs of both regions must be one service's (a run recorded by
     another target is refused). `opts` carries the parent and what the build needs first; the
     runtime's secret grants are waited for here, since only a function with secrets has them."""
@@ -164,7 +165,7 @@ def dedup_function(
             "ingress_settings": settings.ingress,
             "all_traffic_on_latest_revision": True,
             # What is per deployment; what is per job ships in the source (job_table_text).
-            "environment_variables": function_environment(settings),
+            "environment_variables": function_environment(settings, location),
             "secret_environment_variables": secrets or None,
         },
         opts=function_options(opts),
@@ -196,7 +197,7 @@ def job_table_text(
         parsed = [parse_rfc3339(time) for time in times]
         deployed = dict(zip(created, parsed[: len(created)], strict=True))
         paused = dict(zip(changed, parsed[len(created) :], strict=True))
-        resend = redelivery(settings, email) if catches_up(settings) and email is not None else None
+        resend = redeliveries(settings, email) if catches_up(settings) and email is not None else None
         return job_table(settings, audit_config(settings, deployed, resend, paused)).to_json()
 
     inputs = [

@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from exactly_once.audit.config import AuditConfig
+from exactly_once.audit.config import REGION_ENV, AuditConfig
 from exactly_once.config import (
     DATABASE_ENV,
     JOB_HANDLER_ENV,
@@ -45,7 +45,9 @@ from infra.targets.registry import TARGET_KINDS, kind_of
 # Cloud Run functions: all runtime environment variable names and values together.
 MAX_ENVIRONMENT_BYTES: Final = 32 * 1024
 # Set by the function's test harnesses and switches: a job's `env` may not take them either.
-_FUNCTION_SWITCHES: Final = frozenset({*ENDPOINT_VARIABLES, ID_TOKEN_DISABLED_ENV})
+# REGION_ENV too: a one-region stack leaves it unset, and a job that took it would break the
+# stack's second region later.
+_FUNCTION_SWITCHES: Final = frozenset({*ENDPOINT_VARIABLES, ID_TOKEN_DISABLED_ENV, REGION_ENV})
 
 
 def token_check_environment(settings: StackSettings) -> dict[str, str]:
@@ -59,13 +61,17 @@ def token_check_environment(settings: StackSettings) -> dict[str, str]:
     }
 
 
-def function_environment(settings: StackSettings) -> dict[str, str]:
-    """The function's environment variables, by the names function/exactly_once/config.py
-    reads, plus the jobs' targets and settings."""
-    return {**stack_environment(settings), **jobs_environment(settings)}
+def function_environment(settings: StackSettings, region: str | None = None) -> dict[str, str]:
+    """The environment variables of the function in `region`, by the names
+    function/exactly_once/config.py reads, plus the jobs' targets and settings."""
+    return {**stack_environment(settings, region), **jobs_environment(settings)}
 
 
-def stack_environment(settings: StackSettings) -> dict[str, str]:
+def stack_environment(settings: StackSettings, region: str | None = None) -> dict[str, str]:
+    """What the stack sets besides the jobs. A two-region stack names each function's region
+    (REGION_ENV), which picks its own region's catch-up queue from the job table; a one-region
+    stack's function needs no name, and gets none. Without `region`, the longest region's name:
+    what the size check must count."""
     env = {
         PROJECT_ENV: settings.project,
         DATABASE_ENV: settings.database_name,
@@ -77,6 +83,8 @@ def stack_environment(settings: StackSettings) -> dict[str, str]:
         # A path relative to the deployed source's root, where the stack puts the table.
         JOB_TABLE_ENV: JOB_TABLE_FILE,
     }
+    if len(settings.regions) > 1:
+        env[REGION_ENV] = region or max(settings.regions, key=len)
     return env
 
 

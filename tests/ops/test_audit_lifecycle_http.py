@@ -167,7 +167,7 @@ def serve(function_servers, emulator_host, project, db, log_path) -> Callable[..
         redelivery = Redelivery(url=f"http://127.0.0.1:{port}/")
         config = audit_config(settings, redelivery=redelivery, pause_changed_at=pause_changed_at)
         if extra_job is not None:
-            config = dataclasses.replace(config, jobs=(*config.jobs, extra_job), redelivery=redelivery)
+            config = dataclasses.replace(config, jobs=(*config.jobs, extra_job))
         env = {
             **function_environment(settings),
             **table_env(job_table(settings, config)),

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from exactly_once import RunContext, TerminalJobError
-from exactly_once.audit.config import AuditConfig, AuditedJob, AuditError
+from exactly_once.audit.config import AuditConfig, AuditedJob, AuditError, Redelivery
 from exactly_once.audit.missed_runs import (
     expected_runs,
     judge_runs,
@@ -516,6 +516,26 @@ def test_a_bad_audit_config_stops_the_instance_naming_it(raw: str, problem: str,
     env = {"JOB_TABLE": str(table)}
     with pytest.raises(ConfigError, match=f"JOB_TABLE.*{problem}"):
         missed_runs.audit_config(FunctionConfig.from_env(env), env)
+
+
+def test_a_function_whose_region_the_per_region_redelivery_does_not_name_stops(tmp_path) -> None:
+    """Two regions: each function's SERVING_REGION picks its catch-up queue at start-up; one
+    the table does not name is refused there, naming the variable, not at the first catch-up."""
+    from jobs import missed_runs
+
+    regional = [
+        Redelivery(f"https://{r}-p.cloudfunctions.net/f", f"projects/p/locations/{r}/queues/q", "i@x", r)
+        for r in ("a", "b")
+    ]
+    raw = json.loads(AuditConfig(jobs=(), interval_seconds=3600, redeliveries=tuple(regional)).to_json())
+    function = FunctionConfig(audit=raw)
+    config = missed_runs.audit_config(function, {"SERVING_REGION": "b"})
+    assert missed_runs.function_redelivery(config, {"SERVING_REGION": "b"}) == regional[1]
+    for env in ({}, {"SERVING_REGION": "c"}):
+        with pytest.raises(
+            ConfigError, match=r"SERVING_REGION: the job table.s audit\.redelivery names the regions a, b"
+        ):
+            missed_runs.audit_config(function, env)
 
 
 def test_a_jobs_bad_schedule_does_not_stop_the_instance() -> None:

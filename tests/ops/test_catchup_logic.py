@@ -205,7 +205,7 @@ def _audit(
     previous: AuditOutcome | None = None,
 ) -> AuditOutcome:
     config = AuditConfig(
-        jobs=tuple(jobs), interval_seconds=3600, redelivery=Redelivery("http://127.0.0.1:1/")
+        jobs=tuple(jobs), interval_seconds=3600, redeliveries=(Redelivery("http://127.0.0.1:1/"),)
     )
     return run_in_process(
         config,
@@ -287,7 +287,7 @@ def test_the_audit_config_carries_pause_catchup_and_redelivery_both_ways() -> No
     config = AuditConfig(
         jobs=(job(paused=True, pause_changed_at=at(9, 0), delivery=Delivery({"A": "b"}, b"\x00{}", 60.0)),),
         interval_seconds=3600,
-        redelivery=Redelivery("https://f", "projects/p/locations/l/queues/q", "i@x"),
+        redeliveries=(Redelivery("https://f", "projects/p/locations/l/queues/q", "i@x"),),
     )
     again = AuditConfig.from_json(config.to_json())
     assert again == config
@@ -298,7 +298,7 @@ def test_the_audit_config_carries_pause_catchup_and_redelivery_both_ways() -> No
 def _raw(**job_fields: Any) -> dict[str, Any]:
     entry: dict[str, Any] = json.loads(
         AuditConfig(
-            jobs=(job(),), interval_seconds=3600, redelivery=Redelivery("http://127.0.0.1:1/")
+            jobs=(job(),), interval_seconds=3600, redeliveries=(Redelivery("http://127.0.0.1:1/"),)
         ).to_json()
     )
     entry["jobs"][0].update(job_fields)

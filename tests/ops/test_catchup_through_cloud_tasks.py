@@ -8,6 +8,7 @@ audits of yesterday's outage run the audit job's code here, on clocks of their o
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -19,7 +20,7 @@ from exactly_once.audit.schedule import fire_times
 from exactly_once.delivery.request_checks import CACHE_CONTROL_HEADER, NO_CACHE
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, SCHEDULE_TIME_HEADER, format_rfc3339
 from exactly_once.endpoints import CLOUD_TASKS_ENDPOINT_ENV
-from infra.plan.catchup import queue_path
+from infra.plan.catchup import queue_path, redeliveries
 from infra.settings.environment import function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
 from localrun.emulator import free_loopback_port
@@ -48,19 +49,28 @@ def tasks() -> Iterator[FakeCloudTasks]:
     fake.stop()
 
 
-def _serve(function_servers, settings, tasks, emulator_host, project, db, log_path) -> DevFunction:
+def _serve(
+    function_servers, settings, tasks, emulator_host, project, db, log_path, region: str | None = None
+) -> DevFunction:
+    """The function of `settings` (in `region`: None, the first), catching up through its
+    region's queue, as the stack configures it; every region's function URL but its own is
+    the cloudfunctions.net one a stack names, which nothing here serves."""
     port = free_loopback_port()
     url = f"http://127.0.0.1:{port}/"
-    resend = Redelivery(url=url, queue=queue_path(settings), invoker=INVOKER)
+    served = region or settings.region
+    resend = tuple(
+        dataclasses.replace(item, url=url) if item.region in (None, served) else item
+        for item in redeliveries(settings, INVOKER)
+    )
     env = {
-        **function_environment(settings),
+        **function_environment(settings, region),
         **audit_table_env(settings, redelivery=resend),
         CLOUD_TASKS_ENDPOINT_ENV: tasks.endpoint,
         "GOOGLE_CLOUD_PROJECT": project,
         "FIRESTORE_DATABASE": "(default)",
         "FIRESTORE_EMULATOR_HOST": emulator_host,
     }
-    tasks.queues.add(queue_path(settings))
+    tasks.queues.add(queue_path(settings, served))
     return DevFunction(settings, function_servers(env, port=port), db, log_path)
 
 
@@ -100,6 +110,34 @@ def test_the_audit_delivers_missed_runs_as_tasks_signed_as_the_invoker(
     tasks.join()
     assert tasks.deliveries == [200, 200, 200]
     assert _executed_times(function) == {t: 1 for t in [*delivered, *missed]}
+
+
+def test_the_second_regions_audit_catches_up_through_its_own_queue_to_its_own_function(
+    function_servers, tasks, emulator_host, project, db, log_path, dev_settings
+) -> None:
+    """Two regions, the first one down: the audit the second region's Scheduler delivers
+    creates its tasks on the second region's queue (the only one the fake serves: a task on the
+    first's is NOT_FOUND, a failed hand-over), addressed to the second region's function."""
+    second = "europe-west4"
+    settings = dataclasses.replace(_catching_up(dev_settings, CatchupRuns.LATEST), second_region=second)
+    function = _serve(function_servers, settings, tasks, emulator_host, project, db, log_path, region=second)
+    demo = function.first_job
+    audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
+    now = datetime.now(UTC)
+    (missed,) = closed_fires(_audited(settings, demo), now, 1)
+
+    audit = function.deliver(audit_job, latest_fire(_audited(settings, audit_job), now)).json()
+    assert audit["outcome"] == "executed"
+    (task,) = tasks.tasks
+    assert task["name"].startswith(f"{queue_path(settings, second)}/tasks/")
+    request = task["httpRequest"]
+    assert request["url"] == function.server.url
+    assert request["oidcToken"] == {"serviceAccountEmail": INVOKER, "audience": function.server.url}
+    assert request["headers"][SCHEDULE_TIME_HEADER] == format_rfc3339(missed)
+    wait_until(lambda: len(tasks.deliveries) == 1, timeout=120, what="the task's delivery")
+    tasks.join()
+    assert tasks.deliveries == [200]
+    assert _executed_times(function)[missed] == 1
 
 
 def test_a_refused_task_leaves_the_run_to_the_next_audit(

@@ -24,7 +24,7 @@ BUCKET_OBJECT_TYPE = "gcp:storage/bucketObject:BucketObject"
 def audit_table_env(
     settings: StackSettings,
     deployed_at: Mapping[str, datetime] | None = None,
-    redelivery: Redelivery | None = None,
+    redelivery: Redelivery | tuple[Redelivery, ...] | None = None,
     pause_changed_at: Mapping[str, datetime] | None = None,
 ) -> dict[str, str]:
     """JOB_TABLE naming the stack's table, its audit configured as `audit_config` says."""

@@ -26,6 +26,10 @@ AUDIT_TABLE_KEY = "audit"
 # wider window; an audit given one anyway (a configuration written by hand) walks only the
 # newest this many, and says so, rather than fail.
 MAX_CATCHUP_WINDOW_RUNS = 10_080
+# The region a function of the stack serves in, set by a stack deployed in two regions: each
+# region's audit sends its catch-up deliveries through its own region's queue to its own
+# region's function (AuditConfig.redelivery_for), so that either region catches up alone.
+REGION_ENV = "SERVING_REGION"
 
 
 class AuditError(ValueError):
@@ -126,9 +130,11 @@ class Redelivery:
     url: str
     queue: str | None = None
     invoker: str | None = None
+    # The region whose function sends through it; None: every function of the stack (one region).
+    region: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        fields = {"url": self.url, "queue": self.queue, "invoker": self.invoker}
+        fields = {"url": self.url, "queue": self.queue, "invoker": self.invoker, "region": self.region}
         return {key: value for key, value in fields.items() if value is not None}
 
 
@@ -140,17 +146,43 @@ class AuditConfig:
     # How far back each audit run looks: the audit's own schedule period, so that
     # consecutive runs cover time without gaps or overlaps.
     interval_seconds: float
-    # Where catch-up deliveries go; None: no job has a catch-up policy.
-    redelivery: Redelivery | None = None
+    # Where catch-up deliveries go: one for every region, or one per region, each naming its
+    # region (a queue is regional, and a region that is down must not take the other's
+    # catch-up with it). Empty: no job has a catch-up policy.
+    redeliveries: tuple[Redelivery, ...] = ()
+
+    def __post_init__(self) -> None:
+        regions = [redelivery.region for redelivery in self.redeliveries]
+        if len(regions) > 1 and None in regions:
+            raise AuditError("redelivery: with more than one, each names its region")
+        if len(set(regions)) != len(regions):
+            raise AuditError(f"redelivery: a region named twice in {regions}")
 
     def to_json(self) -> str:
         fields: dict[str, Any] = {
             "interval_seconds": self.interval_seconds,
             "jobs": [job.to_json() for job in self.jobs],
         }
-        if self.redelivery is not None:
-            fields["redelivery"] = self.redelivery.to_json()
+        if self.redeliveries:
+            # One region's stack writes the one object it always wrote.
+            items = [redelivery.to_json() for redelivery in self.redeliveries]
+            fields["redelivery"] = items[0] if self.redeliveries[0].region is None else items
         return json.dumps(fields, sort_keys=True, separators=(",", ":"))
+
+    def redelivery_for(self, region: str | None) -> Redelivery | None:
+        """The redelivery the function serving in `region` (REGION_ENV; None: not set) sends
+        through; None when no job catches up. A per-region configuration that does not name
+        `region` is refused, naming both: the function must not send through another region's
+        queue, which may be the one that is down."""
+        if not self.redeliveries or self.redeliveries[0].region is None:
+            return self.redeliveries[0] if self.redeliveries else None
+        named = {redelivery.region: redelivery for redelivery in self.redeliveries}
+        if region not in named:
+            raise AuditError(
+                f"redelivery names the regions {', '.join(sorted(str(name) for name in named))}, "
+                f"not this function's ({REGION_ENV}={region!r})"
+            )
+        return named[region]
 
     @classmethod
     def from_json(cls, text: str) -> AuditConfig:
@@ -167,27 +199,43 @@ class AuditConfig:
             raise AuditError('expected {"interval_seconds": <seconds>, "jobs": [...]}')
         interval = _positive_number(raw.get("interval_seconds"), "interval_seconds")
         jobs = tuple(_audited_job(item, index) for index, item in enumerate(raw["jobs"]))
-        redelivery = _redelivery(raw.get("redelivery"))
-        if redelivery is None and any(job.catchup is not None for job in jobs):
+        redeliveries = _redeliveries(raw.get("redelivery"))
+        if not redeliveries and any(job.catchup is not None for job in jobs):
             raise AuditError("redelivery: a job has a catch-up policy, but nothing says where to deliver")
-        return cls(jobs=jobs, interval_seconds=interval, redelivery=redelivery)
+        return cls(jobs=jobs, interval_seconds=interval, redeliveries=redeliveries)
 
 
-def _redelivery(raw: Any) -> Redelivery | None:
+def _redeliveries(raw: Any) -> tuple[Redelivery, ...]:
+    """One object (every region's), or a non-empty list of them, one per region."""
     if raw is None:
-        return None
-    if not isinstance(raw, dict) or sorted(set(raw) - {"url", "queue", "invoker"}):
-        raise AuditError('redelivery: expected {"url", "queue"?, "invoker"?}')
-    for key in ("url", "queue", "invoker"):
+        return ()
+    if not isinstance(raw, list):
+        return (_redelivery(raw, "redelivery"),)
+    if not raw:
+        raise AuditError("redelivery: expected one object, or a list of one per region")
+    found = tuple(_redelivery(item, f"redelivery[{index}]") for index, item in enumerate(raw))
+    for index, redelivery in enumerate(found):
+        if redelivery.region is None:
+            raise AuditError(f"redelivery[{index}].region: missing (a list has one per region)")
+    return found
+
+
+def _redelivery(raw: Any, where: str) -> Redelivery:
+    keys = ("url", "queue", "invoker", "region")
+    if not isinstance(raw, dict) or sorted(set(raw) - set(keys)):
+        raise AuditError(f'{where}: expected {{"url", "queue"?, "invoker"?, "region"?}}')
+    for key in keys:
         if key in raw and (not isinstance(raw[key], str) or not raw[key]):
-            raise AuditError(f"redelivery.{key}: expected a non-empty string")
+            raise AuditError(f"{where}.{key}: expected a non-empty string")
     if "url" not in raw:
-        raise AuditError("redelivery.url: missing")
+        raise AuditError(f"{where}.url: missing")
     if ("queue" in raw) != ("invoker" in raw):
         raise AuditError(
-            "redelivery: a queue needs the invoker account its tasks sign as, and only a queue does"
+            f"{where}: a queue needs the invoker account its tasks sign as, and only a queue does"
         )
-    return Redelivery(url=raw["url"], queue=raw.get("queue"), invoker=raw.get("invoker"))
+    return Redelivery(
+        url=raw["url"], queue=raw.get("queue"), invoker=raw.get("invoker"), region=raw.get("region")
+    )
 
 
 def _catchup(raw: Any, where: str) -> Catchup:

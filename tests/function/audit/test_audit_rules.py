@@ -242,7 +242,7 @@ def test_a_job_paused_with_no_recorded_change_has_none_of_its_runs_delivered_or_
         delivery=Delivery(headers={"X-CloudScheduler-JobName": "hourly"}),
     )
     config = AuditConfig(
-        jobs=(paused,), interval_seconds=3600, redelivery=Redelivery(url="http://127.0.0.1:9/")
+        jobs=(paused,), interval_seconds=3600, redeliveries=(Redelivery(url="http://127.0.0.1:9/"),)
     )
     send = RecordingSender()
     outcome = run_in_process(

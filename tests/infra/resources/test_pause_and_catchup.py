@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from exactly_once.audit.config import AuditConfig, CatchupRuns
+from exactly_once.audit.config import AuditConfig, CatchupRuns, Redelivery
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, PROJECT_HEADER
 from infra.plan.catchup import function_url, queue_path
 from infra.plan.needs import CLOUD_TASKS_API
@@ -88,12 +88,10 @@ def test_a_catchup_job_gets_a_queue_its_grants_and_the_api(catching_up) -> None:
 def test_the_audit_delivers_through_the_queue_as_the_invoker_with_the_jobs_own_headers(catching_up) -> None:
     settings = build(valid_values(jobs=[valid_job(name="nightly", catchup={"windowSeconds": 86400})]))
     config = _audit_config(catching_up)
-    assert config.redelivery is not None
     invoker_email = _member(catching_up, "invoker").removeprefix("serviceAccount:")
-    assert (config.redelivery.url, config.redelivery.queue, config.redelivery.invoker) == (
-        function_url(settings),
-        queue_path(settings),
-        invoker_email,
+    # One region: the one redelivery every function uses, naming no region.
+    assert config.redeliveries == (
+        Redelivery(url=function_url(settings), queue=queue_path(settings), invoker=invoker_email),
     )
     nightly = next(job for job in config.jobs if job.name.endswith("_nightly"))
     assert nightly.catchup is not None and nightly.catchup.window_seconds == 86400
@@ -112,4 +110,4 @@ def test_no_queue_and_no_redelivery_without_a_catchup_job() -> None:
     stack = _stack(valid_job(name="plain"))
     assert stack.of_type(QUEUE) == [] and stack.of_type(QUEUE_MEMBER) == []
     assert CLOUD_TASKS_API not in {r.inputs["service"] for r in stack.of_type(SERVICE)}
-    assert _audit_config(stack).redelivery is None
+    assert _audit_config(stack).redeliveries == ()

@@ -9,17 +9,21 @@ from typing import Any
 
 import pytest
 
+from exactly_once.audit.config import REGION_ENV, AuditConfig, Redelivery
 from exactly_once.delivery.outcomes import Outcome
 from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 from infra.monitoring.alerts import ALERTS
 from infra.monitoring.log_filters import DELIVERIES, log_entry
 from infra.plan.audit_job import with_audit_job
-from infra.plan.catchup import FUNCTION_ROLE
+from infra.plan.catchup import FUNCTION_ROLE, function_url, queue_path
 from infra.resources.build import sources_bucket
+from infra.resources.catchup_queue import ENQUEUER_ROLE
 from infra.resources.regions import regional_prefix
+from infra.settings.environment import function_environment, stack_environment
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_advisories
 from tests.infra.conftest import PROJECT, REGION, build, error_of, valid_job, valid_values
+from tests.support.stack_tables import shipped_table
 from tools.mocked_program import PROJECT_NUMBER, MockedResource, MockedStack, mock_stack
 
 SECOND = "europe-west4"
@@ -30,6 +34,9 @@ REPOSITORY = "gcp:artifactregistry/repository:Repository"
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
 DATABASE = "gcp:firestore/database:Database"
 QUEUE = "gcp:cloudtasks/queue:Queue"
+QUEUE_MEMBER = "gcp:cloudtasks/queueIamMember:QueueIamMember"
+ACCOUNT_MEMBER = "gcp:serviceaccount/iAMMember:IAMMember"
+ACCOUNT = "gcp:serviceaccount/account:Account"
 LOG_METRIC = "gcp:logging/metric:Metric"
 ALERT_POLICY = "gcp:monitoring/alertPolicy:AlertPolicy"
 
@@ -97,8 +104,13 @@ def test_one_function_per_region_with_the_same_name_source_account_and_environme
     one, other = first[0].inputs, second[0].inputs
     assert one["buildConfig"]["source"] == other["buildConfig"]["source"]
     assert one["buildConfig"]["serviceAccount"] == other["buildConfig"]["serviceAccount"]
-    for key in ("environmentVariables", "serviceAccountEmail", "timeoutSeconds", "ingressSettings"):
+    for key in ("serviceAccountEmail", "timeoutSeconds", "ingressSettings"):
         assert one["serviceConfig"][key] == other["serviceConfig"][key], key
+    # The same environment but for the region each names, which picks its catch-up queue.
+    one_env = dict(one["serviceConfig"]["environmentVariables"])
+    other_env = dict(other["serviceConfig"]["environmentVariables"])
+    assert (one_env.pop(REGION_ENV), other_env.pop(REGION_ENV)) == (REGION, SECOND)
+    assert one_env == other_env
     # Each builds into its own region's repository, which the builder may push to.
     for region, [function] in functions.items():
         assert f"/locations/{region}/repositories/" in function.inputs["buildConfig"]["dockerRepository"]
@@ -168,9 +180,61 @@ def test_the_ledger_is_created_in_the_multi_region_location(stack: MockedStack) 
     assert stack.one(DATABASE).inputs["locationId"] == "eur3"
 
 
-def test_one_catchup_queue_and_one_set_of_monitoring(stack: MockedStack) -> None:
-    # The job table both functions ship names one queue and one function URL: the first region's.
-    assert [queue.inputs["location"] for queue in stack.of_type(QUEUE)] == [REGION]
+def test_a_catchup_queue_in_each_region_the_runtime_may_add_tasks_to(
+    stack: MockedStack, settings: StackSettings
+) -> None:
+    queues = _by_region(stack, QUEUE)
+    assert sorted(queues) == sorted([REGION, SECOND])
+    names = [queues[REGION][0].name, queues[SECOND][0].name]
+    assert names == ["eos-catchup-queue", f"eos-{SECOND}-catchup-queue"]
+    assert {q.inputs["name"] for qs in queues.values() for q in qs} == {settings.names.task_queue_id()}
+    assert queues[REGION][0].inputs["retryConfig"] == queues[SECOND][0].inputs["retryConfig"]
+    (act_as,) = stack.of_type(ACCOUNT_MEMBER)  # acting as the invoker: one grant, on the account
+    enqueuers = _by_region(stack, QUEUE_MEMBER)
+    assert sorted(enqueuers) == sorted([REGION, SECOND])
+    for region, [enqueuer] in enqueuers.items():
+        assert (enqueuer.inputs["role"], enqueuer.inputs["member"]) == (
+            ENQUEUER_ROLE,
+            act_as.inputs["member"],
+        )
+        assert enqueuer.inputs["name"] == queues[region][0].outputs["name"]
+
+
+def test_each_regions_function_catches_up_through_its_own_queue_to_itself(
+    stack: MockedStack, settings: StackSettings
+) -> None:
+    # Both functions ship one table (one source), which names each region's queue and URL...
+    tables = [shipped_table(stack.resources, name) for name in ("function", f"{SECOND}-function")]
+    assert tables[0] == tables[1] and tables[0].audit is not None
+    config = AuditConfig.from_raw(tables[0].audit)
+    invoker = next(r for r in stack.of_type(ACCOUNT) if r.name.endswith("-invoker")).outputs["email"]
+    assert config.redeliveries == tuple(
+        Redelivery(function_url(settings, region), queue_path(settings, region), invoker, region)
+        for region in (REGION, SECOND)
+    )
+    assert queue_path(settings, SECOND) == (
+        f"projects/{PROJECT}/locations/{SECOND}/queues/{settings.names.task_queue_id()}"
+    )
+    assert function_url(settings, SECOND).startswith(f"https://{SECOND}-{PROJECT}.cloudfunctions.net/")
+    # ...and each function's environment names its region, which picks its own.
+    for function in stack.of_type(FUNCTION):
+        region = function.inputs["location"]
+        chosen = config.redelivery_for(function.inputs["serviceConfig"]["environmentVariables"][REGION_ENV])
+        assert chosen is not None and (chosen.region, chosen.queue) == (region, queue_path(settings, region))
+
+
+def test_only_a_two_region_stack_names_its_functions_region(settings: StackSettings) -> None:
+    one_region = dataclasses.replace(settings, second_region="")
+    assert REGION_ENV not in function_environment(one_region)
+    assert REGION_ENV not in function_environment(one_region, REGION)
+    assert function_environment(settings, SECOND)[REGION_ENV] == SECOND
+    # The size check counts the longer of the two names, whichever region that is.
+    for first, second in (("us-central1", "europe-north1"), ("europe-north1", "us-central1")):
+        other = dataclasses.replace(settings, region=first, second_region=second)
+        assert stack_environment(other)[REGION_ENV] == "europe-north1"
+
+
+def test_one_set_of_monitoring(stack: MockedStack) -> None:
     # The metrics filter on the service name both regions' functions share: they count both.
     service = stack.of_type(FUNCTION)[0].inputs["name"]
     deliveries = next(m for m in stack.of_type(LOG_METRIC) if m.name.endswith(DELIVERIES.suffix))

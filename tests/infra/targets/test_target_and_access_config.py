@@ -152,6 +152,8 @@ def test_a_job_has_one_target_no_body_and_the_target_s_handler() -> None:
         ({"env": {"GITHUB_TOKEN": "x"}}, "env.GITHUB_TOKEN", "secrets.GITHUB_TOKEN"),
         ({"env": {"LIMIT": 10}}, "env.LIMIT", "quote numbers"),
         ({"env": {"LEASE_SECONDS": "5"}}, "env.LEASE_SECONDS", "the function itself reads"),
+        # Unset in one region, yet a job's own value would break a second region added later.
+        ({"env": {"SERVING_REGION": "x"}}, "env.SERVING_REGION", "the function itself reads"),
         ({"env": {"PORT": "1"}}, "env.PORT", "reserved"),
         ({"secrets": {"API_KEY": "plain-value with spaces"}}, "secrets.API_KEY", "not a secret reference"),
         ({"secrets": {"API_KEY": "key/versions/3"}}, "secrets.API_KEY", "not a secret reference"),
