@@ -58,8 +58,8 @@ T = TypeVar("T")
 
 
 # How many runs an audit judges per second its attempt has left. Walking a run's schedule,
-# reading its projected record and judging it costs about 0.46 ms of CPU on a full core
-# (`make bench` case 7), so about 2.8 ms on a deployed function of the default size (a sixth
+# reading its projected record and judging it costs 0.38 to 0.46 ms of CPU on a full core
+# (`make bench` case 7, idle and loaded), so up to 2.8 ms on a deployed function of the default size (a sixth
 # of a vCPU): about 355 runs a second. The audit judges for at most half of its attempt, so the
 # rest is left to catch-up, the downstream follow-up and a Firestore slower than usual.
 JUDGED_RUNS_PER_SECOND = 175
