@@ -338,10 +338,6 @@ class FunctionConfig:
         return {job: policy.handler for job, policy in self.jobs.items() if policy.handler is not None}
 
     @property
-    def run_keys(self) -> dict[str, str]:
-        return run_keys_of(self.jobs)
-
-    @property
     def pause_after_failures(self) -> dict[str, int]:
         return {
             job: policy.pause_after_failures

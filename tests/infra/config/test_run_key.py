@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from exactly_once.config import FunctionConfig, JobPolicy
+from exactly_once.config import FunctionConfig, JobPolicy, run_keys_of
 from infra.plan.audit_job import audited_jobs, with_audit_job
 from infra.settings.environment import job_table
 from ops.context import StackContext
@@ -35,7 +35,7 @@ def test_a_renamed_job_keeps_its_run_key_in_the_job_table() -> None:
     assert settings.run_key_id(renamed) == "eos-prod_report"
     assert job_table(settings).jobs == {"eos-prod_report-b": JobPolicy(run_key="eos-prod_report")}
     config = FunctionConfig.from_env(stack_function_env(settings))
-    assert config.run_keys == {"eos-prod_report-b": "eos-prod_report"}
+    assert run_keys_of(config.jobs) == {"eos-prod_report-b": "eos-prod_report"}
 
 
 def test_the_audit_and_ops_follow_the_run_key() -> None:
