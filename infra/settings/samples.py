@@ -22,6 +22,7 @@ from infra.targets.registry import TARGET_KINDS
 
 # function/jobs/demo.py: records each run, and sleeps or fails as its body asks.
 DEMO_HANDLER: Final = "jobs.demo:run_demo_job"
+DEMO_JOB: Final = "demo-every-15-minutes"
 # Instant failures retry at 15, 45, 105, 225, 465 s: the 45 s one and every later one come after
 # the 30 s lease a crashed attempt leaves behind, and all of them before the next run.
 _RETRY: Final[Mapping[str, Any]] = {
@@ -46,7 +47,7 @@ def _job(name: str, schedule: str, **fields: Any) -> dict[str, Any]:
 
 SAMPLE_JOBS: Final[tuple[Mapping[str, Any], ...]] = (
     # The demo job by name: a stack's own jobHandler may be anything, or nothing.
-    _job("demo-every-15-minutes", "*/15 * * * *", handler=DEMO_HANDLER, body={"sleep_seconds": 1}),
+    _job(DEMO_JOB, "*/15 * * * *", handler=DEMO_HANDLER, body={"sleep_seconds": 1}),
     *(
         _job(kind.sample_job.name, kind.sample_job.schedule, **{kind.key: dict(kind.sample_job.setting)})
         for kind in TARGET_KINDS

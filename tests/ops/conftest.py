@@ -28,7 +28,7 @@ from jobs.demo import EXECUTIONS_COLLECTION
 from localrun.function_server import FunctionServer
 from tests.ops.fakes import FakeGoogleApis, FakeJob
 from tests.support.stack_tables import audit_table_env
-from tests.support.stacks import FIXTURE_STACKS, fixture_stack
+from tests.support.stacks import FIXTURE_STACKS, demo_job, fixture_stack
 
 STACK = "dev"
 
@@ -67,8 +67,8 @@ class DevFunction:
     log_path: Path
 
     @property
-    def first_job(self) -> JobSettings:
-        return self.settings.jobs[0]
+    def demo(self) -> JobSettings:
+        return demo_job(self.settings)
 
     def deliver(
         self, job: JobSettings, schedule_time: datetime, body: bytes | None = None

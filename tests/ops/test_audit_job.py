@@ -67,7 +67,7 @@ def test_each_missed_run_is_reported_once_by_the_first_audit_after_its_window(
     dev_function: DevFunction,
 ) -> None:
     settings = dev_function.settings
-    demo = dev_function.first_job
+    demo = dev_function.demo
     audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
     deployed = settings.scheduler_job_id
     for minute in (0, 15, 45):
@@ -162,7 +162,7 @@ def test_a_served_audit_judges_up_to_its_claim_once_however_often_it_is_delivere
 def test_the_metrics_count_the_real_log_lines(dev_function: DevFunction) -> None:
     """Every delivery's line is counted once by outcome and job; the audit's lines count as
     missed runs, never as deliveries."""
-    demo = dev_function.first_job
+    demo = dev_function.demo
     audit_job = next(job for job in dev_function.settings.jobs if job.name == AUDIT_JOB_NAME)
     url = dev_function.server.url
     earlier = len(dev_function.log_lines())  # the server's start-up probe wrote one already
@@ -233,7 +233,7 @@ def test_a_run_another_function_recorded_is_refused_alerted_and_reported_missed(
     other = serve_dev_function(
         function_servers, dev_settings, emulator_host, project, db, log_path, "crm-handler"
     )
-    demo = stack.first_job
+    demo = stack.demo
     audit_job = next(job for job in dev_settings.jobs if job.name == AUDIT_JOB_NAME)
     deployed = dev_settings.scheduler_job_id
     config = _config(dev_settings)

@@ -62,7 +62,7 @@ from localrun.emulator import free_loopback_port
 from localrun.function_server import FunctionServer
 from tests.ops.conftest import Cli
 from tests.support.job_tables import table_env
-from tests.support.stacks import FIXTURE_STACKS
+from tests.support.stacks import DEMO_JOB, FIXTURE_STACKS, demo_job, with_job
 
 # Three hours: at least the demo job's retry window plus the audit's hour, within the retention.
 WINDOW_SECONDS = 3 * 3600
@@ -95,7 +95,7 @@ class Served:
 
     @property
     def demo(self) -> JobSettings:
-        return self.settings.jobs[0]
+        return demo_job(self.settings)
 
     @property
     def audit_job(self) -> JobSettings:
@@ -181,9 +181,8 @@ def serve(function_servers, emulator_host, project, db, log_path) -> Callable[..
 
 
 def _with_demo(settings: StackSettings, **changes: Any) -> StackSettings:
-    """The dev stack whose demo job (jobs[0]) runs without sleeping, with `changes`."""
-    demo = dataclasses.replace(settings.jobs[0], body={"sleep_seconds": 0}, **changes)
-    return dataclasses.replace(settings, jobs=(demo, *settings.jobs[1:]))
+    """The dev stack whose demo job runs without sleeping, with `changes`."""
+    return with_job(settings, DEMO_JOB, body={"sleep_seconds": 0}, **changes)
 
 
 def _catching_up(settings: StackSettings, **changes: Any) -> StackSettings:
@@ -457,24 +456,26 @@ def test_a_run_awaiting_its_retry_across_a_rename_is_caught_up_under_its_run_id(
     `report-b`'s headers, the ledger records it under the run id it always had, and the job's
     status (what `previous()` reads) carries on from the runs before the rename."""
     old = serve(_catching_up(dev_settings, name="report-a", run_key="report"))
+    old_job = old.settings.job_named("report-a")
     now = _now()
     runs = _quarters(now - timedelta(seconds=WINDOW_SECONDS) - QUARTER, now)
     failed_at = runs[len(runs) // 2]  # in the window, its retries long over
     for at in runs:
         if at != failed_at:
-            assert old.deliver(old.demo, at)["outcome"] == "executed"
-    failed = old.deliver(old.demo, failed_at, body=b'{"fail": true, "sleep_seconds": 0}')
+            assert old.deliver(old_job, at)["outcome"] == "executed"
+    failed = old.deliver(old_job, failed_at, body=b'{"fail": true, "sleep_seconds": 0}')
     assert failed["outcome"] == "failed_released", failed
 
     new = serve(_catching_up(dev_settings, name="report-b", run_key="report"))
+    new_job = new.settings.job_named("report-b")
     settings = new.settings
-    assert settings.scheduler_job_id(new.demo) != old.settings.scheduler_job_id(old.demo)
+    assert settings.scheduler_job_id(new_job) != old.settings.scheduler_job_id(old_job)
     renamed = RunKey(
         settings.project,
         settings.region,
-        settings.scheduler_job_id(new.demo),
+        settings.scheduler_job_id(new_job),
         failed_at,
-        run_key=settings.run_key_id(new.demo),
+        run_key=settings.run_key_id(new_job),
     )
     assert renamed.run_id == failed["run_id"]
     statuses = JobStatuses(db, settings.runs_collection)
@@ -484,8 +485,8 @@ def test_a_run_awaiting_its_retry_across_a_rename_is_caught_up_under_its_run_id(
     audit = new.deliver(new.audit_job, _audit_time_before(_now()))
 
     assert [entry["run_id"] for entry in audit["output"]["caught_up"]] == [failed["run_id"]], audit
-    assert new.executed(new.demo) == Counter({failed_at: 1})  # run once, as the renamed job
-    assert failed_at not in old.executed(old.demo)
+    assert new.executed(new_job) == Counter({failed_at: 1})  # run once, as the renamed job
+    assert failed_at not in old.executed(old_job)
     record = db.collection(settings.runs_collection).document(failed["run_id"]).get().to_dict()
     assert record["status"] == "completed"
     status = statuses.document(renamed).get().to_dict() or {}

@@ -39,7 +39,7 @@ from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.timing.rules import check_job_timing, latest_retry_arrival_seconds
 from tests.support.audit_runs import AuditOutcome, RecordingSender, reader_of, run_in_process
 from tests.support.stack_tables import audit_table_env
-from tests.support.stacks import fixture_stack
+from tests.support.stacks import demo_job, fixture_stack
 
 LEASE = timedelta(seconds=30)
 # When the records below were read (Firestore's clock): each is judged as of its read.
@@ -424,7 +424,7 @@ def test_the_stack_writes_the_audit_config_the_job_reads() -> None:
     assert audit_policy.handler == AUDIT_HANDLER
     # Two audit runs never judge at once: a second one waits for the first.
     assert audit_policy.overlap is OverlapPolicy.WAIT
-    first = settings.jobs[0]
+    first = demo_job(settings)
     assert retry_window_seconds(settings, first) > latest_retry_arrival_seconds(
         first.retry, first.attempt_deadline_seconds
     )
@@ -437,7 +437,7 @@ def test_the_stack_writes_the_audit_config_the_job_reads() -> None:
 
 def test_runs_before_a_job_was_deployed_are_never_missed() -> None:
     settings = with_audit_job(fixture_stack("dev"))
-    demo = settings.jobs[0]
+    demo = demo_job(settings)
     deployed = utc(2026, 3, 1, 10, 20)
     config = audit_config(settings, {demo.name: deployed})
     (audited,) = [job for job in config.jobs if job.name == settings.scheduler_job_id(demo)]

@@ -8,7 +8,6 @@ the function, on an outage of the last hours."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +32,7 @@ from localrun.emulator import free_loopback_port
 from tests.ops.conftest import DevFunction
 from tests.support.audits import StackAudit, closed_fires, latest_fire, stack_audit
 from tests.support.stack_tables import audit_table_env
+from tests.support.stacks import DEMO_JOB, with_job
 from tests.support.waiting import wait_until
 
 # Three hours: at least the demo job's retry window plus the audit's hour, within the retention.
@@ -45,8 +45,7 @@ def _day_at(hour: int, minute: int) -> datetime:
 
 
 def _catching_up(settings: StackSettings, runs: CatchupRuns) -> StackSettings:
-    demo = dataclasses.replace(settings.jobs[0], catchup=Catchup(WINDOW_SECONDS, runs))
-    return dataclasses.replace(settings, jobs=(demo, *settings.jobs[1:]))
+    return with_job(settings, DEMO_JOB, catchup=Catchup(WINDOW_SECONDS, runs))
 
 
 def _serve(function_servers, settings, emulator_host, project, db, log_path) -> DevFunction:
@@ -80,7 +79,7 @@ def _deliver_all(function: DevFunction, job: JobSettings, instants: Iterable[dat
 
 
 def _executed_times(function: DevFunction) -> Counter[datetime]:
-    return Counter(record["schedule_time"] for record in function.executions(function.first_job))
+    return Counter(record["schedule_time"] for record in function.executions(function.demo))
 
 
 def _catchup_lines(function: DevFunction, audit_run_id: str) -> list[dict[str, object]]:
@@ -104,7 +103,7 @@ def test_an_outage_of_three_runs_is_caught_up_once_by_the_audit(
 ) -> None:
     settings = _catching_up(dev_settings, runs)
     function = _serve(function_servers, settings, emulator_host, project, db, log_path)
-    demo = function.first_job
+    demo = function.demo
     again = [_day_at(*at) for at in caught_up]
     # Runs are delivered every 15 minutes until the outage, which swallows 11:15, 11:30 and 11:45.
     # 09:00 is not delivered either: it lies outside the window of the 12:05 audit.
@@ -151,7 +150,7 @@ def test_only_runs_a_delivery_would_claim_are_delivered_again(
     and each runs again, once."""
     settings = _catching_up(dev_settings, CatchupRuns.ALL)
     function = _serve(function_servers, settings, emulator_host, project, db, log_path)
-    demo = function.first_job
+    demo = function.demo
     for instant in [_day_at(h, m) for h in (9, 10) for m in (0, 15, 30, 45)]:
         if _day_at(9, 0) < instant < _day_at(10, 45):
             assert function.deliver(demo, instant).json()["outcome"] == "executed"
@@ -207,7 +206,7 @@ def test_a_served_audit_catches_an_outage_up_once_and_its_redelivery_sends_nothi
     runs whose retry window closed were lost; every other run of the window was delivered."""
     settings = _catching_up(dev_settings, CatchupRuns.ALL)
     function = _serve(function_servers, settings, emulator_host, project, db, log_path)
-    demo = function.first_job
+    demo = function.demo
     audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
     now = datetime.now(UTC)
     outage = closed_fires(_audited(settings, demo), now, 3)

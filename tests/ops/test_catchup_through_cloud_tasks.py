@@ -82,7 +82,7 @@ def test_the_audit_delivers_missed_runs_as_tasks_signed_as_the_invoker(
     of the catch-up window was delivered."""
     settings = _catching_up(dev_settings, CatchupRuns.ALL)
     function = _serve(function_servers, settings, tasks, emulator_host, project, db, log_path)
-    demo = function.first_job
+    demo = function.demo
     audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
     now = datetime.now(UTC)
     missed = closed_fires(_audited(settings, demo), now, 3)
@@ -121,7 +121,7 @@ def test_the_second_regions_audit_catches_up_through_its_own_queue_to_its_own_fu
     second = "europe-west4"
     settings = dataclasses.replace(_catching_up(dev_settings, CatchupRuns.LATEST), second_region=second)
     function = _serve(function_servers, settings, tasks, emulator_host, project, db, log_path, region=second)
-    demo = function.first_job
+    demo = function.demo
     audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
     now = datetime.now(UTC)
     (missed,) = closed_fires(_audited(settings, demo), now, 1)
@@ -145,7 +145,7 @@ def test_a_refused_task_leaves_the_run_to_the_next_audit(
 ) -> None:
     settings = _catching_up(dev_settings, CatchupRuns.ALL)
     function = _serve(function_servers, settings, tasks, emulator_host, project, db, log_path)
-    demo = function.first_job
+    demo = function.demo
     outage = [_day_at(11, 15), _day_at(11, 30), _day_at(11, 45)]
     for instant in [_day_at(h, m) for h in (9, 10, 11, 12) for m in (0, 15, 30, 45)]:
         if _day_at(9, 0) < instant and instant not in outage:
@@ -179,7 +179,7 @@ def test_ops_backfill_of_a_range_creates_tasks_and_sends_nothing_itself(
 ) -> None:
     settings = _catching_up(dev_settings, CatchupRuns.ALL)
     function = _serve(function_servers, settings, tasks, emulator_host, project, db, log_path)
-    demo = function.first_job
+    demo = function.demo
     assert function.deliver(demo, _day_at(10, 0)).json()["outcome"] == "executed"
     monkeypatch.setenv(CLOUD_TASKS_ENDPOINT_ENV, tasks.endpoint)
     out = io.StringIO()

@@ -25,7 +25,7 @@ from ops.exit_codes import ExitCode
 from ops.smoke import DEFAULT_WAIT_SECONDS
 from tests.ops.conftest import Cli, DevFunction, serve_dev_function
 from tests.ops.fakes import RecordingFunction
-from tests.support.stacks import FIXTURE_STACKS, fixture_stack
+from tests.support.stacks import FIXTURE_STACKS, demo_job, fixture_stack
 
 
 def _past_day_at(hour: int, minute: int) -> datetime:
@@ -38,7 +38,7 @@ def _missed_lines(stdout: str) -> list[str]:
 
 
 def test_audit_backfill_audit(dev_function: DevFunction, cli: Cli) -> None:
-    job = dev_function.first_job
+    job = dev_function.demo
     deployed_id = dev_function.settings.scheduler_job_id(job)  # what the ledger and logs name it by
     assert job.schedule == "*/15 * * * *"  # the times below are this schedule's
     for minute in (0, 15, 45):
@@ -96,7 +96,7 @@ def test_audit_counts_a_run_another_function_recorded_as_missed(
     other = serve_dev_function(
         function_servers, dev_function.settings, emulator_host, project, db, log_path, "crm-handler"
     )
-    job = dev_function.first_job
+    job = dev_function.demo
     deployed_id = dev_function.settings.scheduler_job_id(job)
     assert other.deliver(job, _past_day_at(10, 30)).json()["outcome"] == "executed"
     for minute in (0, 15, 45):
@@ -132,7 +132,7 @@ def test_backfill_asks_the_function_to_decide_from_the_ledger(cli: Cli) -> None:
     function = RecordingFunction().start()
     try:
         settings = with_audit_job(fixture_stack("dev"))
-        job = settings.jobs[0]
+        job = demo_job(settings)
         at = _past_day_at(10, 30)
         result = cli("backfill", "--job", job.name, "--at", _stamp(10, 30), "--url", function.url)
     finally:
@@ -173,7 +173,7 @@ def test_an_answer_that_is_not_the_functions_is_explained_in_one_line(
 
 
 def test_redo_deletes_a_completed_runs_record_and_runs_it_again(dev_function: DevFunction, cli: Cli) -> None:
-    job = dev_function.first_job
+    job = dev_function.demo
     at = _past_day_at(10, 30)
     first = dev_function.deliver(job, at).json()
     assert first["outcome"] == "executed"
@@ -195,7 +195,7 @@ def test_redo_deletes_a_completed_runs_record_and_runs_it_again(dev_function: De
 
 
 def test_redo_leaves_a_run_in_progress_alone(dev_function: DevFunction, cli: Cli) -> None:
-    job = dev_function.first_job
+    job = dev_function.demo
     at = _past_day_at(11, 0)
     headers = delivery_headers(dev_function.settings, job, at)
     ledger = RunLedger(

@@ -3,7 +3,6 @@ of runs the audit delivered again: on the real function server and the emulator.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 from datetime import UTC, datetime, timedelta
 
@@ -33,6 +32,7 @@ from tests.support.audits import (
     windows_closed_in,
 )
 from tests.support.stack_tables import audit_table_env
+from tests.support.stacks import DEMO_JOB, demo_job, with_job
 
 
 def _day_at(hour: int, minute: int) -> datetime:
@@ -49,7 +49,7 @@ def _context(function: DevFunction, project: str) -> StackContext:
 
 
 def test_backfill_of_a_range_delivers_each_missed_run_once(dev_function: DevFunction, cli: Cli) -> None:
-    job = dev_function.first_job
+    job = dev_function.demo
     for minute in (0, 45):
         assert dev_function.deliver(job, _day_at(10, minute)).json()["outcome"] == "executed"
     window = ["--job", job.name, "--since", _stamp(10, 0), "--until", _stamp(10, 50)]
@@ -73,7 +73,7 @@ def test_backfill_of_a_range_delivers_each_missed_run_once(dev_function: DevFunc
 
 
 def test_backfill_range_mistakes_are_usage_errors(dev_function: DevFunction, cli: Cli) -> None:
-    job = dev_function.first_job.name
+    job = dev_function.demo.name
     for args, problem in (
         (["--since", _stamp(10, 0)], "backfill needs --at (one run), or --since and --until"),
         (["--at", _stamp(10, 0), "--since", _stamp(10, 0)], "--at names one run"),
@@ -93,8 +93,8 @@ def test_backfill_range_mistakes_are_usage_errors(dev_function: DevFunction, cli
 def test_audit_and_status_show_a_paused_job_as_paused(
     function_servers, emulator_host, project, db, log_path, dev_settings
 ) -> None:
-    demo = dataclasses.replace(dev_settings.jobs[0], paused=True)
-    settings = dataclasses.replace(dev_settings, jobs=(demo, *dev_settings.jobs[1:]))
+    settings = with_job(dev_settings, DEMO_JOB, paused=True)
+    demo = demo_job(settings)
     # The stack recorded when the job's `paused` key changed: just after its 10:00 run.
     paused_at = {demo.name: _day_at(10, 5)}
     function = _serve_paused(function_servers, settings, paused_at, emulator_host, project, db, log_path)
@@ -151,7 +151,7 @@ def test_ops_audit_shows_each_catchup_delivery(
     again; `ops audit` shows that run completed, and by which audit run it was delivered."""
     settings = _catching_up(dev_settings, CatchupRuns.ALL)
     function = _serve(function_servers, settings, emulator_host, project, db, log_path)
-    demo = function.first_job
+    demo = function.demo
     audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
     now = datetime.now(UTC)
     (lost,) = closed_fires(_audited(settings, demo), now, 1)

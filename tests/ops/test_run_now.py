@@ -17,7 +17,7 @@ def test_run_now_starts_a_manual_run_waits_for_it_and_prints_it(
     apis: FakeGoogleApis, dev_function: DevFunction, cli: Cli
 ) -> None:
     deploy_jobs(apis, dev_function)
-    demo = dev_function.first_job
+    demo = dev_function.demo
     before = datetime.now(UTC)
 
     result = cli("run-now", "--job", demo.name, "--scheduler-endpoint", apis.endpoint, "--wait", "60")
@@ -44,7 +44,7 @@ def test_run_now_starts_a_manual_run_waits_for_it_and_prints_it(
 def test_run_now_failures_exit_with_their_own_status(
     apis: FakeGoogleApis, dev_function: DevFunction, cli: Cli
 ) -> None:
-    demo = dev_function.first_job
+    demo = dev_function.demo
     endpoint = ["--scheduler-endpoint", apis.endpoint]
 
     not_deployed = cli("run-now", "--job", demo.name, *endpoint, "--wait", "1")

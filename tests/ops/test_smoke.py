@@ -74,7 +74,7 @@ def test_smoke_runs_one_of_your_jobs_only_when_named(
 ) -> None:
     _deploy(apis, dev_function)
     apis.ttl_states[ttl_field_name(dev_function)] = "ACTIVE"
-    first = dev_function.first_job
+    first = dev_function.demo
 
     result = cli("smoke", *_endpoints(apis), "--wait", "60", "--job", first.name)
 

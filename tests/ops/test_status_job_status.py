@@ -3,7 +3,6 @@ runs skipped late as skipped, not missed: on a real function and ledger."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import requests
@@ -11,6 +10,7 @@ import requests
 from infra.plan.headers import delivery_headers
 from infra.settings.stack import StackSettings
 from tests.ops.conftest import Cli, DevFunction, serve_dev_function
+from tests.support.stacks import DEMO_JOB, demo_job, with_job
 
 
 def _past(minute: int) -> datetime:
@@ -29,7 +29,7 @@ def _status_line(cli: Cli, job: str) -> str:
 def test_status_shows_the_last_success_the_last_failure_and_the_failures_since(
     dev_function: DevFunction, cli: Cli
 ) -> None:
-    job = dev_function.first_job
+    job = dev_function.demo
     assert _status_line(cli, job.name) == (
         "last success none recorded; last failure none recorded; consecutive failures 0"
     )
@@ -60,10 +60,10 @@ def test_status_shows_the_last_success_the_last_failure_and_the_failures_since(
 def test_audit_counts_a_run_skipped_late_as_skipped_not_missed(
     function_servers, emulator_host, project, db, log_path, dev_settings: StackSettings, cli: Cli
 ) -> None:
-    """The stack's first job with a starting deadline of a minute: a run delivered two days
+    """The stack's demo job with a starting deadline of a minute: a run delivered two days
     late is recorded skipped_late, and the audit reports it so, never as missed."""
-    late_job = dataclasses.replace(dev_settings.jobs[0], starting_deadline_seconds=60.0)
-    settings = dataclasses.replace(dev_settings, jobs=(late_job, *dev_settings.jobs[1:]))
+    settings = with_job(dev_settings, DEMO_JOB, starting_deadline_seconds=60.0)
+    late_job = demo_job(settings)
     function = serve_dev_function(function_servers, settings, emulator_host, project, db, log_path)
     for minute in (0, 15, 30, 45):
         assert function.deliver(late_job, _past(minute)).json()["outcome"] == "skipped_late"

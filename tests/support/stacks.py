@@ -8,8 +8,13 @@ stacks read the root's (tests/test_fork_checks.py).
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from infra.config.schema import REPO_ROOT
+from infra.settings.jobs import JobSettings
 from infra.settings.loading import load_stack_settings
+from infra.settings.samples import DEMO_JOB
 from infra.settings.stack import StackSettings
 from tools.mocked_program import MockedResource, run_mocked_stack
 
@@ -24,3 +29,16 @@ def fixture_stack(stack: str = "dev") -> StackSettings:
 def dev_stack_resources() -> list[MockedResource]:
     """The fixture dev stack as `pulumi up -s dev` would declare it."""
     return run_mocked_stack(fixture_stack("dev"))
+
+
+def demo_job(settings: StackSettings) -> JobSettings:
+    """The sample demo job of a stack with `samples: true`, as the fixture dev stack has."""
+    return settings.job_named(DEMO_JOB)
+
+
+def with_job(settings: StackSettings, name: str, /, **changes: Any) -> StackSettings:
+    """`settings` with its job `name` changed by `changes` (a new `name` among them), in the
+    same place among the jobs."""
+    settings.job_named(name)  # refuses a name the stack does not have
+    jobs = tuple(dataclasses.replace(job, **changes) if job.name == name else job for job in settings.jobs)
+    return dataclasses.replace(settings, jobs=jobs)

@@ -23,6 +23,7 @@ from infra.plan.headers import headers_for
 from infra.settings.environment import function_environment, job_table
 from infra.settings.jobs import DEFAULT_RETRY
 from infra.settings.loading import load_stack_settings, settings_from_config
+from infra.settings.samples import SAMPLE_JOBS
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_advisories, timing_errors
 from infra.timing import rules as timing
@@ -37,7 +38,7 @@ from tests.infra.conftest import (
     valid_values,
 )
 from tests.support.stack_tables import stack_function_env
-from tests.support.stacks import fixture_stack
+from tests.support.stacks import demo_job, fixture_stack
 
 # --- defaults and derived values -------------------------------------------------------------
 
@@ -231,21 +232,15 @@ def test_advisory_violation_is_not_an_error() -> None:
 
 def test_dev_stack_loads_and_passes_every_timing_check() -> None:
     settings = fixture_stack("dev")
-    # The local demo fires the first job; the proxy demos are appended after it.
-    assert [job.name for job in settings.jobs] == [
-        "demo-every-15-minutes",
-        "nightly-report",
-        "workflow-proxy-demo",
-        "bigquery-demo",
-    ]
-    assert [(j.schedule, j.time_zone) for j in settings.jobs] == [
-        ("*/15 * * * *", "Etc/UTC"),
+    # The stack's own job, then the sample jobs (`samples: true`): the demo job, then one per
+    # target kind present that has a sample (tests/infra/targets/test_kind_samples.py).
+    samples = [str(job["name"]) for job in SAMPLE_JOBS]
+    assert [job.name for job in settings.jobs] == ["nightly-report", *samples]
+    assert [(j.schedule, j.time_zone) for j in settings.jobs[:2]] == [
         ("0 3 * * *", "Europe/Berlin"),
-        ("30 * * * *", "Etc/UTC"),
-        ("45 * * * *", "Etc/UTC"),
+        ("*/15 * * * *", "Etc/UTC"),
     ]
-    assert settings.jobs[0].target is None
-    assert settings.sample_workflow_jobs() == (settings.jobs[2],)
+    assert demo_job(settings).target is None
     assert settings.deletion_protection is False
     assert settings.lease_seconds == 30
     for job in settings.jobs:
