@@ -16,6 +16,7 @@ from infra.component import ExactlyOnceScheduler, ExactlyOnceSchedulerArgs
 from infra.config.names import COMPONENT_NAME
 from infra.config.schema import project_name
 from tests.infra.conftest import build, valid_job, valid_values
+from tests.support.optional import needs_proxy_kinds
 from tests.support.stacks import fixture_stack
 from tools.mocked_program import GcpMocks, MockedResource, mock_stack, run_under_mocks
 
@@ -43,11 +44,29 @@ _IDENTITY = {
 }
 
 
+def _declared_and_deployed(stack: str) -> tuple[list[str], list[str]]:
+    """The fixture stack's URNs as the component declares them under its usual name, and as
+    they were recorded."""
+    deployed: list[str] = json.loads(DEPLOYED_URNS.read_text(encoding="utf-8"))[stack]
+    declared = mock_stack(fixture_stack(stack), stack=stack, name=COMPONENT_NAME).resources
+    return sorted(resource.urn for resource in declared), deployed
+
+
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_under_its_usual_name_every_resource_keeps_the_urn_it_was_deployed_under(stack: str) -> None:
-    deployed = json.loads(DEPLOYED_URNS.read_text(encoding="utf-8"))[stack]
-    declared = mock_stack(fixture_stack(stack), stack=stack, name=COMPONENT_NAME).resources
-    assert sorted(resource.urn for resource in declared) == deployed
+    """Every URN declared now is one the stack was deployed under: nothing is replaced. A
+    checkout without some optional part declares fewer resources (the dev stack's samples of
+    the target kinds), never one under a new URN."""
+    declared, deployed = _declared_and_deployed(stack)
+    assert [urn for urn in declared if urn not in deployed] == []
+
+
+@needs_proxy_kinds
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_under_its_usual_name_every_resource_it_was_deployed_with_is_declared(stack: str) -> None:
+    """Nothing recorded is missing either: the recording holds the target kinds' samples."""
+    declared, deployed = _declared_and_deployed(stack)
+    assert declared == deployed
 
 
 def _two_components(first: str, second: str) -> list[MockedResource]:

@@ -1,8 +1,8 @@
 """Any stack name Pulumi accepts (up to 100 of letters, digits, '-', '_', '.') gives a valid name
 to every resource the stack declares, under mocks: the ids Google checks, and the free-text
 fields that carry the stack name and have their own length limits. The stacks have every kind
-of job the program deploys something for: a sample workflow, a sample Cloud Run job, a sample
-BigQuery job."""
+of job the program deploys something for that the checkout has: with the template's target
+kinds, a sample workflow, a sample Cloud Run job, a sample BigQuery job."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ from infra.config.names import (
     SERVICE_ACCOUNT_ID,
     WORKFLOW_NAME,
 )
+from infra.targets.registry import TARGET_KEYS
 from tests.infra.conftest import build, valid_job, valid_values
+from tests.support.optional import needs_proxy_kinds
 from tools.mocked_program import MockedResource, MockedStack, mock_stack
 
 # Capitals, dots, underscores and hyphens, as `pulumi stack init` allows: 90 characters, and
@@ -81,13 +83,23 @@ RULES: dict[str, dict[str, Callable[[object], bool]]] = {
 }
 
 
+# Each target kind's sample job (a sample Cloud Run job among them, which `samples: true` leaves
+# out), for the kinds present: a checkout without a kind has nothing of it to name.
+KIND_SAMPLES = {
+    "workflow": valid_job(name="wf", workflow={"sample": True}),
+    "cloudRunJob": valid_job(name="sample-job", cloudRunJob={"sample": True}),
+    "bigquery": valid_job(name="sample-query", schedule="0 * * * *", bigquery={"sample": True}),
+}
 JOBS = [
     valid_job(),
-    valid_job(name="wf", workflow={"sample": True}),
     valid_job(name="j" * 100),
-    valid_job(name="sample-job", cloudRunJob={"sample": True}),
-    valid_job(name="sample-query", schedule="0 * * * *", bigquery={"sample": True}),
+    *(job for key, job in KIND_SAMPLES.items() if key in TARGET_KEYS),
 ]
+# The accounts every stack has, by the suffix of their ids; and those each kind's sample adds:
+# the token check's (which the sample workflow and the sample Cloud Run job call) and the
+# accounts the samples run as.
+ACCOUNTS = {"runtime", "invoker", "builder"}
+KIND_ACCOUNTS = {"workflow": {"tokens", "workflow"}, "cloudRunJob": {"tokens", "crjob"}, "bigquery": set()}
 
 
 @pytest.fixture(scope="module", params=sorted(LONG_NAMES), ids=lambda length: f"{length}-characters")
@@ -121,20 +133,16 @@ def test_display_names_carry_the_stack_name_as_far_as_it_fits(
     long_stack: MockedStack, long_name: str
 ) -> None:
     accounts = long_stack.of_type("gcp:serviceaccount/account:Account")
-    # runtime, invoker, builder, tokens, workflow, and the sample Cloud Run job's crjob.
-    assert {a.inputs["accountId"].rsplit("-", 1)[-1] for a in accounts} == {
-        "runtime",
-        "invoker",
-        "builder",
-        "tokens",
-        "workflow",
-        "crjob",
-    }
+    # With the template's kinds: runtime, invoker, builder, tokens, workflow, and the sample
+    # Cloud Run job's crjob.
+    expected = ACCOUNTS.union(*(KIND_ACCOUNTS[key] for key in KIND_SAMPLES if key in TARGET_KEYS))
+    assert {a.inputs["accountId"].rsplit("-", 1)[-1] for a in accounts} == expected
     for account in accounts:
         shown = account.inputs["displayName"]
         assert len(shown.encode()) == DISPLAY_NAME_MAX_BYTES and long_name[:20] in shown
 
 
+@needs_proxy_kinds
 def test_the_sample_targets_are_named_within_their_limits(long_stack: MockedStack) -> None:
     """The Cloud Run job and the dataset, whose ids allow other characters and lengths than the
     rest: each grant names the shortened id of its resource, and the job runs as its account."""

@@ -7,6 +7,7 @@ import pytest
 
 from infra.plan.outputs import STACK_OUTPUTS
 from tests.infra.conftest import build, valid_job, valid_values
+from tests.support.optional import needs_proxy_kinds
 from tools.mocked_program import mock_stack
 
 ALWAYS = {o.name for o in STACK_OUTPUTS if o.only_with is None}
@@ -21,13 +22,22 @@ SAMPLE_BIGQUERY = {"bigquery": {"sample": True}}
 @pytest.mark.parametrize(
     ("samples", "expected"),
     [
-        ([], ALWAYS),
-        ([SAMPLE_WORKFLOW], ALWAYS | TOKEN_CHECK | WORKFLOW),
-        ([SAMPLE_CLOUD_RUN_JOB], ALWAYS | TOKEN_CHECK),
-        ([SAMPLE_BIGQUERY], ALWAYS),
-        ([SAMPLE_WORKFLOW, SAMPLE_CLOUD_RUN_JOB, SAMPLE_BIGQUERY], ALWAYS | TOKEN_CHECK | WORKFLOW),
+        pytest.param([], ALWAYS, id="none"),
+        # The samples of the target kinds, where the kinds are present.
+        pytest.param(
+            [SAMPLE_WORKFLOW], ALWAYS | TOKEN_CHECK | WORKFLOW, id="workflow", marks=needs_proxy_kinds
+        ),
+        pytest.param(
+            [SAMPLE_CLOUD_RUN_JOB], ALWAYS | TOKEN_CHECK, id="cloud-run-job", marks=needs_proxy_kinds
+        ),
+        pytest.param([SAMPLE_BIGQUERY], ALWAYS, id="bigquery", marks=needs_proxy_kinds),
+        pytest.param(
+            [SAMPLE_WORKFLOW, SAMPLE_CLOUD_RUN_JOB, SAMPLE_BIGQUERY],
+            ALWAYS | TOKEN_CHECK | WORKFLOW,
+            id="all",
+            marks=needs_proxy_kinds,
+        ),
     ],
-    ids=["none", "workflow", "cloud-run-job", "bigquery", "all"],
 )
 def test_each_sample_combination_registers_exactly_its_outputs(samples, expected) -> None:
     jobs = [valid_job(name="plain")] + [valid_job(name=f"sample-{i}", **s) for i, s in enumerate(samples)]

@@ -10,6 +10,7 @@ from pulumi.runtime import config as runtime_config
 
 from infra.settings.from_pulumi import settings_from_pulumi_config
 from tests.infra.conftest import NAMESPACE, valid_job
+from tests.support.optional import needs_proxy_kinds
 from tools import mocked_program as pulumi_harness
 from tools.mocked_program import MOCK_STACK, run_main
 
@@ -68,6 +69,7 @@ def test_main_exports_the_stack_outputs(pulumi_config: dict[str, str]) -> None:
     }
 
 
+@needs_proxy_kinds
 def test_main_exports_the_proxy_outputs_only_with_a_sample_workflow(pulumi_config: dict[str, str]) -> None:
     jobs = [valid_job(), valid_job(name="proxied", body=None, workflow={"sample": True})]
     pulumi_config[f"{NAMESPACE}:jobs"] = json.dumps(

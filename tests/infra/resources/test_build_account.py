@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from infra.plan.needs import needs_token_check
 from infra.resources.propagation import BUILD_GRANTS_DELAY_SECONDS, SERVING_GRANTS_DELAY_SECONDS
-from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
+from tests.infra.conftest import PROJECT, REGION, build, valid_values
 from tools.mocked_program import PROJECT_NUMBER, SLEEP, MockedStack, mock_stack, pause_seconds
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
@@ -17,11 +18,15 @@ BUILDER_MEMBER = f"serviceAccount:{BUILDER_EMAIL}"
 REPOSITORY = f"projects/{PROJECT}/locations/{REGION}/repositories/eos-prod-functions"
 
 
+# Every sample: with the template's target kinds, a sample workflow brings the token check, a
+# second function built the same way.
+SETTINGS = build(valid_values(samples=True))
+FUNCTIONS = 2 if needs_token_check(SETTINGS) else 1
+
+
 @pytest.fixture(scope="module")
 def stack() -> MockedStack:
-    return mock_stack(
-        build(valid_values(jobs=[valid_job(), valid_job(name="wf", workflow={"sample": True})]))
-    )
+    return mock_stack(SETTINGS)
 
 
 def grants_to_builder(stack: MockedStack) -> dict[str, tuple[str, dict[str, object]]]:
@@ -40,7 +45,7 @@ def test_builder_account_exists(stack: MockedStack) -> None:
 
 def test_every_function_builds_as_the_builder_into_the_stacks_repository(stack: MockedStack) -> None:
     functions = stack.of_type(FUNCTION)
-    assert len(functions) == 2
+    assert len(functions) == FUNCTIONS
     for function in functions:
         build_config = function.inputs["buildConfig"]
         assert build_config["serviceAccount"] == f"projects/{PROJECT}/serviceAccounts/{BUILDER_EMAIL}"
@@ -98,7 +103,7 @@ def test_functions_build_only_after_the_builder_grants_had_time_to_propagate(sta
     }
     assert len(apis) == 1 and apis <= set(stack.dependencies[sleep.urn])
     functions = stack.of_type(FUNCTION)
-    assert len(functions) == 2
+    assert len(functions) == FUNCTIONS
     for function in functions:
         assert sleep in stack.pauses_before(function.urn, at_least=120)
         assert grants <= stack.waits_for(sleep.urn)

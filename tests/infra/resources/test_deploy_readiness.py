@@ -16,11 +16,14 @@ import pytest
 from infra.component import REQUIRED_APIS
 from infra.config.schema import REPO_ROOT, SettingsError, project_name
 from infra.plan.audit_job import with_audit_job
+from infra.plan.needs import needs_token_check, project_roles, runtime_grants
 from infra.settings.environment import job_table
 from infra.settings.loading import load_stack_settings
 from infra.settings.timing_checks import timing_advisories
+from infra.targets.registry import TARGET_KINDS
 from infra.timing import rules as timing
 from tests.infra.conftest import build, valid_job, valid_values
+from tests.support.optional import needs_proxy_kinds
 from tests.support.stack_tables import shipped_table
 from tests.support.stacks import FIXTURE_STACKS, fixture_stack
 from tools.mocked_program import OFFSET, SLEEP, MockedResource, MockedStack, mock_stack
@@ -143,16 +146,18 @@ def _database_targets(stack: MockedStack) -> tuple[set[str], set[str]]:
 
 
 def test_the_default_database_is_used_as_it_is_and_never_created() -> None:
-    settings = build(valid_values(databaseName="(default)", jobs=[valid_job(workflow={"sample": True})]))
+    settings = build(valid_values(databaseName="(default)", samples=True))
     assert settings.create_database is False
     stack = mock_stack(settings)
     assert stack.of_type(DATABASE) == []
     fields, conditions = _database_targets(stack)
     assert fields == {"(default)"}
     resource = f"projects/{settings.project}/databases/(default)"
-    # Both the function's and the token check's accounts, each limited to that database.
+    # The function's account and, with a sample that calls it, the token check's: each limited
+    # to that database.
     assert conditions == {f'resource.name == "{resource}" || resource.name.startsWith("{resource}/")'}
-    assert len([r for r in stack.of_type(PROJECT_MEMBER) if r.inputs["role"] == "roles/datastore.user"]) == 2
+    users = [r for r in stack.of_type(PROJECT_MEMBER) if r.inputs["role"] == "roles/datastore.user"]
+    assert len(users) == (2 if needs_token_check(settings) else 1)
     assert stack.component_outputs["databaseName"] == "(default)"
 
 
@@ -193,12 +198,13 @@ def test_first_deploy_apis_are_enabled(dev: MockedStack) -> None:
         "monitoring.googleapis.com",
         "cloudresourcemanager.googleapis.com",
     }
-    # The dev stack has a sample workflow: the workflows, and the API starting executions; and
-    # a sample BigQuery job. Nothing else.
-    samples = {"workflows.googleapis.com", "workflowexecutions.googleapis.com", "bigquery.googleapis.com"}
+    # The dev stack has the samples: with the template's kinds, a sample workflow (the workflows,
+    # and the API starting executions) and a sample BigQuery job. Nothing else.
+    samples = {api for kind in TARGET_KINDS if kind.sample_job is not None for api in kind.apis}
     assert first_deploy | samples <= enabled == {*REQUIRED_APIS, *samples}
 
 
+@needs_proxy_kinds
 def test_the_token_check_runs_as_its_own_account_without_workflows_invoker(dev: MockedStack) -> None:
     runtime = {r.name: r.inputs["serviceConfig"]["serviceAccountEmail"] for r in dev.of_type(FUNCTION)}
     assert runtime["eos-token-check"] != runtime["eos-function"]
@@ -229,9 +235,15 @@ def test_scheduler_jobs_fire_only_after_the_serving_grants_propagated(dev: Mocke
         )
         and "builder" not in r.name
     ]
-    # Firestore (runtime, tokens), workflows.invoker, the two run.invoker bindings, and the
-    # sample BigQuery job's jobUser and dataset grant.
-    assert len(grants) == 7 and set(grants) <= set(waited)
+    # Firestore and run.invoker for the runtime and invoker accounts; with the template's kinds
+    # Firestore for the token check's account and run.invoker for the sample workflow's on it,
+    # the project roles (workflows.invoker, the sample BigQuery job's jobUser) and the dataset
+    # grant: 7.
+    settings = fixture_stack("dev")
+    expected = (
+        2 + 2 * needs_token_check(settings) + len(project_roles(settings)) + len(runtime_grants(settings))
+    )
+    assert len(grants) == expected and set(grants) <= set(waited)
     for job in dev.of_type(JOB):
         assert sleep.urn in dev.dependencies[job.urn]
 

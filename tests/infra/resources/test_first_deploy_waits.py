@@ -13,7 +13,7 @@ from infra.component import REQUIRED_APIS
 from infra.monitoring import log_filters
 from infra.monitoring.alerts import ALERTS
 from infra.monitoring.log_filters import metric_id
-from infra.plan.needs import extra_apis
+from infra.plan.needs import extra_apis, needs_token_check
 from infra.resources.propagation import (
     API_ACTIVATION_DELAY_SECONDS,
     BUILD_GRANTS_DELAY_SECONDS,
@@ -22,6 +22,7 @@ from infra.resources.propagation import (
     SECRET_GRANTS_DELAY_SECONDS,
     SERVING_GRANTS_DELAY_SECONDS,
 )
+from infra.targets.registry import TARGET_KINDS
 from tests.infra.conftest import build, valid_job, valid_values
 from tools.mocked_program import SLEEP, MockedResource, MockedStack, mock_stack, pause_seconds
 
@@ -30,7 +31,9 @@ ALERT = "gcp:monitoring/alertPolicy:AlertPolicy"
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 BUILDER_GRANT_NAMES = ("eos-builder-log-writer", "eos-builder-images-writer", "eos-builder-sources-viewer")
 SECRET_MEMBER = "gcp:secretmanager/secretIamMember:SecretIamMember"
-JOBS = [valid_job(), valid_job(name="wf", workflow={"sample": True})]
+# A job of its own and every sample: with the template's target kinds, a sample workflow (and so
+# the token check, a second function) and a sample BigQuery job bring their accounts and APIs.
+VALUES = valid_values(samples=True)
 SECRETS_PAUSE = "eos-runtime-grants-propagation"
 
 
@@ -46,7 +49,7 @@ def referenced_metric(stack: MockedStack, policy: MockedResource) -> MockedResou
 
 @pytest.fixture(scope="module", params=[False, True], ids=["applied", "preview"])
 def prod(request: pytest.FixtureRequest) -> MockedStack:
-    return mock_stack(build(valid_values(jobs=JOBS)), preview=request.param)
+    return mock_stack(build(VALUES), preview=request.param)
 
 
 def test_every_alert_policy_waits_for_a_pause_after_the_metric_it_references(prod: MockedStack) -> None:
@@ -84,7 +87,7 @@ def test_every_function_builds_after_a_pause_that_follows_the_builders_grants(pr
 def test_a_second_stack_in_the_project_waits_for_its_own_metrics() -> None:
     """Its metrics are new metrics (their ids carry the stack), so its policies meet the same
     404 on its first `pulumi up`: each stack has its own pause, triggered by its own metrics."""
-    stacks = {name: mock_stack(build(valid_values(jobs=JOBS), stack=name)) for name in ("prod", "staging")}
+    stacks = {name: mock_stack(build(VALUES, stack=name)) for name in ("prod", "staging")}
     triggers = []
     for name, stack in stacks.items():
         pause = metric_types_pause(stack, name)
@@ -114,7 +117,7 @@ def test_a_stack_brought_up_again_after_destroy_pauses_again(prod: MockedStack) 
 
 def with_secrets(secrets: dict[str, str], preview: bool = False) -> MockedStack:
     return mock_stack(
-        build(valid_values(jobs=[*JOBS, valid_job(name="report", secrets=secrets)])), preview=preview
+        build({**VALUES, "jobs": [valid_job(), valid_job(name="report", secrets=secrets)]}), preview=preview
     )
 
 
@@ -179,12 +182,14 @@ def test_every_firestore_registry_and_iam_resource_waits_for_a_pause_after_every
     pause = prod.named(SLEEP, API_PAUSE)
     assert pause_seconds(pause) == API_ACTIVATION_DELAY_SECONDS >= 60
     services = prod.of_type(SERVICE)
-    assert len(services) == len(set(REQUIRED_APIS) | set(extra_apis(build(valid_values(jobs=JOBS)))))
+    settings = build(VALUES)
+    assert len(services) == len(set(REQUIRED_APIS) | set(extra_apis(settings)))
     assert {s.urn for s in services} <= set(prod.dependencies[pause.urn])
     users = [r for r in prod.resources if r.type.startswith(LATE_API_TYPES)]
-    # The database, its 5 field settings and the tokens' TTL, the image repository and its
-    # grant, the runtime, invoker, builder, token check and workflow accounts.
-    assert len(users) >= 13
+    # The database and its 5 field settings, the image repository and its grant, the runtime,
+    # invoker and builder accounts; with a sample that calls the token check, its account and
+    # the tokens' TTL too, and the accounts the samples run as (the sample workflow's).
+    assert len(users) >= (13 if needs_token_check(settings) else 11)
     assert {r.type.split("/")[0] for r in users} == {
         "gcp:firestore",
         "gcp:artifactregistry",
@@ -198,10 +203,11 @@ def test_the_api_pause_is_triggered_by_the_list_of_apis() -> None:
     pause sleeps again before what the update creates."""
     plain = mock_stack(build(valid_values(jobs=[valid_job()]))).named(SLEEP, API_PAUSE)
     assert plain.inputs["triggers"]["apis"] == " ".join(sorted(REQUIRED_APIS))
-    with_workflows = mock_stack(build(valid_values(jobs=JOBS))).named(SLEEP, API_PAUSE)
-    shown = with_workflows.inputs["triggers"]["apis"].split()
-    assert shown == sorted(shown) and set(REQUIRED_APIS) < set(shown)
-    assert (
-        "workflows.googleapis.com" in shown
-        and "workflows.googleapis.com" not in plain.inputs["triggers"]["apis"]
-    )
+    # Every sample (the kinds' APIs, where the kinds are present) and a secret (Secret Manager's).
+    values = {**VALUES, "jobs": [valid_job(), valid_job(name="report", secrets={"API_KEY": "api-key"})]}
+    brought = set(extra_apis(build(values)))
+    assert "secretmanager.googleapis.com" in brought
+    assert {api for kind in TARGET_KINDS if kind.sample_job is not None for api in kind.apis} <= brought
+    shown = mock_stack(build(values)).named(SLEEP, API_PAUSE).inputs["triggers"]["apis"].split()
+    assert shown == sorted(shown) and set(shown) == set(REQUIRED_APIS) | brought
+    assert not brought & set(plain.inputs["triggers"]["apis"].split())

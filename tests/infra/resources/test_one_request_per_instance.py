@@ -11,6 +11,7 @@ import pytest
 
 from infra.resources.function import FUNCTION_ENTRY_POINT
 from policy.offline import UNKNOWN_NUMBER, resource_policy, run_resource_policy
+from tests.support.optional import needs_proxy_kinds
 from tests.support.stacks import fixture_stack
 from tools.mocked_program import MockedResource, as_policy_value, mock_stack
 
@@ -66,6 +67,8 @@ def test_an_unset_concurrency_is_refused_and_an_unknown_one_waits_for_the_update
     assert check(with_concurrency(function, UNKNOWN_NUMBER)) == []
 
 
+# The token check is deployed for the samples of the target kinds that call it.
+@needs_proxy_kinds
 def test_the_token_check_ends_no_process_and_may_take_many_requests(dev_functions):
     (token_check,) = [f for f in dev_functions if f is not deduplicating(dev_functions)]
     assert token_check.inputs["buildConfig"]["entryPoint"] == "check_idempotency_token"

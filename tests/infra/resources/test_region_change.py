@@ -12,6 +12,7 @@ from infra.config.schema import SettingsError, project_name
 from infra.settings.loading import settings_from_config
 from infra.settings.region_change import REGION_OUTPUT, check_region_unchanged
 from infra.settings.stack import StackSettings
+from infra.targets.registry import TARGET_KEYS
 from tests.infra.conftest import NAMESPACE, PROJECT, REGION, valid_job, valid_values
 from tools.mocked_program import (
     SLEEP,
@@ -23,13 +24,16 @@ from tools.mocked_program import (
 
 OTHER_REGION = "us-central1"
 API_PAUSE = "eos-api-propagation"
-# Every sample, so every kind of regional resource is declared.
-JOBS = [
-    valid_job(),
-    valid_job(name="wf", workflow={"sample": True}),
-    valid_job(name="crj", cloudRunJob={"sample": True}),
-    valid_job(name="bq", bigquery={"sample": True}),
-]
+# Each target kind's sample, with the regional resources it deploys, for the kinds present: so
+# every kind of regional resource the checkout can deploy is declared (a sample Cloud Run job
+# among them, which `samples: true` leaves out).
+KIND_SAMPLES = {
+    "workflow": (valid_job(name="wf", workflow={"sample": True}), "gcp:workflows/workflow:Workflow"),
+    "cloudRunJob": (valid_job(name="crj", cloudRunJob={"sample": True}), "gcp:cloudrunv2/job:Job"),
+    "bigquery": (valid_job(name="bq", bigquery={"sample": True}), "gcp:bigquery/dataset:Dataset"),
+}
+PRESENT = {key: sample for key, sample in KIND_SAMPLES.items() if key in TARGET_KEYS}
+JOBS = [valid_job(), *(job for job, _ in PRESENT.values())]
 # The inputs that place a resource in a region.
 LOCATION_KEYS = ("location", "locationId", "region")
 
@@ -104,15 +108,14 @@ def test_every_regional_resource_waits_for_the_pause_that_takes_the_checked_regi
     assert reference.urn in deployed.dependencies[pause.urn]
     regional_resources = [r for r in deployed.resources if r.custom and regional(r.inputs)]
     kinds = {r.type for r in regional_resources}
-    # The database, repository, bucket, functions, jobs, workflows, Cloud Run job, dataset, ...
+    # The database, repository, bucket, functions, jobs, and with the template's kinds the
+    # workflows, Cloud Run job, dataset, ...
     assert {
         "gcp:firestore/database:Database",
         "gcp:artifactregistry/repository:Repository",
         "gcp:storage/bucket:Bucket",
         "gcp:cloudfunctionsv2/function:Function",
         "gcp:cloudscheduler/job:Job",
-        "gcp:workflows/workflow:Workflow",
-        "gcp:cloudrunv2/job:Job",
-        "gcp:bigquery/dataset:Dataset",
+        *(regional_type for _, regional_type in PRESENT.values()),
     } <= kinds
     assert [r.name for r in regional_resources if pause.urn not in deployed.waits_for(r.urn)] == []

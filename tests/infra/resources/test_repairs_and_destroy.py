@@ -11,30 +11,39 @@ from typing import Any
 import pulumi
 import pytest
 
+from infra.plan.needs import needs_token_check
 from infra.resources.function import FunctionNotServingError
-from tests.infra.conftest import build, valid_job, valid_values
+from tests.infra.conftest import build, valid_values
+from tests.support.optional import needs_proxy_kinds
 from tools.mocked_program import GcpMocks, MockedStack, mock_stack
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 FIELD = "gcp:firestore/field:Field"
 DATABASE = "gcp:firestore/database:Database"
 PROVIDER_DEFAULT_MINUTES = 20
-# Both functions: the scheduled one, and the token check a sample workflow brings.
-JOBS = [valid_job(), valid_job(name="wf", workflow={"sample": True})]
+# Every sample: with the template's target kinds, both functions, the scheduled one and the
+# token check a sample workflow brings, and the token records' field setting.
+VALUES = valid_values(samples=True)
+TOKEN_CHECK = needs_token_check(build(VALUES))
+# Each function's resource name and the name it deploys under.
+FUNCTIONS = {
+    "eos-function": "eos-prod-handler",
+    **({"eos-token-check": "eos-prod-token-check"} if TOKEN_CHECK else {}),
+}
 
 
 def stack_of(preview: bool = False, **values: Any) -> MockedStack:
-    return mock_stack(build(valid_values(jobs=JOBS, **values)), preview=preview)
+    return mock_stack(build({**VALUES, **values}), preview=preview)
 
 
 @pytest.mark.parametrize("preview", [False, True], ids=["applied", "preview"])
 def test_both_functions_are_replaced_delete_first(preview: bool) -> None:
     """Their names are fixed: a replacement that creates first meets 409 "already exists"."""
     functions = stack_of(preview).of_type(FUNCTION)
-    assert sorted(f.name for f in functions) == ["eos-function", "eos-token-check"]
+    assert sorted(f.name for f in functions) == sorted(FUNCTIONS)
     assert all(f.delete_before_replace for f in functions)
     # Their names do not change between runs: nothing else would make delete-first necessary.
-    assert sorted(f.inputs["name"] for f in functions) == ["eos-prod-handler", "eos-prod-token-check"]
+    assert sorted(f.inputs["name"] for f in functions) == sorted(FUNCTIONS.values())
 
 
 class FailedFunctionMocks(GcpMocks):
@@ -58,12 +67,16 @@ class FailedFunctionMocks(GcpMocks):
 @pytest.mark.parametrize("preview", [False, True], ids=["applied", "preview"])
 @pytest.mark.parametrize(
     ("failed", "resource"),
-    [("eos-prod-handler", "eos-function"), ("eos-prod-token-check", "eos-token-check")],
+    [
+        ("eos-prod-handler", "eos-function"),
+        # The token check, which only a sample of the target kinds brings.
+        pytest.param("eos-prod-token-check", "eos-token-check", marks=needs_proxy_kinds),
+    ],
 )
 def test_a_function_whose_build_failed_fails_the_run_naming_the_replace_that_repairs_it(
     preview: bool, failed: str, resource: str
 ) -> None:
-    settings = build(valid_values(jobs=JOBS))
+    settings = build(VALUES)
     mocks = FailedFunctionMocks(settings.project, failed, preview)
     with pytest.raises(FunctionNotServingError) as raised:
         mock_stack(settings, mocks=mocks)
@@ -78,7 +91,7 @@ def test_a_function_whose_build_failed_fails_the_run_naming_the_replace_that_rep
 def test_a_first_preview_knows_no_uri_and_does_not_fail() -> None:
     """Unknown is not missing: a first preview of a new stack declares everything."""
     stack = stack_of(preview=True)
-    assert len(stack.of_type(FUNCTION)) == 2
+    assert len(stack.of_type(FUNCTION)) == len(FUNCTIONS)
 
 
 def _minutes(duration: str) -> float:
@@ -98,12 +111,13 @@ def test_with_deletion_protection_every_field_setting_is_kept_on_destroy(values:
     of a kept database would then never expire."""
     stack = stack_of(deletionProtection=True, **values)
     fields = stack.of_type(FIELD)
-    # The run records' TTL, their 4 indexing exemptions, the token records' TTL.
-    assert len(fields) == 6
+    # The run records' TTL, their 4 indexing exemptions, and with the token check the token
+    # records' TTL.
+    assert len(fields) == (6 if TOKEN_CHECK else 5)
     assert [f.name for f in fields if not f.retain_on_delete] == []
     assert {f.inputs["collection"] for f in fields if "ttlConfig" in f.inputs} == {
         "scheduler_runs",
-        "idempotency_tokens",
+        *(["idempotency_tokens"] if TOKEN_CHECK else []),
     }
     databases = stack.of_type(DATABASE)
     assert all(d.inputs["deletionPolicy"] == "ABANDON" for d in databases)
