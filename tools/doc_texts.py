@@ -35,13 +35,6 @@ from exactly_once.endpoints import (
     ID_TOKEN_DISABLED_ENV,
     WORKFLOWS_ENDPOINT_ENV,
 )
-from exactly_once.targets.job_specs import (
-    BIGQUERY_HANDLER,
-    BIGQUERY_JOBS_ENV,
-    CLOUD_RUN_HANDLER,
-    CLOUD_RUN_JOBS_ENV,
-    WORKFLOWS_HANDLER,
-)
 from exactly_once.token_check.settings import COLLECTION_ENV, RETENTION_ENV, TokenStoreConfig
 from infra.config.access import GRANT_KINDS
 from infra.targets.registry import TARGET_KINDS
@@ -185,18 +178,15 @@ def _function_environment() -> tuple[EnvVar, ...]:
             f"`{tokens.retention_seconds:g}`",
             "a token record's lifetime (`idempotencyRetentionSeconds`)",
         ),
-        EnvVar(
-            CLOUD_RUN_JOBS_ENV,
-            "none",
-            'JSON `{"job name": {job, args?, env?, taskCount?, timeoutSeconds?}}`: what '
-            f"`{CLOUD_RUN_HANDLER.split(':')[0]}` runs (`jobs[].cloudRunJob`, set by the stack)",
-        ),
-        EnvVar(
-            BIGQUERY_JOBS_ENV,
-            "none",
-            'JSON `{"job name": {project, location, query, destinationTable?, writeDisposition?, '
-            f"labels?}}}}`: what `{BIGQUERY_HANDLER.split(':')[0]}` runs (`jobs[].bigquery`, set by the "
-            "stack)",
+        *(
+            EnvVar(
+                kind.environment_variable,
+                "none",
+                f'JSON `{{"job name": {kind.environment_entry}}}`: what `{kind.handler_module}` runs '
+                f"(`jobs[].{kind.key}`, set by the stack)",
+            )
+            for kind in TARGET_KINDS
+            if kind.environment_variable is not None
         ),
         *(
             EnvVar(
@@ -257,9 +247,7 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
     "body": ("object", "JSON request body (the demo job reads `sleep_seconds` and `fail`)."),
     "handler": (
         "string",
-        f"`module:callable` for this job only (goes into the job table, `{JOB_TABLE_ENV}`). A job run by "
-        f"`{WORKFLOWS_HANDLER}` without a `workflow` setting must have a body "
-        '`{"workflow": "projects/…/workflows/…", "argument"?: {...}}`.',
+        f"`module:callable` for this job only (goes into the job table, `{JOB_TABLE_ENV}`).",
     ),
     "overlap": (
         "string",

@@ -2,7 +2,7 @@
 
 BigQuery takes a client-chosen job id and refuses a second job with an id it has already seen
 in the project (HTTP 409). The job id here is the scheduled job's name and the run id
-(exactly_once/targets/job_specs.py: bigquery_job_id), the same on every delivery of the run:
+(exactly_once/targets/bigquery_job_spec.py: bigquery_job_id), the same on every delivery of the run:
 when an answer is lost and the run is retried, the retry's insert is refused and the job reads
 the one that exists instead, reporting its state. One job per run, whatever is lost, and
 nothing is asked of the query.
@@ -35,9 +35,10 @@ from exactly_once.delivery.following import register_follower
 from exactly_once.endpoints import BIGQUERY_ENDPOINT_ENV, ApiEndpoint, endpoint_from_env
 from exactly_once.ledger.downstream import Downstream, DownstreamState
 from exactly_once.once import OncePerInstance
+from exactly_once.targets.bigquery_job_spec import BIGQUERY_JOBS_ENV, BigQueryJobSpec, bigquery_job_id
 from exactly_once.targets.call_timeout import call_timeout
 from exactly_once.targets.errors import downstream_call
-from exactly_once.targets.job_specs import BIGQUERY_JOBS_ENV, BigQueryJobSpec, bigquery_job_id, read_table
+from exactly_once.targets.job_tables import read_table
 
 # The kind of work this proxy starts, as the stack's config names the target: what its runs'
 # records say they started, and what its follower is registered under.

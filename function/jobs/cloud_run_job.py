@@ -18,7 +18,7 @@ when just started, the found execution's own state when an earlier attempt start
 `execution_state` asks for it again afterwards, for whoever follows the run's execution to its
 end (exactly_once/delivery/following.py).
 
-Settings: CLOUD_RUN_JOBS (JSON, set by the stack; exactly_once/targets/job_specs.py), keyed by
+Settings: CLOUD_RUN_JOBS (JSON, set by the stack; exactly_once/targets/cloud_run_job_spec.py), keyed by
 the scheduled job's id. The request body must be empty. CLOUD_RUN_API_ENDPOINT (optional)
 overrides the endpoint (exactly_once/endpoints.py); the client speaks REST.
 """
@@ -40,16 +40,16 @@ from exactly_once.ledger.downstream import Downstream, DownstreamState
 from exactly_once.once import OncePerInstance
 from exactly_once.run_key import format_rfc3339
 from exactly_once.targets.call_timeout import CALL_TIMEOUT_SECONDS, call_timeout
-from exactly_once.targets.errors import downstream_call
-from exactly_once.targets.job_specs import (
+from exactly_once.targets.cloud_run_job_spec import (
     CLOUD_RUN_JOBS_ENV,
     FENCE_ENV,
     RUN_ID_ENV,
     SCHEDULE_TIME_ENV,
     SCHEDULER_JOB_ENV,
     CloudRunJobSpec,
-    read_table,
 )
+from exactly_once.targets.errors import downstream_call
+from exactly_once.targets.job_tables import read_table
 
 # The kind of work this proxy starts, as the stack's config names the target: what its runs'
 # records say they started, and what its follower is registered under.

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from exactly_once.targets.job_specs import ENV_NAME
+from exactly_once.targets.job_tables import ENV_NAME
 from exactly_once.targets.resource_names import BIGQUERY_DATASET, CLOUD_RUN_JOB_RESOURCE_NAME
 from infra.config.schema import ConfigProblems
 

@@ -34,7 +34,7 @@ from exactly_once.config import (
     OverlapPolicy,
 )
 from exactly_once.endpoints import ENDPOINT_VARIABLES, ID_TOKEN_DISABLED_ENV
-from exactly_once.targets.job_specs import render_table
+from exactly_once.targets.job_tables import render_table
 from exactly_once.token_check.settings import COLLECTION_ENV as TOKEN_COLLECTION_ENV
 from exactly_once.token_check.settings import RETENTION_ENV as TOKEN_RETENTION_ENV
 from infra.config.access import SecretReference

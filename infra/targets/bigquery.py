@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-from exactly_once.targets.job_specs import BIGQUERY_HANDLER, BIGQUERY_JOBS_ENV, BigQueryJobSpec
+from exactly_once.targets.bigquery_job_spec import BIGQUERY_JOBS_ENV, BigQueryJobSpec
 from exactly_once.targets.resource_names import BIGQUERY_DATASET
 from infra.config.access import DATASET_ROLES, ResourceGrant
 from infra.config.schema import ConfigProblems, unknown_keys
@@ -28,6 +28,8 @@ KEYS: Final = (
     "readDatasets",
     "writeDatasets",
 )
+# The proxy job (function/jobs/bigquery_job.py) every job of this kind runs.
+BIGQUERY_HANDLER: Final = "jobs.bigquery_job:run_bigquery_job"
 BIGQUERY_API: Final = "bigquery.googleapis.com"
 # The sample BigQuery job: one row per run appended to a table of the stack's sample dataset,
 # so `SELECT run_id, COUNT(*) ... GROUP BY run_id HAVING COUNT(*) > 1` shows exactly-once.
@@ -119,6 +121,9 @@ class BigQueryKind(TargetKind):
         ),
     )
     environment_variable: ClassVar[str | None] = BIGQUERY_JOBS_ENV
+    environment_entry: ClassVar[str] = (
+        "{project, location, query, destinationTable?, writeDisposition?, labels?}"
+    )
     # One row per run appended to a table of the stack's sample dataset.
     sample_job: ClassVar[SampleJob | None] = SampleJob("bigquery-demo", "45 * * * *", {"sample": True})
 

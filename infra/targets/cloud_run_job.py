@@ -2,7 +2,7 @@
 
 `sample: true` (the stack deploys infra/samples/cloud_run_job.py as the job) or `job`: a Cloud
 Run job's name in the stack's project and region, or its full resource name. Its settings are
-checked with the rules the function applies (exactly_once/targets/job_specs.py) and rendered
+checked with the rules the function applies (exactly_once/targets/cloud_run_job_spec.py) and rendered
 into the function's CLOUD_RUN_JOBS table; the runtime account may execute that one job.
 """
 
@@ -12,17 +12,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
-from exactly_once.targets.job_specs import (
-    CLOUD_RUN_HANDLER,
-    CLOUD_RUN_JOBS_ENV,
-    RUN_ENV_NAMES,
-    CloudRunJobSpec,
-)
+from exactly_once.targets.cloud_run_job_spec import CLOUD_RUN_JOBS_ENV, RUN_ENV_NAMES, CloudRunJobSpec
 from exactly_once.targets.resource_names import CLOUD_RUN_JOB_ID
 from infra.config.access import CLOUD_RUN_TARGET_ROLES, ResourceGrant
 from infra.config.schema import ConfigProblems, unknown_keys
 from infra.targets.kind import Placement, TargetKind, sample_or_named
 
+# The proxy job (function/jobs/cloud_run_job.py) every job of this kind runs.
+CLOUD_RUN_HANDLER: Final = "jobs.cloud_run_job:run_cloud_run_job"
 KEYS: Final = ("sample", "job", "args", "env", "taskCount", "timeoutSeconds")
 
 
@@ -79,6 +76,7 @@ class CloudRunJobKind(TargetKind):
     handler: ClassVar[str] = CLOUD_RUN_HANDLER
     service: ClassVar[str] = "Cloud Run Admin API"
     environment_variable: ClassVar[str | None] = CLOUD_RUN_JOBS_ENV
+    environment_entry: ClassVar[str] = "{job, args?, env?, taskCount?, timeoutSeconds?}"
     # The sample job's container calls the token check from Cloud Run, outside any VPC network.
     sample_calls_token_check: ClassVar[bool] = True
     sample_calls_from_outside_network: ClassVar[bool] = True

@@ -71,8 +71,10 @@ class TargetKind:
     # Project roles of the runtime account when some job runs this kind's handler: only for
     # a service with no resource-level IAM to start executions on.
     project_roles: ClassVar[tuple[ProjectRole, ...]] = ()
-    # The function's environment variable holding the kind's per-job table, if it has one.
+    # The function's environment variable holding the kind's per-job table, if it has one, and
+    # the shape of one job's entry in it, for the docs' table of the function's environment.
     environment_variable: ClassVar[str | None] = None
+    environment_entry: ClassVar[str] = ""
     # Whether Cloud Scheduler sends a JSON body for a job of this kind.
     sends_body: ClassVar[bool] = False
     # What to tell a user who set `body` on a job of this kind.

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
-from exactly_once.targets.job_specs import WORKFLOWS_HANDLER as HANDLER
 from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
 from infra.config.schema import ConfigProblems
 from infra.targets.kind import Placement, ProjectRole, SampleJob, TargetKind
 
+# The proxy job (function/jobs/workflows.py) every job of this kind runs.
+HANDLER: Final = "jobs.workflows:start_workflow_execution"
 WORKFLOWS_API: Final = "workflows.googleapis.com"
 # The function starts executions through the Executions API, which enabling Workflows does not.
 EXECUTIONS_API: Final = "workflowexecutions.googleapis.com"
@@ -56,7 +57,9 @@ class WorkflowKind(TargetKind):
         "name": (
             "string",
             "Instead of `sample`: an existing workflow, `projects/<p>/locations/<l>/workflows/<w>`; "
-            "no sample is deployed. Exactly one of `sample: true` and `name`.",
+            "no sample is deployed. Exactly one of `sample: true` and `name`. Without a `workflow` "
+            f"setting, a job run by `{HANDLER}` must have a body "
+            '`{"workflow": "projects/…/workflows/…", "argument"?: {...}}`.',
         ),
         "argument": (
             "object",

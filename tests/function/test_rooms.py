@@ -187,7 +187,7 @@ def test_the_core_names_no_module_of_the_jobs_package() -> None:
             "if TYPE_CHECKING:\n    from exactly_once.audit.run import run_audit\n",
             {"exactly_once.audit.run"},
         ),
-        ("def later():\n    import exactly_once.targets.job_specs\n", {"exactly_once.targets.job_specs"}),
+        ("def later():\n    import exactly_once.targets.errors\n", {"exactly_once.targets.errors"}),
         ("from exactly_once import log_fields, RunContext\n", {"exactly_once.log_fields"}),
         ("from exactly_once.ledger import lifecycle\n", {"exactly_once.ledger.lifecycle"}),
         ("from exactly_once.ledger.store import RunStore\n", {"exactly_once.ledger.store"}),

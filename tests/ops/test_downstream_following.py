@@ -21,7 +21,7 @@ from google.cloud.workflows.executions_v1 import Execution
 
 from exactly_once import log_fields
 from exactly_once.delivery.scheduler_request import RunKey
-from exactly_once.targets.job_specs import CLOUD_RUN_JOBS_ENV
+from exactly_once.targets.cloud_run_job_spec import CLOUD_RUN_JOBS_ENV
 from infra.config.schema import REPO_ROOT
 from infra.monitoring import log_filters
 from infra.plan.audit_job import with_audit_job

@@ -17,13 +17,8 @@ from typing import Any, ClassVar
 
 import grpc
 
-from exactly_once.targets.job_specs import (
-    BIGQUERY_HANDLER,
-    BIGQUERY_JOBS_ENV,
-    CLOUD_RUN_HANDLER,
-    CLOUD_RUN_JOBS_ENV,
-    bigquery_job_id,
-)
+from exactly_once.targets.bigquery_job_spec import BIGQUERY_JOBS_ENV, bigquery_job_id
+from exactly_once.targets.cloud_run_job_spec import CLOUD_RUN_JOBS_ENV
 from tests.support.fake_bigquery import FakeBigQuery
 from tests.support.fake_cloud_run import FakeCloudRun
 from tests.support.fake_workflows import FakeWorkflows
@@ -51,6 +46,8 @@ BIGQUERY_JOB_ID = bigquery_job_id(JOB_NAME, RUN_ID)
 BIGQUERY_OUTPUT_NAME = f"acme-data:EU.{BIGQUERY_JOB_ID}"
 
 WORKFLOWS_HANDLER = "jobs.workflows:start_workflow_execution"
+CLOUD_RUN_HANDLER = "jobs.cloud_run_job:run_cloud_run_job"
+BIGQUERY_HANDLER = "jobs.bigquery_job:run_bigquery_job"
 WORKFLOW = "projects/acme/locations/europe-west1/workflows/nightly-report"
 WORKFLOW_BODY = {"workflow": WORKFLOW, "argument": {"report": "daily", "limit": 10}}
 

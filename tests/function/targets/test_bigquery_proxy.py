@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from exactly_once.targets.job_specs import BIGQUERY_HANDLER, BIGQUERY_JOBS_ENV
+from exactly_once.targets.bigquery_job_spec import BIGQUERY_JOBS_ENV
+from tests.function.targets.proxy_kinds import BIGQUERY_HANDLER, QUERY, QUERY_JOB
 from tests.function.targets.proxy_kinds import BIGQUERY_JOB_ID as JOB_ID
 from tests.function.targets.proxy_kinds import BIGQUERY_OUTPUT_NAME as OUTPUT_NAME
-from tests.function.targets.proxy_kinds import QUERY, QUERY_JOB
 from tests.support.fake_bigquery import FakeBigQuery
 from tests.support.proxy_runs import JOB_NAME, RUN_ID, deliver, proxy_env, redo, run_record
 

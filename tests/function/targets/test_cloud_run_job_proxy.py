@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from exactly_once.targets.job_specs import CLOUD_RUN_HANDLER, CLOUD_RUN_JOBS_ENV
+from exactly_once.targets.cloud_run_job_spec import CLOUD_RUN_JOBS_ENV
 from localrun.function_server import FunctionServer, FunctionServerError
+from tests.function.targets.proxy_kinds import CLOUD_RUN_HANDLER
 from tests.function.targets.proxy_kinds import CLOUD_RUN_JOB as JOB
 from tests.function.targets.proxy_kinds import CLOUD_RUN_JOB_SPEC as JOB_SPEC
 from tests.support.fake_cloud_run import FakeCloudRun

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from exactly_once.targets.job_specs import BIGQUERY_HANDLER, CLOUD_RUN_HANDLER
+from infra.targets.bigquery import BIGQUERY_HANDLER
+from infra.targets.cloud_run_job import CLOUD_RUN_HANDLER
 from policy.offline import violations
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.stack_tables import shipped_table, table_handlers

@@ -25,7 +25,7 @@ def uses_workflows(settings) -> bool:
 
 
 def test_sample_workflow_job_defaults_its_handler_and_sends_the_workflow_body() -> None:
-    from exactly_once.targets.job_specs import WORKFLOWS_HANDLER
+    from infra.targets.workflow import HANDLER as WORKFLOWS_HANDLER
     from infra.targets.workflow import WorkflowTarget
 
     settings = build(valid_values(jobs=[valid_job(workflow={"sample": True, "argument": {"a": 1}})]))

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 import yaml
 
-from exactly_once.targets.job_specs import WORKFLOWS_HANDLER
 from infra.component import REQUIRED_APIS
 from infra.config.schema import REPO_ROOT
 from infra.plan.audit_job import AUDIT_HANDLER
 from infra.samples.workflows import SAMPLE_WORKFLOW_FILE
+from infra.targets.workflow import HANDLER as WORKFLOWS_HANDLER
 from infra.targets.workflow import KIND as WORKFLOW_KIND
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.stack_tables import shipped_table, table_handlers
