@@ -23,24 +23,19 @@ from exactly_once.endpoints import (
     CLOUD_RUN_ENDPOINT_ENV,
     WORKFLOWS_ENDPOINT_ENV,
 )
-from exactly_once.targets.job_specs import (
-    BIGQUERY_HANDLER,
-    BIGQUERY_JOBS_ENV,
-    CLOUD_RUN_HANDLER,
-    CLOUD_RUN_JOBS_ENV,
-)
+from infra.targets.registry import TARGET_KINDS
 from localrun.firestore_rpcs import counted_emulator_client
 from localrun.tcp_proxy import tcp_proxy
 from tests.support.fake_bigquery import FakeBigQuery
 from tests.support.fake_cloud_run import FakeCloudRun
 from tests.support.fake_workflows import FakeWorkflows
 from tests.support.job_tables import jobs_env
+from tests.support.optional import needs_proxy_kinds
 
 ENV = {"GOOGLE_CLOUD_PROJECT": "bench-test", "JOB_HANDLER": "jobs.noop:do_nothing"}
 # The client libraries of the BigQuery, Cloud Run and Workflows proxy jobs.
 CLIENT_PACKAGES = ["google.cloud.bigquery", "google.cloud.run_v2", "google.cloud.workflows"]
 CLOUD_RUN_JOB = "projects/acme/locations/europe-west1/jobs/nightly-export"
-WORKFLOWS_HANDLER = "jobs.workflows:start_workflow_execution"
 WORKFLOW = "projects/acme/locations/europe-west1/workflows/nightly-report"
 
 
@@ -155,16 +150,26 @@ def fakes() -> Iterator[tuple[FakeBigQuery, FakeCloudRun, FakeWorkflows]]:
         yield started
 
 
+@needs_proxy_kinds
 def test_a_proxy_job_s_api_client_is_imported_by_its_first_run_not_at_start_up(fakes):
     """The router imports every module of the job table's handlers when the instance starts; the client
     libraries those modules use wait for a run of their job (each against its loopback fake)."""
     bigquery, cloud_run, workflows = fakes
+    # Each kind's handler and table as the stack names them (the kinds' own modules are theirs).
+    kinds = {kind.key: kind for kind in TARGET_KINDS}
+    bigquery_kind, cloud_run_kind = kinds["bigquery"], kinds["cloudRunJob"]
+    assert bigquery_kind.environment_variable and cloud_run_kind.environment_variable
     query = {"project": "acme-data", "location": "EU", "query": "SELECT 1"}
+    handlers = {
+        "rollup": bigquery_kind.handler,
+        "export": cloud_run_kind.handler,
+        "report": kinds["workflow"].handler,
+    }
     env = {
         **ENV,
-        **jobs_env({"rollup": BIGQUERY_HANDLER, "export": CLOUD_RUN_HANDLER, "report": WORKFLOWS_HANDLER}),
-        BIGQUERY_JOBS_ENV: json.dumps({"rollup": query}),
-        CLOUD_RUN_JOBS_ENV: json.dumps({"export": {"job": CLOUD_RUN_JOB}}),
+        **jobs_env(handlers),
+        bigquery_kind.environment_variable: json.dumps({"rollup": query}),
+        cloud_run_kind.environment_variable: json.dumps({"export": {"job": CLOUD_RUN_JOB}}),
         BIGQUERY_ENDPOINT_ENV: bigquery.endpoint,
         CLOUD_RUN_ENDPOINT_ENV: cloud_run.endpoint,
         WORKFLOWS_ENDPOINT_ENV: workflows.endpoint,

@@ -24,6 +24,7 @@ from localrun.verdicts import (
     Verdict,
     exit_code,
 )
+from tests.support.optional import needs_proxy_kinds
 
 JOB = {"schedule": "*/15 * * * *", "timeZone": "Etc/UTC", "attemptDeadlineSeconds": 60}
 
@@ -75,6 +76,7 @@ def test_the_default_demo_reads_its_own_stack_and_none_of_the_forkers(
     assert not [path for path in read if path.name in ("Pulumi.dev.yaml", "Pulumi.prod.yaml")]
 
 
+@needs_proxy_kinds
 @pytest.mark.parametrize(
     ("target", "says"),
     [

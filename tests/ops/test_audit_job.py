@@ -27,6 +27,7 @@ from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.settings.stack import StackSettings
 from tests.ops.conftest import DevFunction, serve_dev_function
 from tests.support.audits import audited, judged_span, latest_fire, stack_audit, windows_closed_in
+from tests.support.stacks import kind_sample_minutes
 
 SERVICE = "eos-handler"
 # The emulator's clock is this machine's: a commit time read back lies within this of the
@@ -70,6 +71,7 @@ def test_each_missed_run_is_reported_once_by_the_first_audit_after_its_window(
     demo = dev_function.demo
     audit_job = next(job for job in settings.jobs if job.name == AUDIT_JOB_NAME)
     deployed = settings.scheduler_job_id
+    samples = kind_sample_minutes(settings)
     for minute in (0, 15, 45):
         assert dev_function.deliver(demo, _day_at(10, minute)).json()["outcome"] == "executed"
     audits = stack_audit(settings, dev_function.db)
@@ -80,15 +82,14 @@ def test_each_missed_run_is_reported_once_by_the_first_audit_after_its_window(
         _stamp(_day_at(11, 5)),
     )
     # Retry windows (915 s for every dev job) that closed in (10:05, 11:05]: the 10:00-10:45 demo
-    # runs, the hourly workflow job's 10:30, the hourly BigQuery job's 10:45 and the audit's own
-    # 10:05, which nobody delivered.
+    # runs, each hourly kind sample's run (the workflow job's 10:30, the BigQuery job's 10:45)
+    # and the audit's own 10:05, which nobody delivered.
     assert first.missed() == {
         (deployed(demo), _stamp(_day_at(10, 30))),
-        (deployed("workflow-proxy-demo"), _stamp(_day_at(10, 30))),
-        (deployed("bigquery-demo"), _stamp(_day_at(10, 45))),
+        *((deployed(name), _stamp(_day_at(10, minute))) for name, minute in samples.items()),
         (deployed(AUDIT_JOB_NAME), _stamp(_day_at(10, 5))),
     }
-    assert (first.output["judged"], first.output["missed"]) == (7, 4)
+    assert (first.output["judged"], first.output["missed"]) == (5 + len(samples), 2 + len(samples))
 
     # The 11:05 audit run completes as the function runs it (what it judged, up to now, is not
     # looked at here): its record is what the next audit judges it by.
@@ -100,8 +101,7 @@ def test_each_missed_run_is_reported_once_by_the_first_audit_after_its_window(
     assert second.output["judged_from"] == first.output["judged_until"]
     assert second.missed() == {
         *((deployed(demo), _stamp(_day_at(11, minute))) for minute in (0, 15, 30, 45)),
-        (deployed("workflow-proxy-demo"), _stamp(_day_at(11, 30))),
-        (deployed("bigquery-demo"), _stamp(_day_at(11, 45))),
+        *((deployed(name), _stamp(_day_at(11, minute))) for name, minute in samples.items()),
     }
 
     # Two audit runs were lost (12:05 and 13:05): the next that completes judges both hours,
@@ -113,8 +113,11 @@ def test_each_missed_run_is_reported_once_by_the_first_audit_after_its_window(
     )
     assert third.missed() == {
         *((deployed(demo), _stamp(_day_at(hour, minute))) for hour in (12, 13) for minute in (0, 15, 30, 45)),
-        *((deployed("workflow-proxy-demo"), _stamp(_day_at(hour, 30))) for hour in (12, 13)),
-        *((deployed("bigquery-demo"), _stamp(_day_at(hour, 45))) for hour in (12, 13)),
+        *(
+            (deployed(name), _stamp(_day_at(hour, minute)))
+            for name, minute in samples.items()
+            for hour in (12, 13)
+        ),
         *((deployed(AUDIT_JOB_NAME), _stamp(_day_at(hour, 5))) for hour in (12, 13)),
     }
     assert not third.missed() & (first.missed() | second.missed())

@@ -56,13 +56,14 @@ from infra.plan.audit_job import audit_config, retry_window_seconds
 from infra.plan.headers import delivery_headers
 from infra.settings.environment import function_environment, job_table
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
+from infra.settings.samples import DEMO_JOB
 from infra.settings.stack import StackSettings
 from jobs.demo import EXECUTIONS_COLLECTION
 from localrun.emulator import free_loopback_port
 from localrun.function_server import FunctionServer
 from tests.ops.conftest import Cli
 from tests.support.job_tables import table_env
-from tests.support.stacks import DEMO_JOB, FIXTURE_STACKS, demo_job, with_job
+from tests.support.stacks import FIXTURE_STACKS, demo_job, with_job
 
 # Three hours: at least the demo job's retry window plus the audit's hour, within the retention.
 WINDOW_SECONDS = 3 * 3600

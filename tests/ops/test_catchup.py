@@ -27,12 +27,13 @@ from exactly_once.ledger.records import in_progress_record, utc_now
 from infra.plan.audit_job import audited_jobs
 from infra.settings.environment import function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
+from infra.settings.samples import DEMO_JOB
 from infra.settings.stack import StackSettings
 from localrun.emulator import free_loopback_port
 from tests.ops.conftest import DevFunction
 from tests.support.audits import StackAudit, closed_fires, latest_fire, stack_audit
 from tests.support.stack_tables import audit_table_env
-from tests.support.stacks import DEMO_JOB, with_job
+from tests.support.stacks import with_job
 from tests.support.waiting import wait_until
 
 # Three hours: at least the demo job's retry window plus the audit's hour, within the retention.

@@ -11,6 +11,7 @@ from exactly_once.audit.schedule import fire_times
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from infra.settings.environment import function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
+from infra.settings.samples import DEMO_JOB
 from ops import ledger_view
 from ops.context import StackContext
 from ops.exit_codes import ExitCode
@@ -32,7 +33,7 @@ from tests.support.audits import (
     windows_closed_in,
 )
 from tests.support.stack_tables import audit_table_env
-from tests.support.stacks import DEMO_JOB, demo_job, with_job
+from tests.support.stacks import demo_job, kind_sample_minutes, with_job
 
 
 def _day_at(hour: int, minute: int) -> datetime:
@@ -117,8 +118,14 @@ def test_audit_and_status_show_a_paused_job_as_paused(
     # alert for them, and keeps the pause for the audits after it.
     audits = stack_audit(settings, db, pause_changed_at=paused_at)
     audit = audits.run(_day_at(11, 5))
-    # The workflow job's 10:30, the BigQuery job's 10:45, the audit's 10:05.
-    assert audit.output["missed"] == 3
+    # Each hourly kind sample's run (the workflow job's 10:30, the BigQuery job's 10:45), and the
+    # audit's own 10:05: none of the paused job's.
+    samples = kind_sample_minutes(settings)
+    assert audit.missed() == {
+        *((settings.scheduler_job_id(name), _stamp(10, minute)) for name, minute in samples.items()),
+        (settings.scheduler_job_id(AUDIT_JOB_NAME), _stamp(10, 5)),
+    }
+    assert audit.output["missed"] == 1 + len(samples)
     assert settings.scheduler_job_id(demo) not in {job for job, _ in audit.missed()}
     (summary,) = audit.events("missed_run_audit")
     assert summary["paused"] == 3  # 10:15, 10:30, 10:45

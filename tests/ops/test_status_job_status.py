@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 import requests
 
 from infra.plan.headers import delivery_headers
+from infra.settings.samples import DEMO_JOB
 from infra.settings.stack import StackSettings
 from tests.ops.conftest import Cli, DevFunction, serve_dev_function
-from tests.support.stacks import DEMO_JOB, demo_job, with_job
+from tests.support.stacks import demo_job, with_job
 
 
 def _past(minute: int) -> datetime:

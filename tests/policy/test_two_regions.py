@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from infra.settings.samples import SAMPLE_JOB_NAMES
+from infra.settings.stack import StackSettings
 from policy.offline import UNKNOWN_STRING, violations
 from tests.infra.conftest import build, valid_job, valid_values
 from tools.mocked_program import MockedResource, run_mocked_stack
@@ -27,15 +29,20 @@ def _as_in_preview(value: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def resources() -> list[MockedResource]:
-    settings = build(
-        valid_values(
-            secondRegion=SECOND,
-            databaseLocation="nam5",
-            jobs=[valid_job(), valid_job(name="wf", workflow={"sample": True})],
-        )
-    )
+def settings() -> StackSettings:
+    # The sample jobs beside a plain one: each target kind present has its job in both regions.
+    return build(valid_values(samples=True, secondRegion=SECOND, databaseLocation="nam5", jobs=[valid_job()]))
+
+
+@pytest.fixture(scope="module")
+def resources(settings: StackSettings) -> list[MockedResource]:
     return run_mocked_stack(settings)
+
+
+def _jobs_per_region(settings: StackSettings) -> int:
+    """The Scheduler jobs each region runs: the stack's jobs, and the audit's."""
+    assert settings.missed_run_audit
+    return len(settings.jobs) + 1
 
 
 def _violations(resources: list[MockedResource], preview: bool) -> list[str]:
@@ -43,17 +50,24 @@ def _violations(resources: list[MockedResource], preview: bool) -> list[str]:
     return violations((r.type, r.name, convert(r.inputs), convert(r.outputs)) for r in resources)
 
 
-def test_both_regions_pass_every_policy_applied_and_in_preview(resources: list[MockedResource]) -> None:
+def test_both_regions_pass_every_policy_applied_and_in_preview(
+    settings: StackSettings, resources: list[MockedResource]
+) -> None:
     jobs = [r for r in resources if r.type == "gcp:cloudscheduler/job:Job"]
     functions = [r for r in resources if r.type == "gcp:cloudfunctionsv2/function:Function"]
-    # The pack had the pairs to look at: three jobs (the audit's too) and a function per region.
-    assert sorted(job.inputs["region"] for job in jobs) == sorted(["europe-west1", SECOND] * 3)
+    assert {job.name for job in settings.jobs} >= SAMPLE_JOB_NAMES
+    # The pack had the pairs to look at: every job (the audit's too) and a function per region.
+    assert sorted(job.inputs["region"] for job in jobs) == sorted(
+        ["europe-west1", SECOND] * _jobs_per_region(settings)
+    )
     assert {f.inputs["location"] for f in functions} >= {"europe-west1", SECOND}
     assert _violations(resources, preview=False) == []
     assert _violations(resources, preview=True) == []
 
 
-def test_a_second_region_job_that_breaks_its_timing_is_caught(resources: list[MockedResource]) -> None:
+def test_a_second_region_job_that_breaks_its_timing_is_caught(
+    settings: StackSettings, resources: list[MockedResource]
+) -> None:
     """Guards the test above against passing because the second region's jobs went unchecked."""
     broken = []
     for r in resources:
@@ -63,6 +77,6 @@ def test_a_second_region_job_that_breaks_its_timing_is_caught(resources: list[Mo
             r = MockedResource(r.type, r.name, r.urn, r.inputs, dict(r.outputs) | {"retryConfig": retry})
         broken.append(r)
     found = [v for v in _violations(broken, preview=False) if "[retry-outlives-lease]" in v]
-    # Each of the second region's three jobs, and none of the first region's.
-    assert len(found) == 3
+    # Each of the second region's jobs, and none of the first region's.
+    assert len(found) == _jobs_per_region(settings)
     assert all(f"Scheduler job 'eos-{SECOND}-job-" in v for v in found)

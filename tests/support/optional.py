@@ -7,9 +7,18 @@ from __future__ import annotations
 import pytest
 
 from infra.config.paths import REPO_ROOT
+from infra.targets.kind import TargetKind
+from infra.targets.registry import TARGET_KINDS
 
 # The Workflows, Cloud Run job and BigQuery target kinds: the policy pack allows their project
 # roles only while the kinds are present (policy/identities/allowlist.py asks the registry).
 needs_proxy_kinds = pytest.mark.skipif(
     not (REPO_ROOT / "infra/targets/workflow.py").exists(), reason="the proxy kinds were deleted"
 )
+
+
+def proxy_kind(key: str) -> TargetKind:
+    """The target kind with config key `key` (`workflow`, `bigquery`), for a test marked
+    `needs_proxy_kinds`: it names the kind's handler as the registry has it, never by importing
+    the kind's module, which a fork without the kinds does not have."""
+    return next(kind for kind in TARGET_KINDS if kind.key == key)

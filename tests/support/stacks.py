@@ -16,6 +16,7 @@ from infra.settings.jobs import JobSettings
 from infra.settings.loading import load_stack_settings
 from infra.settings.samples import DEMO_JOB
 from infra.settings.stack import StackSettings
+from infra.targets.registry import TARGET_KINDS
 from tools.mocked_program import MockedResource, run_mocked_stack
 
 FIXTURE_STACKS = REPO_ROOT / "tests" / "fixtures" / "stacks"
@@ -42,3 +43,14 @@ def with_job(settings: StackSettings, name: str, /, **changes: Any) -> StackSett
     settings.job_named(name)  # refuses a name the stack does not have
     jobs = tuple(dataclasses.replace(job, **changes) if job.name == name else job for job in settings.jobs)
     return dataclasses.replace(settings, jobs=jobs)
+
+
+def kind_sample_minutes(settings: StackSettings) -> dict[str, int]:
+    """The sample job of each target kind present, which `settings` runs (`samples: true`), and
+    the minute past the hour it fires at: the kinds' samples are hourly."""
+    samples = [kind.sample_job for kind in TARGET_KINDS if kind.sample_job is not None]
+    assert all(sample.schedule.split()[1:] == ["*"] * 4 for sample in samples), samples
+    assert {sample.name for sample in samples} == {
+        job.name for job in settings.jobs if job.target is not None
+    }
+    return {sample.name: int(sample.schedule.split()[0]) for sample in samples}

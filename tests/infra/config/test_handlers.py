@@ -12,7 +12,6 @@ import pulumi
 import pytest
 from pulumi.runtime import config as runtime_config
 
-from exactly_once.targets.job_specs import WORKFLOWS_HANDLER
 from infra.config.handlers import handler_problem
 from infra.config.schema import FUNCTION_DIR, SettingsError
 from infra.plan.audit_job import AUDIT_HANDLER
@@ -20,7 +19,7 @@ from infra.settings.loading import settings_from_config
 from infra.settings.stack import StackSettings
 from infra.targets.registry import TARGET_KINDS
 from tests.infra.conftest import DEMO_HANDLER, NAMESPACE, build, error_of, valid_job, valid_values
-from tests.support.optional import needs_proxy_kinds
+from tests.support.optional import needs_proxy_kinds, proxy_kind
 from tools import mocked_program as pulumi_harness
 from tools.mocked_program import run_main
 from tools.optional_parts import pruned
@@ -196,7 +195,8 @@ def test_a_job_with_a_target_needs_no_handler_of_its_own() -> None:
     """Its kind's proxy runs it: the samples' workflow and BigQuery jobs name none."""
     values = _without_default(samples=True)
     values["jobs"].pop()
-    assert {job.name: job.handler for job in build(values).jobs}["workflow-proxy-demo"] == WORKFLOWS_HANDLER
+    handlers = {job.name: job.handler for job in build(values).jobs}
+    assert handlers["workflow-proxy-demo"] == proxy_kind("workflow").handler
 
 
 def test_under_mocks_a_job_without_handler_and_no_jobhandler_registers_no_resource(

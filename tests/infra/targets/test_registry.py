@@ -7,25 +7,41 @@ import ast
 import importlib
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 import infra.targets
-from exactly_once.targets import job_specs
 from infra.config.python_source import parse_python_file
 from infra.config.schema import REPO_ROOT
 from infra.targets import registry
 from infra.targets.kind import TargetKind
 from infra.targets.registry import TARGET_KINDS, kind_for_handler
+from tests.support.optional import needs_proxy_kinds
 from tests.support.sources import python_sources
-from tools.optional_parts import pruned
+from tools.optional_parts import OPTIONAL_PARTS
 
 TARGETS = REPO_ROOT / "infra" / "targets"
 NOT_KINDS = {"__init__", "kind", "registry"}
 # Where code that could enumerate kinds lives (tests may list them: they are the oracle).
 SCANNED = ("infra", "policy", "tools", "localrun", "ops", "bench", "bootstrap")
-HANDLER_CONSTANTS = {name for name in vars(job_specs) if name.endswith("_HANDLER")}
+# The names the template's code gives the proxies' handlers, by which a list could name kinds.
+TEMPLATE_HANDLER_NAMES = frozenset({"WORKFLOWS_HANDLER", "CLOUD_RUN_HANDLER", "BIGQUERY_HANDLER"})
+
+
+def _handler_constants() -> frozenset[str]:
+    """The template's names, and every name a present kind's module gives its handler."""
+    defined = {
+        name
+        for kind in TARGET_KINDS
+        for name, value in vars(sys.modules[type(kind).__module__]).items()
+        if name.endswith("HANDLER") and value == kind.handler
+    }
+    return TEMPLATE_HANDLER_NAMES | defined
+
+
+HANDLER_CONSTANTS = _handler_constants()
 
 
 def test_every_kind_module_is_registered_once() -> None:
@@ -52,12 +68,15 @@ def test_a_deleted_kind_module_leaves_the_others_found_in_their_order(
 
 
 def test_every_proxy_handler_the_function_names_belongs_to_one_kind() -> None:
-    handlers = {getattr(job_specs, name) for name in HANDLER_CONSTANTS}
-    # A fork that deleted the proxy kinds keeps the function's shared helpers, handlers' names included.
-    if pruned("infra/targets/workflow.py"):
-        assert {kind.handler for kind in TARGET_KINDS} <= handlers
-    else:
-        assert {kind.handler for kind in TARGET_KINDS} == handlers
+    """The proxy jobs the function ships for the kinds (function/jobs/) are the kinds' handler
+    modules, one each: a fork that deletes the kinds deletes both sides together."""
+    (kinds,) = [part for part in OPTIONAL_PARTS if part.name == "the proxy kinds"]
+    shipped = [
+        f"jobs.{Path(path).stem}"
+        for path in kinds.paths
+        if path.startswith("function/jobs/") and (REPO_ROOT / path).exists()
+    ]
+    assert sorted(kind.handler_module for kind in TARGET_KINDS) == sorted(shipped)
     assert all(kind_for_handler(kind.handler) is kind for kind in TARGET_KINDS)
 
 
@@ -94,12 +113,25 @@ def test_nothing_but_the_registry_lists_the_kinds() -> None:
     assert listed == []
 
 
-def test_the_scan_finds_a_second_list(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("source", "lists"),
+    [
+        # Config keys are the kinds' own: with the kinds deleted, no key names one.
+        pytest.param(
+            'NESTED = ("retry", "cloudRunJob", "bigquery")\n'
+            "PROXIES = (CLOUD_RUN_HANDLER, BIGQUERY_HANDLER)\n",
+            2,
+            marks=needs_proxy_kinds,
+            id="keys-and-handler-names",
+        ),
+        # The template's names for the proxies' handlers are known without the kinds.
+        pytest.param("PROXIES = (CLOUD_RUN_HANDLER, BIGQUERY_HANDLER)\n", 1, id="handler-names"),
+    ],
+)
+def test_the_scan_finds_a_second_list(tmp_path: Path, source: str, lists: int) -> None:
     module = tmp_path / "second_list.py"
-    module.write_text(
-        'NESTED = ("retry", "cloudRunJob", "bigquery")\nPROXIES = (CLOUD_RUN_HANDLER, BIGQUERY_HANDLER)\n'
-    )
-    assert len(_enumerations(module)) == 2
+    module.write_text(source)
+    assert len(_enumerations(module)) == lists
 
 
 def test_the_walk_through_of_a_new_kind_names_at_most_five_files() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from infra.config.deployer_roles import DEPLOYER_ROLES, GRANT_KIND_ROLES
+from infra.config.schema import REPO_ROOT
 from policy.offline import UNKNOWN_STRING
 from policy.policies import (
     PROJECT_IAM_BINDING,
@@ -12,7 +13,7 @@ from policy.policies import (
 )
 from tests.policy import fixtures
 from tests.policy.crafted import RUN_INVOKER_MEMBER, check
-from tests.support.optional import needs_proxy_kinds
+from tests.support.optional import needs_proxy_kinds, proxy_kind
 
 
 @needs_proxy_kinds
@@ -39,10 +40,10 @@ def test_allowlist_has_a_reason_for_every_role() -> None:
     assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].holders == (Holder.FUNCTION_BUILD,)
     assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].condition is not None
     assert all(allowed.reason.strip() for allowed in PROJECT_ROLE_ALLOWLIST.values())
-    for role, module in (
-        ("roles/workflows.invoker", "jobs.workflows"),
-        ("roles/bigquery.jobUser", "jobs.bigquery_job"),
-    ):
+    for role, key in (("roles/workflows.invoker", "workflow"), ("roles/bigquery.jobUser", "bigquery")):
+        module = proxy_kind(key).handler_module
+        # The proxy job the function ships (function/jobs/).
+        assert (REPO_ROOT / "function" / f"{module.replace('.', '/')}.py").is_file(), module
         allowed = PROJECT_ROLE_ALLOWLIST[role]
         assert (allowed.holders, allowed.proxy_module) == ((Holder.PROXY_RUNTIME,), module)
         assert (
