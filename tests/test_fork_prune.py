@@ -44,7 +44,9 @@ DOCS_TESTS = ("tests/docs", "tests/infra/test_rooms.py")
 
 
 def _module_name(path: str) -> str:
-    return path.removesuffix(".py").replace("/", ".")
+    """The module a repository path is imported as. The function's source is a root of its own,
+    as the deployed function and the tests import it: `function/jobs/demo.py` is `jobs.demo`."""
+    return path.removeprefix("function/").removesuffix(".py").replace("/", ".")
 
 
 def _python_files() -> list[str]:

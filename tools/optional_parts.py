@@ -48,6 +48,31 @@ OPTIONAL_PARTS: Final = (
         "the one-time Pulumi project that creates keyless GitHub deployer and previewer accounts "
         "(make them by hand as docs/ci.md describes, or deploy from elsewhere)",
     ),
+    OptionalPart(
+        "the proxy kinds",
+        (
+            "infra/targets/workflow.py",
+            "infra/targets/cloud_run_job.py",
+            "infra/targets/bigquery.py",
+            "infra/samples",
+            "function/jobs/workflows.py",
+            "function/jobs/cloud_run_job.py",
+            "function/jobs/bigquery_job.py",
+            "function/exactly_once/targets/cloud_run_job_spec.py",
+            "function/exactly_once/targets/bigquery_job_spec.py",
+            "tests/infra/samples",
+            "tests/infra/targets/test_target_and_access_config.py",
+            "tests/infra/targets/test_target_stack.py",
+            "tests/infra/targets/test_workflow_settings.py",
+            "tests/infra/targets/test_workflow_stack.py",
+            "tests/infra/targets/test_kind_samples.py",
+            "tests/function/targets",
+            "tests/ops/test_downstream_following.py",
+        ),
+        "jobs that start a Workflows execution, a Cloud Run job execution or a BigQuery query job "
+        "(`workflow:`, `cloudRunJob:`, `bigquery:`), and the samples' workflow, Cloud Run job, "
+        "dataset and token check",
+    ),
 )
 
 
