@@ -27,6 +27,7 @@ from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.settings.stack import StackSettings
 from tests.ops.conftest import DevFunction, serve_dev_function
 from tests.support.audits import audited, judged_span, latest_fire, stack_audit, windows_closed_in
+from tests.support.clock import SESSION_DAY
 from tests.support.stacks import kind_sample_minutes
 
 SERVICE = "eos-handler"
@@ -36,7 +37,7 @@ CLOCK_SLACK = timedelta(seconds=2)
 
 
 def _day_at(hour: int, minute: int) -> datetime:
-    day = datetime.now(UTC).date() - timedelta(days=2)
+    day = SESSION_DAY - timedelta(days=2)
     return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
 
 

@@ -32,6 +32,7 @@ from infra.settings.stack import StackSettings
 from localrun.emulator import free_loopback_port
 from tests.ops.conftest import DevFunction
 from tests.support.audits import StackAudit, closed_fires, latest_fire, stack_audit
+from tests.support.clock import SESSION_DAY
 from tests.support.stack_tables import audit_table_env
 from tests.support.stacks import with_job
 from tests.support.waiting import wait_until
@@ -41,7 +42,7 @@ WINDOW_SECONDS = 3 * 3600
 
 
 def _day_at(hour: int, minute: int) -> datetime:
-    day = datetime.now(UTC).date() - timedelta(days=2)
+    day = SESSION_DAY - timedelta(days=2)
     return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
 
 

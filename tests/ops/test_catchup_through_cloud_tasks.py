@@ -30,6 +30,7 @@ from ops.exit_codes import ExitCode
 from tests.ops.conftest import STACK, DevFunction
 from tests.ops.test_catchup import WINDOW_SECONDS, _audited, _catching_up, _deliver_all, _executed_times
 from tests.support.audits import closed_fires, latest_fire, stack_audit
+from tests.support.clock import SESSION_DAY
 from tests.support.fake_cloud_tasks import FakeCloudTasks
 from tests.support.stack_tables import audit_table_env
 from tests.support.waiting import wait_until
@@ -38,7 +39,7 @@ INVOKER = "eos-dev-invoker@my-gcp-project.iam.gserviceaccount.com"
 
 
 def _day_at(hour: int, minute: int) -> datetime:
-    day = datetime.now(UTC).date() - timedelta(days=2)
+    day = SESSION_DAY - timedelta(days=2)
     return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
 
 

@@ -25,12 +25,13 @@ from ops.exit_codes import ExitCode
 from ops.smoke import DEFAULT_WAIT_SECONDS
 from tests.ops.conftest import Cli, DevFunction, serve_dev_function
 from tests.ops.fakes import RecordingFunction
+from tests.support.clock import SESSION_DAY
 from tests.support.optional import needs_proxy_kinds
 from tests.support.stacks import FIXTURE_STACKS, demo_job, fixture_stack
 
 
 def _past_day_at(hour: int, minute: int) -> datetime:
-    day = datetime.now(UTC).date() - timedelta(days=2)
+    day = SESSION_DAY - timedelta(days=2)
     return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
 
 

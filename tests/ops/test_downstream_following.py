@@ -31,6 +31,7 @@ from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
 from infra.settings.loading import load_stack_settings
 from infra.settings.stack import StackSettings
 from tests.ops.conftest import Cli, DevFunction, serve_dev_function
+from tests.support.clock import SESSION_DAY
 from tests.support.fake_bigquery import FakeBigQuery
 from tests.support.fake_cloud_run import FakeCloudRun
 from tests.support.fake_workflows import FakeWorkflows
@@ -41,7 +42,7 @@ FAILURE = "container exited with code 3: table reports.daily not found"
 
 
 def _day_at(hour: int, minute: int) -> datetime:
-    day = datetime.now(UTC).date() - timedelta(days=1)
+    day = SESSION_DAY - timedelta(days=1)
     return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
 
 

@@ -32,12 +32,13 @@ from tests.support.audits import (
     stack_audit,
     windows_closed_in,
 )
+from tests.support.clock import SESSION_DAY
 from tests.support.stack_tables import audit_table_env
 from tests.support.stacks import demo_job, kind_sample_minutes, with_job
 
 
 def _day_at(hour: int, minute: int) -> datetime:
-    day = datetime.now(UTC).date() - timedelta(days=2)
+    day = SESSION_DAY - timedelta(days=2)
     return datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
 
 

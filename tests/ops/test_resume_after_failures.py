@@ -17,13 +17,14 @@ from infra.plan.headers import delivery_headers
 from infra.settings.jobs import JobSettings
 from infra.settings.loading import load_stack_settings
 from tests.ops.conftest import Cli, DevFunction, serve_dev_function
+from tests.support.clock import SESSION_DAY
 from tests.support.stacks import FIXTURE_STACKS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _past(minute: int) -> datetime:
-    day = datetime.now(UTC).date() - timedelta(days=2)
+    day = SESSION_DAY - timedelta(days=2)
     return datetime(day.year, day.month, day.day, 10, minute, tzinfo=UTC)
 
 

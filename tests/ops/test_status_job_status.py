@@ -11,11 +11,12 @@ from infra.plan.headers import delivery_headers
 from infra.settings.samples import DEMO_JOB
 from infra.settings.stack import StackSettings
 from tests.ops.conftest import Cli, DevFunction, serve_dev_function
+from tests.support.clock import SESSION_DAY
 from tests.support.stacks import demo_job, with_job
 
 
 def _past(minute: int) -> datetime:
-    day = datetime.now(UTC).date() - timedelta(days=2)
+    day = SESSION_DAY - timedelta(days=2)
     return datetime(day.year, day.month, day.day, 10, minute, tzinfo=UTC)
 
 

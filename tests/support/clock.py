@@ -9,6 +9,7 @@ compared exactly instead of timed.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Final
 
 
 class FakeClock:
@@ -37,3 +38,9 @@ class FakeMonotonic:
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.now += seconds
+
+
+# Today as this test process first saw it. A test that delivers runs at hh:mm of a past day
+# computes each instant from this, never from the time of the call: a run across midnight
+# would otherwise put half a test's instants on one day and half on the next.
+SESSION_DAY: Final = datetime.now(UTC).date()
