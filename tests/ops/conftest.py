@@ -109,11 +109,13 @@ def serve_dev_function(
     db,
     log_path,
     service: str | None = None,
+    region: str | None = None,
 ) -> DevFunction:
     """The dev stack's function with the audit job; `service` is the K_SERVICE Cloud Run would
-    set, which names the target recorded with each run (none: a function outside Cloud Run)."""
+    set, which names the target recorded with each run (none: a function outside Cloud Run);
+    `region`, the region it serves in, of a two-region stack."""
     env = {
-        **function_environment(settings),
+        **function_environment(settings, region),
         **audit_table_env(settings),
         "GOOGLE_CLOUD_PROJECT": project,
         "FIRESTORE_DATABASE": "(default)",
