@@ -31,7 +31,7 @@ LINTED := function infra policy localrun ops tools tests __main__.py $(wildcard 
 # fork that deleted it, a line saying so and success, so a CI job that still names it stays green.
 optional = @if [ -e $(1) ]; then echo '$(2)'; $(2); else echo "make $@: $(1) is not in this checkout (deleted as optional): nothing to run"; fi
 
-.PHONY: install lint lint-workflows typecheck check format test test-suite test-runtime demo soak soak-short soak-model bench docs clean faketime
+.PHONY: install lint lint-workflows typecheck check format test test-suite test-runtime test-pruned demo soak soak-short soak-model bench docs clean faketime
 
 $(STAMP): $(REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -171,5 +171,12 @@ bench: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/python -m tools.docs_tables
 
+# All of `make test` on a copy of this checkout without the optional parts (.pruned/, sharing
+# these virtualenvs): what a fork that deleted them runs. `make test` itself only imports,
+# checks, lints and demos such a copy (tests/test_fork_prune.py); this takes as long again.
+test-pruned: $(STAMP)
+	$(BIN)/python -m tools.pruned_checkout .pruned
+	$(MAKE) -C .pruned test
+
 clean:
-	rm -rf $(VENV) $(RUNTIME_VENV) $(POLICY_VENV) .pytest_cache .mypy_cache .ruff_cache .demo .soak
+	rm -rf $(VENV) $(RUNTIME_VENV) $(POLICY_VENV) .pytest_cache .mypy_cache .ruff_cache .demo .soak .pruned

@@ -22,8 +22,8 @@ import yaml
 
 from infra.config.paths import REPO_ROOT
 from infra.config.schema import project_name
-from tests.support.checkout import copy_checkout
 from tests.support.doc_examples import JOBS_DOC, example_source
+from tools.pruned_checkout import copy_checkout
 
 README = REPO_ROOT / "README.md"
 # The template's tests that read what a forker changes: their own stacks, the jobs folder.

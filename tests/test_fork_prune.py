@@ -5,7 +5,8 @@ Two halves. Read from the source: nothing outside a part imports it, at any dept
 `python -m` line, a "module:function" path), so deleting one part alone breaks nothing another
 file needs. Run on ONE copy with every part deleted at once: `make check`, every remaining test
 module collected (each imports), the docs' tests, the linters and `make demo`, as the fork
-would run them. The rest of `make test` exercises code no part provides.
+would run them. The rest of `make test` runs on such a copy with `make test-pruned`
+(tools/pruned_checkout.py), which takes as long as `make test` and so is not part of it.
 
 The copy is what makes this slow, so it is made cheap where that proves nothing less: the
 checkout's compiled modules come along (Python checks each against its source's size and
@@ -31,9 +32,9 @@ from infra.config.paths import REPO_ROOT
 from infra.config.python_source import parse_python_file
 from localrun.faults import Fault, FaultRates, fault_counts, plan_faults
 from localrun.simulation import SimulationOptions
-from tests.support.checkout import copy_checkout
 from tests.support.python_imports import named_imports
 from tools.optional_parts import OPTIONAL_PARTS, OptionalPart, part_of
+from tools.pruned_checkout import pruned_checkout
 
 TIMEOUT_SECONDS = 900
 # The fewest demo runs that carry every fault kind (four primary kinds, one per run, and a
@@ -120,12 +121,9 @@ def _copy_compiled_modules(fork: Path) -> None:
 
 @pytest.fixture(scope="module")
 def pruned_fork(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = copy_checkout(tmp_path_factory.mktemp("pruned"))
-    # Every part this checkout still has: a fork that deleted some already is that far.
-    present = [path for part in OPTIONAL_PARTS for path in part.paths if (root / path).exists()]
-    if present:
-        removed = subprocess.run(["rm", "-r", *present], cwd=root, capture_output=True, text=True)
-        assert removed.returncode == 0, removed.stderr
+    # The copy `make test-pruned` runs everything on: every part this checkout still has
+    # deleted (a fork that deleted some already is that far), the docs' tables regenerated.
+    root = pruned_checkout(tmp_path_factory.mktemp("pruned"))
     _copy_compiled_modules(root)
     return root
 
@@ -147,6 +145,9 @@ def _output(result: subprocess.CompletedProcess[str]) -> str:
 def test_the_pruned_fork_holds_no_optional_part(pruned_fork: Path) -> None:
     assert not any((pruned_fork / path).exists() for part in OPTIONAL_PARTS for path in part.paths)
     assert (pruned_fork / "function" / "exactly_once").is_dir()
+    # A repository of its own, whose tests list its files and not this checkout's.
+    listed = subprocess.run(["git", "ls-files"], cwd=pruned_fork, capture_output=True, text=True, check=True)
+    assert "function/main.py" in listed.stdout.split()
 
 
 def test_make_check_passes_without_the_optional_parts(pruned_fork: Path) -> None:
@@ -171,12 +172,10 @@ def _not_docs_tests(fork: Path) -> list[str]:
 
 
 def test_every_remaining_test_module_imports_and_the_docs_tests_pass(pruned_fork: Path) -> None:
-    # The fork regenerates the docs' tables first, as it would after the deletion (`make docs`):
-    # a deleted target kind's rows leave docs/stack.md's jobs table with it.
-    regenerated = _run(pruned_fork, "-m", "tools.docs_tables")
-    assert regenerated.returncode == 0, _output(regenerated)
-    # One process: a module that fails to import is a collection error, which fails the run
-    # before any test of it; the docs' tests then run, the others are deselected.
+    # The copy's docs' tables were regenerated, as a fork does after the deletion (`make docs`):
+    # a deleted target kind's rows leave docs/stack.md's jobs table with it. One process: a
+    # module that fails to import is a collection error, which fails the run before any test of
+    # it; the docs' tests then run, the others are deselected.
     run = _run(pruned_fork, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_not_docs_tests(pruned_fork))
     assert run.returncode == 0, _output(run)
     assert " deselected" in run.stdout and " passed" in run.stdout, _output(run)
