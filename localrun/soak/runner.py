@@ -197,20 +197,25 @@ def soak(
         switch = RegionSwitch(guard_seconds=clock.real(retries[-1] if retries else 0.0) + deadline)
         names = region_names(settings.region, options.regions)
         two_regions = len(names) > 1
-        schedulers = {
-            job.name: SoakScheduler(
-                settings,
-                job,
-                pool,
-                clock=clock,
-                compressed=compressed,
-                injector=injector,
-                skewed=skewed,
-                region=LABELS[0] if two_regions else "",
-                up=switch.up(LABELS[0]),
-            )
-            for job in jobs
-        }
+
+        def schedulers_in(label: str, serving: InstancePool) -> dict[str, SoakScheduler]:
+            """A scheduler per job in region `label`, delivering to its region's instances."""
+            return {
+                job.name: SoakScheduler(
+                    settings,
+                    job,
+                    serving,
+                    clock=clock,
+                    compressed=compressed,
+                    injector=injector,
+                    skewed=skewed,
+                    region=label if two_regions else "",
+                    up=switch.up(label),
+                )
+                for job in jobs
+            }
+
+        schedulers = schedulers_in(LABELS[0], pool)
         regional = _second_region(
             settings,
             options,
@@ -220,9 +225,8 @@ def soak(
             db=db,
             compressed=compressed,
             clock=clock,
-            injector=injector,
-            skewed=skewed,
             switch=switch,
+            schedulers_in=schedulers_in,
         )
         pools = [pool, *skewed.values(), *([regional.pool] if regional else [])]
         second = f", and {options.instances} in region {names[LABELS[1]]}" if regional else ""
@@ -494,9 +498,8 @@ def _second_region(
     db: firestore.Client,
     compressed: CompressedTiming,
     clock: CompressedClock,
-    injector: Injector,
-    skewed: dict[str, InstancePool],
     switch: RegionSwitch,
+    schedulers_in: Callable[[str, InstancePool], dict[str, SoakScheduler]],
 ) -> _SecondRegion | None:
     """Region b, in a soak of two regions; its instances stop with the soak, as region a's do."""
     if options.regions < 2:
@@ -514,20 +517,7 @@ def _second_region(
         time_limit_seconds=compressed.time_limit_seconds,
         alone_timeout_seconds=ALONE_TIMEOUT_SECONDS,
     )
-    schedulers = {
-        job.name: SoakScheduler(
-            settings,
-            job,
-            pool,
-            clock=clock,
-            compressed=compressed,
-            injector=injector,
-            skewed=skewed,
-            region=LABELS[1],
-            up=switch.up(LABELS[1]),
-        )
-        for job in settings.jobs
-    }
+    schedulers = schedulers_in(LABELS[1], pool)
     offsets = delivery_offsets(
         options.runs,
         options.seed,
