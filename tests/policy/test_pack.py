@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,34 +15,18 @@ from pulumi_policy import EnforcementLevel
 
 import tools.mocked_program as harness
 from infra.config.github_oidc import Reach, reach
-from policy.offline import UNKNOWN_STRING, violations
 from policy.policies import PACK_NAME, POLICIES
+from tests.policy.stack_violations import stack_violations
 from tests.support.optional import needs_proxy_kinds
 from tests.support.stacks import dev_stack_resources, fixture_stack
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# Values a fresh stack's preview cannot know: they come from resources not yet created.
-_COMPUTED_KEYS = frozenset({"url", "uri", "audience", "serviceAccountEmail", "member", "email", "bucket"})
-
-
-def _as_in_preview(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: UNKNOWN_STRING if k in _COMPUTED_KEYS else _as_in_preview(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_as_in_preview(v) for v in value]
-    return value
 
 
 @pytest.fixture(scope="module")
 def dev_resources() -> list[Any]:
     resources: list[Any] = dev_stack_resources()
     return resources
-
-
-def _violations(resources: list[Any], preview: bool) -> list[str]:
-    """Every violation of every policy: resource policies see inputs, stack policies outputs."""
-    convert = _as_in_preview if preview else (lambda props: props)
-    return violations((r.type, r.name, convert(r.inputs), convert(r.outputs)) for r in resources)
 
 
 def test_dev_stack_passes_every_policy(dev_resources: list[Any]) -> None:
@@ -56,11 +39,11 @@ def test_dev_stack_passes_every_policy(dev_resources: list[Any]) -> None:
         "gcp:storage/bucket:Bucket",
         "gcp:projects/iAMMember:IAMMember",
     } <= types
-    assert _violations(dev_resources, preview=False) == []
+    assert stack_violations(dev_resources, preview=False) == []
 
 
 def test_dev_stack_preview_with_unknown_outputs_passes(dev_resources: list[Any]) -> None:
-    assert _violations(dev_resources, preview=True) == []
+    assert stack_violations(dev_resources, preview=True) == []
 
 
 @pytest.mark.parametrize("stack_name", ["dev", "prod"])
@@ -76,7 +59,7 @@ def test_a_first_preview_runs_the_program_and_every_policy_cleanly(stack_name: s
         )
         for r in resources
     ]
-    assert _violations(as_engine_sends, preview=False) == []
+    assert stack_violations(as_engine_sends, preview=False) == []
 
 
 def test_a_broken_dev_stack_is_caught(dev_resources: list[Any]) -> None:
@@ -90,7 +73,7 @@ def test_a_broken_dev_stack_is_caught(dev_resources: list[Any]) -> None:
                 r.type, r.name, r.urn, r.inputs, dict(r.outputs) | {"serviceConfig": service}
             )
         broken.append(r)
-    found = _violations(broken, preview=False)
+    found = stack_violations(broken, preview=False)
     assert any(
         v.startswith("scheduler-timing-invariants") and "[time-limit-before-timeout]" in v for v in found
     )
@@ -156,8 +139,8 @@ def test_workflow_job_stacks_pass_every_policy(workflow: dict[str, Any]) -> None
     assert any(
         r.type == "gcp:projects/iAMMember:IAMMember" and "workflows" in r.inputs["role"] for r in resources
     )
-    assert _violations(resources, preview=False) == []
-    assert _violations(resources, preview=True) == []
+    assert stack_violations(resources, preview=False) == []
+    assert stack_violations(resources, preview=True) == []
 
 
 @needs_proxy_kinds
@@ -188,7 +171,7 @@ def test_a_broken_workflow_stack_is_caught() -> None:
                     r.outputs | {"member": member},
                 )
             )
-    found = _violations(broken, preview=False)
+    found = stack_violations(broken, preview=False)
     assert any(v.startswith("idempotency-collection-ttl: ") for v in found)
     assert any(v.startswith("project-role-holders: ") and "-invoker@" in v for v in found)
 
@@ -205,7 +188,7 @@ def test_a_function_building_as_the_default_identity_is_caught(dev_resources: li
                 r.type, r.name, r.urn, dict(r.inputs) | {"buildConfig": build}, r.outputs
             )
         broken.append(r)
-    found = _violations(broken, preview=False)
+    found = stack_violations(broken, preview=False)
     assert sum(v.startswith("function-build-service-account ") for v in found) == len(functions)
 
 

@@ -4,28 +4,15 @@ grants is what the pack allows, applied and as a first preview sees it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import pytest
 
 from infra.settings.samples import SAMPLE_JOB_NAMES
 from infra.settings.stack import StackSettings
-from policy.offline import UNKNOWN_STRING, violations
 from tests.infra.conftest import build, valid_job, valid_values
+from tests.policy.stack_violations import stack_violations
 from tools.mocked_program import MockedResource, run_mocked_stack
 
 SECOND = "us-east1"
-# Values a fresh stack's preview cannot know: they come from resources not yet created.
-_COMPUTED_KEYS = frozenset({"url", "uri", "audience", "serviceAccountEmail", "member", "email", "bucket"})
-
-
-def _as_in_preview(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: UNKNOWN_STRING if k in _COMPUTED_KEYS else _as_in_preview(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_as_in_preview(v) for v in value]
-    return value
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +32,6 @@ def _jobs_per_region(settings: StackSettings) -> int:
     return len(settings.jobs) + 1
 
 
-def _violations(resources: list[MockedResource], preview: bool) -> list[str]:
-    convert = _as_in_preview if preview else (lambda props: props)
-    return violations((r.type, r.name, convert(r.inputs), convert(r.outputs)) for r in resources)
-
-
 def test_both_regions_pass_every_policy_applied_and_in_preview(
     settings: StackSettings, resources: list[MockedResource]
 ) -> None:
@@ -61,8 +43,8 @@ def test_both_regions_pass_every_policy_applied_and_in_preview(
         ["europe-west1", SECOND] * _jobs_per_region(settings)
     )
     assert {f.inputs["location"] for f in functions} >= {"europe-west1", SECOND}
-    assert _violations(resources, preview=False) == []
-    assert _violations(resources, preview=True) == []
+    assert stack_violations(resources, preview=False) == []
+    assert stack_violations(resources, preview=True) == []
 
 
 def test_a_second_region_job_that_breaks_its_timing_is_caught(
@@ -76,7 +58,7 @@ def test_a_second_region_job_that_breaks_its_timing_is_caught(
             retry = dict(r.outputs["retryConfig"]) | {"retryCount": 0}
             r = MockedResource(r.type, r.name, r.urn, r.inputs, dict(r.outputs) | {"retryConfig": retry})
         broken.append(r)
-    found = [v for v in _violations(broken, preview=False) if "[retry-outlives-lease]" in v]
+    found = [v for v in stack_violations(broken, preview=False) if "[retry-outlives-lease]" in v]
     # Each of the second region's jobs, and none of the first region's.
     assert len(found) == _jobs_per_region(settings)
     assert all(f"Scheduler job 'eos-{SECOND}-job-" in v for v in found)
