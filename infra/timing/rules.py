@@ -348,16 +348,9 @@ def check_wait_overlap(job: JobTiming) -> list[Violation]:
     violations: list[Violation] = []
     hold = max(job.lease_seconds, _time_limit(job))
     gap = shortest_gap(job.schedule, job.time_zone)
-    interval = gap.seconds if gap is not None else None
-    arrivals = [
-        arrival
-        for arrival in retry_arrivals_if_every_attempt_fails_instantly(job.retry)
-        if interval is None or arrival < interval
-    ]
+    arrivals = _retries_before_next_run(job, gap)
     if not arrivals or arrivals[-1] <= hold:
-        last = (
-            f"the last retry arrives {_s(arrivals[-1])} after the first attempt" if arrivals else "no retry"
-        )
+        last = _last_retry(arrivals)
         violations.append(
             Violation(
                 "overlap-wait-window",
@@ -403,15 +396,10 @@ def check_second_region(job: JobTiming) -> list[Violation]:
     """
     takeover = _time_limit(job) + job.lease_seconds
     gap = shortest_gap(job.schedule, job.time_zone)
-    interval = gap.seconds if gap is not None else None
-    arrivals = [
-        arrival
-        for arrival in retry_arrivals_if_every_attempt_fails_instantly(job.retry)
-        if interval is None or arrival < interval
-    ]
+    arrivals = _retries_before_next_run(job, gap)
     if arrivals and arrivals[-1] > takeover:
         return []
-    last = f"the last retry arrives {_s(arrivals[-1])} after the first attempt" if arrivals else "no retry"
+    last = _last_retry(arrivals)
     return [
         Violation(
             "second-region-retries",
@@ -429,6 +417,17 @@ def check_second_region(job: JobTiming) -> list[Violation]:
             advisory=True,
         )
     ]
+
+
+def _retries_before_next_run(job: JobTiming, gap: RunGap | None) -> list[float]:
+    """When each retry of a run whose every attempt fails at once arrives, after its first
+    attempt: those before the job's next scheduled run (`gap`), where Cloud Scheduler stops."""
+    arrivals = retry_arrivals_if_every_attempt_fails_instantly(job.retry)
+    return [arrival for arrival in arrivals if gap is None or arrival < gap.seconds]
+
+
+def _last_retry(arrivals: list[float]) -> str:
+    return f"the last retry arrives {_s(arrivals[-1])} after the first attempt" if arrivals else "no retry"
 
 
 def _shortened(gap: RunGap) -> str:
