@@ -17,7 +17,7 @@ from infra.config.schema import ConfigProblems
 from infra.targets.kind import Placement, ProjectRole, SampleJob, TargetKind
 
 # The proxy job (function/jobs/workflows.py) every job of this kind runs.
-HANDLER: Final = "jobs.workflows:start_workflow_execution"
+WORKFLOWS_HANDLER: Final = "jobs.workflows:start_workflow_execution"
 WORKFLOWS_API: Final = "workflows.googleapis.com"
 # The function starts executions through the Executions API, which enabling Workflows does not.
 EXECUTIONS_API: Final = "workflowexecutions.googleapis.com"
@@ -51,14 +51,14 @@ class WorkflowKind(TargetKind):
         "sample": (
             "boolean",
             "`true`: deploy the sample workflow for this job (plus the token check). The handler "
-            f"defaults to `{HANDLER}` (any other is rejected) and the "
+            f"defaults to `{WORKFLOWS_HANDLER}` (any other is rejected) and the "
             "body is built by the stack, so `body` must not be set.",
         ),
         "name": (
             "string",
             "Instead of `sample`: an existing workflow, `projects/<p>/locations/<l>/workflows/<w>`; "
             "no sample is deployed. Exactly one of `sample: true` and `name`. Without a `workflow` "
-            f"setting, a job run by `{HANDLER}` must have a body "
+            f"setting, a job run by `{WORKFLOWS_HANDLER}` must have a body "
             '`{"workflow": "projects/…/workflows/…", "argument"?: {...}}`.',
         ),
         "argument": (
@@ -66,7 +66,7 @@ class WorkflowKind(TargetKind):
             "Sent as the body's `argument`; the workflow receives it as `args.payload`.",
         ),
     }
-    handler: ClassVar[str] = HANDLER
+    handler: ClassVar[str] = WORKFLOWS_HANDLER
     service: ClassVar[str] = "Workflows"
     apis: ClassVar[tuple[str, ...]] = (WORKFLOWS_API, EXECUTIONS_API)
     # Workflows has no per-workflow IAM resource: starting executions is a project role, made
@@ -153,7 +153,7 @@ class WorkflowKind(TargetKind):
         workflow = body.get("workflow")
         if not isinstance(workflow, str) or not WORKFLOW_RESOURCE_NAME.match(workflow):
             return key, (
-                f"job {job_name!r} runs {HANDLER}, which needs body.workflow = "
+                f"job {job_name!r} runs {WORKFLOWS_HANDLER}, which needs body.workflow = "
                 "projects/<p>/locations/<l>/workflows/<w> (or set workflow: {sample: true} / {name: ...})"
             )
         if set(body) - {"workflow", "argument"} or not isinstance(body.get("argument", {}), Mapping):

@@ -25,8 +25,7 @@ def uses_workflows(settings) -> bool:
 
 
 def test_sample_workflow_job_defaults_its_handler_and_sends_the_workflow_body() -> None:
-    from infra.targets.workflow import HANDLER as WORKFLOWS_HANDLER
-    from infra.targets.workflow import WorkflowTarget
+    from infra.targets.workflow import WORKFLOWS_HANDLER, WorkflowTarget
 
     settings = build(valid_values(jobs=[valid_job(workflow={"sample": True, "argument": {"a": 1}})]))
     (job,) = settings.jobs
