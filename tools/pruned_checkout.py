@@ -40,16 +40,13 @@ def copy_checkout(target: Path, source: Path = REPO_ROOT) -> Path:
     return target
 
 
-def delete_optional_parts(root: Path) -> list[str]:
-    """Delete from `root` every optional part's paths it still has, as `git rm -r` would; the
-    paths deleted."""
-    present = [path for part in OPTIONAL_PARTS for path in part.paths if (root / path).exists()]
-    for path in present:
-        if (root / path).is_dir():
-            shutil.rmtree(root / path)
-        else:
-            (root / path).unlink()
-    return present
+def delete_optional_parts(root: Path) -> None:
+    """Delete from `root` every optional part's paths it still has, as `git rm -r` would."""
+    for path in (root / path for part in OPTIONAL_PARTS for path in part.paths):
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
 
 
 def pruned_checkout(target: Path, source: Path = REPO_ROOT) -> Path:
