@@ -475,6 +475,15 @@ def completion_fields(
     }
 
 
+def retained_until(last_write: datetime, schedule_time: datetime | None, retention: timedelta) -> datetime:
+    """When a completed record's retention ends: `retention` past the owner's last write, or
+    past the run's ScheduleTime when that is later. A run claimed a few seconds early (a
+    dispatch within the forced-run tolerance) would otherwise expire before it leaves a catch-up
+    window as long as the retention, and catch-up would find it gone and deliver it again."""
+    start = max(last_write, schedule_time) if schedule_time is not None else last_write
+    return start + retention
+
+
 def release_fields(checkpoint_json: str | None) -> dict[str, Any] | None:
     """A release or give-back: the record rewritten `released` with the checkpoint to keep, or
     None when there is none to keep and the record is deleted (one write either way). Either
@@ -595,9 +604,12 @@ def judge(
     state = state_of(record, default_lease)
     if record is not None and recorded_by_another_target(record.fields, target):
         return Verdict.MISSED  # refused on every delivery: this stack never runs it
-    if state is State.COMPLETED:
+    if state in (State.COMPLETED, State.EXPIRED):
+        # A completed record past its retention still says how its run ended: a delivery would
+        # take it over, but the run happened, so it is judged by its result, never missed (and
+        # never delivered again by catch-up).
         return _BY_RESULT[result_of(record.fields if record else {}) or JobResult.SUCCEEDED]
-    unrecorded = state in (State.ABSENT, State.EXPIRED)
+    unrecorded = state is State.ABSENT
     if unrecorded and paused:
         return Verdict.PAUSED
     if not window_closed:
@@ -630,8 +642,9 @@ def deliverable_again(
 
 
 def has_record(record: StoredRecord | None, default_lease: timedelta) -> bool:
-    """Whether any attempt left a record the ledger still decides on (an expired one does not)."""
-    return state_of(record, default_lease) not in (State.ABSENT, State.EXPIRED)
+    """Whether any attempt left a record of the run (a completed one past its retention
+    included: its run happened)."""
+    return state_of(record, default_lease) is not State.ABSENT
 
 
 def progress(record: StoredRecord | None, default_lease: timedelta) -> int:

@@ -119,6 +119,9 @@ class Claim:
     checkpoint_json: str | None = None
     # The claim's commit time (Firestore's clock): the run's "now" that no instance clock skews.
     claimed_at: datetime | None = None
+    # The ScheduleTime of the run claimed: its completed record is kept at least retention past
+    # it, however early the claim (lifecycle.retained_until).
+    schedule_time: datetime | None = None
 
 
 class RunLedger:
@@ -202,7 +205,7 @@ class RunLedger:
                 else:
                     writing = None
                     return self._started(
-                        run_id,
+                        key,
                         attempt_id,
                         ClaimKind.CREATED,
                         update_time,
@@ -220,7 +223,7 @@ class RunLedger:
                     sent = unheard.sent_at if unheard is not None else began
                     inherited = lifecycle.inherited_checkpoint(stored)
                     return self._started(
-                        run_id, attempt_id, kind, stored.update_time, sent, fingerprint, inherited
+                        key, attempt_id, kind, stored.update_time, sent, fingerprint, inherited
                     )
                 verdict = lifecycle.on_claim(stored, target=target, default_lease=self._lease)
                 if abandoned is not None and abandoned.holds(stored):
@@ -241,7 +244,7 @@ class RunLedger:
                     continue  # someone else changed it first, or our own try did: look again
                 writing = None
                 return self._started(
-                    run_id,
+                    key,
                     attempt_id,
                     verdict.kind,
                     update_time,
@@ -276,7 +279,7 @@ class RunLedger:
 
     def _started(
         self,
-        run_id: str,
+        key: RunKey,
         attempt_id: str,
         kind: ClaimKind,
         update_time: datetime,
@@ -287,6 +290,7 @@ class RunLedger:
         """The lease began at the commit, which happened after `sent`; when the answer took
         longer than the deadline, the lease may be gone: give the claim back unrun, with the
         checkpoint it inherited."""
+        run_id = key.run_id
         claim = Claim(
             run_id,
             attempt_id,
@@ -298,6 +302,7 @@ class RunLedger:
             fingerprint,
             checkpoint_json,
             claimed_at=update_time,
+            schedule_time=key.schedule_time,
         )
         waited = self._monotonic() - sent
         if waited > self.deadline_seconds:
@@ -337,7 +342,7 @@ class RunLedger:
             result,
             error=error,
             output_json=output_json,
-            expire_at=claim.update_time + self._retention,
+            expire_at=lifecycle.retained_until(claim.update_time, claim.schedule_time, self._retention),
             commit_time=COMMIT_TIME,
             reported=record_fields,
         )

@@ -4,6 +4,7 @@ or a retention instead of the test waiting for it on the emulator."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -60,3 +61,21 @@ def test_takeover_resets_the_completion_fields(store):
     assert fields["status"] == "in_progress"
     assert (fields["completed_at"], fields["result"], fields["error"]) == (None, None, None)
     assert fields["output_json"] is None
+
+
+def test_a_run_claimed_ahead_of_its_schedule_time_is_retained_from_that_time(store):
+    """A delivery reaching Firestore within the forced-run tolerance before its ScheduleTime is
+    the scheduled run. Retained only from its claim, its record would expire before the run
+    leaves a catch-up window as long as the retention, and catch-up would deliver it again."""
+    retention = timedelta(seconds=60)
+    ledger = ledger_on(store, retention=retention)
+    key = replace(KEY, schedule_time=store.clock.now() + timedelta(seconds=3.9))
+    claim = ledger.claim(key, "early")
+    assert claim.update_time < key.schedule_time
+    ledger.complete(claim)
+    fields = store.document(store.record_path(key.run_id)) or {}
+    assert fields["expire_at"] == key.schedule_time + retention
+    # A delivery at the claim's retention end, inside the ScheduleTime's, is still a duplicate.
+    store.clock.advance(retention.total_seconds())
+    with pytest.raises(RunAlreadyCompleted):
+        ledger.claim(key, "retry")
