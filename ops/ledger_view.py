@@ -41,7 +41,8 @@ from exactly_once.ledger.fields import (
     job_status_collection,
     job_status_id,
 )
-from exactly_once.ledger.lifecycle import Verdict
+from exactly_once.ledger.job_state import JobStatus
+from exactly_once.ledger.lifecycle import StoredRecord, Verdict
 from infra.plan.audit_job import audit_interval_seconds
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
 from ops.context import StackContext, UserError, utc_now
@@ -254,7 +255,12 @@ def _job_status_line(context: StackContext, job_id: str, job: JobSettings) -> st
         parts.append("last failure none recorded")
     parts.append(f"consecutive failures {recorded.get(CONSECUTIVE_FAILURES, 0)}")
     if job.pause_after_failures is not None:
-        parts.append(failure_pause_note(recorded, job.pause_after_failures, job.name))
+        status = (
+            JobStatus.of(StoredRecord(recorded, document.update_time, document.read_time))
+            if document.exists
+            else JobStatus()
+        )
+        parts.append(failure_pause_note(status, job.pause_after_failures, job.name))
     return "; ".join(parts)
 
 

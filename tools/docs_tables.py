@@ -22,6 +22,7 @@ from pulumi_policy import StackValidationPolicy
 
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
 from exactly_once.delivery.outcomes import STATUS_AND_SEVERITY, Outcome
+from exactly_once.ledger.job_state import JOB_TRANSITIONS
 from exactly_once.ledger.lifecycle import REFUSALS, TRANSITIONS
 from infra.config.access import GRANT_KINDS
 from infra.config.schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
@@ -178,6 +179,20 @@ def lifecycle_table() -> str:
     return _table(("From", "Event", "To", "Write", "Rides along"), rows)
 
 
+def job_lifecycle_table() -> str:
+    rows = [
+        (
+            ", ".join(f"`{state.value}`" for state in row.sources),
+            row.event.value,
+            row.target,
+            row.write,
+            row.carries,
+        )
+        for row in JOB_TRANSITIONS
+    ]
+    return _table(("From", "Event", "To", "Write", "Rides along"), rows)
+
+
 def function_environment_table() -> str:
     rows = [(f"`{v.name}`", v.default, v.meaning) for v in FUNCTION_ENVIRONMENT]
     return _table(("Variable", "Default", "Meaning"), rows)
@@ -189,6 +204,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "policies": policies_table,
     "outcomes": outcomes_table,
     "lifecycle": lifecycle_table,
+    "job-lifecycle": job_lifecycle_table,
     "function-environment": function_environment_table,
     "job-fields": job_fields_table,
     "metrics": lambda: metrics_table(_table),
@@ -216,12 +232,13 @@ def render(text: str, source: str = "page") -> str:
     return _BLOCK.sub(block, text)
 
 
-# The lifecycle's own docstring carries its table too: the module a reader opens first.
+# The lifecycles' own docstrings carry their tables too: the modules a reader opens first.
 LIFECYCLE_MODULE = REPO_ROOT / "function" / "exactly_once" / "ledger" / "lifecycle.py"
+JOB_LIFECYCLE_MODULE = REPO_ROOT / "function" / "exactly_once" / "ledger" / "job_state.py"
 
 
 def pages() -> list[Path]:
-    return sorted([REPO_ROOT / "README.md", *DOCS.glob("*.md"), LIFECYCLE_MODULE])
+    return sorted([REPO_ROOT / "README.md", *DOCS.glob("*.md"), LIFECYCLE_MODULE, JOB_LIFECYCLE_MODULE])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -84,7 +84,7 @@ def build_handler(
         target=target_of(config, target),
         locks=locks,
         cache=CompletedRuns(),
-        statuses=JobStatuses(client, config.runs_collection, config.pause_after_failures),
+        statuses=JobStatuses(store, config.runs_collection, config.pause_after_failures),
         write_scope=WriteScope.of(client, config.runs_collection),
         project=config.project,
     )

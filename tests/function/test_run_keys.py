@@ -21,6 +21,7 @@ from exactly_once.delivery.scheduler_request import (
 )
 from exactly_once.ledger.fields import job_status_id
 from exactly_once.ledger.job_status import JobStatuses
+from exactly_once.ledger.store import FirestoreRunStore
 from exactly_once.run_key import RunKey, Trigger
 
 NOON = datetime(2026, 10, 16, 12, 0, tzinfo=UTC)
@@ -84,7 +85,7 @@ def test_the_job_status_follows_the_run_key() -> None:
     """The status `previous()` reads: one document per run key, so a renamed job that kept its
     key reads what its runs before the rename left."""
     client = firestore.Client(project="my-project", credentials=AnonymousCredentials())
-    statuses = JobStatuses(client, "runs")
+    statuses = JobStatuses(FirestoreRunStore(client, "runs"), "runs")
     keyed = RunKey("my-project", "us-central1", "eos-dev_report-b", NOON, run_key="eos-dev_report")
     assert statuses.document(keyed).id == job_status_id("my-project", "us-central1", "eos-dev_report")
     plain = RunKey("my-project", "us-central1", "eos-dev_report-b", NOON)

@@ -479,7 +479,7 @@ def test_a_run_awaiting_its_retry_across_a_rename_is_caught_up_under_its_run_id(
         run_key=settings.run_key_id(new_job),
     )
     assert renamed.run_id == failed["run_id"]
-    statuses = JobStatuses(db, settings.runs_collection)
+    statuses = JobStatuses(FirestoreRunStore(db, settings.runs_collection), settings.runs_collection)
     carried = statuses.last_success(renamed, timeout=30)
     assert carried is not None and carried.schedule_time == max(at for at in runs if at != failed_at)
 

@@ -83,7 +83,7 @@ class Instance:
             jobs=policies(overlap or {}, starting_deadlines or {}),
             locks=self.locks,
             cache=self.cache,
-            statuses=JobStatuses(self.client, "scheduler_runs", pause_after_failures),
+            statuses=JobStatuses(store, "scheduler_runs", pause_after_failures),
             log_stream=self.logs,
         )
 

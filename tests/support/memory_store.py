@@ -225,6 +225,9 @@ def offline_client(project: str = "memory-store") -> firestore.Client:
     return firestore.Client(project=project, credentials=AnonymousCredentials())
 
 
+_NAMING_CLIENT: Final = offline_client()
+
+
 class MemoryRunStore:
     """A RunStore on one collection of an in-memory database, as FirestoreRunStore on
     Firestore behaves (the module's docstring lists what the emulator showed: a conditional
@@ -255,6 +258,7 @@ class MemoryRunStore:
         self._calls: Counter[Operation] = Counter()
         self._rpcs: Counter[Operation] = Counter()
         self._observers: list[CommitObserver] = []
+        self._naming = _NAMING_CLIENT
 
     # -- RunStore -------------------------------------------------------------------------
 
@@ -271,7 +275,13 @@ class MemoryRunStore:
         return self._call(Operation.CREATE, timeout, attempt)
 
     def get(self, run_id: str, *, timeout: float) -> StoredRecord | None:
-        path = self.record_path(run_id)
+        return self.read(self.record_path(run_id), timeout=timeout)
+
+    def reference(self, path: str) -> firestore.DocumentReference:
+        return self._naming.document(path)
+
+    def read(self, path: str, *, timeout: float) -> StoredRecord | None:
+        """Any document of the database, as get() reads a record (scripted and counted as GET)."""
         return self._call(Operation.GET, timeout, lambda unheard: self.snapshot(path))
 
     def update(
@@ -556,9 +566,9 @@ def _staged(writes: Sequence[StagedWrite]) -> list[tuple[str, Any]]:
         elif write.kind is WriteKind.SET:
             pbs = _helpers.pbs_for_set_no_merge(path, data)
         elif write.kind is WriteKind.UPDATE:
-            pbs = _helpers.pbs_for_update(path, data, None)
+            pbs = _helpers.pbs_for_update(path, data, write.option)
         else:
-            pbs = [_helpers.pb_for_delete(path, None)]
+            pbs = [_helpers.pb_for_delete(path, write.option)]
         staged.extend((path, pb) for pb in pbs)
     return staged
 

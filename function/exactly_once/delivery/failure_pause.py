@@ -19,9 +19,11 @@ What is and is not held back:
   back. That is what tells this pause from the stack's own `paused` key (audit/pauses.py), which
   pauses the Scheduler job: its runs are never delivered and leave no record.
 
-The first delivery to find the pause records when (Firestore's clock) and after which runs,
-with a write conditioned on the status as it read it: of deliveries that found it together,
-exactly one wins, and only that one writes the ERROR line the stack's alert counts. `ops resume`
+Whether a run is held back is the job's state (ledger/job_state.py), read once; the skip's
+commit carries an update of the status conditioned on that read, so a success or a resume that
+committed first refuses the skip, and the run is decided again. The skip that finds the job
+`pausing` records the pause in that same commit, and the delivery that knows the commit is its
+own, answered or read back, writes the one ERROR line the stack's alert counts. `ops resume`
 forgets the failing runs (ledger/job_status.resume_fields), so the next run executes and as many
 failures again pause the job again.
 """
@@ -38,26 +40,17 @@ from exactly_once.delivery.finishing import RunFinisher
 from exactly_once.delivery.outcomes import Answer, Outcome
 from exactly_once.delivery.report import DeliveryReport
 from exactly_once.errors import error_text
-from exactly_once.ledger.fields import FAILED_RUNS, FAILURE_PAUSED_AT
+from exactly_once.ledger import job_state
+from exactly_once.ledger.job_state import JobState, JobStatus
 from exactly_once.ledger.job_status import JobStatuses
-from exactly_once.ledger.lifecycle import StoredRecord
-from exactly_once.ledger.protocol import Claim, JobResult, LeaseLost, RunLedger
+from exactly_once.ledger.protocol import Claim, JobResult, LeaseLost, RunLedger, WritesRefused
 from exactly_once.run_key import RunKey
 
-# How often a delivery tries again to record a pause when the status changed under its
-# conditional write (a failing run's retry ended meanwhile) and the pause is still unrecorded.
-_RECORD_TRIES = 3
-
-
-def failing_runs(status: StoredRecord | None) -> list[str]:
-    """The runs that failed since the job's last success (or resume), oldest first."""
-    recorded = status.fields.get(FAILED_RUNS) if status is not None else None
-    return [str(run_id) for run_id in recorded] if isinstance(recorded, list) else []
-
-
-def pause_recorded(status: StoredRecord | None) -> bool:
-    """Whether a delivery already recorded (and announced) the pause the status holds."""
-    return status is not None and status.fields.get(FAILURE_PAUSED_AT) is not None
+# How often a delivery decides its run again when the job's status changed under the skip's
+# conditioned commit (a failing run's retry ended, a resume, another run's skip) before it gives
+# the run back. Each refusal means another write to the status committed, so of N runs of a
+# paused job delivered at once, one commits per round: N rounds settle them all.
+_DECIDE_TRIES = 10
 
 
 class FailurePauses:
@@ -83,50 +76,48 @@ class FailurePauses:
         limit = self._limits.get(key.job_name)
         if limit is None or key.forced:
             return None
-        try:
-            status = self._statuses.read(key, timeout=self._ledger.deadline_seconds)
-        except google_exceptions.GoogleAPIError as error:
-            # Unknown whether the job is paused: give the run back for the next retry to decide.
-            report.error = error_text(repr(error))
-            with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
-                self._ledger.give_back(claim)
-            return Answer(Outcome.STORE_ERROR, "could not read whether the job is paused: Firestore failed")
-        failed = failing_runs(status)
-        if len(failed) < limit or claim.run_id in failed:
-            return None
-        reason = (
-            f"the job is paused after {len(failed)} failed runs in a row (pauseAfterFailures {limit}: "
-            f"{', '.join(failed)}): not run; a success of a failing run's retry, a forced run or "
-            "`ops resume` ends the pause"
-        )
-        try:
-            self._ledger.complete(claim, JobResult.SKIPPED_PAUSED, reason)
-        except LeaseLost:
-            return Answer(Outcome.LEASE_LOST, "another attempt took the run over before it was skipped")
-        except google_exceptions.GoogleAPIError as error:
-            report.error = error_text(repr(error))
-            return Answer(Outcome.STORE_ERROR, "could not record the run as skipped: Firestore failed")
-        report.result = JobResult.SKIPPED_PAUSED.value
-        self._finisher.remember(claim, JobResult.SKIPPED_PAUSED, None, error=reason)
-        with contextlib.suppress(google_exceptions.GoogleAPIError):  # the next skip announces it
-            self._announce(key, claim, status, limit)
-        return Answer(Outcome.SKIPPED_PAUSED, f"skipped: {reason}", error=reason)
+        for _ in range(_DECIDE_TRIES):
+            try:
+                status = self._statuses.read(key, timeout=self._ledger.deadline_seconds)
+            except google_exceptions.GoogleAPIError as error:
+                # Unknown whether the job is paused: give the run back for the next retry to decide.
+                return self._give_back(claim, report, error, "could not read whether the job is paused")
+            state = job_state.holds_back(status, limit, claim.run_id)
+            if state is None:
+                return None
+            reason = (
+                f"the job is paused after {len(status.failed_runs)} failed runs in a row (pauseAfterFailures "
+                f"{limit}: {', '.join(status.failed_runs)}): not run; a success of a failing run's retry, a "
+                "forced run or `ops resume` ends the pause"
+            )
+            also = [self._statuses.skipped(key, claim.run_id, status, limit)]
+            try:
+                self._ledger.complete(claim, JobResult.SKIPPED_PAUSED, reason, also=also)
+            except WritesRefused:
+                continue  # the status changed since it was read: decide again on a new read
+            except LeaseLost:
+                return Answer(Outcome.LEASE_LOST, "another attempt took the run over before it was skipped")
+            except google_exceptions.GoogleAPIError as error:
+                report.error = error_text(repr(error))
+                return Answer(Outcome.STORE_ERROR, "could not record the run as skipped: Firestore failed")
+            report.result = JobResult.SKIPPED_PAUSED.value
+            self._finisher.remember(claim, JobResult.SKIPPED_PAUSED, None, error=reason)
+            if state is JobState.PAUSING:
+                self._announce(key, claim, status, limit)
+            return Answer(Outcome.SKIPPED_PAUSED, f"skipped: {reason}", error=reason)
+        changing = "the job's status kept changing while its run was decided"
+        return self._give_back(claim, report, None, changing)
 
-    def _announce(self, key: RunKey, claim: Claim, status: StoredRecord | None, limit: int) -> None:
-        """Record the pause and write its one ERROR line, unless another delivery did."""
-        for _ in range(_RECORD_TRIES):
-            failed = failing_runs(status)
-            if status is None or pause_recorded(status) or len(failed) < limit:
-                return
-            timeout = self._ledger.deadline_seconds
-            if self._statuses.record_pause(
-                key, as_read=status.update_time, failed_runs=failed, timeout=timeout
-            ):
-                self._log_pause(key, claim, failed, limit)
-                return
-            status = self._statuses.read(key, timeout=timeout)
+    def _give_back(self, claim: Claim, report: DeliveryReport, error: Exception | None, why: str) -> Answer:
+        if error is not None:
+            report.error = error_text(repr(error))
+        with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
+            self._ledger.give_back(claim)
+        return Answer(Outcome.STORE_ERROR, f"{why}: run given back for the next retry")
 
-    def _log_pause(self, key: RunKey, claim: Claim, failed: list[str], limit: int) -> None:
+    def _announce(self, key: RunKey, claim: Claim, status: JobStatus, limit: int) -> None:
+        """The one ERROR line of a pause: written by the delivery whose skip recorded it."""
+        failed = list(status.failed_runs[:limit])
         fields: dict[str, Any] = {
             log_fields.EVENT: log_fields.JOB_PAUSED_AFTER_FAILURES,
             log_fields.JOB: key.job_name,

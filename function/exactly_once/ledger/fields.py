@@ -38,7 +38,7 @@ JOB_STATUS_COLLECTION_SUFFIX: Final = "_job_status"
 LAST_SUCCESS: Final = "last_success"
 LAST_FAILURE: Final = "last_failure"
 CONSECUTIVE_FAILURES: Final = "consecutive_failures"
-# Only for a job with pauseAfterFailures (delivery/failure_pause.py): the ids of the runs that
+# Only for a job with pauseAfterFailures (ledger/job_state.py): the ids of the runs that
 # failed since its last success, each once however many of its attempts failed (a success and
 # `ops resume` empty it); when the pause was first found (Firestore's clock) and which runs
 # caused it (null while the job is not paused); when `ops resume` last ended a pause.
@@ -46,6 +46,8 @@ FAILED_RUNS: Final = "failed_runs"
 FAILURE_PAUSED_AT: Final = "failure_paused_at"
 FAILURE_PAUSED_AFTER: Final = "failure_paused_after"
 FAILURE_RESUMED_AT: Final = "failure_resumed_at"
+# The run a paused job skipped last: what the skip's conditioned write of the status sets.
+LAST_SKIPPED_RUN: Final = "last_skipped_run"
 # Inside LAST_SUCCESS and LAST_FAILURE, beside SCHEDULE_TIME, TRIGGER and "run_id": when the
 # run's ending commit was made (Firestore's clock), the stored output, the failure's reason.
 ENDED_AT: Final = "ended_at"

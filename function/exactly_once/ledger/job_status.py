@@ -10,32 +10,30 @@ resets the failure count; a failed attempt sets the last failure and increments 
 
 For a job that pauses after failed runs (jobs[].pauseAfterFailures), the same merges keep the
 set of its failing runs: a failed attempt adds its run's id (ArrayUnion: a run counts once
-however many of its attempts fail, and retries on two instances cannot count it twice), a
-success empties it. Other jobs' merges carry none of it, so their commits are unchanged. Whether
-that set pauses the job is delivery/failure_pause.py's to decide.
+however many of its attempts fail, and retries on two instances cannot count it twice), and any
+success empties it, whatever the serving function's job table says. Other jobs' failures add
+nothing, so their commits are unchanged. What that set makes of the job is ledger/job_state.py's
+to decide; the one write decided on a read of this document, a paused job's skip, is conditioned
+on that read (`skipped`).
 
-The merge cannot be refused: it creates or updates the one document, and what it stores is
+The merges cannot be refused: each creates or updates the one document, and what it stores is
 bounded (an output at most context.MAX_OUTPUT_BYTES, a reason at most errors.MAX_ERROR_BYTES),
 so it never makes the run's own commit fail.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime
-from typing import Any, Final, cast
+from collections.abc import Mapping
+from typing import Any
 
-from google.api_core import exceptions as google_exceptions
 from google.cloud import firestore
 
 from exactly_once import strict_json
+from exactly_once.ledger import job_state
 from exactly_once.ledger.fields import (
     CONSECUTIVE_FAILURES,
     ENDED_AT,
     FAILED_RUNS,
-    FAILURE_PAUSED_AFTER,
-    FAILURE_PAUSED_AT,
-    FAILURE_RESUMED_AT,
     LAST_FAILURE,
     LAST_SUCCESS,
     OUTPUT_JSON,
@@ -45,9 +43,10 @@ from exactly_once.ledger.fields import (
     job_status_collection,
     job_status_id,
 )
+from exactly_once.ledger.job_state import NOT_PAUSED, JobStatus
 from exactly_once.ledger.lifecycle import StoredRecord
 from exactly_once.ledger.previous_run import PreviousRun
-from exactly_once.ledger.store import COMMIT_TIME, with_retries
+from exactly_once.ledger.store import COMMIT_TIME, RunStore
 from exactly_once.ledger.writes import StagedWrite, WriteKind
 from exactly_once.run_key import RunKey, Trigger
 
@@ -60,29 +59,31 @@ class JobStatuses:
 
     def __init__(
         self,
-        client: firestore.Client,
+        store: RunStore,
         runs_collection: str,
         pause_after_failures: Mapping[str, int] | None = None,
     ) -> None:
-        self._client = client
-        self._collection = client.collection(job_status_collection(runs_collection))
+        self._store = store
+        self._collection = job_status_collection(runs_collection)
         self.pause_after_failures: Mapping[str, int] = dict(pause_after_failures or {})
 
     def document(self, key: RunKey) -> firestore.DocumentReference:
         return self.document_of(key.project, key.location, key.key_name)
 
     def document_of(self, project: str, location: str, job_name: str) -> firestore.DocumentReference:
-        return cast(
-            firestore.DocumentReference, self._collection.document(job_status_id(project, location, job_name))
-        )
+        return self._store.reference(self._path(project, location, job_name))
+
+    def _path(self, project: str, location: str, job_name: str) -> str:
+        return f"{self._collection}/{job_status_id(project, location, job_name)}"
+
+    def _read(self, key: RunKey, timeout: float) -> StoredRecord | None:
+        return self._store.read(self._path(key.project, key.location, key.key_name), timeout=timeout)
 
     def succeeded(self, key: RunKey, run_id: str, output_json: str | None) -> StagedWrite:
-        """The merge a run's completing commit carries when the job succeeded."""
+        """The merge a run's completing commit carries when the job succeeded: it ends any
+        streak, also one a table with pauseAfterFailures left before this one dropped the key."""
         last = {**_run_fields(key, run_id), OUTPUT_JSON: output_json}
-        fields: dict[str, Any] = {LAST_SUCCESS: last, CONSECUTIVE_FAILURES: 0}
-        if key.job_name in self.pause_after_failures:
-            fields.update(NOT_PAUSED)
-        return self._merge(fields, key)
+        return self._merge({LAST_SUCCESS: last, CONSECUTIVE_FAILURES: 0, **NOT_PAUSED}, key)
 
     def failed(self, key: RunKey, run_id: str, reason: str) -> StagedWrite:
         """The merge a failed attempt's ending commit (terminal completion or release) carries."""
@@ -92,30 +93,17 @@ class JobStatuses:
             fields[FAILED_RUNS] = firestore.ArrayUnion([run_id])
         return self._merge(fields, key)
 
-    def read(self, key: RunKey, *, timeout: float) -> StoredRecord | None:
-        """The job's status document as one read saw it (None: the job never ended a run)."""
-        document = self.document(key)
-        snapshot = with_retries(timeout, lambda seconds: document.get(retry=None, timeout=seconds))
-        if not snapshot.exists:
-            return None
-        return StoredRecord(snapshot.to_dict() or {}, snapshot.update_time, snapshot.read_time)
+    def read(self, key: RunKey, *, timeout: float) -> JobStatus:
+        """The job's status as one read saw it (empty: the job never ended a run)."""
+        return JobStatus.of(self._read(key, timeout))
 
-    def record_pause(
-        self, key: RunKey, *, as_read: datetime, failed_runs: Sequence[str], timeout: float
-    ) -> bool:
-        """Record that the job is paused after `failed_runs`, only if its status is still as read
-        at `as_read`: of deliveries that found the pause together, exactly one records it. False
-        when the document changed since (another delivery recorded it, or a run ended)."""
-        document = self.document(key)
-        option = self._client.write_option(last_update_time=as_read)
-        fields = {FAILURE_PAUSED_AT: COMMIT_TIME, FAILURE_PAUSED_AFTER: list(failed_runs)}
-        try:
-            with_retries(
-                timeout, lambda seconds: document.update(fields, option=option, retry=None, timeout=seconds)
-            )
-        except (google_exceptions.FailedPrecondition, google_exceptions.NotFound):
-            return False
-        return True
+    def skipped(self, key: RunKey, run_id: str, status: JobStatus, limit: int) -> StagedWrite:
+        """The write a paused job's skip of `run_id` carries in its commit: the pause when it
+        records it (job_state.skip_fields), conditioned on `status` as read, so the skip is
+        refused whole when a success, a failure or a resume changed the status since."""
+        assert status.update_time is not None  # a job without a status has no streak to skip on
+        fields = job_state.skip_fields(status, limit, run_id, COMMIT_TIME)
+        return StagedWrite(WriteKind.UPDATE, self.document(key), fields, if_updated_at=status.update_time)
 
     def _merge(self, fields: dict[str, Any], key: RunKey) -> StagedWrite:
         about = {"job_name": key.job_name, "project": key.project, "location": key.location}
@@ -123,9 +111,8 @@ class JobStatuses:
 
     def last_success(self, key: RunKey, *, timeout: float) -> PreviousRun | None:
         """The job's last successful run: one read, retried like the ledger's within `timeout`."""
-        document = self.document(key)
-        snapshot = with_retries(timeout, lambda seconds: document.get(retry=None, timeout=seconds))
-        last = (snapshot.to_dict() or {}).get(LAST_SUCCESS) if snapshot.exists else None
+        status = self._read(key, timeout)
+        last = status.fields.get(LAST_SUCCESS) if status is not None else None
         if not isinstance(last, dict):
             return None
         output_json = last.get(OUTPUT_JSON)
@@ -137,17 +124,6 @@ class JobStatuses:
         )
 
 
-# What a success (and a resume) makes of a pausing job's failure count: no failing runs, no
-# pause.
-NOT_PAUSED: Final[Mapping[str, Any]] = {FAILED_RUNS: [], FAILURE_PAUSED_AT: None, FAILURE_PAUSED_AFTER: None}
-
-
-def resume_fields() -> dict[str, Any]:
-    """What `ops resume` merges into a paused job's status: its failing runs forgotten, so its
-    next run executes and pauseAfterFailures more failures pause it again."""
-    return {**NOT_PAUSED, FAILURE_RESUMED_AT: COMMIT_TIME}
-
-
 def _run_fields(key: RunKey, run_id: str) -> dict[str, Any]:
     return {
         "run_id": run_id,
@@ -155,3 +131,8 @@ def _run_fields(key: RunKey, run_id: str) -> dict[str, Any]:
         TRIGGER: key.trigger.value,
         ENDED_AT: COMMIT_TIME,
     }
+
+
+def resume_fields() -> dict[str, Any]:
+    """What `ops resume` merges into a paused job's status (job_state.resume_fields)."""
+    return job_state.resume_fields(COMMIT_TIME)

@@ -109,7 +109,9 @@ class RunStore(Protocol):
     """Four operations on one record; every write after create() is conditional. Each waits
     at most `timeout` seconds, retries included, then raises a GoogleAPIError. update() and
     delete() commit `also` (other documents' writes) atomically with the record's write: one
-    commit, applied whole or not at all."""
+    commit, applied whole or not at all. Two more reach the other documents of the ledger's
+    database that ride in those commits (a job's status, a job's writes): `reference` names one
+    for a StagedWrite, `read` reads one, both by its path."""
 
     def create(self, run_id: str, fields: Mapping[str, Any], *, timeout: float) -> datetime: ...
     def get(self, run_id: str, *, timeout: float) -> StoredRecord | None: ...
@@ -125,6 +127,8 @@ class RunStore(Protocol):
     def delete(
         self, run_id: str, *, if_updated_at: datetime, timeout: float, also: Sequence[StagedWrite] = ()
     ) -> None: ...
+    def reference(self, path: str) -> firestore.DocumentReference: ...
+    def read(self, path: str, *, timeout: float) -> StoredRecord | None: ...
 
 
 def with_retries(
@@ -202,7 +206,15 @@ class FirestoreRunStore:
         return with_retries(timeout, send, attempt_seconds=self.attempt_seconds, tries=tries)
 
     def get(self, run_id: str, *, timeout: float) -> StoredRecord | None:
-        document = self._document(run_id)
+        return self._get(self._document(run_id), timeout)
+
+    def reference(self, path: str) -> firestore.DocumentReference:
+        return self._client.document(path)
+
+    def read(self, path: str, *, timeout: float) -> StoredRecord | None:
+        return self._get(self.reference(path), timeout)
+
+    def _get(self, document: firestore.DocumentReference, timeout: float) -> StoredRecord | None:
         snapshot = with_retries(
             timeout,
             lambda seconds: document.get(retry=None, timeout=seconds),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -40,12 +41,22 @@ class WriteKind(enum.StrEnum):
 @dataclass(frozen=True)
 class StagedWrite:
     """One write, held until the commit that carries it. `data` may hold the client's
-    sentinels (Increment, SERVER_TIMESTAMP, DELETE_FIELD); `merge` applies to SET only."""
+    sentinels (Increment, SERVER_TIMESTAMP, DELETE_FIELD); `merge` applies to SET only.
+    `if_updated_at` conditions an UPDATE or DELETE on the document as read: the whole commit is
+    refused when it changed since (a decision made on that read no longer stands)."""
 
     kind: WriteKind
     document: firestore.DocumentReference
     data: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     merge: bool = False
+    if_updated_at: datetime | None = None
+
+    @property
+    def option(self) -> Any:
+        """The client library's precondition for `if_updated_at` (None: unconditioned)."""
+        if self.if_updated_at is None:
+            return None
+        return firestore.Client.write_option(last_update_time=self.if_updated_at)
 
 
 def add_to_batch(batch: firestore.WriteBatch, writes: Sequence[StagedWrite]) -> None:
@@ -56,6 +67,6 @@ def add_to_batch(batch: firestore.WriteBatch, writes: Sequence[StagedWrite]) -> 
         elif write.kind is WriteKind.SET:
             batch.set(write.document, dict(write.data), merge=write.merge)
         elif write.kind is WriteKind.UPDATE:
-            batch.update(write.document, dict(write.data))
+            batch.update(write.document, dict(write.data), option=write.option)
         else:
-            batch.delete(write.document)
+            batch.delete(write.document, option=write.option)

@@ -14,6 +14,7 @@ from exactly_once.context import RunContext
 from exactly_once.delivery.scheduler_request import run_key_from_headers
 from exactly_once.ledger.fields import job_status_collection, job_status_id
 from exactly_once.ledger.job_status import JobStatuses, resume_fields
+from exactly_once.ledger.store import FirestoreRunStore
 from exactly_once.run_key import Trigger, format_rfc3339
 from tests.support.instances import Instance, headers
 
@@ -81,8 +82,8 @@ def test_two_failed_runs_pause_the_job_and_its_next_run_is_recorded_skipped_unru
     reply = paused.deliver(headers(time=THIRD))
     assert (reply.status, reply.body["outcome"]) == (200, "skipped_paused")
     assert "paused after 2 failed runs in a row" in reply.body["error"]
-    # Claim, read, the skip's completion, and the one write that records the pause.
-    assert paused.rpcs.snapshot() == {"BatchWrite": 1, "BatchGetDocuments": 1, "Commit": 2}
+    # Claim, read, and the skip's completion, which records the pause in the same commit.
+    assert paused.rpcs.snapshot() == {"BatchWrite": 1, "BatchGetDocuments": 1, "Commit": 1}
     assert job.calls == [FIRST, FIRST, SECOND]
     assert (record(paused, THIRD)["status"], record(paused, THIRD)["result"]) == (
         "completed",
@@ -140,7 +141,7 @@ def test_a_resume_forgets_the_failed_runs_and_as_many_failures_pause_the_job_aga
     paused = instance(job, pause_after_failures={"nightly": 1})
     assert paused.deliver(headers(time=FIRST)).body["outcome"] == "failed_released"
     assert paused.deliver(headers(time=SECOND)).body["outcome"] == "skipped_paused"
-    statuses = JobStatuses(paused.client, "scheduler_runs")
+    statuses = JobStatuses(FirestoreRunStore(paused.client, "scheduler_runs"), "scheduler_runs")
     statuses.document_of("acme", "europe-west1", "nightly").set(resume_fields(), merge=True)
     assert status(paused)["failure_resumed_at"] is not None
     assert paused.deliver(headers(time=THIRD)).body["outcome"] == "failed_released"

@@ -656,10 +656,9 @@ def test_each_commit_moves_the_clock_a_microsecond_and_reads_see_every_commit(st
 
 
 def test_the_store_shows_any_document_and_its_records_in_bulk(store: MemoryRunStore) -> None:
-    client = offline_client()
     created = store.create(RUN, {"n": 0}, timeout=TIMEOUT)
     store.create("run-2", {"n": 2}, timeout=TIMEOUT)
-    status = JobStatuses(client, RUNS).document(KEY)
+    status = JobStatuses(store, RUNS).document(KEY)
     store.update(
         RUN,
         {"n": 1},
@@ -803,10 +802,47 @@ def test_the_ledger_recognises_its_own_claim_whose_answer_was_lost(store: Memory
     store.script(Operation.CREATE, LOST_ANSWER)
     claim = ledger.claim(KEY, "attempt-1")
     assert claim.kind is ClaimKind.CREATED
-    status = JobStatuses(offline_client(), RUNS)
+    status = JobStatuses(store, RUNS)
     ledger.complete(claim, also=[status.succeeded(KEY, KEY.run_id, '{"rows": 1}')])
     record = store.records()[KEY.run_id]
     assert record.fields["status"] == "completed"
     job = store.document(status.document(KEY).path)
     assert job is not None and job["consecutive_failures"] == 0
     assert job["last_success"]["ended_at"] == record.fields["completed_at"]
+
+
+# -- other documents of the database: named, read, and written conditioned on a read --------
+
+
+def test_any_document_of_the_database_is_read_by_its_path_with_its_times(backend: Backend) -> None:
+    reference = backend.store.reference("others/status")
+    assert reference.path == "others/status"
+    assert backend.store.read("others/status", timeout=TIMEOUT) is None
+    backend.commit([StagedWrite(WriteKind.SET, reference, {"n": 1})])
+    read = backend.store.read("others/status", timeout=TIMEOUT)
+    assert read is not None and read.fields == {"n": 1}
+    assert read.update_time == (backend.snapshot("others/status") or read).update_time
+
+
+def test_a_write_conditioned_on_a_document_as_read_refuses_the_whole_commit_once_it_changed(
+    backend: Backend,
+) -> None:
+    """A decision made on a read (a paused job's skip) rides in a commit only while what it was
+    decided on still stands: the record's write and every other one are refused with it."""
+    rider = Rider(backend)
+    status = backend.store.reference("others/status")
+    backend.commit([StagedWrite(WriteKind.SET, status, {"failed": 2})])
+    as_read = backend.store.read("others/status", timeout=TIMEOUT)
+    assert as_read is not None
+    backend.commit([StagedWrite(WriteKind.SET, status, {"failed": 0})])  # a success, meanwhile
+    conditioned = StagedWrite(WriteKind.UPDATE, status, {"skipped": True}, if_updated_at=as_read.update_time)
+    with pytest.raises(StaleWrite) as refused:
+        rider.ride(conditioned, StagedWrite(WriteKind.SET, backend.doc("others/effect"), {"x": 1}))
+    assert refused.value.refusal is not None
+    assert backend.fields("others/status") == {"failed": 0}
+    assert backend.fields("others/effect") is None
+    assert (backend.fields(f"{RUNS}/{RUN}") or {})["round"] == 0
+    now = backend.store.read("others/status", timeout=TIMEOUT)
+    assert now is not None
+    rider.ride(StagedWrite(WriteKind.UPDATE, status, {"skipped": True}, if_updated_at=now.update_time))
+    assert backend.fields("others/status") == {"failed": 0, "skipped": True}
