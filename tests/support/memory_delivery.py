@@ -62,7 +62,9 @@ class MemoryInstance:
         self.logs = io.StringIO()
         self.ended = EndedAttempts()
         clock = store.clock
-        ledger = RunLedger(store, lease=LEASE, retention=RETENTION, clock=clock.now, monotonic=clock.monotonic)
+        ledger = RunLedger(
+            store, lease=LEASE, retention=RETENTION, clock=clock.now, monotonic=clock.monotonic
+        )
         locks = JobLocks(store, lease=LEASE, retention=RETENTION, clock=clock.now, deadline_seconds=5)
         self.statuses = JobStatuses(store, RUNS, pause_after_failures)
         self.handler = ScheduledRunHandler(
