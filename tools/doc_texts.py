@@ -77,6 +77,11 @@ OUTCOME_MEANINGS: dict[Outcome, str] = {
         "the run's record belongs to another function (two deployments share a runs collection and a "
         "job name): refused loudly, never answered as a duplicate"
     ),
+    Outcome.UNKNOWN_JOB: (
+        "the function's job table does not name the job (the old Scheduler job of a renamed one, still "
+        "firing during `pulumi up`, or a new one firing before the function names it): nothing "
+        "recorded, no fallback handler run; Cloud Scheduler retries it"
+    ),
     Outcome.BAD_REQUEST: (
         "a missing or malformed Scheduler header (named in the message), or a body shorter than its "
         "`Content-Length`; nothing written"
@@ -152,14 +157,16 @@ def _function_environment() -> tuple[EnvVar, ...]:
             f"`{JOB_TABLE_FILE}` in a stack",
             "path of the job table, JSON "
             '`{"jobs": {"<job id>": {"handler"?, "time_limit_seconds"?, "starting_deadline_seconds"?, '
-            '"overlap"?, "run_key"?, "pause_after_failures"?}}, "audit"?: {...}}`: each job\'s own '
-            f"handler (`jobs[].handler`), shorter limit than `{TIME_LIMIT_ENV}` (`jobs[].timeLimitSeconds`), "
-            "starting deadline (`jobs[].startingDeadlineSeconds`), overlap policy (`jobs[].overlap`), run "
-            "key (`jobs[].runKey`, when not the job's name) and pause after failed runs "
-            "(`jobs[].pauseAfterFailures`), keyed by "
+            '"overlap"?, "run_key"?, "pause_after_failures"?, "time_zone"?}}, "audit"?: {...}}`: every '
+            "job of the stack, with its own handler (`jobs[].handler`), shorter limit than "
+            f"`{TIME_LIMIT_ENV}` (`jobs[].timeLimitSeconds`), starting deadline "
+            "(`jobs[].startingDeadlineSeconds`), overlap policy (`jobs[].overlap`), run key "
+            "(`jobs[].runKey`, when not the job's name), pause after failed runs "
+            "(`jobs[].pauseAfterFailures`) and zone (`jobs[].timeZone`), keyed by "
             "`X-CloudScheduler-JobName` (in a stack the deployed id, `eos-dev_nightly-report`), and the "
             "jobs the missed-run audit checks; the stack writes it into the function's source "
-            "(docs/scale.md). Unset: no table, every job runs `JOB_HANDLER`",
+            "(docs/scale.md). A job it does not name is refused (`unknown_job`). Unset: no table, every "
+            "job runs `JOB_HANDLER`",
         ),
         EnvVar(
             REGION_ENV,

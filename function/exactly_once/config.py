@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from exactly_once.run_key import JOB_ID_PATTERN
+from exactly_once.run_key import JOB_ID_PATTERN, zone_of
 
 # The environment variables the function reads: its whole contract with whatever deploys it.
 # The stack writes them (infra/plan/), the policy pack reads them back and the docs list them,
@@ -121,6 +122,10 @@ class JobPolicy:
     # until a success or `ops resume` (jobs[].pauseAfterFailures, delivery/failure_pause.py);
     # None: never paused.
     pause_after_failures: int | None = None
+    # The IANA zone the job's schedule is read in (jobs[].timeZone); None: UTC. A wall time its
+    # zone repeats (the hour clocks go back) is one run: a delivery of its second instant is
+    # the run of its first (run_key.first_occurrence).
+    time_zone: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         fields: dict[str, Any] = {}
@@ -136,6 +141,8 @@ class JobPolicy:
             fields["run_key"] = self.run_key
         if self.pause_after_failures is not None:
             fields["pause_after_failures"] = self.pause_after_failures
+        if self.time_zone is not None:
+            fields["time_zone"] = self.time_zone
         return fields
 
 
@@ -150,6 +157,7 @@ _POLICY_KEYS = frozenset(
         "overlap",
         "run_key",
         "pause_after_failures",
+        "time_zone",
     }
 )
 # Read once: a thousand jobs' table checks each entry's overlap against them.
@@ -233,7 +241,16 @@ def _job_policy(source: str, job: str, entry: Any, ceiling: float) -> JobPolicy:
         pause_after_failures=_table_count(
             source, f"{where}.pause_after_failures", entry.get("pause_after_failures")
         ),
+        time_zone=_time_zone(source, f"{where}.time_zone", entry.get("time_zone")),
     )
+
+
+def _time_zone(source: str, key: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or zone_of(value) is None:
+        raise JobTableError(source, key, f"{value!r} is not an IANA time zone (e.g. Europe/Berlin)")
+    return value
 
 
 def _table_count(source: str, key: str, value: Any) -> int | None:
@@ -252,6 +269,11 @@ def _run_key(source: str, key: str, value: Any) -> str | None:
             source, key, f"{value!r} is not a Cloud Scheduler job id (A-Z, a-z, 0-9, '-', '_')"
         )
     return value
+
+
+def zones_of(jobs: Mapping[str, JobPolicy]) -> dict[str, ZoneInfo]:
+    """The zones of the jobs whose schedules are read in one (the others' are UTC)."""
+    return {job: zone for job, policy in jobs.items() if (zone := zone_of(policy.time_zone)) is not None}
 
 
 def run_keys_of(jobs: Mapping[str, JobPolicy]) -> dict[str, str]:
@@ -318,6 +340,9 @@ class FunctionConfig:
     jobs: Mapping[str, JobPolicy] = field(default_factory=dict)
     # The missed-run audit's configuration from the job table (read by exactly_once.audit).
     audit: Mapping[str, Any] | None = None
+    # Every job the stack's table names (the stack names each of its jobs there), so that a
+    # delivery of any other is refused unclaimed; None without a table: every job is served.
+    known_jobs: frozenset[str] | None = None
     # The Cloud Run service (K_SERVICE, set by Cloud Run): the target recorded with each run
     # unless @exactly_once(target=...) names one, so two functions that share a runs
     # collection and a job name cannot decide each other's runs.
@@ -370,6 +395,7 @@ class FunctionConfig:
             job_handler=_handler_spec(JOB_HANDLER_ENV, default_handler) if default_handler else None,
             jobs=table.jobs,
             audit=table.audit,
+            known_jobs=frozenset(table.jobs) if env.get(JOB_TABLE_ENV, "").strip() else None,
             service=env.get(SERVICE_ENV, "").strip(),
         )
 

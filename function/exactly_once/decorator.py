@@ -81,6 +81,7 @@ def build_handler(
         time_limit_seconds=config.time_limit_seconds,
         end_attempt=end_instance,
         jobs=config.jobs,
+        known_jobs=config.known_jobs,
         target=target_of(config, target),
         locks=locks,
         cache=CompletedRuns(),

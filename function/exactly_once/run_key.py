@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 # What a Cloud Scheduler job id may hold, and so a run key (which keys runs in its place). A
 # comma cannot be part of one: servers join repeated headers with ", ", so two job-name
@@ -62,6 +63,14 @@ class RunKey:
         """The same delivery read as `trigger`'s run."""
         return replace(self, trigger=trigger)
 
+    def at_first_occurrence(self, zone: ZoneInfo | None) -> RunKey:
+        """The run this delivery is when its job's schedule is read in `zone`: the second
+        instant of a wall time the zone repeats is the run of the first (first_occurrence)."""
+        if zone is None:
+            return self
+        first = first_occurrence(self.schedule_time, zone)
+        return self if first == self.schedule_time else replace(self, schedule_time=first)
+
     @property
     def schedule_time_rfc3339(self) -> str:
         """Canonical UTC form, so '05:00:00-07:00' and '12:00:00Z' name the same run."""
@@ -79,6 +88,27 @@ class RunKey:
             fields.append(self.trigger.value)
         canonical = json.dumps(fields, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def zone_of(name: str | None) -> ZoneInfo | None:
+    """The IANA zone `name` names; None for None or a name the zone database does not know."""
+    if not name:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ValueError, ZoneInfoNotFoundError):
+        return None
+
+
+def first_occurrence(instant: datetime, zone: ZoneInfo) -> datetime:
+    """The instant that first names `instant`'s wall time in `zone`: `instant` itself, except
+    in the hour a zone repeats when its clocks go back, where a cron schedule's one wall time
+    (02:15) falls on two instants. Cloud Scheduler may fire both; they are one run, so the
+    second is that of the first, and its delivery is that run's duplicate or its retry."""
+    local = instant.astimezone(zone)
+    if not local.fold:
+        return instant
+    return local.replace(fold=0).astimezone(UTC)
 
 
 def format_rfc3339(instant: datetime) -> str:

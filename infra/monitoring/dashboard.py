@@ -24,7 +24,7 @@ DASHBOARD_FILE = Path(__file__).resolve().with_name("dashboard.json")
 
 # Requests refused before anything was written: no run is at stake, so no alert, but a burst
 # of them belongs beside the failures.
-REFUSED = (Outcome.BAD_REQUEST, Outcome.METHOD_NOT_ALLOWED, Outcome.BODY_TOO_LARGE)
+REFUSED = (Outcome.BAD_REQUEST, Outcome.METHOD_NOT_ALLOWED, Outcome.BODY_TOO_LARGE, Outcome.UNKNOWN_JOB)
 # What each chart counts, by its placeholder in dashboard.json.
 CHARTED: dict[str, tuple[Outcome, ...]] = {
     "executions": (Outcome.EXECUTED, Outcome.LEASE_TAKEN_OVER),

@@ -90,8 +90,10 @@ def stack_environment(settings: StackSettings, region: str | None = None) -> dic
 
 def job_table(settings: StackSettings, audit: AuditConfig | None = None) -> JobTable:
     """Each job's policy by deployed job id, as the function reads it from JOB_TABLE_FILE;
-    `audit` is the missed-run audit's configuration (infra/plan/audit_job.py). A job that sets
-    nothing of its own is left out: it runs JOB_HANDLER under the function's limits."""
+    `audit` is the missed-run audit's configuration (infra/plan/audit_job.py). Every job of the
+    stack is named, one that sets nothing of its own with the defaults (it runs JOB_HANDLER under
+    the function's limits): the function refuses, unclaimed, a delivery of a job the table does
+    not name, such as a renamed job's old Scheduler job firing while `pulumi up` runs."""
     handlers, limits = settings.job_handlers(), settings.job_time_limits()
     deadlines, overlap = settings.job_starting_deadlines(), settings.job_overlap()
     run_keys = settings.job_run_keys()
@@ -105,9 +107,9 @@ def job_table(settings: StackSettings, audit: AuditConfig | None = None) -> JobT
             overlap=OverlapPolicy(overlap.get(name, OverlapPolicy.ALLOW)),
             run_key=run_keys.get(name),
             pause_after_failures=job.pause_after_failures,
+            time_zone=job.time_zone,
         )
-        if policy != JobPolicy():
-            jobs[name] = policy
+        jobs[name] = policy
     raw_audit = None if audit is None else json.loads(audit.to_json())
     return JobTable(jobs=jobs, audit=raw_audit)
 

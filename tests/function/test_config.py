@@ -214,7 +214,10 @@ def test_a_job_without_a_handler_fails_terminally_naming_the_job():
 def test_a_served_job_without_a_handler_is_answered_terminally_naming_it(start_server, db):
     """Through a real server: the run is recorded failed (not retried, not run as another job),
     and the record and the reply say which job has no handler."""
-    server = start_server(JOB_HANDLER="", **jobs_env({"weekly": "jobs.noop:do_nothing"}))
+    # The table names the job (every job of a stack is named), with no handler of its own.
+    server = start_server(
+        JOB_HANDLER="", **jobs_env({"weekly": "jobs.noop:do_nothing"}, overlap={"nightly": "allow"})
+    )
     reply = deliver(server)
     assert (reply.status_code, reply.json()["outcome"]) == (200, "failed_terminal")
     record = run_record(db).to_dict()

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from google.api_core import exceptions as google_exceptions
 
 from exactly_once import log_fields, strict_json, structured_log
-from exactly_once.config import DEFAULT_POLICY, JobPolicy, OverlapPolicy, run_keys_of
+from exactly_once.config import DEFAULT_POLICY, JobPolicy, OverlapPolicy, run_keys_of, zones_of
 from exactly_once.context import JobHandler, Progress, RunContext, decode_checkpoint, encode_output
 from exactly_once.delivery.failure_pause import FailurePauses
 from exactly_once.delivery.finishing import RunFinisher
@@ -79,6 +79,7 @@ class ScheduledRunHandler:
         time_limit_seconds: float,
         end_attempt: EndAttempt,
         jobs: Mapping[str, JobPolicy] | None = None,
+        known_jobs: frozenset[str] | None = None,
         target: str = "",
         locks: JobLocks | None = None,
         cache: CompletedRuns | None = None,
@@ -96,12 +97,14 @@ class ScheduledRunHandler:
         defaults): a shorter time limit than `time_limit_seconds`, a starting deadline past
         which a run is skipped, an overlap policy, a run key of its own. `statuses`, when given,
         keeps each job's last result, written in the commit that ends each run, and serves
-        RunContext.previous()."""
+        RunContext.previous(). `known_jobs`, when given, is every job the table names: a
+        delivery of any other is refused before anything is claimed."""
         self._ledger = ledger
         self._job = job
         self._new_attempt_id = new_attempt_id
         self._time_limit = time_limit_seconds
         self._jobs = dict(jobs or {})
+        self._known_jobs = known_jobs
         self._target = target
         if any(policy.overlap is not OverlapPolicy.ALLOW for policy in self._jobs.values()) and locks is None:
             raise ValueError("an overlap policy needs JobLocks")
@@ -113,6 +116,7 @@ class ScheduledRunHandler:
         self._write_scope = write_scope
         self._project = project
         self._run_keys = run_keys_of(self._jobs)
+        self._zones = zones_of(self._jobs)
         self._finisher = RunFinisher(ledger, self._cache, statuses, log_stream)
         # Only when some job pauses after failures (its statuses say which): no other job reads more.
         self._pauses = (
@@ -177,10 +181,20 @@ class ScheduledRunHandler:
             return Answer(Outcome.BAD_REQUEST, f"{problem}; nothing was claimed")
         assert body is not None
         try:
-            key = run_key_from_headers(headers, self._run_keys)
+            delivered = run_key_from_headers(headers, self._run_keys)
         except BadSchedulerRequest as error:
             report.header = error.header
             return Answer(Outcome.BAD_REQUEST, str(error))
+        key = delivered.at_first_occurrence(self._zones.get(delivered.job_name))
+        if key != delivered:
+            report.delivered_schedule_time = delivered.schedule_time
+        if self._known_jobs is not None and key.job_name not in self._known_jobs:
+            report.key = _labelled(key)
+            return Answer(
+                Outcome.UNKNOWN_JOB,
+                f"the job table does not name job {key.job_name!r}: nothing claimed, not run (a renamed "
+                "job's old Scheduler job, or a new one the function does not serve yet)",
+            )
         run = DeliveredRun(key, self._ledger.clock())
         report.key = key = _labelled(run.key)
         fingerprint = hashlib.sha256(body).hexdigest()

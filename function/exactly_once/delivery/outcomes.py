@@ -35,6 +35,10 @@ class Outcome(StrEnum):
     # never run, and not retried (delivery/failure_pause.py).
     SKIPPED_PAUSED = "skipped_paused"
     WRONG_TARGET = "wrong_target"
+    # The serving job table does not name the job: the old Scheduler job of a renamed one still
+    # firing while `pulumi up` runs, or a new one firing before the function's table names it.
+    # Refused unclaimed (nothing recorded) and retried by Cloud Scheduler; never run by a fallback.
+    UNKNOWN_JOB = "unknown_job"
     BAD_REQUEST = "bad_request"
     METHOD_NOT_ALLOWED = "method_not_allowed"
     BODY_TOO_LARGE = "body_too_large"
@@ -56,6 +60,7 @@ STATUS_AND_SEVERITY: dict[Outcome, tuple[int, str]] = {
     Outcome.SKIPPED_LATE: (200, "WARNING"),
     Outcome.SKIPPED_PAUSED: (200, "WARNING"),
     Outcome.WRONG_TARGET: (409, "ERROR"),
+    Outcome.UNKNOWN_JOB: (404, "WARNING"),
     Outcome.BAD_REQUEST: (400, "WARNING"),
     Outcome.METHOD_NOT_ALLOWED: (405, "WARNING"),
     Outcome.BODY_TOO_LARGE: (413, "WARNING"),

@@ -40,7 +40,9 @@ from exactly_once.run_key import RunKey
 
 
 def lock_id(key: RunKey) -> str:
-    canonical = json.dumps(["job-lock", key.project, key.location, key.job_name], separators=(",", ":"))
+    """The job's lock, keyed like its runs: a job renamed with its run key kept shares one lock
+    with the runs of its old name still running."""
+    canonical = json.dumps(["job-lock", key.project, key.location, key.key_name], separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

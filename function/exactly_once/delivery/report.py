@@ -12,6 +12,7 @@ learns them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 from typing import Any, Final
 
@@ -20,7 +21,7 @@ from exactly_once.config import OverlapPolicy
 from exactly_once.delivery.outcomes import Outcome
 from exactly_once.ledger.downstream import DOWNSTREAM_NAME, DOWNSTREAM_STATE, Downstream
 from exactly_once.ledger.protocol import Claim
-from exactly_once.run_key import RunKey
+from exactly_once.run_key import RunKey, format_rfc3339
 
 
 class _Unset(Enum):
@@ -40,6 +41,9 @@ class DeliveryReport:
     header: str | None = None
     # The run, as far as its identity got settled.
     key: RunKey | None = None
+    # The ScheduleTime delivered, when it was the second instant of a wall time the job's zone
+    # repeats: the run is the first instant's.
+    delivered_schedule_time: datetime | None = None
     no_cache: bool = False
     # Answered from the instance's memory of completed runs.
     cached: bool = False
@@ -90,6 +94,8 @@ class DeliveryReport:
                     "location": key.location,
                 }
             )
+        if self.delivered_schedule_time is not None:
+            fields["delivered_schedule_time"] = format_rfc3339(self.delivered_schedule_time)
         add("no_cache", self.no_cache)
         add("attempt_id", self.attempt_id)
         if self.holder_attempt_id is not UNSET:

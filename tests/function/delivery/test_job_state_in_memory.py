@@ -4,18 +4,20 @@ removed and put back, the limit raised while paused."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import threading
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from exactly_once import TerminalJobError
+from exactly_once.config import JobPolicy, OverlapPolicy
 from exactly_once.context import RunContext
 from exactly_once.delivery.scheduler_request import run_key_from_headers
 from exactly_once.ledger.job_status import resume_fields
 from exactly_once.ledger.writes import StagedWrite, WriteKind
 from tests.support.memory_delivery import MemoryInstance, run_id_at, scheduler_headers
-from tests.support.memory_store import LOST_ANSWER, MemoryRunStore, Operation
+from tests.support.memory_store import LOST_ANSWER, MemoryRunStore, Operation, ServerClock
 
 PAUSED_LINE = "job_paused_after_failures"
 
@@ -148,3 +150,70 @@ def test_a_limit_lowered_while_paused_keeps_the_pause_without_a_second_line(stor
     assert outcome(at_one, d) == "skipped_paused"
     assert at_one.lines(PAUSED_LINE) == []
     assert job.calls == [a, b]
+
+
+def test_the_overlap_lock_is_the_run_keys_so_a_renamed_job_waits_for_its_old_names_run(store):
+    """Mid-deploy, one region's table still names the job by its old id while the other's names
+    it by its new one, both keyed by the same run key: they share one lock."""
+    a, b = minutes(store, 2)
+    started, finish = threading.Event(), threading.Event()
+
+    def long_job(run: RunContext) -> Any:
+        started.set()
+        assert finish.wait(timeout=30)
+        return {"done": True}
+
+    old_table = MemoryInstance(store, long_job, jobs={"nightly": JobPolicy(overlap=OverlapPolicy.SKIP)})
+    renamed = JobPolicy(overlap=OverlapPolicy.SKIP, run_key="nightly")
+    new_table = MemoryInstance(store, Scripted(), jobs={"nightly-renamed": renamed})
+    at(store, b)
+    running = threading.Thread(target=old_table.deliver, args=(a,))
+    running.start()
+    try:
+        assert started.wait(timeout=30)
+        assert new_table.deliver(b, job="nightly-renamed").body["outcome"] == "overlap_skipped"
+    finally:
+        finish.set()
+        running.join(timeout=30)
+
+
+# The night Europe/Berlin's clocks go back: 02:15 is 00:15 UTC (CEST), then 01:15 UTC (CET).
+FIRST_0215 = datetime(2026, 10, 25, 0, 15, tzinfo=UTC)
+SECOND_0215 = datetime(2026, 10, 25, 1, 15, tzinfo=UTC)
+
+
+@pytest.fixture
+def fall_back_night() -> MemoryRunStore:
+    return MemoryRunStore(clock=ServerClock(FIRST_0215 - timedelta(minutes=1)))
+
+
+def test_both_instants_of_a_repeated_wall_time_are_one_run_executed_once(fall_back_night):
+    store = fall_back_night
+    job = Scripted()
+    function = MemoryInstance(store, job, jobs={"nightly": JobPolicy(time_zone="Europe/Berlin")})
+    assert outcome(function, FIRST_0215) == "executed"
+    second = function.deliver(at(store, SECOND_0215))
+    assert (second.body["outcome"], second.body["run_id"]) == ("duplicate_completed", run_id_at(FIRST_0215))
+    assert job.calls == [FIRST_0215]
+    # In a zone without the repeat (UTC), the same two instants are two runs.
+    utc = MemoryInstance(store, job, jobs={"hourly": JobPolicy(time_zone="UTC")})
+    assert [
+        str(utc.deliver(moment, job="hourly").body["outcome"]) for moment in (FIRST_0215, SECOND_0215)
+    ] == [
+        "executed",
+        "executed",
+    ]
+
+
+def test_the_second_instant_of_a_repeated_wall_time_retries_a_first_that_failed(fall_back_night):
+    """The first instant failed every attempt it got: the second is that run's retry, recorded
+    under the run id the audit expects, so the run is neither lost silently nor run twice."""
+    store = fall_back_night
+    job = Scripted(FIRST_0215)
+    function = MemoryInstance(store, job, jobs={"nightly": JobPolicy(time_zone="Europe/Berlin")})
+    assert outcome(function, FIRST_0215) == "failed_terminal"
+    assert outcome(function, SECOND_0215) == "duplicate_completed"
+    record = store.document(store.record_path(run_id_at(FIRST_0215))) or {}
+    assert record["result"] == "terminal_failure"
+    assert store.document(store.record_path(run_id_at(SECOND_0215))) is None
+    assert job.calls == [FIRST_0215]
