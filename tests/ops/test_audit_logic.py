@@ -157,11 +157,12 @@ VERDICTS = {
         Verdict.MISSED,
     ),
     "released": (stored({"status": "released", "checkpoint": "{}"}), Verdict.IN_PROGRESS, Verdict.MISSED),
-    # Completed, but past its retention: the TTL deletes it, and until then it counts as absent.
+    # Completed, but past its retention: a delivery would take it over, but the record still
+    # says the run completed, so it is judged by its result, never missed or delivered again.
     "expired": (
         stored(done(expire_at=READ - timedelta(seconds=1))),
-        Verdict.PENDING,
-        Verdict.MISSED,
+        Verdict.COMPLETED,
+        Verdict.COMPLETED,
     ),
     "absent": (None, Verdict.PENDING, Verdict.MISSED),
 }

@@ -5,7 +5,6 @@ run; the pause history a resume keeps; how far back an audit judges."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -28,7 +27,7 @@ from exactly_once.audit.pauses import (
     observe,
     paused_at,
 )
-from exactly_once.audit.run import JUDGED_RUNS_PER_SECOND, MIN_RUNS_BUDGET, judged_span, runs_budget
+from exactly_once.audit.run import judged_span
 from exactly_once.audit.schedule import FireTime, fires
 from exactly_once.ledger.lifecycle import Verdict
 from exactly_once.ledger.protocol import RunLedger
@@ -280,11 +279,3 @@ def test_changes_no_audit_saw_count_as_paused_back_to_the_last_audit() -> None:
         keep_since=T - timedelta(days=1),
     )
     assert first == {"hourly": (Pause(T - timedelta(days=1), T - timedelta(minutes=10) + RESUME_MARGIN),)}
-
-
-def test_an_audits_budget_follows_the_time_its_attempt_has_left() -> None:
-    # The default function timeout leaves an audit 55 s: about 9,600 runs, judged in half of it
-    # on a deployed function's CPU; never so few that an audit cannot move on; no deadline, no limit.
-    assert runs_budget(55.0) == 55 * JUDGED_RUNS_PER_SECOND == 9625
-    assert runs_budget(0.5) == MIN_RUNS_BUDGET
-    assert runs_budget(math.inf) is None
