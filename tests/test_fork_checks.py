@@ -8,6 +8,7 @@ this module reads your stacks.
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from exactly_once.delivery.handler import MAX_BODY_BYTES
 from infra.config.paths import REPO_ROOT
 from infra.settings.loading import stack_names
 from policy.offline import Violation
@@ -95,6 +97,25 @@ def test_a_job_without_handler_fails_when_the_stack_sets_no_jobhandler(project: 
         "jobs[1].handler: job 'weekly' names no handler and the stack sets no jobHandler" in finding.message
     )
     assert "exactly-once-scheduler:jobHandler: jobs.my_job:run" in finding.message
+
+
+def test_a_body_the_function_would_refuse_fails_the_check(project: Path) -> None:
+    """A 70 KB string field, and a `.nan`: every delivery would be refused, so the check is."""
+    _stack(
+        project,
+        "bodies",
+        [
+            {"name": "bulky", "schedule": "0 3 * * *", "handler": NOOP, "body": {"blob": "x" * 70_000}},
+            {"name": "nan", "schedule": "0 4 * * *", "handler": NOOP, "body": {"ratio": math.nan}},
+        ],
+    )
+    [finding] = check_stack("bodies", project)
+    assert not finding.advisory and "invalid config for stack 'bodies'" in finding.message
+    assert (
+        "jobs[0].body: job 'bulky': the body Cloud Scheduler sends is 70,011 bytes, more than the "
+        f"{MAX_BODY_BYTES:,} bytes the function accepts"
+    ) in finding.message
+    assert "jobs[1].body: job 'nan': body.ratio is .nan (NaN)" in finding.message
 
 
 def test_an_advisory_is_printed_and_fails_nothing(project: Path) -> None:
