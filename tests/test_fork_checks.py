@@ -85,10 +85,11 @@ def test_a_broken_stack_fails_naming_its_key(project: Path) -> None:
 
 
 def test_a_job_without_handler_fails_when_the_stack_sets_no_jobhandler(project: Path) -> None:
-    """The template's prod stack without its jobHandler, plus a job naming no handler: nothing
-    would say what that job runs, so the check refuses it, naming the job and the two ways out."""
+    """The template's prod stack, which sets no jobHandler, plus a job copied without its
+    handler: nothing would say what that job runs, so the check refuses it, naming the job and
+    the two ways out."""
     prod = yaml.safe_load((FIXTURE_STACKS / "Pulumi.prod.yaml").read_text(encoding="utf-8"))["config"]
-    del prod["exactly-once-scheduler:jobHandler"]
+    assert "exactly-once-scheduler:jobHandler" not in prod
     prod["exactly-once-scheduler:jobs"].append({"name": "weekly", "schedule": "0 4 * * 1"})
     (project / "Pulumi.prod.yaml").write_text(yaml.safe_dump({"config": prod}), encoding="utf-8")
     [finding] = check_stack("prod", project)
@@ -97,6 +98,30 @@ def test_a_job_without_handler_fails_when_the_stack_sets_no_jobhandler(project: 
         "jobs[1].handler: job 'weekly' names no handler and the stack sets no jobHandler" in finding.message
     )
     assert "exactly-once-scheduler:jobHandler: jobs.my_job:run" in finding.message
+
+
+def test_each_job_that_falls_back_to_the_stacks_jobhandler_is_told_which_handler_it_runs(
+    project: Path,
+) -> None:
+    """A stack-wide fallback runs every job that names no handler, whatever that fallback does:
+    the check says, for each such job, which handler that is. An advisory: the stack is valid."""
+    _stack(
+        project,
+        "fallback",
+        [
+            {"name": "copied", "schedule": "0 3 * * *"},
+            {"name": "own", "schedule": "0 4 * * *", "handler": "jobs.demo:run_demo_job"},
+        ],
+        jobHandler=NOOP,
+    )
+    findings = check_stack("fallback", project)
+    assert all(finding.advisory for finding in findings)
+    told = [str(finding) for finding in findings if "jobHandler" in finding.message]
+    assert told == [
+        "advisory: Pulumi.fallback.yaml: exactly-once-scheduler:jobs[0].handler: job 'copied' sets no "
+        f"handler, so it runs the stack's exactly-once-scheduler:jobHandler, {NOOP!r}; set its own "
+        "handler to say what it runs"
+    ]
 
 
 def test_a_body_the_function_would_refuse_fails_the_check(project: Path) -> None:
