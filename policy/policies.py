@@ -271,7 +271,8 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
     StackValidationPolicy(
         name="scheduler-timing-advisories",
         description=(
-            "Attempt deadline matches the job's time limit + 5 s; every job's function is identifiable."
+            "Attempt deadline matches the job's time limit + 5 s; every job's function is identifiable; "
+            "the rules a first preview cannot judge without the job table are named."
         ),
         validate=timing_validator(advisory=True),
         enforcement_level=_ADVISORY,

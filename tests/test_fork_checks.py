@@ -20,11 +20,13 @@ import yaml
 
 from exactly_once.delivery.handler import MAX_BODY_BYTES
 from infra.config.paths import REPO_ROOT
-from infra.settings.loading import stack_names
-from policy.offline import Violation
+from infra.settings.loading import load_stack_settings, stack_names
+from policy.offline import Violation, pack_violations
+from policy.timing.invariants import is_unjudged_notice
 from tests.support.stacks import FIXTURE_STACKS
 from tools import fork_check
 from tools.fork_check import check_stack, lint
+from tools.mocked_program import as_policy_value, run_mocked_stack
 
 YOUR_STACKS = stack_names(REPO_ROOT)
 NOOP = "jobs.noop:do_nothing"
@@ -122,6 +124,22 @@ def test_each_job_that_falls_back_to_the_stacks_jobhandler_is_told_which_handler
         f"handler, so it runs the stack's exactly-once-scheduler:jobHandler, {NOOP!r}; set its own "
         "handler to say what it runs"
     ]
+
+
+def test_the_rules_a_first_preview_leaves_to_the_update_are_not_said_to_be_unjudged(project: Path) -> None:
+    """The pack says which timing rules a first preview cannot judge without the job table; the
+    check runs the pack on the update too, which judges them, so it does not repeat that."""
+    _stack(
+        project,
+        "nightly",
+        [{"name": "nightly", "schedule": "0 3 * * *", "handler": "jobs.demo:run_demo_job"}],
+    )
+    resources = [
+        (r.type, r.name, as_policy_value(r.inputs), as_policy_value(r.outputs))
+        for r in run_mocked_stack(load_stack_settings("nightly", project), project / "function", preview=True)
+    ]
+    assert any(is_unjudged_notice(violation.message) for violation in pack_violations(resources))
+    assert [str(f) for f in check_stack("nightly", project) if is_unjudged_notice(f.message)] == []
 
 
 def test_a_body_the_function_would_refuse_fails_the_check(project: Path) -> None:
