@@ -56,7 +56,12 @@ from policy.identities.outside import validate_grants_to_own_accounts
 from policy.identities.roles import check_conditional_roles, check_no_primitive_roles
 from policy.identities.runtime import validate_runtime_grants
 from policy.public_access import check_bucket_private, check_ingress, check_no_public_principals
-from policy.scheduler_jobs import check_job_auth, check_job_not_google_api, check_job_schedule_and_deadline
+from policy.scheduler_jobs import (
+    check_job_auth,
+    check_job_body,
+    check_job_not_google_api,
+    check_job_schedule_and_deadline,
+)
 from policy.timing.catchup import validate_catchup_windows
 from policy.timing.invariants import timing_validator
 from policy.ttl import validate_idempotency_ttl, validate_runs_ttl
@@ -110,6 +115,14 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
         _MANDATORY,
         [SCHEDULER_JOB],
         check_job_not_google_api,
+    ),
+    resource_policy(
+        "scheduler-job-body-accepted",
+        "Cloud Scheduler jobs send a body the function accepts: within its size limit, and strict JSON "
+        "(no NaN or Infinity).",
+        _MANDATORY,
+        [SCHEDULER_JOB],
+        check_job_body,
     ),
     resource_policy(
         "no-public-principals",
@@ -258,7 +271,8 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
     StackValidationPolicy(
         name="scheduler-timing-advisories",
         description=(
-            "Attempt deadline matches the job's time limit + 5 s; every job's function is identifiable."
+            "Attempt deadline matches the job's time limit + 5 s; every job's function is identifiable; "
+            "the rules a first preview cannot judge without the job table are named."
         ),
         validate=timing_validator(advisory=True),
         enforcement_level=_ADVISORY,

@@ -6,18 +6,24 @@
   X-CloudScheduler-ScheduleTime, which identifies the run) that names a day that exists, and
   an attempt deadline within Cloud Scheduler's range;
 - scheduler-job-no-direct-google-api: a Google API ignores the run's identity, so every retry
-  would repeat the call; such jobs go through the dedup proxy.
+  would repeat the call; such jobs go through the dedup proxy;
+- scheduler-job-body-accepted: the body is one the function accepts, or the job never runs
+  (infra/config/delivery_body.py, which the stack's config is checked with too).
 
 How a job's retries fit its function's lease and timeout is the timing rules' (policy/timing/).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from pulumi_policy import ResourceValidationArgs
 
+from infra.config.delivery_body import body_problems, max_body_bytes
+from infra.config.schema import SettingsError
 from infra.timing import cron
 from infra.timing import rules as timing
 from policy.engine.props import MISSING, UNKNOWN, Absent, is_blank, lookup, parse_duration_seconds
@@ -105,3 +111,24 @@ def check_job_not_google_api(args: ResourceValidationArgs) -> Iterable[str]:
             "function URI and run it with a job handler that starts the work once per run (a target "
             "kind's proxy or your own; see docs/proxy.md)."
         )
+
+
+def check_job_body(args: ResourceValidationArgs) -> Iterable[str]:
+    body = lookup(args.props, "httpTarget", "body")
+    if not isinstance(body, str):
+        return  # no body, not an HTTP job, or unknown in preview
+    try:
+        sent = base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        yield (
+            f"Scheduler job '{args.name}': httpTarget.body is not base64, which is how Cloud Scheduler "
+            "takes a body. Encode the JSON body with base64."
+        )
+        return
+    try:
+        limit = max_body_bytes()
+    except SettingsError as error:
+        yield f"Scheduler job '{args.name}': httpTarget.body cannot be checked: {error}."
+        return
+    for problem in body_problems(sent, limit):
+        yield f"Scheduler job '{args.name}': httpTarget.body: {problem}."

@@ -8,6 +8,7 @@ this module reads your stacks.
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 import sys
@@ -17,12 +18,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from exactly_once.delivery.handler import MAX_BODY_BYTES
 from infra.config.paths import REPO_ROOT
-from infra.settings.loading import stack_names
-from policy.offline import Violation
+from infra.settings.loading import load_stack_settings, stack_names
+from policy.offline import Violation, pack_violations
+from policy.timing.invariants import is_unjudged_notice
 from tests.support.stacks import FIXTURE_STACKS
 from tools import fork_check
 from tools.fork_check import check_stack, lint
+from tools.mocked_program import as_policy_value, run_mocked_stack
 
 YOUR_STACKS = stack_names(REPO_ROOT)
 NOOP = "jobs.noop:do_nothing"
@@ -83,10 +87,11 @@ def test_a_broken_stack_fails_naming_its_key(project: Path) -> None:
 
 
 def test_a_job_without_handler_fails_when_the_stack_sets_no_jobhandler(project: Path) -> None:
-    """The template's prod stack without its jobHandler, plus a job naming no handler: nothing
-    would say what that job runs, so the check refuses it, naming the job and the two ways out."""
+    """The template's prod stack, which sets no jobHandler, plus a job copied without its
+    handler: nothing would say what that job runs, so the check refuses it, naming the job and
+    the two ways out."""
     prod = yaml.safe_load((FIXTURE_STACKS / "Pulumi.prod.yaml").read_text(encoding="utf-8"))["config"]
-    del prod["exactly-once-scheduler:jobHandler"]
+    assert "exactly-once-scheduler:jobHandler" not in prod
     prod["exactly-once-scheduler:jobs"].append({"name": "weekly", "schedule": "0 4 * * 1"})
     (project / "Pulumi.prod.yaml").write_text(yaml.safe_dump({"config": prod}), encoding="utf-8")
     [finding] = check_stack("prod", project)
@@ -95,6 +100,65 @@ def test_a_job_without_handler_fails_when_the_stack_sets_no_jobhandler(project: 
         "jobs[1].handler: job 'weekly' names no handler and the stack sets no jobHandler" in finding.message
     )
     assert "exactly-once-scheduler:jobHandler: jobs.my_job:run" in finding.message
+
+
+def test_each_job_that_falls_back_to_the_stacks_jobhandler_is_told_which_handler_it_runs(
+    project: Path,
+) -> None:
+    """A stack-wide fallback runs every job that names no handler, whatever that fallback does:
+    the check says, for each such job, which handler that is. An advisory: the stack is valid."""
+    _stack(
+        project,
+        "fallback",
+        [
+            {"name": "copied", "schedule": "0 3 * * *"},
+            {"name": "own", "schedule": "0 4 * * *", "handler": "jobs.demo:run_demo_job"},
+        ],
+        jobHandler=NOOP,
+    )
+    findings = check_stack("fallback", project)
+    assert all(finding.advisory for finding in findings)
+    told = [str(finding) for finding in findings if "jobHandler" in finding.message]
+    assert told == [
+        "advisory: Pulumi.fallback.yaml: exactly-once-scheduler:jobs[0].handler: job 'copied' sets no "
+        f"handler, so it runs the stack's exactly-once-scheduler:jobHandler, {NOOP!r}; set its own "
+        "handler to say what it runs"
+    ]
+
+
+def test_the_rules_a_first_preview_leaves_to_the_update_are_not_said_to_be_unjudged(project: Path) -> None:
+    """The pack says which timing rules a first preview cannot judge without the job table; the
+    check runs the pack on the update too, which judges them, so it does not repeat that."""
+    _stack(
+        project,
+        "nightly",
+        [{"name": "nightly", "schedule": "0 3 * * *", "handler": "jobs.demo:run_demo_job"}],
+    )
+    resources = [
+        (r.type, r.name, as_policy_value(r.inputs), as_policy_value(r.outputs))
+        for r in run_mocked_stack(load_stack_settings("nightly", project), project / "function", preview=True)
+    ]
+    assert any(is_unjudged_notice(violation.message) for violation in pack_violations(resources))
+    assert [str(f) for f in check_stack("nightly", project) if is_unjudged_notice(f.message)] == []
+
+
+def test_a_body_the_function_would_refuse_fails_the_check(project: Path) -> None:
+    """A 70 KB string field, and a `.nan`: every delivery would be refused, so the check is."""
+    _stack(
+        project,
+        "bodies",
+        [
+            {"name": "bulky", "schedule": "0 3 * * *", "handler": NOOP, "body": {"blob": "x" * 70_000}},
+            {"name": "nan", "schedule": "0 4 * * *", "handler": NOOP, "body": {"ratio": math.nan}},
+        ],
+    )
+    [finding] = check_stack("bodies", project)
+    assert not finding.advisory and "invalid config for stack 'bodies'" in finding.message
+    assert (
+        "jobs[0].body: job 'bulky': the body Cloud Scheduler sends is 70,011 bytes, more than the "
+        f"{MAX_BODY_BYTES:,} bytes the function accepts"
+    ) in finding.message
+    assert "jobs[1].body: job 'nan': body.ratio is .nan (NaN)" in finding.message
 
 
 def test_an_advisory_is_printed_and_fails_nothing(project: Path) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from exactly_once.config import HANDLER_PATTERN
-from infra.config.python_source import parse_python
+from infra.config.python_source import last_binding, parse_python
 from infra.config.schema import ConfigProblems
 
 # The router calls a handler with one positional argument; these annotations admit it.
@@ -103,7 +103,7 @@ def _problem(module: str, attribute: str, function_dir: Path, hops: int) -> str 
         tree = parse_python(path.read_text(encoding="utf-8"), filename=shown)
     except SyntaxError as error:
         return f"{shown} does not parse: {error.msg} (line {error.lineno})"
-    binding = _last_binding(tree.body, attribute)
+    binding = last_binding(tree.body, attribute)
     if binding is None:
         defined = sorted(_defined_functions(tree.body))
         found = f"; it defines {', '.join(defined)}" if defined else ""
@@ -136,39 +136,6 @@ def module_file(module: str, function_dir: Path) -> Path | None:
         if candidate.is_file():
             return candidate
     return None
-
-
-def _last_binding(body: list[ast.stmt], name: str) -> ast.AST | None:
-    """What `name` is bound to at the end of the module's top level (the last binding wins),
-    looking into top-level if/try/with blocks; for an assignment, the assigned value."""
-    found: ast.AST | None = None
-    for statement in body:
-        if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            if statement.name == name:
-                found = statement
-        elif isinstance(statement, ast.ImportFrom | ast.Import):
-            if any((alias.asname or alias.name.split(".")[0]) == name for alias in statement.names):
-                found = statement
-        elif isinstance(statement, ast.Assign):
-            if any(isinstance(target, ast.Name) and target.id == name for target in statement.targets):
-                found = statement.value
-        elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
-            if isinstance(statement.target, ast.Name) and statement.target.id == name:
-                found = statement.value
-        else:
-            for block in _blocks(statement):
-                found = _last_binding(block, name) or found
-    return found
-
-
-def _blocks(statement: ast.stmt) -> list[list[ast.stmt]]:
-    if isinstance(statement, ast.If):
-        return [statement.body, statement.orelse]
-    if isinstance(statement, ast.Try):
-        return [statement.body, *(h.body for h in statement.handlers), statement.orelse, statement.finalbody]
-    if isinstance(statement, ast.With):
-        return [statement.body]
-    return []
 
 
 def _defined_functions(body: list[ast.stmt]) -> set[str]:

@@ -34,6 +34,7 @@ from infra.config.schema import (
     scalar_value,
     unknown_keys,
 )
+from infra.settings.body_checks import body_errors
 from infra.settings.catchup_checks import catchup_errors
 from infra.settings.environment import access_errors, stack_environment
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings, parse_jobs
@@ -130,6 +131,7 @@ def settings_from_config(
     if not errors:
         errors.extend(timing_errors(settings))
         errors.extend(catchup_errors(settings))
+        errors.extend(body_errors(settings, function_dir))
     if errors:
         lines = "\n".join(f"  - {error}" for error in dict.fromkeys(errors))
         raise SettingsError(f"invalid config for stack {stack!r}:\n{lines}")

@@ -16,7 +16,7 @@ from infra.config.names import COMPONENT_NAME, StackNames
 from infra.config.schema import SettingsError
 from infra.settings.jobs import JobSettings
 from infra.targets.kind import Placement, TargetKind
-from infra.targets.registry import TARGET_KINDS, kind_for_handler
+from infra.targets.registry import TARGET_KINDS, kind_for_handler, kind_of
 from infra.timing.rules import JobTiming
 
 
@@ -169,6 +169,15 @@ class StackSettings:
     def handler_of(self, job: JobSettings) -> str:
         """The handler that runs `job`: its own, else the stack's default."""
         return job.handler or self.job_handler
+
+    def scheduled_body(self, job: JobSettings) -> bytes | None:
+        """The exact body Cloud Scheduler sends with every delivery of `job` (None: no body).
+        A body that names the sample the stack deploys for the job (a sample workflow) names it
+        as the program does, so its bytes are known before any resource exists."""
+        sample = None
+        if job.sample_workflow and job.target is not None:
+            sample = kind_of(job.target).sample_resource(job.name, self.placement)
+        return job.body_bytes(sample)
 
     @property
     def placement(self) -> Placement:

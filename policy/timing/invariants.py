@@ -3,7 +3,8 @@
 - scheduler-timing-invariants: lease, retries and retention fit together, so no run is lost
   (retries that end inside the lease) or doubled (records that expire before the last retry);
 - scheduler-timing-advisories: the attempt deadline matches the job's time limit + 5 s, every
-  job's function can be told, and retries fit the schedule.
+  job's function can be told, and retries fit the schedule; and which rules could not be judged
+  because the job table the function ships is not known yet (a first preview).
 
 One validator per enforcement level: a stack policy has a single level, and a fork must be
 able to silence advisories without silencing the rules that protect runs. Each message names
@@ -16,9 +17,10 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Final
 
-from pulumi_policy import ReportViolation, StackValidationArgs
+from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
 from exactly_once.config import (
+    JOB_TABLE_ENV,
     LEASE_SECONDS_ENV,
     RETENTION_SECONDS_ENV,
     TIME_LIMIT_ENV,
@@ -33,6 +35,17 @@ _DEADLINE: Final = "startingDeadlineSeconds (the job table's starting_deadline_s
 
 # Reported per resource, with that resource's URN, by scheduler-job-schedule-and-deadline.
 _RULES_CHECKED_PER_RESOURCE: Final = frozenset({"unix-cron", "attempt-deadline-range"})
+
+# The rules that read what the job table holds (reading.TABLE_FIELDS: the job's own time limit
+# and starting deadline), in the order infra/timing/rules.py applies them: without the table they
+# are not judged, and the advisories say so.
+RULES_NEEDING_THE_TABLE: Final = (
+    "time-limit-before-timeout",
+    "deadline-matches-timeout",
+    "starting-deadline-range",
+    "starting-deadline-admits-retries",
+    "starting-deadline-crash-recovery",
+)
 
 _FIELD_PROPERTIES: Final[Mapping[str, str]] = MappingProxyType(
     {
@@ -94,6 +107,27 @@ def _timing_message(plan: JobPlan, violation: timing.Violation) -> str:
     )
 
 
+# How the advisories say which rules a first preview could not judge: `make check`, which judges
+# the update too, leaves that line out (is_unjudged_notice).
+_UNJUDGED: Final = "judged on the update, once the table is known"
+
+
+def _unjudged_message(function: PolicyResource, jobs: list[str]) -> str:
+    """What a first preview could not judge of the timing of `function`'s jobs, and when it is."""
+    return (
+        f"function '{function.name}': the job table its source ships ({JOB_TABLE_ENV}) is not known yet, "
+        f"as in a first preview, so for its Scheduler jobs {', '.join(repr(job) for job in jobs)} the "
+        "rules that read a job's own time limit and starting deadline from it were not judged: "
+        f"{', '.join(RULES_NEEDING_THE_TABLE)}. Every other timing rule was judged; these are {_UNJUDGED}."
+    )
+
+
+def is_unjudged_notice(message: str) -> bool:
+    """True for the advisory that names the rules a preview could not judge without the job
+    table: a tool that also runs the pack on the update has judged them there."""
+    return _UNJUDGED in message
+
+
 def timing_validator(advisory: bool) -> Callable[[StackValidationArgs, ReportViolation], None]:
     """One validator per enforcement level: a stack policy has a single level, and a fork must be
     able to silence advisories without silencing the rules that protect runs."""
@@ -101,6 +135,8 @@ def timing_validator(advisory: bool) -> Callable[[StackValidationArgs, ReportVio
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         resources = list(args.resources)
         functions = ledger_functions(resources)
+        # By function URN: the function, and its jobs judged without its job table.
+        unjudged: dict[str, tuple[PolicyResource, list[str]]] = {}
         for job in resources_of(resources, SCHEDULER_JOB):
             plan = plan_job(job, functions, resources)
             if plan is None:
@@ -118,10 +154,19 @@ def timing_validator(advisory: bool) -> Callable[[StackValidationArgs, ReportVio
                 for problem in plan.problems:
                     where = f"Scheduler job '{job.name}' -> function '{plan.function.name}'"
                     report_violation(f"{where}: {problem}.", job.urn)
+            if plan.unread:
+                unjudged.setdefault(plan.function.urn, (plan.function, []))[1].append(job.name)
             if plan.timing is None:
                 continue
             for violation in timing.check_job_timing(plan.timing):
-                if violation.advisory == advisory and violation.rule not in _RULES_CHECKED_PER_RESOURCE:
+                if (
+                    violation.advisory == advisory
+                    and violation.rule not in _RULES_CHECKED_PER_RESOURCE
+                    and not set(violation.fields) & set(plan.unread)
+                ):
                     report_violation(_timing_message(plan, violation), job.urn)
+        if advisory:
+            for function, jobs in unjudged.values():
+                report_violation(_unjudged_message(function, jobs), function.urn)
 
     return validate

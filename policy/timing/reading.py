@@ -6,7 +6,9 @@ and time zone, the function's timeout, and the lease, time limit and retention t
 reads from its environment (by the names `exactly_once.config` gives them), and the job's own
 time limit and starting deadline from the job table the function ships (policy/engine/job_table.py).
 A left-out property takes the service's or the function's default; an input unknown in preview
-(or a table the pack cannot read) skips the job.
+skips the job. A table the pack cannot read (a first preview's, whose archive is not known yet)
+does not: the job is judged on everything else, with the values the table would give
+(TABLE_FIELDS) named as unread, so the rules that read them are left for the update.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from policy.timing.pairing import function_for
 
 # Cloud Scheduler's attempt deadline for HTTP targets when a job leaves it out.
 DEFAULT_ATTEMPT_DEADLINE_SECONDS: Final = 180.0
+# The JobTiming fields a job's entry in the job table gives: its own time limit and starting
+# deadline. Without the table, neither is known.
+TABLE_FIELDS: Final = ("time_limit_seconds", "starting_deadline_seconds")
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,9 @@ class JobPlan:
     function: PolicyResource | None
     timing: timing.JobTiming | None
     problems: tuple[str, ...] = ()
+    # JobTiming fields whose values could not be read (the job table's, when it is unknown):
+    # `timing` holds the function's defaults in their place, which no rule may be judged on.
+    unread: tuple[str, ...] = ()
 
 
 def _seconds_or_problem(value: Any, default: float, prop: str) -> float | str | Absent:
@@ -59,8 +67,9 @@ def _seconds_or_problem(value: Any, default: float, prop: str) -> float | str | 
 def plan_job(
     job: PolicyResource, functions: list[PolicyResource], resources: list[PolicyResource]
 ) -> JobPlan | None:
-    """Build JobTiming for one job, or None when something it needs is unknown in preview.
-    `resources`: the stack's, where the function's source object (and its job table) is."""
+    """Build JobTiming for one job, or None when something it needs is unknown in preview (but
+    the job table: see JobPlan.unread). `resources`: the stack's, where the function's source
+    object (and its job table) is."""
     function = function_for(job, functions)
     if function is None:
         return JobPlan(job, None, None)
@@ -136,8 +145,7 @@ def plan_job(
             values[key] = number
 
     own = job_policy(job_table_of(function, resources), lookup(props, "name"))
-    if own is UNKNOWN:
-        return None
+    unread = TABLE_FIELDS if own is UNKNOWN else ()
     if isinstance(own, str):
         problems.append(own)
     starting_deadline = None
@@ -150,7 +158,7 @@ def plan_job(
     if time_zone is UNKNOWN:
         return None
     if problems or timeout_seconds is None:
-        return JobPlan(job, function, None, tuple(problems))
+        return JobPlan(job, function, None, tuple(problems), unread)
     schedule = lookup(props, "schedule")
     job_timing = timing.JobTiming(
         schedule=schedule if isinstance(schedule, str) else "",
@@ -170,4 +178,4 @@ def plan_job(
             max_doublings=counts["max_doublings"],
         ),
     )
-    return JobPlan(job, function, job_timing)
+    return JobPlan(job, function, job_timing, unread=unread)

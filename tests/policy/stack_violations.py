@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from policy.offline import UNKNOWN_STRING, violations
+from policy.timing.invariants import is_unjudged_notice
 from tools.mocked_program import MockedResource
 
 # Values a fresh stack's preview cannot know: they come from resources not yet created.
@@ -26,3 +27,9 @@ def stack_violations(resources: Iterable[MockedResource], preview: bool) -> list
     """Every violation of every policy: resource policies see inputs, stack policies outputs."""
     convert = as_in_preview if preview else (lambda props: props)
     return violations((r.type, r.name, convert(r.inputs), convert(r.outputs)) for r in resources)
+
+
+def judged_in_preview(found: Iterable[str]) -> list[str]:
+    """`found` less the advisory that names the rules a first preview cannot judge without the
+    job table, which every first preview of a stack with a job table reports."""
+    return [violation for violation in found if not is_unjudged_notice(violation)]

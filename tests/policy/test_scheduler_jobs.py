@@ -1,15 +1,17 @@
 """What one Cloud Scheduler job must say (policy/scheduler_jobs.py): OIDC auth with an audience, a
-unix-cron schedule and a deadline in range, no direct Google API call. A crafted violation is
-reported with a useful message, a close variant that is fine is not, and preview-time unknowns
-are skipped without a crash."""
+unix-cron schedule and a deadline in range, no direct Google API call, a body the function
+accepts. A crafted violation is reported with a useful message, a close variant that is fine is
+not, and preview-time unknowns are skipped without a crash."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
 from pulumi_policy import EnforcementLevel
 
+from exactly_once.delivery.handler import MAX_BODY_BYTES
 from policy.offline import UNKNOWN_STRING, resource_policy, run_resource_policy
 from policy.policies import (
     BUCKET,
@@ -185,3 +187,40 @@ def test_unknown_or_missing_uri_is_not_reported() -> None:
     del no_target["httpTarget"]
     policy = resource_policy("scheduler-job-no-direct-google-api")
     assert run_resource_policy(policy, SCHEDULER_JOB, no_target) == []
+
+
+# --- scheduler-job-body-accepted ------------------------------------------------------------
+
+
+def _with_body(body: bytes | str) -> dict[str, Any]:
+    job = fixtures.job()
+    job["httpTarget"]["body"] = body if isinstance(body, str) else base64.b64encode(body).decode()
+    return job
+
+
+def test_a_body_the_function_accepts_passes() -> None:
+    assert check("scheduler-job-body-accepted", SCHEDULER_JOB, _with_body(b'{"sleep_seconds":1}')) == []
+    assert check("scheduler-job-body-accepted", SCHEDULER_JOB, fixtures.job()) == []  # no body
+
+
+def test_a_body_over_the_functions_limit_is_refused_with_its_size_and_the_limit() -> None:
+    body = b'{"blob":"' + b"x" * (MAX_BODY_BYTES) + b'"}'
+    [message] = check("scheduler-job-body-accepted", SCHEDULER_JOB, _with_body(body))
+    assert message.startswith(
+        f"Scheduler job 'crafted': httpTarget.body: the body Cloud Scheduler sends is {len(body):,} bytes, "
+        f"more than the {MAX_BODY_BYTES:,} bytes the function accepts"
+    )
+
+
+def test_a_body_holding_nan_is_refused_naming_where() -> None:
+    [message] = check("scheduler-job-body-accepted", SCHEDULER_JOB, _with_body(b'{"a":{"b":NaN}}'))
+    assert "httpTarget.body: body.a.b is .nan (NaN): JSON has no such number" in message
+
+
+def test_a_body_that_is_not_base64_is_refused() -> None:
+    [message] = check("scheduler-job-body-accepted", SCHEDULER_JOB, _with_body("not base64!"))
+    assert "httpTarget.body is not base64" in message
+
+
+def test_an_unknown_body_is_skipped() -> None:
+    assert check("scheduler-job-body-accepted", SCHEDULER_JOB, _with_body(UNKNOWN_STRING)) == []

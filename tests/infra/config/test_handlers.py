@@ -1,7 +1,9 @@
-"""A handler that the function could not run is refused before deploy, naming its config key."""
+"""A handler that the function could not run is refused before deploy, naming its config key;
+and no stack the template ships falls back to a handler that does nothing."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -12,14 +14,16 @@ import pulumi
 import pytest
 from pulumi.runtime import config as runtime_config
 
-from infra.config.handlers import handler_problem
-from infra.config.schema import FUNCTION_DIR, SettingsError
+from infra.config.handlers import handler_problem, module_file
+from infra.config.python_source import last_binding, parse_python_file
+from infra.config.schema import FUNCTION_DIR, REPO_ROOT, SettingsError, read_yaml
 from infra.plan.audit_job import AUDIT_HANDLER
 from infra.settings.loading import settings_from_config
 from infra.settings.stack import StackSettings
 from infra.targets.registry import TARGET_KINDS
 from tests.infra.conftest import DEMO_HANDLER, NAMESPACE, build, error_of, valid_job, valid_values
 from tests.support.optional import needs_proxy_kinds, proxy_kind
+from tests.support.stacks import FIXTURE_STACKS
 from tools import mocked_program as pulumi_harness
 from tools.mocked_program import run_main
 from tools.optional_parts import pruned
@@ -209,3 +213,41 @@ def test_under_mocks_a_job_without_handler_and_no_jobhandler_registers_no_resour
         run_main(pulumi_config, mocks)
     assert mocks.registered == []
     runtime_config.set_all_config({})
+
+
+# --- no stack the template ships falls back to a job that does nothing -----------------------
+
+# The template's own stacks: the fixtures the tests read, and the demo's and the soak's.
+TEMPLATE_STACKS = sorted(
+    [*FIXTURE_STACKS.glob("Pulumi.*.yaml"), *(REPO_ROOT / "localrun" / "stacks").glob("Pulumi.*.yaml")]
+)
+NOOP = "jobs.noop:do_nothing"
+
+
+def _does_nothing(spec: str) -> bool:
+    """True when the handler `spec` names is a function whose body does nothing: a docstring,
+    `pass`, `...`, `del` of its argument, a bare `return`."""
+    module, _, name = spec.partition(":")
+    path = module_file(module, FUNCTION_DIR)
+    assert path is not None, spec
+    function = last_binding(parse_python_file(path).body, name)
+    assert isinstance(function, ast.FunctionDef), spec
+    return all(
+        isinstance(statement, ast.Pass | ast.Delete)
+        or (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))
+        or (isinstance(statement, ast.Return) and statement.value is None)
+        for statement in function.body
+    )
+
+
+def test_the_no_op_job_is_told_from_one_that_does_something() -> None:
+    assert _does_nothing(NOOP)
+    assert not _does_nothing(DEMO_HANDLER)
+
+
+@pytest.mark.parametrize("path", TEMPLATE_STACKS, ids=lambda path: str(path.relative_to(REPO_ROOT)))
+def test_no_stack_the_template_ships_falls_back_to_a_handler_that_does_nothing(path: Path) -> None:
+    """A job copied from such a stack without its own handler would run, succeed and do nothing,
+    and nothing would say so: a stack that wants a no-op names it per job."""
+    fallback = read_yaml(path)["config"].get(f"{NAMESPACE}:jobHandler")
+    assert fallback is None or not _does_nothing(fallback)

@@ -3,6 +3,8 @@ calls, and scheduler-timing-invariants and -advisories across the pair."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pulumi
 import pytest
 from pulumi_policy import EnforcementLevel, PolicyResource
@@ -21,6 +23,8 @@ from policy.policies import (
     FUNCTION_V2,
     SCHEDULER_JOB,
 )
+from policy.timing.invariants import RULES_NEEDING_THE_TABLE
+from policy.timing.reading import TABLE_FIELDS
 from tests.policy import fixtures
 
 
@@ -71,9 +75,11 @@ def test_a_jobs_own_time_limit_is_read_from_the_job_table_by_its_name() -> None:
     assert "[time-limit-before-timeout]" in message and "the job's time limit 58s" in message
     [message] = invariants(fixtures.stack(job=job, table="{not json")).messages
     assert "job_table.json in function 'eos-function''s source (JOB_TABLE): (file): not JSON" in message
-    # A table the pack cannot read yet (a first preview) is skipped, as any unknown is.
+    # A table the pack cannot read yet (a first preview): the job's own limit is not judged, so
+    # its deadline (right for its own 20 s) is not held to the function's limit either.
     assert invariants(fixtures.stack(job=job, table_unknown=True)).violations == []
-    assert advisories(fixtures.stack(job=job, table_unknown=True)).violations == []
+    [message] = advisories(fixtures.stack(job=job, table_unknown=True)).messages
+    assert "were not judged" in message and "[deadline-matches-timeout]" not in message
 
 
 def test_a_table_the_source_does_not_hold_is_reported() -> None:
@@ -282,3 +288,78 @@ def test_the_gap_between_runs_is_read_in_the_jobs_time_zone() -> None:
     ) in message
     job["timeZone"] = UNKNOWN_STRING  # unknown in preview: judged on the update
     assert invariants(fixtures.stack(job=job)).violations == []
+
+
+# --- a first preview: the job table is not known yet -----------------------------------------
+
+
+def test_with_the_job_table_unknown_the_rules_that_need_no_table_are_still_judged() -> None:
+    """A first preview cannot read the table the function's source ships (the archive is not
+    known yet), but the lease, the retries and the retention are the function's and the job's
+    own properties: a broken one is reported all the same."""
+    function = fixtures.function()
+    function["serviceConfig"]["environmentVariables"]["LEASE_SECONDS"] = "6"
+    function["serviceConfig"]["environmentVariables"]["RETENTION_SECONDS"] = "300"
+    job = fixtures.job()
+    job["schedule"] = "*/5 * * * *"  # retries can go on for 670 s
+    resources = fixtures.stack(job=job, function=function, table_unknown=True)
+    rules = [message.split("[")[1].split("]")[0] for message in invariants(resources).messages]
+    assert rules == ["lease-renewable", "retention-outlives-retries"]
+    assert any("[retries-fit-schedule]" in message for message in advisories(resources).messages)
+
+
+def test_with_the_job_table_unknown_the_pack_says_which_rules_it_could_not_judge() -> None:
+    """Once per function, whose table it is, naming its jobs and the rules; none with the table."""
+    function = fixtures.with_table(fixtures.function())
+    fn = stack_resource(FUNCTION_V2, "eos-function", function)
+    resources = [
+        fn,
+        *(
+            stack_resource(SCHEDULER_JOB, f"eos-job-{name}", fixtures.job() | {"name": name}, [fn])
+            for name in ("demo", "nightly")
+        ),
+        stack_resource(BUCKET_OBJECT, "eos-source-zip", fixtures.source_object(None)),
+    ]
+    assert invariants(resources).violations == []
+    [(message, urn)] = advisories(resources).violations
+    assert urn == fn.urn
+    assert message == (
+        "function 'eos-function': the job table its source ships (JOB_TABLE) is not known yet, as in a "
+        "first preview, so for its Scheduler jobs 'eos-job-demo', 'eos-job-nightly' the rules that read "
+        "a job's own time limit and starting deadline from it were not judged: time-limit-before-timeout, "
+        "deadline-matches-timeout, starting-deadline-range, starting-deadline-admits-retries, "
+        "starting-deadline-crash-recovery. Every other timing rule was judged; these are judged on the "
+        "update, once the table is known."
+    )
+    assert advisories(fixtures.stack(table=fixtures.table_of({}))).violations == []
+
+
+def test_the_rules_said_to_need_the_table_are_those_that_read_what_it_holds() -> None:
+    """Each rule of infra/timing/rules.py that names a value the table holds (a job's own time
+    limit or starting deadline) among its fields is one the pack names as not judged without
+    the table, and no other: broken one at a time, every such rule is seen."""
+    base = timing.JobTiming(
+        schedule="0 3 * * *",
+        attempt_deadline_seconds=60,
+        function_timeout_seconds=60,
+        lease_seconds=30,
+        retention_seconds=86400,
+        retry=timing.RetryConfig(
+            retry_count=5, min_backoff_seconds=15, max_backoff_seconds=300, max_doublings=3
+        ),
+    )
+    broken = [
+        dataclasses.replace(base, time_limit_seconds=58),
+        dataclasses.replace(base, attempt_deadline_seconds=120),
+        dataclasses.replace(base, starting_deadline_seconds=5),
+        dataclasses.replace(base, starting_deadline_seconds=12),
+        dataclasses.replace(base, starting_deadline_seconds=20),
+        dataclasses.replace(base, lease_seconds=6, retention_seconds=60, function_timeout_seconds=0),
+    ]
+    reading = {
+        violation.rule
+        for job in broken
+        for violation in timing.check_job_timing(job)
+        if set(violation.fields) & set(TABLE_FIELDS)
+    }
+    assert reading == set(RULES_NEEDING_THE_TABLE)
