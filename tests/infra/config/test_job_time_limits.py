@@ -59,7 +59,8 @@ def test_a_five_minute_job_and_a_twenty_minute_job_share_a_stack() -> None:
     assert env["JOB_TIME_LIMIT_SECONDS"] == "1200"
     table = job_table(settings)
     assert {job: policy.time_limit_seconds for job, policy in table.jobs.items()} == {
-        settings.scheduler_job_id(short): 55
+        settings.scheduler_job_id(short): 55,
+        settings.scheduler_job_id(long): None,  # named all the same: the function serves every job it names
     }
     # What the function reads from that environment and table: each job by its deployed id.
     config = FunctionConfig.from_env(stack_function_env(settings))

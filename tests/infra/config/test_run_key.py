@@ -21,7 +21,8 @@ def test_a_job_without_a_run_key_is_keyed_by_its_deployed_id_and_adds_nothing_to
     (report,) = plain.jobs
     assert report.run_key is None and report.key_name == "report"
     assert plain.run_key_id(report) == plain.scheduler_job_id(report) == "eos-prod_report"
-    assert plain.job_run_keys() == {} and job_table(plain).jobs == {}
+    assert plain.job_run_keys() == {}
+    assert job_table(plain).jobs == {"eos-prod_report": JobPolicy(time_zone=report.time_zone)}
     # A runKey equal to the name is no key of its own either: the table stays as it was.
     same = build(valid_values(jobs=[valid_job(name="report", runKey="report")]))
     assert same.job_run_keys() == {} and job_table(same) == job_table(plain)
@@ -31,9 +32,12 @@ def test_a_renamed_job_keeps_its_run_key_in_the_job_table() -> None:
     settings = build(
         valid_values(jobs=[valid_job(name="report-b", runKey="report"), valid_job(name="other")])
     )
-    renamed, _ = settings.jobs
+    renamed, other = settings.jobs
     assert settings.run_key_id(renamed) == "eos-prod_report"
-    assert job_table(settings).jobs == {"eos-prod_report-b": JobPolicy(run_key="eos-prod_report")}
+    assert job_table(settings).jobs == {
+        "eos-prod_report-b": JobPolicy(run_key="eos-prod_report", time_zone=renamed.time_zone),
+        "eos-prod_other": JobPolicy(time_zone=other.time_zone),
+    }
     config = FunctionConfig.from_env(stack_function_env(settings))
     assert run_keys_of(config.jobs) == {"eos-prod_report-b": "eos-prod_report"}
 

@@ -16,6 +16,7 @@ from exactly_once.config import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_RUNS_COLLECTION,
     FunctionConfig,
+    JobPolicy,
 )
 from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
 from infra.config.schema import CONFIG_KEYS, REPO_ROOT, SettingsError
@@ -101,7 +102,7 @@ def test_headers_add_content_type_only_with_a_body(two_job_settings: StackSettin
     assert without_body.body_bytes() is None
 
 
-def test_the_job_table_lists_per_job_handlers_only_when_set(two_job_settings: StackSettings) -> None:
+def test_the_job_table_names_every_job_and_its_handler_only_when_set(two_job_settings: StackSettings) -> None:
     env = function_environment(two_job_settings)
     # Keyed by the job name the function receives (the deployed Cloud Scheduler job id).
     assert FunctionConfig.from_env(stack_function_env(two_job_settings)).job_handlers == {
@@ -110,7 +111,11 @@ def test_the_job_table_lists_per_job_handlers_only_when_set(two_job_settings: St
     assert two_job_settings.scheduler_job_id("every-5") == "eos-prod_every-5"
     assert (env["LEASE_SECONDS"], env["JOB_TIME_LIMIT_SECONDS"]) == ("30", "55")
     assert env["RETENTION_SECONDS"] == "86400"
-    assert job_table(build(valid_values())).jobs == {}
+    plain = build(valid_values())
+    # Every job is named (the function refuses one its table does not name), with its zone.
+    assert job_table(plain).jobs == {
+        plain.scheduler_job_id(job): JobPolicy(time_zone=job.time_zone) for job in plain.jobs
+    }
 
 
 # --- validation errors name the config key and the numbers ------------------------------------
