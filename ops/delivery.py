@@ -147,26 +147,28 @@ def redo(
     run_id = run_key_from_headers(headers, context.settings.job_run_keys()).run_id
     record = store.get(run_id, timeout=LEDGER_TIMEOUT_SECONDS)
     fields = record.fields if record is not None else {}
+    if record is None:
+        out.write(f"redo of the {run}: it has no record, nothing to delete\n")
+        return _send(context, out, f"redo of {job} at {format_rfc3339(at)}", target, addressed, data)
     state = lifecycle.state_of(record, timedelta(seconds=context.settings.lease_seconds))
-    if record is not None and state not in (lifecycle.State.COMPLETED, lifecycle.State.EXPIRED):
+    try:
+        lifecycle.step(state, lifecycle.Event.REDO)  # the table's delete, conditioned on this read
+    except lifecycle.NoTransition:
         out.write(
             f"redo of the {run}: not done, the run is {state.value} (attempt "
             f"{fields.get('attempt_id')}); redo deletes only a completed run's record: wait for it to "
             "finish, or, if its attempt died, backfill it once its lease has ended\n"
         )
         return ExitCode.RUN_PROBLEM
-    if record is not None:
-        try:
-            store.delete(run_id, if_updated_at=record.update_time, timeout=LEDGER_TIMEOUT_SECONDS)
-        except StaleWrite:
-            out.write(f"redo of the {run}: not done, its record changed while redo read it; run redo again\n")
-            return ExitCode.RUN_PROBLEM
-        out.write(
-            f"redo of the {run}: deleted its record (result {fields.get('result')}, attempt "
-            f"{fields.get('attempt_id')})\n"
-        )
-    else:
-        out.write(f"redo of the {run}: it has no record, nothing to delete\n")
+    try:
+        store.delete(run_id, if_updated_at=record.update_time, timeout=LEDGER_TIMEOUT_SECONDS)
+    except StaleWrite:
+        out.write(f"redo of the {run}: not done, its record changed while redo read it; run redo again\n")
+        return ExitCode.RUN_PROBLEM
+    out.write(
+        f"redo of the {run}: deleted its record (result {fields.get('result')}, attempt "
+        f"{fields.get('attempt_id')})\n"
+    )
     return _send(context, out, f"redo of {job} at {format_rfc3339(at)}", target, addressed, data)
 
 

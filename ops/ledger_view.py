@@ -41,8 +41,8 @@ from exactly_once.ledger.fields import (
     job_status_collection,
     job_status_id,
 )
-from exactly_once.ledger.job_state import JobStatus
 from exactly_once.ledger.lifecycle import StoredRecord, Verdict
+from exactly_once.ledger.lifecycle.job_state import JobStatus
 from infra.plan.audit_job import audit_interval_seconds
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings
 from ops.context import StackContext, UserError, utc_now

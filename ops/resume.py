@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import TextIO
 
 from exactly_once.delivery.scheduler_request import format_rfc3339
-from exactly_once.ledger import job_state
-from exactly_once.ledger.job_state import JobState, JobStatus
 from exactly_once.ledger.job_status import JobStatuses, resume_fields
-from exactly_once.ledger.lifecycle import StoredRecord
+from exactly_once.ledger.lifecycle import StoredRecord, job_state
+from exactly_once.ledger.lifecycle.job_state import JobStatus
 from exactly_once.ledger.store import FirestoreRunStore
 from ops.context import StackContext, UserError
 from ops.exit_codes import ExitCode
@@ -23,17 +22,13 @@ from ops.exit_codes import ExitCode
 
 def failure_pause_note(status: JobStatus, limit: int, job: str) -> str:
     """How far the job is from its pause, or since when and after which runs it is paused: its
-    state as the lifecycle decides it (ledger/job_state.py)."""
-    state = job_state.state_of(status, limit)
-    failed = status.failed_runs
-    if state is JobState.RUNNING:
-        return f"failed runs in a row {len(failed)} of pauseAfterFailures {limit}"
-    if state is JobState.PAUSED and status.paused_at is not None:
-        when, runs = f"since {format_rfc3339(status.paused_at)}", status.paused_after
-    else:
-        when, runs = "from its next run", failed[:limit]
+    state as the lifecycle decides it (ledger/lifecycle/job_state.py)."""
+    pause = job_state.pause_of(status, limit)
+    if pause is None:
+        return f"failed runs in a row {len(status.failed_runs)} of pauseAfterFailures {limit}"
+    when = f"since {format_rfc3339(pause.since)}" if pause.since is not None else "from its next run"
     return (
-        f"PAUSED after failures {when}, after runs {', '.join(runs)} (pauseAfterFailures {limit}): "
+        f"PAUSED after failures {when}, after runs {', '.join(pause.after)} (pauseAfterFailures {limit}): "
         f"its runs are skipped until `ops resume --job {job}`, a forced run or a retry succeeds"
     )
 

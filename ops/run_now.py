@@ -117,7 +117,7 @@ class RunNow:
 
 def describe(record: Mapping[str, Any]) -> str:
     """One line about a manual run's record."""
-    parts = [f"status {record.get('status')}"]
+    parts = [f"status {lifecycle.stored_status(record)}"]
     if record.get("result"):
         parts.append(f"result {record['result']}")
     parts.append(f"attempt {record.get('attempt_id')}")

@@ -157,16 +157,17 @@ def _function_environment() -> tuple[EnvVar, ...]:
             f"`{JOB_TABLE_FILE}` in a stack",
             "path of the job table, JSON "
             '`{"jobs": {"<job id>": {"handler"?, "time_limit_seconds"?, "starting_deadline_seconds"?, '
-            '"overlap"?, "run_key"?, "pause_after_failures"?, "time_zone"?}}, "audit"?: {...}}`: every '
-            "job of the stack, with its own handler (`jobs[].handler`), shorter limit than "
+            '"overlap"?, "run_key"?, "pause_after_failures"?, "time_zone"?}}, "names_every_job"?: true, '
+            '"audit"?: {...}}`: every job of the stack, with its own handler (`jobs[].handler`), '
+            "shorter limit than "
             f"`{TIME_LIMIT_ENV}` (`jobs[].timeLimitSeconds`), starting deadline "
             "(`jobs[].startingDeadlineSeconds`), overlap policy (`jobs[].overlap`), run key "
             "(`jobs[].runKey`, when not the job's name), pause after failed runs "
             "(`jobs[].pauseAfterFailures`) and zone (`jobs[].timeZone`), keyed by "
             "`X-CloudScheduler-JobName` (in a stack the deployed id, `eos-dev_nightly-report`), and the "
             "jobs the missed-run audit checks; the stack writes it into the function's source "
-            "(docs/scale.md). A job it does not name is refused (`unknown_job`). Unset: no table, every "
-            "job runs `JOB_HANDLER`",
+            "(docs/scale.md). With `names_every_job` (a stack's table), a job it does not name is refused "
+            "(`unknown_job`); without, it runs `JOB_HANDLER`. Unset: no table, every job runs `JOB_HANDLER`",
         ),
         EnvVar(
             REGION_ENV,

@@ -22,8 +22,8 @@ from pulumi_policy import StackValidationPolicy
 
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
 from exactly_once.delivery.outcomes import STATUS_AND_SEVERITY, Outcome
-from exactly_once.ledger.job_state import JOB_TRANSITIONS
-from exactly_once.ledger.lifecycle import REFUSALS, TRANSITIONS
+from exactly_once.ledger.lifecycle import TRANSITIONS, Event, State, Step
+from exactly_once.ledger.lifecycle.job_state import JOB_TRANSITIONS
 from infra.config.access import GRANT_KINDS
 from infra.config.schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
 from infra.plan.outputs import STACK_OUTPUTS
@@ -163,18 +163,21 @@ def outcomes_table() -> str:
 
 
 def lifecycle_table() -> str:
+    """The run's transitions, one row per event and step, its source states together, in the
+    table's order (refusals last)."""
+    grouped: dict[tuple[Event, Step], list[State]] = {}
+    for (state, event), found in TRANSITIONS.items():
+        grouped.setdefault((event, found), []).append(state)
+    ordered = sorted(grouped.items(), key=lambda item: item[0][1].refusal is not None)
     rows = [
         (
-            ", ".join(f"`{state.value}`" for state in row.sources),
-            row.event.value,
-            row.target,
-            row.write,
-            row.carries,
+            ", ".join(f"`{state.value}`" for state in states),
+            event.value,
+            found.shown,
+            found.write.value,
+            found.carries,
         )
-        for row in TRANSITIONS
-    ]
-    rows += [
-        (f"`{state.value}`", "claim", "(unchanged)", "none", answer) for state, answer in REFUSALS.items()
+        for (event, found), states in ordered
     ]
     return _table(("From", "Event", "To", "Write", "Rides along"), rows)
 
@@ -232,13 +235,12 @@ def render(text: str, source: str = "page") -> str:
     return _BLOCK.sub(block, text)
 
 
-# The lifecycles' own docstrings carry their tables too: the modules a reader opens first.
-LIFECYCLE_MODULE = REPO_ROOT / "function" / "exactly_once" / "ledger" / "lifecycle.py"
-JOB_LIFECYCLE_MODULE = REPO_ROOT / "function" / "exactly_once" / "ledger" / "job_state.py"
+# The lifecycle package's own docstring carries its tables too: the module a reader opens first.
+LIFECYCLE_MODULE = REPO_ROOT / "function" / "exactly_once" / "ledger" / "lifecycle" / "__init__.py"
 
 
 def pages() -> list[Path]:
-    return sorted([REPO_ROOT / "README.md", *DOCS.glob("*.md"), LIFECYCLE_MODULE, JOB_LIFECYCLE_MODULE])
+    return sorted([REPO_ROOT / "README.md", *DOCS.glob("*.md"), LIFECYCLE_MODULE])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -170,16 +170,23 @@ class JobTable:
     configuration (its raw JSON object, which exactly_once.audit reads) when the stack has one.
 
     File: {"jobs": {"<job name>": {"handler"?, "time_limit_seconds"?,
-    "starting_deadline_seconds"?, "overlap"?, "run_key"?,
-    "pause_after_failures"?}}, "audit"?: {...}}."""
+    "starting_deadline_seconds"?, "overlap"?, "run_key"?, "pause_after_failures"?,
+    "time_zone"?}}, "names_every_job"?: true, "audit"?: {...}}.
+
+    `names_every_job`: the table names every job its function serves (a stack's does), so a
+    delivery of any other is refused unclaimed; without it, a job it does not name has the
+    defaults and runs JOB_HANDLER."""
 
     jobs: Mapping[str, JobPolicy] = field(default_factory=dict)
     audit: Mapping[str, Any] | None = None
+    names_every_job: bool = False
 
     def to_json(self) -> str:
         fields: dict[str, Any] = {
             "jobs": {name: policy.to_json() for name, policy in sorted(self.jobs.items())}
         }
+        if self.names_every_job:
+            fields["names_every_job"] = True
         if self.audit is not None:
             fields["audit"] = self.audit
         return json.dumps(fields, sort_keys=True, separators=(",", ":"))
@@ -193,15 +200,18 @@ class JobTable:
             raise JobTableError(source, "(file)", f"not JSON ({error.msg} at line {error.lineno})") from None
         if not isinstance(raw, dict) or not isinstance(raw.get("jobs", {}), dict):
             raise JobTableError(source, "(file)", 'expected {"jobs": {"<job name>": {...}}, "audit"?: {...}}')
-        unknown = sorted(set(raw) - {"jobs", "audit"})
+        unknown = sorted(set(raw) - {"jobs", "audit", "names_every_job"})
         if unknown:
-            raise JobTableError(source, unknown[0], "unknown key (expected jobs, audit)")
+            raise JobTableError(source, unknown[0], "unknown key (expected jobs, names_every_job, audit)")
+        names_every_job = raw.get("names_every_job", False)
+        if not isinstance(names_every_job, bool):
+            raise JobTableError(source, "names_every_job", f"{names_every_job!r} is not true or false")
         audit = raw.get("audit")
         if audit is not None and not isinstance(audit, dict):
             raise JobTableError(source, "audit", "expected an object")
         jobs = {job: _job_policy(source, job, entry, ceiling) for job, entry in raw.get("jobs", {}).items()}
         _check_run_keys(source, jobs)
-        return cls(jobs=jobs, audit=audit)
+        return cls(jobs=jobs, audit=audit, names_every_job=names_every_job)
 
 
 def _job_policy(source: str, job: str, entry: Any, ceiling: float) -> JobPolicy:
@@ -340,8 +350,8 @@ class FunctionConfig:
     jobs: Mapping[str, JobPolicy] = field(default_factory=dict)
     # The missed-run audit's configuration from the job table (read by exactly_once.audit).
     audit: Mapping[str, Any] | None = None
-    # Every job the stack's table names (the stack names each of its jobs there), so that a
-    # delivery of any other is refused unclaimed; None without a table: every job is served.
+    # Every job the table names when it names every job its function serves (a stack's does),
+    # so that a delivery of any other is refused unclaimed; None: every job is served.
     known_jobs: frozenset[str] | None = None
     # The Cloud Run service (K_SERVICE, set by Cloud Run): the target recorded with each run
     # unless @exactly_once(target=...) names one, so two functions that share a runs
@@ -395,7 +405,7 @@ class FunctionConfig:
             job_handler=_handler_spec(JOB_HANDLER_ENV, default_handler) if default_handler else None,
             jobs=table.jobs,
             audit=table.audit,
-            known_jobs=frozenset(table.jobs) if env.get(JOB_TABLE_ENV, "").strip() else None,
+            known_jobs=frozenset(table.jobs) if table.names_every_job else None,
             service=env.get(SERVICE_ENV, "").strip(),
         )
 

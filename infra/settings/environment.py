@@ -111,7 +111,7 @@ def job_table(settings: StackSettings, audit: AuditConfig | None = None) -> JobT
         )
         jobs[name] = policy
     raw_audit = None if audit is None else json.loads(audit.to_json())
-    return JobTable(jobs=jobs, audit=raw_audit)
+    return JobTable(jobs=jobs, audit=raw_audit, names_every_job=True)
 
 
 def target_tables(settings: StackSettings) -> dict[str, str]:

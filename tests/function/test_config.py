@@ -73,7 +73,7 @@ def _table_file(tmp_path, text: str) -> dict[str, str]:
         ("{not json", "(file)", "not JSON"),
         ('["a"]', "(file)", 'expected {"jobs"'),
         ('{"jobs": ["a"]}', "(file)", 'expected {"jobs"'),
-        ('{"jobs": {}, "handlers": {}}', "handlers", "unknown key (expected jobs, audit)"),
+        ('{"jobs": {}, "handlers": {}}', "handlers", "unknown key (expected jobs, names_every_job, audit)"),
         ('{"jobs": {}, "audit": []}', "audit", "expected an object"),
         ('{"jobs": {"": {}}}', "jobs['']", "a job name must not be empty"),
         ('{"jobs": {"a": "skip"}}', "jobs['a']", "expected an object"),
@@ -214,10 +214,7 @@ def test_a_job_without_a_handler_fails_terminally_naming_the_job():
 def test_a_served_job_without_a_handler_is_answered_terminally_naming_it(start_server, db):
     """Through a real server: the run is recorded failed (not retried, not run as another job),
     and the record and the reply say which job has no handler."""
-    # The table names the job (every job of a stack is named), with no handler of its own.
-    server = start_server(
-        JOB_HANDLER="", **jobs_env({"weekly": "jobs.noop:do_nothing"}, overlap={"nightly": "allow"})
-    )
+    server = start_server(JOB_HANDLER="", **jobs_env({"weekly": "jobs.noop:do_nothing"}))
     reply = deliver(server)
     assert (reply.status_code, reply.json()["outcome"]) == (200, "failed_terminal")
     record = run_record(db).to_dict()

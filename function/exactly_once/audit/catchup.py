@@ -1,7 +1,7 @@
 """Which missed runs the audit delivers again: a job's catch-up policy applied to the ledger.
 
 A run is caught up only when no delivery of it can still come (its retry window has closed)
-and a delivery of it now would be claimed (ledger/lifecycle.py `deliverable_again`): it has no
+and a delivery of it now would be claimed (ledger/lifecycle/verdicts.py `deliverable_again`): it has no
 record, or its every attempt gave it back (released with a checkpoint, which the delivery
 resumes from), or its last attempt died (its lease lapsed). A run completed, held by a live
 attempt, recorded by another target, or skipped while its job was paused is never sent again,

@@ -5,7 +5,7 @@ leaves nothing behind. The schedule itself says which runs should exist, and eac
 a pure function of (project, location, job, schedule time), so the audit needs no index and
 no query: it computes the expected run ids and reads those documents directly.
 
-Each verdict is the lifecycle's (ledger/lifecycle.py `judge`), from the record as read on
+Each verdict is the lifecycle's (ledger/lifecycle/verdicts.py `judge`), from the record as read on
 Firestore's clock: a run is *missed* once its retry window has closed (no further delivery can
 arrive) and the ledger holds no completed record for it. The window is computed by the caller
 from the job's retry policy (infra/timing/rules.py), because this module ships with the

@@ -19,7 +19,7 @@ What is and is not held back:
   back. That is what tells this pause from the stack's own `paused` key (audit/pauses.py), which
   pauses the Scheduler job: its runs are never delivered and leave no record.
 
-Whether a run is held back is the job's state (ledger/job_state.py), read once; the skip's
+Whether a run is held back is the job's state (ledger/lifecycle/job_state.py), read once; the skip's
 commit carries an update of the status conditioned on that read, so a success or a resume that
 committed first refuses the skip, and the run is decided again. The skip that finds the job
 `pausing` records the pause in that same commit, and the delivery that knows the commit is its
@@ -40,9 +40,9 @@ from exactly_once.delivery.finishing import RunFinisher
 from exactly_once.delivery.outcomes import Answer, Outcome
 from exactly_once.delivery.report import DeliveryReport
 from exactly_once.errors import error_text
-from exactly_once.ledger import job_state
-from exactly_once.ledger.job_state import JobState, JobStatus
 from exactly_once.ledger.job_status import JobStatuses
+from exactly_once.ledger.lifecycle import job_state
+from exactly_once.ledger.lifecycle.job_state import Skip
 from exactly_once.ledger.protocol import Claim, JobResult, LeaseLost, RunLedger, WritesRefused
 from exactly_once.run_key import RunKey
 
@@ -82,15 +82,15 @@ class FailurePauses:
             except google_exceptions.GoogleAPIError as error:
                 # Unknown whether the job is paused: give the run back for the next retry to decide.
                 return self._give_back(claim, report, error, "could not read whether the job is paused")
-            state = job_state.holds_back(status, limit, claim.run_id)
-            if state is None:
+            skip = job_state.holds_back(status, limit, claim.run_id)
+            if skip is None:
                 return None
             reason = (
                 f"the job is paused after {len(status.failed_runs)} failed runs in a row (pauseAfterFailures "
                 f"{limit}: {', '.join(status.failed_runs)}): not run; a success of a failing run's retry, a "
                 "forced run or `ops resume` ends the pause"
             )
-            also = [self._statuses.skipped(key, claim.run_id, status, limit)]
+            also = [self._statuses.skipped(key, claim.run_id, status, skip)]
             try:
                 self._ledger.complete(claim, JobResult.SKIPPED_PAUSED, reason, also=also)
             except WritesRefused:
@@ -102,8 +102,8 @@ class FailurePauses:
                 return Answer(Outcome.STORE_ERROR, "could not record the run as skipped: Firestore failed")
             report.result = JobResult.SKIPPED_PAUSED.value
             self._finisher.remember(claim, JobResult.SKIPPED_PAUSED, None, error=reason)
-            if state is JobState.PAUSING:
-                self._announce(key, claim, status, limit)
+            if skip.announces:
+                self._announce(key, claim, skip, limit)
             return Answer(Outcome.SKIPPED_PAUSED, f"skipped: {reason}", error=reason)
         changing = "the job's status kept changing while its run was decided"
         return self._give_back(claim, report, None, changing)
@@ -115,9 +115,9 @@ class FailurePauses:
             self._ledger.give_back(claim)
         return Answer(Outcome.STORE_ERROR, f"{why}: run given back for the next retry")
 
-    def _announce(self, key: RunKey, claim: Claim, status: JobStatus, limit: int) -> None:
+    def _announce(self, key: RunKey, claim: Claim, skip: Skip, limit: int) -> None:
         """The one ERROR line of a pause: written by the delivery whose skip recorded it."""
-        failed = list(status.failed_runs[:limit])
+        failed = list(skip.failed_runs)
         fields: dict[str, Any] = {
             log_fields.EVENT: log_fields.JOB_PAUSED_AFTER_FAILURES,
             log_fields.JOB: key.job_name,

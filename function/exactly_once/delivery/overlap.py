@@ -119,12 +119,9 @@ class JobLocks:
         or its lease ended unrenewed. A completed run whose downstream work still runs is
         busy for another lease, when the next contender asks again."""
         stored = self._store.get(run_id, timeout=budget.left())
-        state = lifecycle.state_of(stored, self._lease)
-        if state is lifecycle.State.COMPLETED and stored is not None:
+        if stored is not None and lifecycle.is_completed(stored, self._lease):
             return self._lease.total_seconds() if self._downstream_running(run_id, stored, budget) else 0.0
-        if state is not lifecycle.State.LEASED or stored is None:
-            return 0.0
-        return lifecycle.lease_seconds_left(stored, self._lease)
+        return lifecycle.seconds_held(stored, self._lease)
 
     def _downstream_running(self, run_id: str, stored: StoredRecord, budget: Budget) -> bool:
         known = Downstream.from_record(stored.fields)

@@ -38,7 +38,7 @@ JOB_STATUS_COLLECTION_SUFFIX: Final = "_job_status"
 LAST_SUCCESS: Final = "last_success"
 LAST_FAILURE: Final = "last_failure"
 CONSECUTIVE_FAILURES: Final = "consecutive_failures"
-# Only for a job with pauseAfterFailures (ledger/job_state.py): the ids of the runs that
+# Only for a job with pauseAfterFailures (ledger/lifecycle/job_state.py): the ids of the runs that
 # failed since its last success, each once however many of its attempts failed (a success and
 # `ops resume` empty it); when the pause was first found (Firestore's clock) and which runs
 # caused it (null while the job is not paused); when `ops resume` last ended a pause.

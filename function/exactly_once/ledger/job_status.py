@@ -12,7 +12,7 @@ For a job that pauses after failed runs (jobs[].pauseAfterFailures), the same me
 set of its failing runs: a failed attempt adds its run's id (ArrayUnion: a run counts once
 however many of its attempts fail, and retries on two instances cannot count it twice), and any
 success empties it, whatever the serving function's job table says. Other jobs' failures add
-nothing, so their commits are unchanged. What that set makes of the job is ledger/job_state.py's
+nothing, so their commits are unchanged. What that set makes of the job is ledger/lifecycle/job_state.py's
 to decide; the one write decided on a read of this document, a paused job's skip, is conditioned
 on that read (`skipped`).
 
@@ -29,7 +29,6 @@ from typing import Any
 from google.cloud import firestore
 
 from exactly_once import strict_json
-from exactly_once.ledger import job_state
 from exactly_once.ledger.fields import (
     CONSECUTIVE_FAILURES,
     ENDED_AT,
@@ -43,8 +42,8 @@ from exactly_once.ledger.fields import (
     job_status_collection,
     job_status_id,
 )
-from exactly_once.ledger.job_state import NOT_PAUSED, JobStatus
-from exactly_once.ledger.lifecycle import StoredRecord
+from exactly_once.ledger.lifecycle import StoredRecord, job_state
+from exactly_once.ledger.lifecycle.job_state import NOT_PAUSED, JobStatus, Skip
 from exactly_once.ledger.previous_run import PreviousRun
 from exactly_once.ledger.store import COMMIT_TIME, RunStore
 from exactly_once.ledger.writes import StagedWrite, WriteKind
@@ -97,12 +96,12 @@ class JobStatuses:
         """The job's status as one read saw it (empty: the job never ended a run)."""
         return JobStatus.of(self._read(key, timeout))
 
-    def skipped(self, key: RunKey, run_id: str, status: JobStatus, limit: int) -> StagedWrite:
+    def skipped(self, key: RunKey, run_id: str, status: JobStatus, skip: Skip) -> StagedWrite:
         """The write a paused job's skip of `run_id` carries in its commit: the pause when it
-        records it (job_state.skip_fields), conditioned on `status` as read, so the skip is
-        refused whole when a success, a failure or a resume changed the status since."""
+        records it (job_state.Skip), conditioned on `status` as read, so the skip is refused
+        whole when a success, a failure or a resume changed the status since."""
         assert status.update_time is not None  # a job without a status has no streak to skip on
-        fields = job_state.skip_fields(status, limit, run_id, COMMIT_TIME)
+        fields = skip.fields(run_id, COMMIT_TIME)
         return StagedWrite(WriteKind.UPDATE, self.document(key), fields, if_updated_at=status.update_time)
 
     def _merge(self, fields: dict[str, Any], key: RunKey) -> StagedWrite:

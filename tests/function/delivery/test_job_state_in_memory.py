@@ -1,4 +1,4 @@
-"""A job's failure streak and pause (ledger/job_state.py) through the delivery path in memory:
+"""A job's failure streak and pause (ledger/lifecycle/job_state.py) through the delivery path in memory:
 lost answers, a success or a resume landing between a skip's read and its commit, the key
 removed and put back, the limit raised while paused."""
 

@@ -14,7 +14,8 @@ RENAMED = {**HEADERS, JOB_NAME_HEADER: "nightly-renamed"}
 
 def test_the_old_scheduler_job_of_a_renamed_job_is_refused_unclaimed_and_the_new_one_runs(start_server, db):
     # The fallback handler (JOB_HANDLER) is set: the old name must not reach it.
-    server = start_server(**table_env(JobTable(jobs={"nightly-renamed": JobPolicy(run_key="nightly")})))
+    table = JobTable(jobs={"nightly-renamed": JobPolicy(run_key="nightly")}, names_every_job=True)
+    server = start_server(**table_env(table))
     old = deliver(server)
     assert (old.status_code, old.json()["outcome"]) == (404, "unknown_job")
     assert "nightly" in old.json()["message"]

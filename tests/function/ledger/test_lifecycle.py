@@ -60,7 +60,7 @@ def test_state_of_a_record_as_read(stored: StoredRecord | None, state: State) ->
 
 
 def test_only_absent_expired_lapsed_and_released_runs_are_claimable() -> None:
-    assert {state for state in State if state.claimable} == {
+    assert {state for state in State if lifecycle.claimable(state)} == {
         State.ABSENT,
         State.EXPIRED,
         State.LAPSED,
@@ -208,9 +208,20 @@ def test_the_audits_verdict_and_whether_catch_up_delivers(
 
 
 def test_the_transitions_name_every_event_and_every_state() -> None:
-    assert {row.event for row in lifecycle.TRANSITIONS} == set(Event)
-    named = {state for row in lifecycle.TRANSITIONS for state in row.sources} | set(lifecycle.REFUSALS)
-    assert named | {State.ABSENT} == set(State)
+    assert {event for _, event in lifecycle.TRANSITIONS} == set(Event)
+    # Every state answers a claim, owned or refused; every step leads to states of the table.
+    assert {state for state, event in lifecycle.TRANSITIONS if event is Event.CLAIM} == set(State)
+    for found in lifecycle.TRANSITIONS.values():
+        assert (found.claim is None) or (found.refusal is None)
+        assert found.to <= set(State)
+
+
+def test_an_event_the_table_has_no_row_for_is_refused() -> None:
+    for state in (State.ABSENT, State.COMPLETED, State.RELEASED):
+        with pytest.raises(lifecycle.NoTransition):
+            lifecycle.step(state, Event.COMPLETE)
+    with pytest.raises(lifecycle.NoTransition, match="'redo' from 'leased'"):
+        lifecycle.step(State.LEASED, Event.REDO)
 
 
 def test_each_skip_is_its_own_event_and_any_other_result_a_completion() -> None:

@@ -1,5 +1,6 @@
-"""One module decides a run record's state: no other module of the function package reads or
-compares a record's `status`, names its values, or imports the lifecycle's Status.
+"""One package decides a run record's and a job's state: no other module of the function package
+or of `ops/` reads or compares a record's `status`, names its values, imports the lifecycle's
+Status, or compares with a state of a run (`State.COMPLETED`) or of a job (`JobState.PAUSED`).
 
 A path that decides a run's state on its own (a give-back that forgets the checkpoint, a
 catch-up that tests `record is None`, a release that misreads its own committed write) is how
@@ -18,11 +19,15 @@ from infra.config.python_source import parse_python, parse_python_file
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = REPO_ROOT / "function"
-LIFECYCLE = PACKAGE / "exactly_once" / "ledger" / "lifecycle.py"
+OPS = REPO_ROOT / "ops"
+LIFECYCLE = PACKAGE / "exactly_once" / "ledger" / "lifecycle"
 # Records of another kind, with a status of their own.
 OTHER_RECORDS = (PACKAGE / "exactly_once" / "token_check",)
 STATUS_VALUES = {"in_progress", "completed", "released"}
 STATUS_NAMES = {"Status", "RunStatus", "STATUS"}
+# The lifecycle's state enums: a module that names one of their members decides a state itself.
+STATE_ENUMS = {"State", "JobState"}
+LIFECYCLE_MODULES = {"lifecycle", "job_state", "states"}
 
 
 def findings(tree: ast.AST) -> Iterator[str]:
@@ -37,6 +42,8 @@ def findings(tree: ast.AST) -> Iterator[str]:
             for side in (node.left, *node.comparators):
                 if isinstance(side, ast.Constant) and side.value in STATUS_VALUES:
                     yield f"line {node.lineno}: compares with {side.value!r}"
+        if isinstance(node, ast.Attribute) and _names_state_enum(node.value) and node.attr.isupper():
+            yield f"line {node.lineno}: compares with {_dotted(node.value)}.{node.attr}"
         if isinstance(node, ast.Name | ast.Attribute):
             name = node.id if isinstance(node, ast.Name) else node.attr
             if name in STATUS_NAMES:
@@ -47,13 +54,30 @@ def findings(tree: ast.AST) -> Iterator[str]:
                     yield f"line {node.lineno}: imports {alias.name}"
 
 
+def _names_state_enum(node: ast.AST) -> bool:
+    """`State`, `JobState`, or either through the lifecycle's modules (`lifecycle.State`); not
+    another library's enum of the same name (`run_v2.Condition.State`)."""
+    if isinstance(node, ast.Name):
+        return node.id in STATE_ENUMS
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr in STATE_ENUMS
+        and isinstance(node.value, ast.Name)
+        and node.value.id in LIFECYCLE_MODULES
+    )
+
+
+def _dotted(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else f"{_dotted(node.value)}.{node.attr}"  # type: ignore[attr-defined]
+
+
 def _is_status(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value == "status"
 
 
 def modules() -> Iterator[Path]:
-    for path in sorted(PACKAGE.rglob("*.py")):
-        if path == LIFECYCLE or any(path.is_relative_to(other) for other in OTHER_RECORDS):
+    for path in sorted([*PACKAGE.rglob("*.py"), *OPS.rglob("*.py")]):
+        if path.is_relative_to(LIFECYCLE) or any(path.is_relative_to(other) for other in OTHER_RECORDS):
             continue
         yield path
 
@@ -71,10 +95,14 @@ def test_the_rule_finds_each_way_a_module_could_decide_a_state_itself() -> None:
         "from exactly_once.ledger.lifecycle import Status",
         "done = stored.fields.get(STATUS) is lifecycle.Status.RELEASED",
         'state = "released" if x else "in_progress"\nif state == "released": pass',
+        "if lifecycle.state_of(record, lease) is lifecycle.State.COMPLETED: pass",
+        "if state not in (State.COMPLETED, State.EXPIRED): pass",
+        "if job_state.state_of(status, 3) is JobState.PAUSING: pass",
     ]
     for source in offences:
         assert list(findings(parse_python(source))), source
 
 
-def test_the_lifecycle_module_itself_defines_the_states() -> None:
-    assert list(findings(parse_python_file(LIFECYCLE)))
+def test_the_lifecycle_package_itself_defines_the_states() -> None:
+    assert list(findings(parse_python_file(LIFECYCLE / "states.py")))
+    assert list(findings(parse_python_file(LIFECYCLE / "job_state.py")))

@@ -12,18 +12,8 @@ The states of a pausing job, as one read of its status sees them (`JobState`):
   next run is skipped, and the skip's commit records the pause.
 - `paused`: the pause recorded for these failed runs: its runs are skipped.
 
-The transitions (`JOB_TRANSITIONS`; `make docs` writes this table from it, here and into
-docs/operations.md):
-
-<!-- BEGIN GENERATED: job-lifecycle -->
-| From | Event | To | Write | Rides along |
-| --- | --- | --- | --- | --- |
-| `running`, `pausing`, `paused` | run failed | running, or pausing at pauseAfterFailures failed runs | merge in the commit that ends the failed attempt (release or terminal completion) | the run's id added to the failed runs once, however many of its attempts fail |
-| `running`, `pausing`, `paused` | run succeeded | running | merge in the commit that completes the run, whatever the job table says | no failed runs, no pause |
-| `pausing` | skip | paused | update conditioned on the status as read, in the commit that records the run skipped | when (the commit time) and after which runs it paused; the one ERROR line, once that commit is known to be ours |
-| `paused` | skip | paused | update conditioned on the status as read, in the commit that records the run skipped | the run skipped last |
-| `running`, `pausing`, `paused` | resume | running | merge by `ops resume` | no failed runs, no pause, when it was resumed |
-<!-- END GENERATED -->
+The transitions are `JOB_TRANSITIONS` (shown with the run's in the lifecycle package's docstring
+and in docs/operations.md).
 
 Three rules hold across the table:
 
@@ -54,7 +44,7 @@ from exactly_once.ledger.fields import (
     FAILURE_RESUMED_AT,
     LAST_SKIPPED_RUN,
 )
-from exactly_once.ledger.lifecycle import StoredRecord
+from exactly_once.ledger.lifecycle.states import StoredRecord
 
 
 class JobState(StrEnum):
@@ -160,25 +150,52 @@ def state_of(status: JobStatus, limit: int) -> JobState:
     return JobState.PAUSING
 
 
-def holds_back(status: JobStatus, limit: int, run_id: str) -> JobState | None:
-    """The state that skips the run `run_id` (a scheduled run; a forced one always runs), or None
+@dataclass(frozen=True)
+class Skip:
+    """A run its paused job holds back: the table's `skip` from `pausing` (which records the
+    pause, and `announces` it once its commit is known to be ours) or from `paused`."""
+
+    failed_runs: tuple[str, ...]  # the streak the pause is after
+    announces: bool
+
+    def fields(self, run_id: str, commit_time: Any) -> dict[str, Any]:
+        """What the skip's commit writes to the status it was decided on: the pause (when, on
+        Firestore's clock, and after which runs) when it records it; else only the run skipped,
+        so that the write exists to carry its condition."""
+        fields: dict[str, Any] = {LAST_SKIPPED_RUN: run_id}
+        if self.announces:
+            fields[FAILURE_PAUSED_AT] = commit_time
+            fields[FAILURE_PAUSED_AFTER] = list(self.failed_runs)
+        return fields
+
+
+def holds_back(status: JobStatus, limit: int, run_id: str) -> Skip | None:
+    """How the run `run_id` (a scheduled run; a forced one always runs) is skipped, or None
     when it runs. A failing run's own retries run: a success of one ends the streak, and
     skipping it would record a failed run as completed."""
     state = state_of(status, limit)
     if state is JobState.RUNNING or run_id in status.failed_runs:
         return None
-    return state
+    return Skip(status.failed_runs[:limit], announces=state is JobState.PAUSING)
 
 
-def skip_fields(status: JobStatus, limit: int, run_id: str, commit_time: Any) -> dict[str, Any]:
-    """What a skip's commit writes to the status it was decided on: in `pausing`, the pause (when,
-    on Firestore's clock, and after which runs); in `paused`, only the run skipped, so the write
-    exists to carry its condition."""
-    fields: dict[str, Any] = {LAST_SKIPPED_RUN: run_id}
-    if state_of(status, limit) is JobState.PAUSING:
-        fields[FAILURE_PAUSED_AT] = commit_time
-        fields[FAILURE_PAUSED_AFTER] = list(status.failed_runs[:limit])
-    return fields
+@dataclass(frozen=True)
+class Pause:
+    """A job's pause as its status holds it, for an operator: since when (None: not recorded
+    yet, it begins with the next run) and after which runs."""
+
+    since: datetime | None
+    after: tuple[str, ...]
+
+
+def pause_of(status: JobStatus, limit: int) -> Pause | None:
+    """The job's pause under `limit`, or None while it runs."""
+    state = state_of(status, limit)
+    if state is JobState.RUNNING:
+        return None
+    if state is JobState.PAUSED:
+        return Pause(status.paused_at, status.paused_after)
+    return Pause(None, status.failed_runs[:limit])
 
 
 # What a success makes of any job's streak, and a resume of a paused job's.
