@@ -30,27 +30,18 @@ failures again pause the job again.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, TextIO
 
 from google.api_core import exceptions as google_exceptions
 
 from exactly_once import log_fields, structured_log
-from exactly_once.delivery.finishing import RunFinisher
-from exactly_once.delivery.outcomes import Answer, Outcome
-from exactly_once.delivery.report import DeliveryReport
+from exactly_once.delivery.endings import GiveBack, Skip
+from exactly_once.delivery.outcomes import Outcome
 from exactly_once.errors import error_text
 from exactly_once.ledger.job_status import JobStatuses
-from exactly_once.ledger.lifecycle import job_state
-from exactly_once.ledger.lifecycle.job_state import Skip
-from exactly_once.ledger.protocol import Claim, JobResult, LeaseLost, RunLedger, WritesRefused
+from exactly_once.ledger.lifecycle import JobResult, job_state
+from exactly_once.ledger.protocol import Claim
 from exactly_once.run_key import RunKey
-
-# How often a delivery decides its run again when the job's status changed under the skip's
-# conditioned commit (a failing run's retry ended, a resume, another run's skip) before it gives
-# the run back. Each refusal means another write to the status committed, so of N runs of a
-# paused job delivered at once, one commits per round: N rounds settle them all.
-_DECIDE_TRIES = 10
 
 
 class FailurePauses:
@@ -58,64 +49,45 @@ class FailurePauses:
     their failing runs)."""
 
     def __init__(
-        self,
-        ledger: RunLedger,
-        statuses: JobStatuses,
-        finisher: RunFinisher,
-        log_stream: TextIO | None = None,
+        self, statuses: JobStatuses, deadline_seconds: float, log_stream: TextIO | None = None
     ) -> None:
-        self._ledger = ledger
         self._statuses = statuses
         self._limits = statuses.pause_after_failures
-        self._finisher = finisher
+        self._deadline_seconds = deadline_seconds
         self._log_stream = log_stream
 
-    def hold_back(self, key: RunKey, claim: Claim, report: DeliveryReport) -> Answer | None:
-        """The answer for a claimed run its paused job must not run, or None to run it. Costs
-        nothing for a job without pauseAfterFailures, and one read for a job with it."""
+    def decide(self, key: RunKey, claim: Claim) -> Skip | GiveBack | None:
+        """How a claimed run its paused job must not run ends, or None to run it, from one read
+        of the job's status (none for a job without pauseAfterFailures). The skip's commit
+        carries the status's write conditioned on that read: refused, the run is decided again
+        (RunFinisher.decided)."""
         limit = self._limits.get(key.job_name)
         if limit is None or key.forced:
             return None
-        for _ in range(_DECIDE_TRIES):
-            try:
-                status = self._statuses.read(key, timeout=self._ledger.deadline_seconds)
-            except google_exceptions.GoogleAPIError as error:
-                # Unknown whether the job is paused: give the run back for the next retry to decide.
-                return self._give_back(claim, report, error, "could not read whether the job is paused")
-            skip = job_state.holds_back(status, limit, claim.run_id)
-            if skip is None:
-                return None
-            reason = (
-                f"the job is paused after {len(status.failed_runs)} failed runs in a row (pauseAfterFailures "
-                f"{limit}: {', '.join(status.failed_runs)}): not run; a success of a failing run's retry, a "
-                "forced run or `ops resume` ends the pause"
-            )
-            also = [self._statuses.skipped(key, claim.run_id, status, skip)]
-            try:
-                self._ledger.complete(claim, JobResult.SKIPPED_PAUSED, reason, also=also)
-            except WritesRefused:
-                continue  # the status changed since it was read: decide again on a new read
-            except LeaseLost:
-                return Answer(Outcome.LEASE_LOST, "another attempt took the run over before it was skipped")
-            except google_exceptions.GoogleAPIError as error:
-                report.error = error_text(repr(error))
-                return Answer(Outcome.STORE_ERROR, "could not record the run as skipped: Firestore failed")
-            report.result = JobResult.SKIPPED_PAUSED.value
-            self._finisher.remember(claim, JobResult.SKIPPED_PAUSED, None, error=reason)
-            if skip.announces:
-                self._announce(key, claim, skip, limit)
-            return Answer(Outcome.SKIPPED_PAUSED, f"skipped: {reason}", error=reason)
-        changing = "the job's status kept changing while its run was decided"
-        return self._give_back(claim, report, None, changing)
+        try:
+            status = self._statuses.read(key, timeout=self._deadline_seconds)
+        except google_exceptions.GoogleAPIError as error:
+            # Unknown whether the job is paused: give the run back for the next retry to decide.
+            message = "could not read whether the job is paused: Firestore failed; run given back unrun"
+            return GiveBack(Outcome.STORE_ERROR, message, error=error_text(repr(error)))
+        skip = job_state.holds_back(status, limit, claim.run_id)
+        if skip is None:
+            return None
+        reason = (
+            f"the job is paused after {len(status.failed_runs)} failed runs in a row (pauseAfterFailures "
+            f"{limit}: {', '.join(status.failed_runs)}): not run; a success of a failing run's retry, a "
+            "forced run or `ops resume` ends the pause"
+        )
+        return Skip(
+            JobResult.SKIPPED_PAUSED,
+            reason,
+            Outcome.SKIPPED_PAUSED,
+            f"skipped: {reason}",
+            also=[self._statuses.skipped(key, claim.run_id, status, skip)],
+            committed=(lambda: self._announce(key, claim, skip, limit)) if skip.announces else None,
+        )
 
-    def _give_back(self, claim: Claim, report: DeliveryReport, error: Exception | None, why: str) -> Answer:
-        if error is not None:
-            report.error = error_text(repr(error))
-        with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
-            self._ledger.give_back(claim)
-        return Answer(Outcome.STORE_ERROR, f"{why}: run given back for the next retry")
-
-    def _announce(self, key: RunKey, claim: Claim, skip: Skip, limit: int) -> None:
+    def _announce(self, key: RunKey, claim: Claim, skip: job_state.Skip, limit: int) -> None:
         """The one ERROR line of a pause: written by the delivery whose skip recorded it."""
         failed = list(skip.failed_runs)
         fields: dict[str, Any] = {

@@ -1,21 +1,24 @@
 """How an attempt that held the run's lease ends: the one write that records it, and the answer.
 
 Every claimed attempt ends in exactly one such write, made as the owner of the run's latest
-lease: completed (the job returned, or failed for good, or was skipped as too late), or released
-(the job failed and a retry may run it). Whatever rides with the run rides in that write: the
-job's staged Firestore writes, its downstream work, its last checkpoint, the job's last result
-(ledger/job_status.py). A completed run is then remembered by the instance's warm cache, so its
-duplicates here are answered without a read.
+lease, from the ending the delivery came to (delivery/endings.py): completed (the job returned,
+or failed for good, or was skipped), released (the job failed and a retry may run it), or given
+back unrun. Whatever rides with the run rides in that write: the job's staged Firestore writes,
+its downstream work, its last checkpoint, the job's last result (ledger/job_status.py). A
+completed run is then remembered by the instance's warm cache, so its duplicates here are
+answered without a read. This is the only module of the delivery that writes a run's end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import traceback
-from typing import TextIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TextIO
 
 from google.api_core import exceptions as google_exceptions
 
-from exactly_once.context import RunContext
+from exactly_once.delivery.endings import DecidedOnStale, Ending, GiveBack, Ran, Skip
 from exactly_once.delivery.following import log_failed
 from exactly_once.delivery.outcomes import Answer, Outcome
 from exactly_once.delivery.report import DeliveryReport
@@ -24,7 +27,14 @@ from exactly_once.errors import TerminalJobError, error_text
 from exactly_once.ledger.job_status import JobStatuses
 from exactly_once.ledger.protocol import Claim, ClaimKind, JobResult, LeaseLost, RunLedger
 from exactly_once.ledger.records import WritesRefused
+from exactly_once.ledger.writes import StagedWrite
 from exactly_once.run_key import RunKey
+
+# How often a run is decided again when the read a skip was decided on no longer stands when it
+# commits (a failing run's retry ended, a resume, another run's skip). Each refusal means another
+# write to what was read committed, so of N runs decided at once on the same document, one
+# commits per round: N rounds settle them all.
+DECIDE_TRIES = 10
 
 
 class RunFinisher:
@@ -42,20 +52,63 @@ class RunFinisher:
         self._statuses = statuses
         self._log_stream = log_stream
 
-    def finish(
-        self,
-        key: RunKey,
-        claim: Claim,
-        output_json: str | None,
-        failure: BaseException | None,
-        report: DeliveryReport,
-        context: RunContext,
-    ) -> Answer:
+    def end(self, key: RunKey, claim: Claim, ending: Ending, report: DeliveryReport) -> Answer:
+        """Record how the attempt ended and answer for it. A skip whose conditioned write was
+        refused raises DecidedOnStale, for the caller to decide the run again (`decided`)."""
+        if isinstance(ending, GiveBack):
+            if ending.error is not None:
+                report.error = ending.error
+            self.give_back(claim)
+            return Answer(ending.outcome, ending.message, dict(ending.headers))
+        if isinstance(ending, Skip):
+            return self._skip(claim, ending, report)
+        return self._ran(key, claim, ending, report)
+
+    def decided(
+        self, key: RunKey, claim: Claim, decide: Callable[[], Ending | None], report: DeliveryReport
+    ) -> Answer | None:
+        """End the attempt as `decide` says, deciding again while the read its skip stood on has
+        changed by its commit; None when it decides the job runs."""
+        for _ in range(DECIDE_TRIES):
+            ending = decide()
+            if ending is None:
+                return None
+            try:
+                return self.end(key, claim, ending, report)
+            except DecidedOnStale:
+                continue
+        changing = GiveBack(
+            Outcome.STORE_ERROR, "what the run was decided on kept changing: given back unrun"
+        )
+        return self.end(key, claim, changing, report)
+
+    def give_back(self, claim: Claim) -> None:
+        """Return a claim unrun; should it fail, the run waits out its lease (nothing ran)."""
+        with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
+            self._ledger.give_back(claim)
+
+    def _skip(self, claim: Claim, skip: Skip, report: DeliveryReport) -> Answer:
+        try:
+            self._complete(claim, skip.result, skip.reason, None, skip.also)
+        except WritesRefused:
+            raise DecidedOnStale from None
+        except LeaseLost:
+            return Answer(Outcome.LEASE_LOST, "another attempt took the run over before it was skipped")
+        except google_exceptions.GoogleAPIError as error:
+            report.error = error_text(repr(error))
+            return Answer(Outcome.STORE_ERROR, "could not record the run as skipped: Firestore failed")
+        report.result = skip.result.value
+        self.remember(claim, skip.result, None, error=skip.reason)
+        if skip.committed is not None:
+            skip.committed()
+        return Answer(skip.outcome, skip.message, error=skip.reason if skip.says_why else None)
+
+    def _ran(self, key: RunKey, claim: Claim, ran: Ran, report: DeliveryReport) -> Answer:
         """Record what the job came to. The job's staged writes ride in the completing commit
         of a job that returned, and only there: a failed job's are dropped (a retry stages its
         own). So does the downstream work a proxy job reported starting; a failed job's latest
         checkpoint rides in its release, for the retry to resume from."""
-        statuses = self._statuses
+        statuses, context, failure, output_json = self._statuses, ran.context, ran.failure, ran.output_json
         checkpoint_json = context.progress.latest()
         writes = context.writes.staged()
         downstream = context.downstream.latest
@@ -64,7 +117,7 @@ class RunFinisher:
         try:
             if isinstance(failure, TerminalJobError):
                 why = "job failed terminally: recorded, will not be retried"
-                return self.record_terminal(key, claim, error_text(failure), report, why)
+                return self._terminal(key, claim, error_text(failure), report, why)
             if failure is not None:
                 trace = "".join(traceback.format_exception(failure))
                 report.error = error = error_text(repr(failure))
@@ -74,14 +127,14 @@ class RunFinisher:
                 return Answer(Outcome.FAILED_RELEASED, "job failed: claim released for the next retry")
             try:
                 success = [statuses.succeeded(key, claim.run_id, output_json)] if statuses else []
-                self._ledger.complete(
-                    claim, output_json=output_json, also=[*writes, *success], record_fields=record_fields
+                self._complete(
+                    claim, JobResult.SUCCEEDED, None, output_json, [*writes, *success], record_fields
                 )
             except WritesRefused as refused:
                 # Firestore refused one of the job's writes (a create of a document that
                 # exists...): none applied, and a retry would stage the same ones.
                 why = "a write staged in context.writes was refused: none applied, recorded failed"
-                return self.record_terminal(key, claim, error_text(str(refused)), report, why)
+                return self._terminal(key, claim, error_text(str(refused)), report, why)
         except LeaseLost:
             return Answer(
                 Outcome.LEASE_LOST,
@@ -103,35 +156,25 @@ class RunFinisher:
             )
         return Answer(Outcome.EXECUTED, "job ran", output_json=output_json)
 
-    def skip_late(self, claim: Claim, late: float, deadline: float, report: DeliveryReport) -> Answer:
-        """Record the run as skipped, never run: its time has passed for this job (lateness is
-        the claim's commit time, Firestore's clock, less the ScheduleTime). The completing write
-        is the delivery's second, as a run's would be."""
-        reason = (
-            f"delivered {late:.3f}s after its ScheduleTime, past the job's startingDeadlineSeconds "
-            f"({deadline:g}s): not run"
-        )
-        report.late_by_s, report.starting_deadline_s = round(late, 3), deadline
-        try:
-            self._ledger.complete(claim, JobResult.SKIPPED_LATE, reason)
-        except LeaseLost:
-            return Answer(Outcome.LEASE_LOST, "another attempt took the run over before it was skipped")
-        except google_exceptions.GoogleAPIError as error:
-            report.error = error_text(repr(error))
-            return Answer(Outcome.STORE_ERROR, "could not record the late run as skipped: Firestore failed")
-        report.result = JobResult.SKIPPED_LATE.value
-        self.remember(claim, JobResult.SKIPPED_LATE, None, error=reason)
-        return Answer(Outcome.SKIPPED_LATE, f"skipped: {reason}", error=reason)
-
-    def record_terminal(
-        self, key: RunKey, claim: Claim, message: str, report: DeliveryReport, why: str
-    ) -> Answer:
+    def _terminal(self, key: RunKey, claim: Claim, message: str, report: DeliveryReport, why: str) -> Answer:
         """Complete the run as failed for good, with the job's status, and answer so."""
         report.error = message
         also = [self._statuses.failed(key, claim.run_id, message)] if self._statuses else []
-        self._ledger.complete(claim, JobResult.TERMINAL_FAILURE, message, also=also)
+        self._complete(claim, JobResult.TERMINAL_FAILURE, message, None, also)
         self.remember(claim, JobResult.TERMINAL_FAILURE, None, error=message)
         return Answer(Outcome.FAILED_TERMINAL, why, error=message)
+
+    def _complete(
+        self,
+        claim: Claim,
+        result: JobResult,
+        error: str | None,
+        output_json: str | None,
+        also: Sequence[StagedWrite],
+        record_fields: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The one completing write of the delivery, whatever ended the run."""
+        self._ledger.complete(claim, result, error, output_json, also=also, record_fields=record_fields)
 
     def remember(
         self, claim: Claim, result: JobResult, output_json: str | None, *, error: str | None = None

@@ -24,12 +24,10 @@ after its announced time is that scheduled run's (docs/operations.md, "Forced ru
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from google.api_core import exceptions as google_exceptions
-
-from exactly_once.ledger.protocol import Claim, LeaseLost, RunAlreadyCompleted, RunInProgress, RunLedger
+from exactly_once.ledger.protocol import Claim, RunAlreadyCompleted, RunInProgress, RunLedger
 from exactly_once.run_key import RunKey, Trigger
 
 # A delivery reaching Firestore more than this ahead of its ScheduleTime is a forced run. Cloud
@@ -59,32 +57,42 @@ class DeliveredRun:
         from the forced run's memory, with no Firestore time to correct it."""
         return self.key.forced
 
-    def claim(self, ledger: RunLedger, attempt_id: str, *, fingerprint: str, target: str) -> Claim:
-        """Claim the run the delivery is, on Firestore's clock. Raises what RunLedger.claim
-        raises, for the settled identity."""
-        first = self.key
-        try:
-            claim = ledger.claim(first, attempt_id, fingerprint=fingerprint, target=target)
-        except (RunAlreadyCompleted, RunInProgress) as refused:
-            if (
-                refused.read_time is None
-                or trigger_at(first.schedule_time, refused.read_time) is first.trigger
-            ):
-                raise
-            return self._claim_other(ledger, attempt_id, fingerprint=fingerprint, target=target)
-        if trigger_at(first.schedule_time, claim.update_time) is first.trigger:
-            return claim
-        # The guess was wrong: nothing ran under it, so give it back as it was found (with the
-        # checkpoint it inherited) before claiming the other identity. Should the give-back
-        # fail, the record waits out its lease; no delivery the Firestore clock judges to be
-        # that run is left to run it.
-        with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
-            ledger.give_back(claim)
-        return self._claim_other(ledger, attempt_id, fingerprint=fingerprint, target=target)
+    def claim(
+        self,
+        ledger: RunLedger,
+        attempt_id: str,
+        *,
+        fingerprint: str,
+        target: str,
+        give_back: Callable[[Claim], None],
+    ) -> Claim:
+        """Claim the run the delivery is, on Firestore's clock: the guess first, then, if the
+        Firestore time of that claim (or of the record that refused it) names the other identity,
+        that one, which is final (a slow second claim must not flip a delivery back and forth).
+        Raises what RunLedger.claim raises, for the settled identity. A claim under a guess the
+        commit time contradicts is returned with `give_back` (the delivery's finisher: it writes
+        every end of a claim)."""
+        for settled in (False, True):
+            try:
+                claim = ledger.claim(self.key, attempt_id, fingerprint=fingerprint, target=target)
+            except (RunAlreadyCompleted, RunInProgress) as refused:
+                if settled or refused.read_time is None or self._confirmed_at(refused.read_time):
+                    raise
+                self._take_the_other()
+                continue
+            if settled or self._confirmed_at(claim.update_time):
+                return claim
+            # The guess was wrong: nothing ran under it, so give it back as it was found (with
+            # the checkpoint it inherited) before claiming the other identity. Should the
+            # give-back fail, the record waits out its lease; no delivery the Firestore clock
+            # judges to be that run is left to run it.
+            give_back(claim)
+            self._take_the_other()
+        raise AssertionError("unreachable: the second claim is final")
 
-    def _claim_other(self, ledger: RunLedger, attempt_id: str, *, fingerprint: str, target: str) -> Claim:
-        """The identity the first Firestore time named; it is final (its claim is not judged again:
-        a slow second claim must not flip a delivery back and forth)."""
+    def _confirmed_at(self, firestore_now: datetime) -> bool:
+        return trigger_at(self.key.schedule_time, firestore_now) is self.key.trigger
+
+    def _take_the_other(self) -> None:
         other = Trigger.SCHEDULED if self.key.forced else Trigger.FORCED
         self.key = self.key.as_triggered(other)
-        return ledger.claim(self.key, attempt_id, fingerprint=fingerprint, target=target)

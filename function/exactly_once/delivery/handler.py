@@ -21,6 +21,7 @@ from google.api_core import exceptions as google_exceptions
 from exactly_once import log_fields, strict_json, structured_log
 from exactly_once.config import DEFAULT_POLICY, JobPolicy, OverlapPolicy, run_keys_of, zones_of
 from exactly_once.context import JobHandler, Progress, RunContext, decode_checkpoint, encode_output
+from exactly_once.delivery.endings import GiveBack, Ran, Skip
 from exactly_once.delivery.failure_pause import FailurePauses
 from exactly_once.delivery.finishing import RunFinisher
 from exactly_once.delivery.forced_runs import DeliveredRun
@@ -120,7 +121,7 @@ class ScheduledRunHandler:
         self._finisher = RunFinisher(ledger, self._cache, statuses, log_stream)
         # Only when some job pauses after failures (its statuses say which): no other job reads more.
         self._pauses = (
-            FailurePauses(ledger, statuses, self._finisher, log_stream)
+            FailurePauses(statuses, ledger.deadline_seconds, log_stream)
             if statuses is not None and statuses.pause_after_failures
             else None
         )
@@ -208,7 +209,13 @@ class ScheduledRunHandler:
 
         try:
             try:
-                claim = run.claim(self._ledger, attempt_id, fingerprint=fingerprint, target=self._target)
+                claim = run.claim(
+                    self._ledger,
+                    attempt_id,
+                    fingerprint=fingerprint,
+                    target=self._target,
+                    give_back=self._finisher.give_back,
+                )
             finally:
                 report.key = key = _labelled(run.key)  # settled on Firestore's clock, or as far as it got
         except RunAlreadyCompleted as done:
@@ -238,23 +245,23 @@ class ScheduledRunHandler:
             report.error = error_text(repr(error))
             return Answer(Outcome.STORE_ERROR, "could not claim the run: Firestore failed")
         report.claim = claim
-        # Lateness on Firestore's clock: the claim's commit time less the ScheduleTime.
-        lateness = (claim.update_time - key.schedule_time).total_seconds()
         job_policy = self._jobs.get(key.job_name, DEFAULT_POLICY)
-        if (deadline := job_policy.starting_deadline_seconds) is not None and lateness > deadline:
-            return self._finisher.skip_late(claim, lateness, deadline, report)
-        if self._pauses is not None and (held := self._pauses.hold_back(key, claim, report)) is not None:
+        if (skipped := _past_starting_deadline(claim, key, job_policy, report)) is not None:
+            return self._finisher.end(key, claim, skipped, report)
+        if (pauses := self._pauses) is not None and (
+            held := self._finisher.decided(key, claim, lambda: pauses.decide(key, claim), report)
+        ) is not None:
             return held
         time_limit = job_policy.time_limit_seconds or self._time_limit
         ends_at = started + time_limit
         if time.monotonic() >= ends_at:
             # The watchdog would end the instance as the job starts: give the claim back unrun.
-            report.error = f"the claim took longer than the job's {time_limit:g}s time limit"
-            with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
-                self._ledger.give_back(claim)
-            return Answer(
-                Outcome.STORE_ERROR, "Firestore answered the claim past the time limit: job not run"
+            too_late = GiveBack(
+                Outcome.STORE_ERROR,
+                "Firestore answered the claim past the time limit: job not run",
+                error=f"the claim took longer than the job's {time_limit:g}s time limit",
             )
+            return self._finisher.end(key, claim, too_late, report)
 
         policy = job_policy.overlap
         if policy is OverlapPolicy.ALLOW:
@@ -292,7 +299,7 @@ class ScheduledRunHandler:
                 lock = self._locks.acquire(key, claim)
             except JobBusy as busy:
                 report.holder_run_id = busy.holder_run_id
-                return self._overlapped(claim, busy, policy, report)
+                return self._finisher.end(key, claim, _overlapped(busy, policy, report), report)
             answer, started = self._run_and_finish(key, claim, body, report, ends_at)
             if answer.outcome in (Outcome.EXECUTED, Outcome.LEASE_TAKEN_OVER) and (
                 started is not None and started.running
@@ -302,31 +309,16 @@ class ScheduledRunHandler:
                 lock = None
             return answer
         except (google_exceptions.GoogleAPIError, LeaseLost) as error:
-            report.error = error_text(repr(error))
-            with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
-                self._ledger.give_back(claim)
-            return Answer(Outcome.STORE_ERROR, "could not take or settle the job's lock: Firestore failed")
+            lock_failed = GiveBack(
+                Outcome.STORE_ERROR,
+                "could not take or settle the job's lock: Firestore failed",
+                error=error_text(repr(error)),
+            )
+            return self._finisher.end(key, claim, lock_failed, report)
         finally:
             if lock is not None:
                 with contextlib.suppress(google_exceptions.GoogleAPIError):
                     self._locks.release(lock)  # else it is free once the run's lease ends
-
-    def _overlapped(
-        self, claim: Claim, busy: JobBusy, policy: OverlapPolicy, report: DeliveryReport
-    ) -> Answer:
-        if policy is OverlapPolicy.SKIP:
-            self._ledger.complete(claim, JobResult.OVERLAP_SKIPPED, f"run {busy.holder_run_id} was running")
-            report.result = JobResult.OVERLAP_SKIPPED.value
-            self._finisher.remember(claim, JobResult.OVERLAP_SKIPPED, None)
-            return self._duplicate(JobResult.OVERLAP_SKIPPED.value, None)
-        # Nothing ran: the next delivery claims afresh, with the checkpoint the run holds.
-        self._ledger.give_back(claim)
-        report.retry_after_s = busy.retry_after_seconds
-        return Answer(
-            Outcome.OVERLAP_WAIT,
-            "another run of the job is running (overlap policy wait): retry later",
-            {"Retry-After": str(busy.retry_after_seconds)},
-        )
 
     def _run_and_finish(
         self, key: RunKey, claim: Claim, body: bytes, report: DeliveryReport, ends_at: float
@@ -391,8 +383,45 @@ class ScheduledRunHandler:
         report.job_returned = returned
         report.renewals = keeper.renewals
         report.staged_writes = len(context.writes)
-        answer = self._finisher.finish(key, keeper.claim, output_json, failure, report, context)
+        answer = self._finisher.end(key, keeper.claim, Ran(context, output_json, failure), report)
         return answer, context.downstream.latest
+
+
+def _past_starting_deadline(
+    claim: Claim, key: RunKey, policy: JobPolicy, report: DeliveryReport
+) -> Skip | None:
+    """A run claimed later than its job's startingDeadlineSeconds after its ScheduleTime, on
+    Firestore's clock (the claim's commit time less the ScheduleTime), is recorded skipped, never
+    run: its time has passed for this job."""
+    deadline = policy.starting_deadline_seconds
+    late = (claim.update_time - key.schedule_time).total_seconds()
+    if deadline is None or late <= deadline:
+        return None
+    report.late_by_s, report.starting_deadline_s = round(late, 3), deadline
+    reason = (
+        f"delivered {late:.3f}s after its ScheduleTime, past the job's startingDeadlineSeconds "
+        f"({deadline:g}s): not run"
+    )
+    return Skip(JobResult.SKIPPED_LATE, reason, Outcome.SKIPPED_LATE, f"skipped: {reason}")
+
+
+def _overlapped(busy: JobBusy, policy: OverlapPolicy, report: DeliveryReport) -> Skip | GiveBack:
+    """Another run of the job holds its lock: `skip` records this run skipped, `wait` gives it
+    back (nothing ran: the next delivery claims afresh, with the checkpoint the run holds)."""
+    if policy is OverlapPolicy.SKIP:
+        return Skip(
+            JobResult.OVERLAP_SKIPPED,
+            f"run {busy.holder_run_id} was running",
+            Outcome.OVERLAP_SKIPPED,
+            "skipped: another run of the job was running (overlap policy skip)",
+            says_why=False,
+        )
+    report.retry_after_s = busy.retry_after_seconds
+    return GiveBack(
+        Outcome.OVERLAP_WAIT,
+        "another run of the job is running (overlap policy wait): retry later",
+        headers={"Retry-After": str(busy.retry_after_seconds)},
+    )
 
 
 def _flag_other_body(report: DeliveryReport, recorded: str, ours: str) -> None:

@@ -69,7 +69,7 @@ import json
 import os
 import random
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -96,6 +96,7 @@ from exactly_once.context import RunContext
 from exactly_once.delivery.forced_runs import DeliveredRun
 from exactly_once.ledger.previous_run import PreviousRun
 from exactly_once.ledger.protocol import (
+    Claim,
     ClaimTooLate,
     JobResult,
     LeaseLost,
@@ -313,8 +314,9 @@ class LifecycleModel(RuleBasedStateMachine):
         )
         try:
             with self._as(Acting(attempt, Op.CLAIM)):
+                ledger = self.ledgers[instance]
                 claim = delivered.claim(
-                    self.ledgers[instance], attempt.id, fingerprint=FINGERPRINT, target=TARGET
+                    ledger, attempt.id, fingerprint=FINGERPRINT, target=TARGET, give_back=unrun(ledger)
                 )
         except RunAlreadyCompleted:
             settled = self.model.run(delivered.key)
@@ -780,3 +782,14 @@ def test_the_run_lifecycle_keeps_its_invariants_under_any_interleaving() -> None
         raise
     finally:
         del LifecycleModel._hypothesis_internal_use_seed  # type: ignore[attr-defined]
+
+
+def unrun(ledger: RunLedger) -> Callable[[Claim], None]:
+    """A misjudged claim given back as the delivery's finisher gives one back: errors swallowed,
+    the record left to wait out its lease."""
+
+    def give_back(claim: Claim) -> None:
+        with contextlib.suppress(google_exceptions.GoogleAPIError, LeaseLost):
+            ledger.give_back(claim)
+
+    return give_back
