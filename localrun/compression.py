@@ -34,7 +34,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from exactly_once.config import JOB_TABLE_ENV, JOB_TABLE_FILE, TIME_LIMIT_MARGIN_SECONDS, JobTable
+from exactly_once.config import (
+    DEFAULT_DATABASE,
+    JOB_TABLE_ENV,
+    JOB_TABLE_FILE,
+    TIME_LIMIT_MARGIN_SECONDS,
+    JobTable,
+)
 from exactly_once.ledger.store import ATTEMPT_SHARE, store_deadline_for
 from infra.settings.environment import function_environment, job_table
 from infra.settings.jobs import JobSettings
@@ -161,7 +167,7 @@ class CompressedTiming:
         env[JOB_TABLE_ENV] = str(table_path)
         env.update(
             GOOGLE_CLOUD_PROJECT=firestore_project,
-            FIRESTORE_DATABASE="(default)",
+            FIRESTORE_DATABASE=DEFAULT_DATABASE,
             FIRESTORE_EMULATOR_HOST=emulator_host,
             LEASE_SECONDS=repr(self.lease_seconds),
             JOB_TIME_LIMIT_SECONDS=repr(self.time_limit_seconds),

@@ -234,6 +234,8 @@ def simulate(
         attempts_ended=sum(attempts_ended(path) for path in logs.values()),
         delayed_connections=proxy.forwarded if proxy else 0,
         duration_seconds=time.monotonic() - began,
+        emulator_host=emulator_host,
+        firestore_project=firestore_project,
         regions=names if two_regions else {},
         outage=outage.describe(names) if outage is not None else None,
     )
