@@ -1,5 +1,5 @@
-"""A short demo run without faults, as a new user's first: the `ops` command it prints reads
-its ledger."""
+"""A short demo run without faults, as a new user's first: what it prints, what its function
+log holds, and that the `ops` command it prints reads its ledger."""
 
 from __future__ import annotations
 
@@ -99,3 +99,20 @@ def test_after_its_own_emulator_stopped_the_demo_says_how_to_keep_one() -> None:
         f"  gcloud emulators firestore start --host-port={KEPT_EMULATOR_HOST} &",
         f"  {EMULATOR_HOST_ENV}={KEPT_EMULATOR_HOST} make demo",
     ]
+
+
+def test_the_first_line_says_what_the_demo_does(demo_run: DemoRun) -> None:
+    """Not a dependency's warning (google-api-core's about Python 3.11)."""
+    assert demo_run.stderr.splitlines()[0] == "starting the Firestore emulator ..."
+    assert "Warning" not in demo_run.stderr + demo_run.stdout
+
+
+def test_the_function_log_holds_the_functions_json_lines_and_nothing_alarming(demo_run: DemoRun) -> None:
+    """Every line is one JSON object, whatever else the servers printed; and a run without
+    faults, its warm-up and the checks that the servers are up included, logs nothing above
+    INFO (asking whether a server is up is not a request that the function refuses)."""
+    text = (demo_run.out / "function.log").read_text(encoding="utf-8")
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert all(isinstance(line, dict) for line in lines)
+    assert [line for line in lines if line["severity"] != "INFO"] == []
+    assert sum(line.get("outcome") == "executed" for line in lines) == 3  # the warm-up and both runs
