@@ -66,7 +66,7 @@ BAR_GAP_PX = 3.0
 ROW_PAD_PX = 5.0
 # Between two labels in one lane, and between two lanes.
 LABEL_GAP_PX = 8.0
-LANE_GAP_PX = 2.0
+LANE_GAP_PX = 3.0
 # Around the axes: right of the last tick, between the axis and the legend, and the edges.
 RIGHT_MARGIN_PX = 30.0
 LEGEND_GAP_PX = 14.0
