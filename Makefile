@@ -33,15 +33,21 @@ optional = @if [ -e $(1) ]; then echo '$(2)'; $(2); else echo "make $@: $(1) is 
 
 .PHONY: install lint lint-workflows typecheck check format test test-suite test-runtime test-pruned demo soak soak-short soak-model bench docs clean faketime
 
+# pip runs --quiet (its hundreds of lines would bury a failure), so each step says first what
+# it is about to do and how long that takes.
 $(STAMP): $(REQUIREMENTS)
+	@echo "$(VENV)/: installing the pinned requirements (requirements-dev.txt: the program, ops, the tests' tools); about a minute the first time, and pip prints nothing until it is done"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-dev.txt
 	touch $(STAMP)
+	@echo "$(VENV)/: installed"
 
 $(POLICY_STAMP): policy/requirements.txt
+	@echo "$(POLICY_VENV)/: installing the policy pack's own requirements (policy/requirements.txt), for pulumi up --policy-pack policy; pip prints nothing until it is done"
 	test -x $(POLICY_VENV)/bin/python || $(PYTHON) -m venv $(POLICY_VENV)
 	$(POLICY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r policy/requirements.txt
 	touch $(POLICY_STAMP)
+	@echo "$(POLICY_VENV)/: installed"
 
 # venv/ for the program, the tests and the ops CLI; policy/venv/ for the pack. Each is updated
 # only when its requirements changed: a second `make install` does nothing.

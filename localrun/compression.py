@@ -34,7 +34,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-from exactly_once.config import JOB_TABLE_ENV, JOB_TABLE_FILE, TIME_LIMIT_MARGIN_SECONDS, JobTable
+from exactly_once.config import (
+    DEFAULT_DATABASE,
+    JOB_TABLE_ENV,
+    JOB_TABLE_FILE,
+    TIME_LIMIT_MARGIN_SECONDS,
+    JobPolicy,
+    JobTable,
+)
 from exactly_once.ledger.store import ATTEMPT_SHARE, store_deadline_for
 from infra.settings.environment import function_environment, job_table
 from infra.settings.jobs import JobSettings
@@ -45,6 +52,9 @@ from infra.timing.rules import JobTiming
 # The slowest Firestore round trip (emulator included) the local run rides out on a busy
 # 2-core machine, before any delay added on purpose (--firestore-rtt-ms).
 BUSY_ROUND_TRIP_SECONDS = 1.0
+# The job each instance's warm-up delivers before the clock starts (instances.py): never
+# reported, the counts filter on the real job's name.
+WARM_UP_JOB = "localrun-warm-up"
 
 
 def claim_budget_seconds(lease_seconds: float) -> float:
@@ -156,12 +166,15 @@ class CompressedTiming:
             )
             for job, policy in stack_table.jobs.items()
         }
+        # The warm-up's job (instances.py), which no report counts: the function serves only the
+        # jobs its table names. Nothing of its own: it runs as a job that names no handler does.
+        policies[settings.scheduler_job_id(WARM_UP_JOB)] = JobPolicy()
         table_path = table_dir / JOB_TABLE_FILE
         table_path.write_text(JobTable(jobs=policies, audit=stack_table.audit).to_json(), encoding="utf-8")
         env[JOB_TABLE_ENV] = str(table_path)
         env.update(
             GOOGLE_CLOUD_PROJECT=firestore_project,
-            FIRESTORE_DATABASE="(default)",
+            FIRESTORE_DATABASE=DEFAULT_DATABASE,
             FIRESTORE_EMULATOR_HOST=emulator_host,
             LEASE_SECONDS=repr(self.lease_seconds),
             JOB_TIME_LIMIT_SECONDS=repr(self.time_limit_seconds),

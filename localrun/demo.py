@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ from infra.settings.stack import StackSettings
 from infra.targets.registry import kind_for_handler, kind_of
 from infra.timing import rules as timing
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, fitting_speedup
-from localrun.emulator import EmulatorError, firestore_emulator
+from localrun.emulator import EMULATOR_HOST_ENV, EmulatorError, firestore_emulator
 from localrun.faults import Fault, FaultRates
 from localrun.function_server import FunctionServerError
 from localrun.instances import WarmUpError
@@ -47,13 +49,18 @@ DEFAULT_OUTPUT_DIR = REPO_ROOT / ".demo"
 # The demo's own stack: the demo job only, nothing that needs a cloud project.
 DEMO_STACKS_DIR = Path(__file__).resolve().with_name("stacks")
 DEMO_STACK = "demo"
+# The emulator address the demo suggests for one that outlives it (any free port will do).
+KEPT_EMULATOR_HOST = "127.0.0.1:8085"
 
 
 def load_settings(stack: str | None) -> StackSettings:
     """The demo's own stack, or the forker's `Pulumi.<stack>.yaml` at the repository root."""
-    if stack is None:
-        return load_stack_settings(DEMO_STACK, stacks_dir=DEMO_STACKS_DIR)
-    return load_stack_settings(stack)
+    return load_stack_settings(stack or DEMO_STACK, stacks_dir=stacks_dir(stack))
+
+
+def stacks_dir(stack: str | None) -> Path | None:
+    """Where the stack's file is: the demo's own folder, or (None) the repository root."""
+    return DEMO_STACKS_DIR if stack is None else None
 
 
 def proxy_refusal(settings: StackSettings, job: JobSettings) -> str | None:
@@ -251,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
 
     started = time.monotonic()
+    given_emulator = os.environ.get(EMULATOR_HOST_ENV)
     try:
         print("starting the Firestore emulator ...", file=sys.stderr, flush=True)
         with firestore_emulator(log_dir=out_dir) as host:
@@ -267,6 +275,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"demo: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     report["total_seconds"] = round(time.monotonic() - started, 2)
+    # An emulator the demo was given outlives it, and `ops` can read the run's records there.
+    report["ledger"]["emulator_kept"] = kept = bool(given_emulator)
+    if kept:
+        report["ledger"]["ops_command"] = ops_command(
+            settings.stack, stacks_dir(args.stack), report["ledger"]
+        )
     report_path = out_dir / "report.json"
     report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     timeline_path = write_timeline(report, out_dir / "timeline.png")
@@ -278,7 +292,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(verdict_line(report))
     print(f"report: {shown_path(report_path)} ({report['total_seconds']:g} s)")
     print(f"timeline: {shown_path(timeline_path)}")
+    for line in ledger_lines(report["ledger"]):
+        print(line)
     return exit_code([Verdict(run["verdict"]) for run in report["results"]])
+
+
+def ops_command(stack: str, folder: Path | None, ledger: Mapping[str, Any]) -> str:
+    """`python -m ops status` reading a local run's ledger, ready to paste: the emulator, the
+    run's project of its own and its database, and the stack (the demo's own is not at the
+    repository root, where ops looks by default). Run from the repository root, where `-m ops`
+    is found."""
+    argv = [_from_root(Path(sys.executable)), "-m", "ops", "status", "--stack", stack]
+    if folder is not None:
+        argv += ["--stacks-dir", _from_root(folder)]
+    argv += ["--firestore-project", ledger["project"], "--database", ledger["database"]]
+    command = f"{EMULATOR_HOST_ENV}={ledger['emulator_host']} {shlex.join(argv)}"
+    return command if Path.cwd().resolve() == REPO_ROOT else f"cd {shlex.quote(str(REPO_ROOT))} && {command}"
+
+
+def ledger_lines(ledger: Mapping[str, Any]) -> list[str]:
+    """Where the run's records are, and how to read them with the operators' CLI. The demo's
+    own emulator stops with it, so then it says how to keep one that does not."""
+    where = f"project {ledger['project']}, database {ledger['database']}"
+    if ledger["emulator_kept"]:
+        return [
+            f"ledger: {where} in the emulator at {ledger['emulator_host']}; read it with:",
+            f"  {ledger['ops_command']}",
+        ]
+    return [
+        f"ledger: {where} in the emulator the demo started, stopped with it. To read a demo's "
+        "ledger with `python -m ops`, run the demo on an emulator that stays up, and it prints the "
+        "command:",
+        f"  gcloud emulators firestore start --host-port={KEPT_EMULATOR_HOST} &",
+        f"  {EMULATOR_HOST_ENV}={KEPT_EMULATOR_HOST} make demo",
+    ]
+
+
+def _from_root(path: Path) -> str:
+    """`path` relative to the repository root when inside it (not resolved: a virtualenv's
+    python is a link), else as it is."""
+    try:
+        return str(path.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
 
 
 def _pick_job(settings: StackSettings, name: str | None) -> JobSettings:

@@ -17,12 +17,18 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from localrun import FUNCTION_DIR, faketime_leftovers
+from localrun import FUNCTION_DIR, PYTHON_VERSION_WARNING, faketime_leftovers
 from localrun.emulator import free_loopback_port
 from localrun.port_holder import PORT_ATTEMPTS, wait_for_own_answer
 
 TARGET = "handle_scheduled_job"
 START_TIMEOUT_SECONDS = 60.0
+# A path the Functions Framework answers itself (404), never handing it to the function: asked
+# whether a server is up, it says so without a log line of the function's. The framework
+# imports the function's module before it serves anything, so any answer means it imported.
+QUIET_PATH = "robots.txt"
+# The -W filter that keeps localrun's own warning filter (localrun/__init__.py) in the servers.
+_WARNINGS_FILTER = f"ignore:{PYTHON_VERSION_WARNING}:FutureWarning"
 
 
 class FunctionServerError(RuntimeError):
@@ -43,7 +49,11 @@ class FunctionServer:
         target: str = TARGET,
         launcher: Sequence[str] = (),
         python: Path | None = None,
+        stderr_path: Path | None = None,
     ) -> None:
+        """The server writes its stdout, the function's JSON log lines, to `log_path`; its
+        stderr (the Functions Framework's and gunicorn's own lines, tracebacks) to
+        `stderr_path`, or to `log_path` too when None."""
         self.port = port or free_loopback_port()
         # A port the caller chose, or one clients were already told, is kept; a port picked
         # here may be exchanged for another while it has not served yet.
@@ -56,7 +66,10 @@ class FunctionServer:
         # (an app that installed the exactly_once package on its own).
         self.framework = Path(python or sys.executable).with_name("functions-framework")
         self._env = {**os.environ, **env}
+        given = self._env.get("PYTHONWARNINGS")
+        self._env["PYTHONWARNINGS"] = f"{given},{_WARNINGS_FILTER}" if given else _WARNINGS_FILTER
         self._log_path = log_path
+        self._stderr_path = stderr_path
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -64,8 +77,8 @@ class FunctionServer:
         return f"http://127.0.0.1:{self.port}/"
 
     def start(self) -> None:
-        """Start and wait until it answers. The function answers a bare GET with 405, which
-        proves the module imported (config and handlers are checked at import).
+        """Start and wait until it answers (QUIET_PATH: the framework answers once the
+        function's module imported, config and handlers checked, and the function logs nothing).
 
         An answer counts only from this server's own process (localrun/port_holder.py): when
         another process took the port between its pick and the bind, the server starts again
@@ -97,7 +110,7 @@ class FunctionServer:
             return False
         self.stop()
         taken = " (another process holds the port)" if holder == "other" else ""
-        tail = self._log_path.read_text(errors="replace")[-3000:]
+        tail = (self._stderr_path or self._log_path).read_text(errors="replace")[-3000:]
         raise FunctionServerError(f"function server on port {self.port} did not start{taken}:\n{tail}")
 
     def spawn(self) -> None:
@@ -106,13 +119,15 @@ class FunctionServer:
         command += ["--host=127.0.0.1", f"--port={self.port}"]
         if faketime_leftovers.is_faketime(self.launcher):
             faketime_leftovers.remove_stale_files()
-        with self._log_path.open("ab") as log:
+        with contextlib.ExitStack() as files:
+            log = files.enter_context(self._log_path.open("ab"))
+            errors = files.enter_context(self._stderr_path.open("ab")) if self._stderr_path else None
             self._process = subprocess.Popen(
                 command,
                 cwd=self.source.parent,
                 env=self._env,
                 stdout=log,
-                stderr=subprocess.STDOUT,
+                stderr=errors if errors is not None else subprocess.STDOUT,
                 start_new_session=True,
             )
 
@@ -178,9 +193,10 @@ class FunctionServer:
             return frozenset()
 
     def answers(self) -> bool:
-        """Whether it answers HTTP now (waiting at most 2 s for it)."""
+        """Whether it answers HTTP now (waiting at most 2 s for it), asked where the function
+        logs nothing (QUIET_PATH)."""
         try:
-            with urllib.request.urlopen(self.url, timeout=2):
+            with urllib.request.urlopen(self.url + QUIET_PATH, timeout=2):
                 return True
         except urllib.error.HTTPError:
             return True  # any HTTP answer means the app is serving

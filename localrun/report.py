@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from exactly_once.config import DEFAULT_DATABASE
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
 from infra.timing import rules as timing
@@ -36,6 +37,9 @@ class RunFacts:
     attempts_ended: int
     delayed_connections: int  # the function's connections to Firestore through the delaying proxy
     duration_seconds: float
+    # Where the run ledger is: the emulator, and the project of its own this run wrote to.
+    emulator_host: str
+    firestore_project: str
     # Two regions (localrun/regions.py): label -> region name, and the outage; empty and None
     # in one region.
     regions: Mapping[str, str] = field(default_factory=dict)
@@ -86,6 +90,13 @@ def build_report(
         # Attempts the function's watchdog ended at their time limit (its log lines).
         "attempts_ended": facts.attempts_ended,
         "duration_seconds": round(facts.duration_seconds, 2),
+        # What `python -m ops` needs to read this run's records (--firestore-project, --database).
+        "ledger": {
+            "emulator_host": facts.emulator_host,
+            "project": facts.firestore_project,
+            "database": DEFAULT_DATABASE,
+            "collection": settings.runs_collection,
+        },
         "timing": {
             "simulated": {
                 "attempt_deadline_seconds": job.attempt_deadline_seconds,

@@ -51,7 +51,6 @@ from localrun.delivery import (
 )
 from localrun.faults import NO_FAULTS, Fault, RunFaults
 
-WARM_UP_JOB = "localrun-warm-up"  # never reported: counts filter on the real job's name
 # The outcome of an attempt whose instance the function's watchdog ended under it.
 ENDED = "ended"
 

@@ -88,13 +88,15 @@ def simulate(
     began = time.monotonic()
     log_dir.mkdir(parents=True, exist_ok=True)
     names = region_names(settings.region, options.regions)
-    # Region a's log is the one-region run's; region b's beside it.
+    # Region a's log is the one-region run's; region b's beside it. Each holds the function's
+    # JSON lines only; what else its servers print goes beside it (server_output).
     logs = {
         label: log_dir / ("function.log" if label == LABELS[0] else f"function-{label}.log")
         for label in names
     }
     for path in logs.values():
         path.unlink(missing_ok=True)
+        server_output(path).unlink(missing_ok=True)
     log_path = logs[LABELS[0]]
     say = printer(progress)
 
@@ -130,7 +132,9 @@ def simulate(
         pools: dict[str, InstancePool] = {}
         for label, name in names.items():
             servers = [
-                FunctionServer(env, logs[label], source=function_dir / "main.py")
+                FunctionServer(
+                    env, logs[label], source=function_dir / "main.py", stderr_path=server_output(logs[label])
+                )
                 for _ in range(options.instances)
             ]
             pools[label] = InstancePool(
@@ -138,7 +142,8 @@ def simulate(
             )
             where = f" in {name} (region {label})" if two_regions else ""
             urls = ", ".join(server.url for server in servers)
-            say(f"serving the function{where} on {urls} (log: {shown_path(logs[label])})")
+            log, output = shown_path(logs[label]), shown_path(server_output(logs[label]))
+            say(f"serving the function{where} on {urls} (log: {log}; the servers' own output: {output})")
         if options.firestore_rtt_seconds:
             say(f"every Firestore round trip of the function delayed by {options.firestore_rtt_seconds:g}s")
         deadline = compressed.attempt_deadline_seconds(settings, job)
@@ -234,6 +239,8 @@ def simulate(
         attempts_ended=sum(attempts_ended(path) for path in logs.values()),
         delayed_connections=proxy.forwarded if proxy else 0,
         duration_seconds=time.monotonic() - began,
+        emulator_host=emulator_host,
+        firestore_project=firestore_project,
         regions=names if two_regions else {},
         outage=outage.describe(names) if outage is not None else None,
     )
@@ -241,6 +248,13 @@ def simulate(
 
 
 # --- output -----------------------------------------------------------------------------------
+
+
+def server_output(log_path: Path) -> Path:
+    """Beside a function log, the file of what its servers print besides the function's JSON
+    lines (the framework's and gunicorn's own, e.g. a worker the watchdog ended, and
+    tracebacks): `function.log` stays one JSON object per line, for `jq` and for the judge."""
+    return log_path.with_name(f"{log_path.stem}.stderr.log")
 
 
 def printer(stream: TextIO | None) -> Callable[[str], None]:

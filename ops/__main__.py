@@ -6,6 +6,7 @@ Exit statuses are ops.exit_codes.ExitCode, listed at the end of every `--help`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tomllib
 from collections.abc import Sequence
@@ -17,9 +18,10 @@ from google.auth import exceptions as auth_exceptions
 
 import exactly_once
 from infra.config.schema import REPO_ROOT
+from infra.settings.loading import stack_names
 from ops import ledger_view
 from ops.catchup import backfill_range
-from ops.context import CloudUnreachable, StackContext, UserError, parse_time
+from ops.context import EMULATOR_HOST_ENV, CloudUnreachable, StackContext, UserError, parse_time
 from ops.delivery import backfill, redo
 from ops.exit_codes import ExitCode, exit_codes_text
 from ops.google_apis import Endpoints
@@ -139,14 +141,46 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def ledger_header(context: StackContext) -> str:
+    """The first line of every command's output: the ledger it reads. One stack's runs may be
+    in Google Cloud or in an emulator, in the stack's project or in one of a local run's own,
+    and an answer about the wrong ledger (no runs, say) reads just like one about the right."""
+    emulator = os.environ.get(EMULATOR_HOST_ENV)
+    where = f"the Firestore emulator at {emulator}" if emulator else "Google Cloud"
+    return (
+        f"stack {context.stack}: ledger in project {context.firestore_project}, "
+        f"database {context.database}, on {where}"
+    )
+
+
+def _check_stack_exists(stack: str, stacks_dir: Path | None) -> None:
+    """A stack with no config file, refused with the names of those there are: `staging` on a
+    checkout that has `dev` and `prod` is a typo or a stack not created yet, and the list says
+    which."""
+    folder = stacks_dir or REPO_ROOT
+    if (folder / f"Pulumi.{stack}.yaml").is_file():
+        return
+    known = stack_names(folder)
+    if not known:
+        raise UserError(
+            f"no stack {stack!r}: {folder} has no Pulumi.{stack}.yaml, nor any Pulumi.<stack>.yaml "
+            "(--stacks-dir names the folder to read)"
+        )
+    raise UserError(
+        f"no stack {stack!r}: {folder} has no Pulumi.{stack}.yaml; its stacks are: {', '.join(known)}"
+    )
+
+
 def run(argv: Sequence[str], out: TextIO | None = None) -> int:
     args = _parser().parse_args(argv)
     stdout = out or sys.stdout
+    _check_stack_exists(args.stack, args.stacks_dir)
     context = StackContext.load(args.stack, args.firestore_project, args.database, args.stacks_dir)
     if args.job is not None:
         # From the config alone, before any client looks for credentials: a typo is a typo
         # on a machine without them too.
         context.job(args.job)
+    stdout.write(ledger_header(context) + "\n")
     if args.command == "status":
         until = parse_time(args.until, "--until") if args.until else None
         return ledger_view.status(context, stdout, job=args.job, limit=args.limit, until=until)

@@ -189,6 +189,14 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
             )
         )
 
+    # A rule below reads values the checks above may have refused: run on a refused value, it
+    # would only restate that refusal as a consequence (a retry count of -1 "loses the run"),
+    # naming more keys than the one to fix. So each runs only on values that passed their own.
+    refused = {field.partition(".")[0] for violation in violations for field in violation.fields}
+
+    def sound(*fields: str) -> bool:
+        return refused.isdisjoint(fields)
+
     # Retries stop at the next scheduled execution at the latest: only those before it count.
     gap = shortest_gap(job.schedule, job.time_zone)
     interval = gap.seconds if gap is not None else None
@@ -198,7 +206,7 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
         if interval is None or arrival < interval
     ]
     last_arrival = arrivals[-1] if arrivals else 0.0
-    if last_arrival <= job.lease_seconds:
+    if last_arrival <= job.lease_seconds and sound("retry", "schedule", "lease_seconds"):
         before_next = (
             f", before the next scheduled run {_s(gap.seconds)} later{_shortened(gap)}"
             if gap is not None
@@ -223,7 +231,7 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
         )
 
     latest = latest_retry_arrival_seconds(retry, job.attempt_deadline_seconds)
-    if job.retention_seconds < latest:
+    if job.retention_seconds < latest and sound("retry", "attempt_deadline_seconds"):
         violations.append(
             Violation(
                 "retention-outlives-retries",
@@ -232,7 +240,7 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
                 f"({_s(latest)} after the first attempt): a late retry would run the job again",
             )
         )
-    if gap is not None and latest > gap.seconds:
+    if gap is not None and latest > gap.seconds and sound("retry", "schedule", "attempt_deadline_seconds"):
         violations.append(
             Violation(
                 "retries-fit-schedule",
@@ -245,7 +253,9 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
         )
 
     own_timeout = time_limit + TIME_LIMIT_MARGIN_SECONDS
-    if abs(job.attempt_deadline_seconds - own_timeout) > DEADLINE_TIMEOUT_TOLERANCE_SECONDS:
+    if abs(job.attempt_deadline_seconds - own_timeout) > DEADLINE_TIMEOUT_TOLERANCE_SECONDS and sound(
+        "attempt_deadline_seconds", "time_limit_seconds", "function_timeout_seconds"
+    ):
         violations.append(
             Violation(
                 "deadline-matches-timeout",
@@ -257,7 +267,8 @@ def check_job_timing(job: JobTiming) -> list[Violation]:
                 advisory=True,
             )
         )
-    violations.extend(_starting_deadline_violations(job))
+    if sound("retry", "lease_seconds"):
+        violations.extend(_starting_deadline_violations(job))
     return violations
 
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from exactly_once.config import JOB_TABLE_ENV, JOB_TABLE_FILE, FunctionConfig
+from exactly_once.config import JOB_TABLE_ENV, JOB_TABLE_FILE, FunctionConfig, JobPolicy
 from localrun import demo
 from localrun.compression import (
     BUSY_ROUND_TRIP_SECONDS,
+    WARM_UP_JOB,
     CompressedTiming,
     claim_budget_seconds,
     lease_floor_seconds,
@@ -125,3 +126,16 @@ def test_a_job_with_a_limit_of_its_own_is_compressed_from_it(tmp_path):
         policy.time_limit_seconds is None and policy.starting_deadline_seconds is None
         for policy in local.jobs.values()
     )
+
+
+def test_the_local_function_serves_the_warm_up_job_as_one_that_names_no_handler(settings, tmp_path):
+    """The warm-up (localrun/instances.py) delivers a job of its own, which no report counts:
+    the function runs only the jobs its table names, so the local table names it too, with
+    nothing of its own, as the stack's jobs that name no handler."""
+    compressed = CompressedTiming.of(settings, 20.0, round_trip_seconds=BUSY_ROUND_TRIP_SECONDS)
+    env = compressed.function_env(
+        settings, firestore_project="p", emulator_host="127.0.0.1:1", table_dir=tmp_path
+    )
+    local = FunctionConfig.from_env(env)
+    warm_up = settings.scheduler_job_id(WARM_UP_JOB)
+    assert local.jobs[warm_up] == JobPolicy()

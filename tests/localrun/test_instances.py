@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 
-from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
+from localrun.compression import BUSY_ROUND_TRIP_SECONDS, WARM_UP_JOB, CompressedTiming
 from localrun.demo import load_settings
 from localrun.function_log import executions
 from localrun.function_server import FunctionServer
 from localrun.instances import InstancePool, WarmUpError
-from localrun.scheduler import WARM_UP_JOB
 from localrun.tcp_proxy import tcp_proxy
 from tests.support.waiting import wait_until
 

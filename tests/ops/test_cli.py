@@ -3,12 +3,14 @@ backfill runs it exactly once, audit then finds nothing; status shows the job.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 import tomllib
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +25,7 @@ from infra.settings.jobs import AUDIT_JOB_NAME
 from ops import ledger_view
 from ops.exit_codes import ExitCode
 from ops.smoke import DEFAULT_WAIT_SECONDS
-from tests.ops.conftest import Cli, DevFunction, serve_dev_function
+from tests.ops.conftest import STACK, Cli, DevFunction, serve_dev_function
 from tests.ops.fakes import RecordingFunction
 from tests.support.clock import SESSION_DAY
 from tests.support.optional import needs_proxy_kinds
@@ -169,7 +171,7 @@ def test_an_answer_that_is_not_the_functions_is_explained_in_one_line(
     finally:
         front_end.stop()
     assert result.returncode == ExitCode.CLOUD_UNREACHABLE  # the function never saw the run
-    (line,) = result.stdout.splitlines()
+    (line,) = result.stdout.splitlines()[1:]  # after the line naming the ledger
     assert line.startswith(f"backfill of demo-every-15-minutes at {_stamp(10, 30)}: HTTP {status} from ")
     assert explained in line and "<" not in line, line
 
@@ -185,7 +187,7 @@ def test_redo_deletes_a_completed_runs_record_and_runs_it_again(dev_function: De
     redo = cli("redo", "--job", job.name, "--at", _stamp(10, 30), "--url", dev_function.server.url)
 
     assert redo.returncode == 0, redo.stdout + redo.stderr
-    assert redo.stdout.splitlines() == [
+    assert redo.stdout.splitlines()[1:] == [
         f"redo of the run of {job.name} at {_stamp(10, 30)}: deleted its record (result succeeded, "
         f"attempt {first['attempt_id']})",
         f"redo of {job.name} at {_stamp(10, 30)}: HTTP 200, outcome executed: job ran",
@@ -298,10 +300,66 @@ def test_without_credentials_nothing_is_sent_and_the_fix_is_named(cli: Cli) -> N
     assert len(fails) == 2 and all("gcloud auth application-default login" in line for line in fails)
 
 
-def test_an_unknown_stack_is_a_user_error(cli: Cli) -> None:
-    result = cli("audit", stack="no-such-stack")
-    assert result.returncode == 2
-    assert "Pulumi.no-such-stack.yaml does not exist" in result.stderr
+def test_an_unknown_stack_is_a_user_error_naming_the_stacks_there_are(cli: Cli) -> None:
+    result = cli("status", stack="staging")
+    assert result.returncode == ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    assert result.stderr == (
+        f"python -m ops: error: no stack 'staging': {FIXTURE_STACKS} has no Pulumi.staging.yaml; "
+        "its stacks are: dev, prod\n"
+    )
+    assert result.stdout == ""
+
+
+def test_a_folder_without_stacks_says_so(cli: Cli, tmp_path: Path) -> None:
+    result = dataclasses.replace(cli, stacks_dir=tmp_path)("status", stack="dev")
+    assert result.returncode == ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    assert result.stderr == (
+        f"python -m ops: error: no stack 'dev': {tmp_path} has no Pulumi.dev.yaml, nor any "
+        "Pulumi.<stack>.yaml (--stacks-dir names the folder to read)\n"
+    )
+
+
+def test_every_command_names_the_ledger_it_reads_first(dev_function: DevFunction, cli: Cli) -> None:
+    """In the emulator, the project is the one given (a local run keeps its documents in a
+    project of its own): the line says which, so an empty answer is not taken for the stack's."""
+    settings = dev_function.settings
+    header = (
+        f"stack {STACK}: ledger in project {cli.firestore_project}, database (default), "
+        f"on the Firestore emulator at {cli.emulator_host}"
+    )
+    assert settings.database_name != "(default)" and settings.project != cli.firestore_project
+    for command in (("status",), ("audit",)):
+        result = cli(*command)
+        assert result.stdout.splitlines()[0] == header, (command, result.stdout, result.stderr)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("status",),
+        ("audit",),
+        ("resume", "--job", "demo-every-15-minutes"),
+        ("backfill", "--job", "demo-every-15-minutes", "--at", "2026-01-01T10:30:00Z"),
+        ("redo", "--job", "demo-every-15-minutes", "--at", "2026-01-01T10:30:00Z"),
+        (
+            "run-now",
+            "--job",
+            "demo-every-15-minutes",
+            "--wait",
+            "1",
+            "--scheduler-endpoint",
+            "https://x.invalid",
+        ),
+        ("smoke", "--wait", "1", "--scheduler-endpoint", "https://x.invalid"),
+    ],
+)
+def test_without_the_emulator_the_first_line_names_the_stacks_own_ledger(command: tuple[str, ...]) -> None:
+    settings = with_audit_job(fixture_stack(STACK))
+    result = _offline(*command, "--stack", STACK)
+    assert result.stdout.splitlines()[:1] == [
+        f"stack {STACK}: ledger in project {settings.project}, database {settings.database_name}, "
+        "on Google Cloud"
+    ], (result.stdout, result.stderr)
 
 
 def _stamp(hour: int, minute: int) -> str:
