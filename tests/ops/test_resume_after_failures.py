@@ -77,7 +77,10 @@ def test_status_shows_the_pause_and_resume_ends_it_until_as_many_failures_again(
 
     resumed = cli("resume", "--job", job.name)
     assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stdout.startswith(f"job {job.name} resumed (was: PAUSED after failures since ")
+    # After the line that names the ledger read, as every command's output starts.
+    assert resumed.stdout.splitlines()[1].startswith(
+        f"job {job.name} resumed (was: PAUSED after failures since "
+    )
     assert _status_line(cli, job.name).endswith("; failed runs in a row 0 of pauseAfterFailures 2")
     assert function.deliver(job, _past(45)).json()["outcome"] == "executed"
     assert len(function.executions(job)) == 1
