@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
@@ -28,3 +29,15 @@ class OncePerInstance(Generic[T]):
                 if self._value is None:
                     self._value = self._build()
         return self._value
+
+    @contextlib.contextmanager
+    def given(self, value: T) -> Iterator[None]:
+        """`value` in place of the instance's own while the block runs: the client a test hands a
+        job that asks for the instance's (exactly_once.testing.JobEnvironment)."""
+        with self._lock:
+            before, self._value = self._value, value
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._value = before

@@ -168,7 +168,7 @@ def test_the_documented_tests_pass_in_a_fork(fork, emulator_host):
         check=False,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "5 passed" in result.stdout, result.stdout[-3000:]
+    assert "7 passed" in result.stdout, result.stdout[-3000:]
 
 
 def test_the_documented_job_and_tests_pass_lint_and_typecheck(fork):

@@ -29,7 +29,7 @@ from exactly_once.delivery.scheduler_request import RunKey, Trigger, format_rfc3
 from exactly_once.ledger import lifecycle
 from exactly_once.ledger.fields import CHECKPOINT, RESULT
 from exactly_once.ledger.lifecycle import JobResult, Status, StoredRecord
-from tests.support.memory_store import AppliedWrite
+from exactly_once.testing.memory_store import AppliedWrite
 
 PROJECT = "acme"
 LOCATION = "europe-west1"

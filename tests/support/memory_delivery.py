@@ -27,8 +27,8 @@ from exactly_once.delivery.scheduler_request import (
 from exactly_once.ledger.job_status import JobStatuses
 from exactly_once.ledger.protocol import RunLedger
 from exactly_once.run_key import format_rfc3339
+from exactly_once.testing.memory_store import MemoryRunStore
 from tests.support.attempts import EndedAttempts
-from tests.support.memory_store import MemoryRunStore
 
 RUNS = "scheduler_runs"
 LEASE = timedelta(seconds=30)

@@ -1,4 +1,4 @@
-"""The audit's rules on a ledger in memory (tests/support/memory_store.py, which passes the
+"""The audit's rules on a ledger in memory (function/exactly_once/testing/memory_store.py, which passes the
 Firestore store's conformance suite), with times the test chooses: a repeated wall time is one
 run; the pause history a resume keeps; how far back an audit judges."""
 
@@ -32,8 +32,8 @@ from exactly_once.audit.schedule import FireTime, fires
 from exactly_once.ledger.lifecycle import Verdict
 from exactly_once.ledger.protocol import RunLedger
 from exactly_once.run_key import RunKey
+from exactly_once.testing.memory_store import MemoryRunStore, ServerClock, stored_record_reader
 from tests.support.audit_runs import RecordingSender, reader_of, run_in_process
-from tests.support.memory_store import MemoryRunStore, ServerClock, stored_record_reader
 
 LEASE = timedelta(seconds=30)
 # Europe/London falls back on 2026-10-25: 01:00-02:00 happens in BST, then again in GMT.

@@ -16,8 +16,8 @@ from exactly_once.context import RunContext
 from exactly_once.delivery.scheduler_request import run_key_from_headers
 from exactly_once.ledger.job_status import resume_fields
 from exactly_once.ledger.writes import StagedWrite, WriteKind
+from exactly_once.testing.memory_store import LOST_ANSWER, MemoryRunStore, Operation, ServerClock
 from tests.support.memory_delivery import MemoryInstance, run_id_at, scheduler_headers
-from tests.support.memory_store import LOST_ANSWER, MemoryRunStore, Operation, ServerClock
 
 PAUSED_LINE = "job_paused_after_failures"
 

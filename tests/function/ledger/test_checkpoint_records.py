@@ -1,4 +1,4 @@
-"""The ledger's side of checkpoints, on the ledger in memory (tests/support/memory_store.py,
+"""The ledger's side of checkpoints, on the ledger in memory (function/exactly_once/testing/memory_store.py,
 which passes the Firestore store's conformance suite): a renewal carries one, a takeover
 inherits it, a release keeps it (rewriting the record as released instead of deleting it), a
 completion drops it, and a released record is claimable at once by its own target only. Leases
@@ -13,8 +13,8 @@ from google.cloud import firestore
 
 from exactly_once.ledger.protocol import ClaimKind, LeaseLost, RunLedger, WrongTarget
 from exactly_once.ledger.writes import StagedWrite, WriteKind
+from exactly_once.testing.memory_store import LOST_ANSWER, MemoryRunStore, Operation, offline_client
 from tests.support.ledger_runs import KEY, LEASE, RETENTION
-from tests.support.memory_store import LOST_ANSWER, MemoryRunStore, Operation, offline_client
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Leases and retention running out, on the ledger in memory (tests/support/memory_store.py,
+"""Leases and retention running out, on the ledger in memory (function/exactly_once/testing/memory_store.py,
 which passes the Firestore store's conformance suite): the store's clock is moved past a lease
 or a retention instead of the test waiting for it on the emulator."""
 
@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 
 from exactly_once.ledger.protocol import ClaimKind, JobResult, LeaseLost, RunAlreadyCompleted, RunLedger
+from exactly_once.testing.memory_store import MemoryRunStore
 from tests.support.ledger_runs import KEY
-from tests.support.memory_store import MemoryRunStore
 
 SHORT = timedelta(seconds=2)
 

@@ -106,6 +106,18 @@ from exactly_once.ledger.protocol import (
 )
 from exactly_once.ledger.writes import StagedWrite, WriteKind
 from exactly_once.run_key import RunKey, Trigger
+from exactly_once.testing.memory_store import (
+    LOST_ANSWER,
+    NO_ANSWER,
+    SLOW,
+    UNAVAILABLE,
+    AppliedWrite,
+    MemoryRunStore,
+    Operation,
+    ServerClock,
+    offline_client,
+    stored_record_reader,
+)
 from tests.support.lifecycle_model import (
     EFFECTS,
     GIVE_UP_SHARE,
@@ -126,18 +138,6 @@ from tests.support.lifecycle_model import (
     at,
     label,
     run_key,
-)
-from tests.support.memory_store import (
-    LOST_ANSWER,
-    NO_ANSWER,
-    SLOW,
-    UNAVAILABLE,
-    AppliedWrite,
-    MemoryRunStore,
-    Operation,
-    ServerClock,
-    offline_client,
-    stored_record_reader,
 )
 
 START = datetime(2026, 10, 16, 11, 58, tzinfo=UTC)

@@ -1,5 +1,5 @@
 """One set of tests, two stores: FirestoreRunStore on the emulator and MemoryRunStore
-(tests/support/memory_store.py). The memory store stands in for Firestore in tests that need
+(function/exactly_once/testing/memory_store.py). The memory store stands in for Firestore in tests that need
 time and faults under their control, so it must keep every promise the ledger relies on, and
 these tests hold it to what the emulator does. A test that fails for the memory store only is
 a bug in the memory store. Then the memory store's own tools: its clock and scripted faults.
@@ -33,9 +33,7 @@ from exactly_once.ledger.store import (
     StoredRecord,
 )
 from exactly_once.ledger.writes import StagedWrite, WriteKind, add_to_batch
-from tests.support.clock import FakeClock
-from tests.support.ledger_runs import KEY, LEASE, RETENTION
-from tests.support.memory_store import (
+from exactly_once.testing.memory_store import (
     LOST_ANSWER,
     NO_ANSWER,
     SLOW,
@@ -46,6 +44,8 @@ from tests.support.memory_store import (
     offline_client,
     stored_record_reader,
 )
+from tests.support.clock import FakeClock
+from tests.support.ledger_runs import KEY, LEASE, RETENTION
 
 RUNS = "scheduler_runs"
 RUN = "run-1"

@@ -2,9 +2,10 @@
 
 Why it exists: a model-based test of the ledger wants thousands of interleavings a second,
 faults placed between two particular RPCs, and time that moves only when told; the emulator
-gives none of these. Why it can be trusted: tests/function/ledger/test_store_conformance.py
-holds it and FirestoreRunStore on the emulator to the same tests. Where the two disagree, the
-emulator is right and this module changes.
+gives none of these. A job's own tests want to run it as the function does, in milliseconds and
+without credentials (testing/job_environment.py). Why it can be trusted:
+tests/function/ledger/test_store_conformance.py holds it and FirestoreRunStore on the emulator
+to the same tests. Where the two disagree, the emulator is right and this module changes.
 
 How it stays faithful: every write is turned into Firestore's own Write protobuf by the client
 library's own code, the code FirestoreRunStore's batches run (update()'s dotted keys, a merge's
@@ -222,7 +223,7 @@ CommitObserver = Callable[[Sequence[AppliedWrite]], object]
 def offline_client(project: str = "memory-store") -> firestore.Client:
     """A client that only names documents (a StagedWrite's reference, JobStatuses' documents)
     for a MemoryRunStore, which addresses them by path: it never sends an RPC."""
-    return firestore.Client(project=project, credentials=AnonymousCredentials())
+    return firestore.Client(project=project, credentials=AnonymousCredentials())  # type: ignore[no-untyped-call]
 
 
 _NAMING_CLIENT: Final = offline_client()
@@ -523,10 +524,10 @@ class MemoryRunStore:
         if scripted.after is not None:
             scripted.after()
         if kind is FaultKind.UNAVAILABLE:
-            raise google_exceptions.ServiceUnavailable("Firestore is unavailable (scripted)")
+            raise google_exceptions.ServiceUnavailable("Firestore is unavailable (scripted)")  # type: ignore[no-untyped-call]
         if kind is FaultKind.NO_ANSWER or (kind is FaultKind.LOST_ANSWER and first):
             self.clock.advance(seconds)
-            raise google_exceptions.DeadlineExceeded("the answer was lost (scripted)")
+            raise google_exceptions.DeadlineExceeded("the answer was lost (scripted)")  # type: ignore[no-untyped-call]
         if kind is FaultKind.SLOW and first and scripted.fault is not None:
             self.clock.advance(scripted.fault.seconds)
         if error is not None:
@@ -627,15 +628,15 @@ def _check_precondition(pending: _Pending, path: str, write: Any) -> None:
     condition = write.current_document
     if condition.WhichOneof("condition_type") == "exists":
         if condition.exists and pending.fields is None:
-            raise google_exceptions.NotFound(f"no entity to update: {path}")
+            raise google_exceptions.NotFound(f"no entity to update: {path}")  # type: ignore[no-untyped-call]
         if not condition.exists and pending.fields is not None:
-            raise google_exceptions.AlreadyExists(f"entity already exists: {path}")
+            raise google_exceptions.AlreadyExists(f"entity already exists: {path}")  # type: ignore[no-untyped-call]
         return
     required = condition.update_time.seconds * 1_000_000 + condition.update_time.nanos // 1000
     stored = pending.version if pending.fields is not None else 0
     if stored != required:
         message = f"the stored version ({stored}) does not match the required base version ({required})"
-        raise google_exceptions.FailedPrecondition(message)
+        raise google_exceptions.FailedPrecondition(message)  # type: ignore[no-untyped-call]
 
 
 def _transform(fields: dict[str, Any], parts: list[str], transform: Any, request_time: datetime) -> None:
@@ -669,7 +670,7 @@ def _transform(fields: dict[str, Any], parts: list[str], transform: Any, request
         held = current if found and isinstance(current, list) else []
         value = [element for element in held if _canonical(element) not in removed]
     else:
-        raise google_exceptions.InvalidArgument(f"unknown field transform {kind}")
+        raise google_exceptions.InvalidArgument(f"unknown field transform {kind}")  # type: ignore[no-untyped-call]
     _put(fields, parts, value)
 
 
@@ -681,10 +682,10 @@ def _elements(array: Any) -> list[Any]:
 def _validate(fields: Mapping[str, Any]) -> None:
     for name, value in fields.items():
         if _reserved(name):
-            raise google_exceptions.InvalidArgument(f"field name {name} is reserved")
+            raise google_exceptions.InvalidArgument(f"field name {name} is reserved")  # type: ignore[no-untyped-call]
         if _nesting(value) > MAX_NESTING:
             message = f"Property {name} contains an invalid nested entity."
-            raise google_exceptions.InvalidArgument(message)
+            raise google_exceptions.InvalidArgument(message)  # type: ignore[no-untyped-call]
         _validate_names(value)
 
 
@@ -692,7 +693,7 @@ def _validate_names(value: Any) -> None:
     if isinstance(value, dict):
         for name, inner in value.items():
             if _reserved(name):
-                raise google_exceptions.InvalidArgument(f"field name '{name}' is reserved.")
+                raise google_exceptions.InvalidArgument(f"field name '{name}' is reserved.")  # type: ignore[no-untyped-call]
             _validate_names(inner)
     elif isinstance(value, list):
         for inner in value:
