@@ -299,6 +299,14 @@ def test_the_license_is_named_in_the_readme_and_the_metadata() -> None:
     assert floor and int(floor[1]) >= 77, requires
 
 
+def test_the_function_ships_the_license_it_is_under() -> None:
+    """function/ is built into a wheel on its own (`pip install ./function`), where the
+    repository's LICENSE is out of reach: it holds a copy, the same bytes, which its
+    pyproject.toml names for the wheel's metadata."""
+    assert (FUNCTION_DIR / "LICENSE").read_bytes() == (REPO_ROOT / "LICENSE").read_bytes()
+    assert _project(FUNCTION_DIR / "pyproject.toml")["project"]["license-files"] == ["LICENSE"]
+
+
 def _anchors(page: Path) -> set[str]:
     """GitHub's heading anchors: lower case, punctuation dropped, spaces as hyphens."""
     headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), flags=re.M)
