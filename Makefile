@@ -25,11 +25,16 @@ RUNTIME_VENV := venv-py312
 # package in this checkout, not in the virtualenv.
 POLICY_VENV := policy/venv
 POLICY_STAMP := $(POLICY_VENV)/.installed
+# `$(call checkout_has,PATHS)`: those of PATHS the checkout has as git sees them (a file tracked,
+# or new and not ignored), as tools/optional_parts.py decides: `git rm -r` of an optional part
+# leaves its compiled modules (__pycache__/, ignored), which do not keep it here. Outside a git
+# checkout, those of PATHS that exist.
+checkout_has = $(if $(shell git rev-parse --is-inside-work-tree 2>/dev/null),$(foreach path,$(1),$(if $(shell git ls-files --cached --others --exclude-standard -- $(path) | head -n 1),$(path))),$(wildcard $(1)))
 # The optional parts a fork may delete (tools/optional_parts.py) are linted while they are here.
-LINTED := function infra policy localrun ops tools tests __main__.py $(wildcard bench bootstrap)
+LINTED := function infra policy localrun ops tools tests __main__.py $(call checkout_has,bench bootstrap)
 # `$(call optional,PATH,COMMAND)`: COMMAND when the optional part at PATH is in the checkout; in a
 # fork that deleted it, a line saying so and success, so a CI job that still names it stays green.
-optional = @if [ -e $(1) ]; then echo '$(2)'; $(2); else echo "make $@: $(1) is not in this checkout (deleted as optional): nothing to run"; fi
+optional = @if [ -n "$(call checkout_has,$(1))" ]; then echo '$(2)'; $(2); else echo "make $@: $(1) is not in this checkout (deleted as optional): nothing to run"; fi
 
 .PHONY: install lint lint-workflows typecheck check format test test-suite test-runtime test-pruned demo soak soak-short soak-model bench docs clean faketime
 
