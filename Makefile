@@ -36,7 +36,7 @@ LINTED := function infra policy localrun ops tools tests __main__.py $(call chec
 # fork that deleted it, a line saying so and success, so a CI job that still names it stays green.
 optional = @if [ -n "$(call checkout_has,$(1))" ]; then echo '$(2)'; $(2); else echo "make $@: $(1) is not in this checkout (deleted as optional): nothing to run"; fi
 
-.PHONY: install lint lint-workflows typecheck check format test test-suite test-runtime test-pruned demo soak soak-short soak-model bench docs clean faketime
+.PHONY: install lint lint-workflows typecheck check format test-jobs test test-suite test-runtime test-pruned demo soak soak-short soak-model bench docs clean faketime
 
 $(STAMP): $(REQUIREMENTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -75,6 +75,20 @@ check: $(STAMP)
 # what it cannot fix is printed, and `make check` reports it.
 format: $(STAMP)
 	$(BIN)/python -m tools.fork_check --format
+
+# Your own tests, in seconds rather than the whole suite's minutes: ruff and mypy on the files
+# `make check` lints (tools/fork_check.py's YOUR_CODE), then pytest on tests/jobs/ alone
+# (ARGS="-k name" picks some). One pytest process without workers, so the Firestore emulator
+# starts only for a test that asks for it (the `emulator_host` fixture, tests/conftest.py), and a
+# unit test needs neither Java nor gcloud. pytest's "no tests collected" (5) is a fork that has
+# written none yet, not a failure.
+YOUR_CODE := function/jobs tests/jobs
+test-jobs: $(STAMP)
+	$(BIN)/ruff check $(YOUR_CODE)
+	$(BIN)/ruff format --check $(YOUR_CODE)
+	$(BIN)/mypy $(YOUR_CODE)
+	@echo '$(BIN)/python -m pytest tests/jobs $(ARGS)'; $(BIN)/python -m pytest tests/jobs $(ARGS); code=$$?; \
+	if [ $$code -eq 5 ]; then echo "make test-jobs: tests/jobs/ holds no tests yet"; exit 0; fi; exit $$code
 
 # libfaketime runs one function instance with its clock 120 s off in the clock-skew tests
 # (Debian package faketime). As root (CI) it is installed, and a failure fails the build; any
