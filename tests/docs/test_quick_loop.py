@@ -1,7 +1,8 @@
 """The quick loop a fork runs on its own work, as the docs give it: `make test-jobs` (its tests,
 and ruff and mypy on its files, in seconds) run in a fork that holds docs/jobs.md's first job and
-its two tests, and the function served by hand (docs/local-run.md, "Serving the function by
-hand") with the page's commands run as written."""
+its unit test, and the function served by hand (docs/local-run.md, "Serving the function by
+hand") with the page's commands run as written. The served example test runs where the fork
+path's tests run it (tests/test_fork_path.py), with the command `make test-jobs` runs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -18,9 +20,9 @@ from pathlib import Path
 from infra.config.paths import REPO_ROOT
 from localrun.emulator import free_loopback_port
 from localrun.port_holder import wait_for_own_answer
-from tests.support.doc_examples import JOB_MODULE, SERVED_TEST, UNIT_TEST, example_source
+from tests.support.doc_examples import JOB_MODULE, UNIT_TEST, example_source
 from tools.fork_check import YOUR_CODE
-from tools.pruned_checkout import copy_checkout, link_virtualenvs
+from tools.pruned_checkout import copy_checkout
 
 LOCAL_RUN = REPO_ROOT / "docs" / "local-run.md"
 TIMEOUT_SECONDS = 600
@@ -33,16 +35,14 @@ EMULATOR_COMMAND = f"gcloud emulators firestore start --host-port={PAGE_EMULATOR
 START_TIMEOUT_SECONDS = 60.0
 
 
-def _fork(root: Path, tests: tuple[str, ...]) -> Path:
-    """A copy of this checkout holding the first job and `tests` of docs/jobs.md in tests/jobs/
-    (and no other test of a fork's own), linked to this checkout's virtualenvs."""
+def _fork(root: Path) -> Path:
+    """A copy of this checkout holding docs/jobs.md's first job and no test of a fork's own, its
+    `venv` the virtualenv these tests run in."""
     copy_checkout(root)
-    link_virtualenvs(root)
+    (root / "venv").symlink_to(Path(sys.prefix), target_is_directory=True)
     for own in (root / "tests" / "jobs").glob("test_*.py"):
         own.unlink()
-    for name in (JOB_MODULE, *tests):
-        target = root / ("function" / Path(name) if name.startswith("jobs/") else Path(name))
-        target.write_text(example_source(name), encoding="utf-8")
+    (root / "function" / JOB_MODULE).write_text(example_source(JOB_MODULE), encoding="utf-8")
     return root
 
 
@@ -72,20 +72,11 @@ def test_make_test_jobs_lints_what_make_check_lints_and_tests_tests_jobs() -> No
     assert re.search(r"-m pytest tests/jobs\b", planned.stdout), planned.stdout
 
 
-def test_make_test_jobs_runs_the_forks_tests_unit_and_served(tmp_path: Path) -> None:
-    fork = _fork(tmp_path, (UNIT_TEST, SERVED_TEST))
-    result = _make(fork, "test-jobs")
-    output = result.stdout[-4000:] + result.stderr[-2000:]
-    assert result.returncode == 0, output
-    assert re.search(r"^tests/jobs/test_my_job\.py \.+", result.stdout, flags=re.M), output
-    assert re.search(r"^tests/jobs/test_my_job_served\.py \.", result.stdout, flags=re.M), output
-
-
 def test_a_fork_without_tests_passes_a_unit_test_needs_no_emulator_and_a_failure_fails(
     tmp_path: Path,
 ) -> None:
     """No gcloud on the PATH and no emulator named, so a run that started one would fail."""
-    fork = _fork(tmp_path / "fork", ())
+    fork = _fork(tmp_path / "fork")
     (tmp_path / "bin").mkdir()
     env = {
         name: value
@@ -140,6 +131,8 @@ def test_the_function_served_by_hand_runs_a_run_once(
         _replaced(serve, PAGE_EMULATOR, emulator_host), PAGE_PROJECT, f"GOOGLE_CLOUD_PROJECT={project}"
     )
     serve = _replaced(serve, f"--port={PAGE_PORT}", f"--port={port}")
+    # The page's virtualenv is the one these tests run in (a copy of the checkout links none).
+    serve = _replaced(serve, "venv/bin/", f"{Path(sys.executable).parent}/")
     deliver = _replaced(deliver, f"127.0.0.1:{PAGE_PORT}", f"127.0.0.1:{port}")
     log = tmp_path / "function.log"
     env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
