@@ -12,6 +12,7 @@ import hashlib
 import itertools
 import os
 import re
+import shlex
 import subprocess
 import tomllib
 from dataclasses import dataclass
@@ -249,17 +250,17 @@ def test_a_fork_cloned_without_tags_takes_each_release_by_the_pages_commands(tmp
     }
     template, then = tmp_path / "template.git", tmp_path / "template-then.git"
     for bare, head in ((template, "HEAD"), (then, commits[start])):
-        _shell(f"git init -q --bare -b main {bare}", tmp_path, env)
-        _shell(f"git fetch -q --no-tags {REPO_ROOT} {head}:refs/heads/main", bare, env)
+        _shell(f"git init -q --bare -b main {shlex.quote(str(bare))}", tmp_path, env)
+        _shell(f"git fetch -q --no-tags {shlex.quote(str(REPO_ROOT))} {head}:refs/heads/main", bare, env)
     fork = tmp_path / "fork"
-    _shell(f"git clone -q --no-tags {then} {fork}", tmp_path, env)
+    _shell(f"git clone -q --no-tags {shlex.quote(str(then))} {shlex.quote(str(fork))}", tmp_path, env)
     (fork / "function" / "jobs" / "forks_own.py").write_text('"""A job of the fork\'s own."""\n')
     _shell("git add function/jobs/forks_own.py && git commit -q -m 'a job of our own'", fork, env)
     assert _releases_in(fork, env) == names[: names.index(start) + 1]
 
     (remote,) = _page_blocks("Once: the template as a remote")
     assert TEMPLATE_URL in remote, f"docs/upgrading.md's remote is no longer {TEMPLATE_URL}"
-    _shell(remote.replace(TEMPLATE_URL, str(template)), fork, env)
+    _shell(remote.replace(TEMPLATE_URL, shlex.quote(str(template))), fork, env)
     take_main, take_release = _page_blocks("Merging a release")
     # Several releases behind, as the page says: the branch, each release in turn, then main.
     (merge_main,) = [line for line in take_main.splitlines() if line.startswith("git merge")]

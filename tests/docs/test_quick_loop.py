@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -132,7 +133,7 @@ def test_the_function_served_by_hand_runs_a_run_once(
     )
     serve = _replaced(serve, f"--port={PAGE_PORT}", f"--port={port}")
     # The page's virtualenv is the one these tests run in (a copy of the checkout links none).
-    serve = _replaced(serve, "venv/bin/", f"{Path(sys.executable).parent}/")
+    serve = _replaced(serve, "venv/bin/", f"{shlex.quote(str(Path(sys.executable).parent))}/")
     deliver = _replaced(deliver, f"127.0.0.1:{PAGE_PORT}", f"127.0.0.1:{port}")
     log = tmp_path / "function.log"
     env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
