@@ -25,13 +25,18 @@ RUNTIME_VENV := venv-py312
 # package in this checkout, not in the virtualenv.
 POLICY_VENV := policy/venv
 POLICY_STAMP := $(POLICY_VENV)/.installed
+# `$(call checkout_has,PATHS)`: those of PATHS the checkout has as git sees them (a file tracked,
+# or new and not ignored), as tools/optional_parts.py decides: `git rm -r` of an optional part
+# leaves its compiled modules (__pycache__/, ignored), which do not keep it here. Outside a git
+# checkout, those of PATHS that exist.
+checkout_has = $(if $(shell git rev-parse --is-inside-work-tree 2>/dev/null),$(foreach path,$(1),$(if $(shell git ls-files --cached --others --exclude-standard -- $(path) | head -n 1),$(path))),$(wildcard $(1)))
 # The optional parts a fork may delete (tools/optional_parts.py) are linted while they are here.
-LINTED := function infra policy localrun ops tools tests __main__.py $(wildcard bench bootstrap)
+LINTED := function infra policy localrun ops tools tests __main__.py $(call checkout_has,bench bootstrap)
 # `$(call optional,PATH,COMMAND)`: COMMAND when the optional part at PATH is in the checkout; in a
 # fork that deleted it, a line saying so and success, so a CI job that still names it stays green.
-optional = @if [ -e $(1) ]; then echo '$(2)'; $(2); else echo "make $@: $(1) is not in this checkout (deleted as optional): nothing to run"; fi
+optional = @if [ -n "$(call checkout_has,$(1))" ]; then echo '$(2)'; $(2); else echo "make $@: $(1) is not in this checkout (deleted as optional): nothing to run"; fi
 
-.PHONY: install lint lint-workflows typecheck check format test test-suite test-runtime test-pruned demo soak soak-short soak-model bench docs clean faketime
+.PHONY: install lint lint-workflows typecheck check format test-jobs test test-suite test-runtime test-pruned demo soak soak-short soak-model bench docs clean faketime
 
 # pip runs --quiet (its hundreds of lines would bury a failure), so each step says first what
 # it is about to do and how long that takes.
@@ -76,6 +81,20 @@ check: $(STAMP)
 # what it cannot fix is printed, and `make check` reports it.
 format: $(STAMP)
 	$(BIN)/python -m tools.fork_check --format
+
+# Your own tests, in seconds rather than the whole suite's minutes: ruff and mypy on the files
+# `make check` lints (tools/fork_check.py's YOUR_CODE), then pytest on tests/jobs/ alone
+# (ARGS="-k name" picks some). One pytest process without workers, so the Firestore emulator
+# starts only for a test that asks for it (the `emulator_host` fixture, tests/conftest.py), and a
+# unit test needs neither Java nor gcloud. pytest's "no tests collected" (5) is a fork that has
+# written none yet, not a failure.
+YOUR_CODE := function/jobs tests/jobs
+test-jobs: $(STAMP)
+	$(BIN)/ruff check $(YOUR_CODE)
+	$(BIN)/ruff format --check $(YOUR_CODE)
+	$(BIN)/mypy $(YOUR_CODE)
+	@echo '$(BIN)/python -m pytest tests/jobs $(ARGS)'; $(BIN)/python -m pytest tests/jobs $(ARGS); code=$$?; \
+	if [ $$code -eq 5 ]; then echo "make test-jobs: tests/jobs/ holds no tests yet"; exit 0; fi; exit $$code
 
 # libfaketime runs one function instance with its clock 120 s off in the clock-skew tests
 # (Debian package faketime). As root (CI) it is installed, and a failure fails the build; any

@@ -4,16 +4,19 @@ Two halves. Read from the source: nothing outside a part imports it, at any dept
 (inside functions and under TYPE_CHECKING too), nor names one of its modules in a string (a
 `python -m` line, a "module:function" path), so deleting one part alone breaks nothing another
 file needs. Run on ONE copy with every part deleted at once: `make check`, every remaining test
-module collected (each imports), the docs' tests, the linters and `make demo`, as the fork
-would run them. The rest of `make test` runs on such a copy with `make test-pruned`
-(tools/pruned_checkout.py), which takes as long as `make test` and so is not part of it.
+module collected (each imports), the tests that read the docs and what a deletion changes, the
+linters and `make demo`, as the fork would run them. The rest of `make test` runs on such a copy
+with `make test-pruned` (tools/pruned_checkout.py), which takes as long as `make test` and so is
+not part of it.
 
-The copy is what makes this slow, so it is made cheap where that proves nothing less: the
-checkout's compiled modules come along (Python checks each against its source's size and
-time, which the copy keeps, and ignores those whose source is gone, so an import of a deleted
-module still fails), the copy's own processes write theirs for the next one, the collection
-and the docs' tests are one pytest process, and the demo fires four runs: with its fault rates
-every fault kind lands on a run of four (localrun/faults.py), so the judgement covers each.
+The copy is a checkout that has run, as a forker's is when they prune it: every module compiled
+and the function's wheel built before `git rm -r`, which leaves that behind. So a part counts as
+deleted by what git has of it, and no test reads a leftover as source. That also makes the copy
+cheap where it proves nothing less: Python checks each compiled module against its source's size
+and time and ignores those whose source is gone, so an import of a deleted module still fails;
+the collection and the docs' tests are one pytest process, and the demo fires four runs: with its
+fault rates every fault kind lands on a run of four (localrun/faults.py), so the judgement covers
+each.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from __future__ import annotations
 import ast
 import functools
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,15 +35,17 @@ from infra.config.python_source import parse_python_file
 from localrun.faults import Fault, FaultRates, fault_counts, plan_faults
 from localrun.simulation import SimulationOptions
 from tests.support.python_imports import named_imports
-from tools.optional_parts import OPTIONAL_PARTS, OptionalPart, part_of
+from tests.support.sources import git_checkout, python_sources
+from tools.optional_parts import OPTIONAL_PARTS, OptionalPart, checkout_files, part_of, present_paths, pruned
 from tools.pruned_checkout import pruned_checkout
 
 TIMEOUT_SECONDS = 900
 # The fewest demo runs that carry every fault kind (four primary kinds, one per run, and a
 # duplicate on one of them).
 DEMO_RUNS = 4
-# Where the docs' tests live: everything else is only collected.
-DOCS_TESTS = ("tests/docs", "tests/infra/test_rooms.py")
+# The tests run on the copy (every other one is only collected): the docs', and those that read
+# what a deletion changes (infra's rooms, the handlers the docs list).
+DOCS_TESTS = ("tests/docs", "tests/infra/test_rooms.py", "tests/infra/config/test_handlers.py")
 
 
 def _module_name(path: str) -> str:
@@ -51,9 +55,7 @@ def _module_name(path: str) -> str:
 
 
 def _python_files() -> list[str]:
-    listing = ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"]
-    names = subprocess.run(listing, cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()
-    return sorted(name for name in names if (REPO_ROOT / name).is_file())
+    return [name for name in checkout_files() if name.endswith(".py")]
 
 
 @functools.cache
@@ -77,7 +79,7 @@ def _reaches(name: str, part: OptionalPart) -> bool:
 
 @pytest.mark.parametrize("part", OPTIONAL_PARTS, ids=lambda part: part.name)
 def test_nothing_outside_an_optional_part_names_its_modules(part: OptionalPart) -> None:
-    present = [path for path in part.paths if (REPO_ROOT / path).exists()]
+    present = present_paths(part)
     if not present:
         pytest.skip(f"this checkout deleted {part.name}")
     # A part is deleted whole or kept whole: what is left of a half-deleted one may name the rest.
@@ -107,25 +109,65 @@ def test_the_check_would_see_an_import_of_a_part(tmp_path: Path) -> None:
     assert not any(_reaches(name, bench) for name in ["benchmarks", "bench_marks.x", "localrun.demo"])
 
 
-def _copy_compiled_modules(fork: Path) -> None:
-    """The checkout's `__pycache__` folders where the fork still has their folder (virtualenvs
-    are no part of a fork): compiling every module again is most of a cold process's start."""
-    for folder, subfolders, _ in os.walk(REPO_ROOT):
-        subfolders[:] = [name for name in subfolders if not name.startswith(("venv", ".", "node_modules"))]
-        if os.path.basename(folder) != "__pycache__":
-            continue
-        relative = Path(folder).relative_to(REPO_ROOT)
-        if (fork / relative.parent).is_dir():
-            shutil.copytree(folder, fork / relative, dirs_exist_ok=True)
+def _benchmark() -> OptionalPart:
+    return next(part for part in OPTIONAL_PARTS if part.paths[0] == "bench")
+
+
+@pytest.fixture
+def used_checkout(tmp_path: Path) -> Path:
+    """A checkout with the benchmark and a job, that has run (its modules compiled, the
+    function's package built), then had the benchmark deleted as the README says."""
+    root = git_checkout(
+        tmp_path,
+        {
+            "bench/run.py": "def main() -> None: ...\n",
+            "tests/bench/test_run.py": "from bench.run import main\n",
+            "function/jobs/report.py": 'REPORT_ENV = "REPORT_BUCKET"\n',
+        },
+    )
+    for name in ("bench/run.py", "function/jobs/report.py"):
+        subprocess.run([sys.executable, "-m", "py_compile", name], cwd=root, check=True)
+    (root / "function" / "build" / "lib" / "jobs").mkdir(parents=True)
+    (root / "function" / "build" / "lib" / "jobs" / "stale.py").write_text('STALE_ENV = "GONE"\n')
+    subprocess.run(["git", "rm", "-r", "-q", *_benchmark().paths], cwd=root, check=True)
+    return root
+
+
+def test_a_part_deleted_with_git_rm_is_deleted_though_its_compiled_modules_stay(used_checkout: Path) -> None:
+    assert (used_checkout / "bench" / "__pycache__").is_dir()
+    assert present_paths(_benchmark(), used_checkout) == []
+    assert pruned("bench/run.py", root=used_checkout)
+    # A file git would add is the fork's own, in a part it keeps after all.
+    (used_checkout / "bench" / "mine.py").write_text("")
+    assert present_paths(_benchmark(), used_checkout) == ["bench"]
+    assert not pruned("bench/run.py", root=used_checkout)
+
+
+def test_the_source_read_is_what_git_has_not_a_builds_output(used_checkout: Path) -> None:
+    function = used_checkout / "function"
+    assert python_sources(function) == [function / "jobs" / "report.py"]
+    assert python_sources(used_checkout / "bench") == []
+    (function / "jobs" / "new.py").write_text("")
+    assert python_sources(function) == [function / "jobs" / "new.py", function / "jobs" / "report.py"]
+
+
+def test_the_makefile_neither_runs_nor_lints_a_part_deleted_with_git_rm(used_checkout: Path) -> None:
+    # The Makefile's own virtualenv is no part of this checkout: nothing here may need it.
+    make = ["make", "--no-print-directory", "-f", str(REPO_ROOT / "Makefile"), "-o", "venv/.installed"]
+    ran = subprocess.run([*make, "bench"], cwd=used_checkout, capture_output=True, text=True, check=False)
+    assert ran.returncode == 0 and "bench is not in this checkout" in ran.stdout, ran.stdout + ran.stderr
+    typecheck = subprocess.run(
+        [*make, "--dry-run", "typecheck"], cwd=used_checkout, capture_output=True, text=True, check=True
+    )
+    assert "mypy" in typecheck.stdout and "bench" not in typecheck.stdout.split(), typecheck.stdout
 
 
 @pytest.fixture(scope="module")
 def pruned_fork(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # The copy `make test-pruned` runs everything on: every part this checkout still has
-    # deleted (a fork that deleted some already is that far), the docs' tables regenerated.
-    root = pruned_checkout(tmp_path_factory.mktemp("pruned"))
-    _copy_compiled_modules(root)
-    return root
+    # The copy `make test-pruned` runs everything on: used, then every part this checkout still
+    # has deleted with `git rm -r` (a fork that deleted some already is that far), the docs'
+    # tables regenerated and the deletion committed.
+    return pruned_checkout(tmp_path_factory.mktemp("pruned"))
 
 
 def _run(fork: Path, *command: str) -> subprocess.CompletedProcess[str]:
@@ -142,12 +184,18 @@ def _output(result: subprocess.CompletedProcess[str]) -> str:
     return result.stdout[-4000:] + result.stderr[-4000:]
 
 
-def test_the_pruned_fork_holds_no_optional_part(pruned_fork: Path) -> None:
-    assert not any((pruned_fork / path).exists() for part in OPTIONAL_PARTS for path in part.paths)
-    assert (pruned_fork / "function" / "exactly_once").is_dir()
+def test_the_pruned_fork_holds_no_optional_part_but_what_running_left(pruned_fork: Path) -> None:
     # A repository of its own, whose tests list its files and not this checkout's.
-    listed = subprocess.run(["git", "ls-files"], cwd=pruned_fork, capture_output=True, text=True, check=True)
-    assert "function/main.py" in listed.stdout.split()
+    files = checkout_files(pruned_fork)
+    assert "function/main.py" in files
+    assert not [name for name in files if part_of(name)]
+    # What `git rm -r` leaves of a checkout that ran: the parts' compiled modules, and the build.
+    assert any(
+        (pruned_fork / path / "__pycache__").is_dir() for part in OPTIONAL_PARTS for path in part.paths
+    )
+    assert list((pruned_fork / "function" / "build" / "lib").rglob("*.py"))
+    status = ["git", "status", "--porcelain"]
+    assert subprocess.run(status, cwd=pruned_fork, capture_output=True, text=True, check=True).stdout == ""
 
 
 def test_make_check_passes_without_the_optional_parts(pruned_fork: Path) -> None:

@@ -11,10 +11,17 @@ references to a path of a part that is absent are not errors. After a deletion, 
 
 One list, rendered into the README's fork section by `make docs`; each part's `loses` says what
 the fork gives up, for the reader of this list.
+
+Whether a checkout still has a part is what git says of it, never what is on disk: `git rm -r`
+deletes the files git tracks and leaves behind what git ignores, the compiled modules of a
+checkout that has run (`infra/samples/__pycache__/`), which would otherwise keep a deleted part
+present. The tests that read the source read the same listing, so build output
+(`function/build/`, which `pip wheel ./function` leaves) is never taken for the source either.
 """
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -84,11 +91,31 @@ def part_of(relative: str) -> OptionalPart | None:
     return None
 
 
+def checkout_files(root: Path = REPO_ROOT, *paths: str) -> list[str]:
+    """The checkout's files under `root` (relative to it, with `/`; only those under `paths` when
+    given) as git sees them: tracked, or new and not ignored, and on disk. What a commit of the
+    checkout would hold, so neither a module's bytecode nor a build's output."""
+    listing = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths]
+    listed = subprocess.run(listing, cwd=root, capture_output=True, check=False)
+    if listed.returncode != 0:
+        raise RuntimeError(
+            f"{root} is not a git checkout ({listed.stderr.decode(errors='replace').strip()}): "
+            "its files, and the optional parts it has, are what git tracks; run `git init` and commit it"
+        )
+    return sorted(name for name in listed.stdout.decode().split("\0") if name and (root / name).is_file())
+
+
+def present_paths(part: OptionalPart, root: Path = REPO_ROOT) -> list[str]:
+    """The paths of `part` that hold a file of the checkout (`checkout_files`), in the part's order."""
+    files = checkout_files(root, *part.paths)
+    return [path for path in part.paths if any(name == path or name.startswith(f"{path}/") for name in files)]
+
+
 def pruned(relative: str, root: Path = REPO_ROOT) -> bool:
     """Whether `relative` lies in an optional part this checkout no longer has: a reference to it
     from the docs is the template's description, not a broken link."""
     part = part_of(relative)
-    return part is not None and not any((root / path).exists() for path in part.paths)
+    return part is not None and not checkout_files(root, *part.paths)
 
 
 def optional_parts_list() -> str:

@@ -22,7 +22,7 @@ import pulumi
 _EXCLUDED_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
 _EXCLUDED_DIR_SUFFIXES = (".egg-info", ".dist-info")
 _EXCLUDED_TOP_LEVEL_DIRS = frozenset({"build", "dist", "venv", ".venv"})
-_EXCLUDED_TOP_LEVEL_FILES = frozenset({"pyproject.toml", "README.md"})
+_EXCLUDED_TOP_LEVEL_FILES = frozenset({"pyproject.toml", "README.md", "LICENSE"})
 _EXCLUDED_SUFFIXES = (".pyc", ".pyo")
 
 

@@ -9,14 +9,17 @@ repository (`infra/resources/source.py`), a path inside function/ (`exactly_once
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from infra.config.schema import FUNCTION_DIR, REPO_ROOT
-from tools.optional_parts import pruned
+from tests.support.sources import git_checkout
+from tools.optional_parts import checkout_files, pruned
 
 PAGES = sorted([REPO_ROOT / "README.md", FUNCTION_DIR / "README.md", *(REPO_ROOT / "docs").glob("*.md")])
 _FENCED = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
@@ -26,6 +29,15 @@ _FUNCTION_PATH = re.compile(r"^(?:jobs|exactly_once)/[\w./-]*$")
 _PACKAGE_NAME = re.compile(r"^exactly_once(?:\.\w+)+(?:\(\))?$")
 # Made on the reader's machine, never in the repository: the policy pack's own virtualenv.
 _LOCAL_ONLY = ("policy/venv",)
+
+
+@functools.cache
+def _checkout_paths() -> frozenset[str]:
+    """Every file of the checkout as git sees it, and every folder holding one: what a reference
+    may name. A folder that `git rm -r` left holding only compiled modules is not one."""
+    files = checkout_files(REPO_ROOT)
+    folders = {name.rsplit("/", depth)[0] for name in files for depth in range(1, name.count("/") + 1)}
+    return frozenset({*files, *folders})
 
 
 def _references(page: Path) -> list[str]:
@@ -54,9 +66,10 @@ def test_every_file_and_module_a_page_names_exists(page: Path) -> None:
     for reference in _references(page):
         if _REPO_PATH.match(reference) and not reference.startswith(_LOCAL_ONLY):
             # A fork that deleted an optional part keeps the pages that describe the template.
-            found = (REPO_ROOT / reference).exists() or pruned(reference.rstrip("/"))
+            found = reference.rstrip("/") in _checkout_paths() or pruned(reference.rstrip("/"))
         elif _FUNCTION_PATH.match(reference):
-            found = (FUNCTION_DIR / reference).exists() or pruned(f"function/{reference}")
+            path = f"function/{reference.rstrip('/')}"
+            found = path in _checkout_paths() or pruned(path)
         elif _PACKAGE_NAME.match(reference):
             found = _resolves(reference)
         else:
@@ -83,7 +96,10 @@ def test_the_check_reads_references_and_would_see_a_stale_one(tmp_path: Path) ->
 
 
 def test_a_reference_into_a_deleted_optional_part_is_not_stale(tmp_path: Path) -> None:
-    (tmp_path / "bench").mkdir()
+    git_checkout(tmp_path, {"bench/run.py": "", "bootstrap/__main__.py": ""})
+    subprocess.run(["git", "rm", "-r", "-q", "bootstrap"], cwd=tmp_path, check=True)
+    # What a checkout that ran keeps of a deleted part: git ignores it, and so does the check.
+    (tmp_path / "bootstrap" / "__pycache__").mkdir(parents=True)
     assert pruned("bench/run.py", root=tmp_path) is False
     assert pruned("bootstrap/__main__.py", root=tmp_path) is True
     assert pruned("infra/component.py", root=tmp_path) is False

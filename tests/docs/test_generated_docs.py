@@ -13,8 +13,9 @@ from infra.config.schema import REPO_ROOT
 from infra.settings import jobs as job_config
 from infra.targets.registry import TARGET_KEYS, TARGET_KINDS
 from policy.policies import POLICIES
+from tests.support.sources import git_checkout, python_sources
 from tools import doc_texts, docs_tables
-from tools.optional_parts import pruned
+from tools.optional_parts import checkout_files, pruned
 
 PAGES = docs_tables.pages()
 
@@ -75,14 +76,32 @@ def test_the_tables_come_from_the_definitions() -> None:
     assert "| `delivery-latency` |" in operations and "`latency_ms`, as a distribution" in operations
 
 
-def test_the_environment_table_lists_every_variable_the_function_reads() -> None:
+def variables_read(function: Path) -> set[str]:
+    """Every environment variable the modules of `function` read, by name, from their source:
+    the checkout's (python_sources), never a build's stale copy of it."""
     read: set[str] = set()
-    for source in (REPO_ROOT / "function").rglob("*.py"):
+    for source in python_sources(function):
         text = source.read_text(encoding="utf-8")
         read |= set(re.findall(r'\(env, "([A-Z][A-Z0-9_]+)"', text))
         read |= set(re.findall(r'env(?:iron)?\.get\(\s*"([A-Z][A-Z0-9_]+)"', text))
         read |= set(re.findall(r'(?m)^[A-Z_]*_ENV = "([A-Z][A-Z0-9_]+)"', text))
-    assert {variable.name for variable in doc_texts.FUNCTION_ENVIRONMENT} == read
+    return read
+
+
+def test_the_environment_table_lists_every_variable_the_function_reads() -> None:
+    assert {variable.name for variable in doc_texts.FUNCTION_ENVIRONMENT} == variables_read(
+        REPO_ROOT / "function"
+    )
+
+
+def test_the_variables_read_are_the_sources_not_a_builds(tmp_path: Path) -> None:
+    """`pip wheel ./function` leaves a copy of the package in function/build/lib/, which stays
+    as it was when the source moves on: a variable only it reads is read by nothing deployed."""
+    git_checkout(tmp_path, {"function/exactly_once/config.py": 'LEASE_ENV = "LEASE_SECONDS"\n'})
+    built = tmp_path / "function" / "build" / "lib" / "exactly_once"
+    built.mkdir(parents=True)
+    (built / "config.py").write_text('LEASE_ENV = "LEASE_SECONDS"\nOLD_ENV = "RENAMED_SINCE"\n')
+    assert variables_read(tmp_path / "function") == {"LEASE_SECONDS"}
 
 
 def test_the_jobs_table_names_every_field_the_parser_accepts() -> None:
@@ -108,8 +127,8 @@ def test_the_readme_is_short_and_starts_a_newcomer() -> None:
     assert len(readme.splitlines()) <= 200
     for command in ("make demo", "make test", "pulumi up", "python -m ops smoke --stack", "@exactly_once"):
         assert command in readme, command
-    top_level = {path.name for path in REPO_ROOT.iterdir() if path.is_dir() and not path.name.startswith(".")}
-    top_level -= {"venv", "venv-py312", "__pycache__", "build"}
+    # The checkout's folders as git sees them: not a virtualenv, nor what a deleted part left.
+    top_level = {name.split("/")[0] for name in checkout_files() if "/" in name and not name.startswith(".")}
     assert all(f"`{name}/`" in readme for name in [*top_level, ".github"]), top_level
 
 

@@ -1,9 +1,11 @@
 """`pip install ./function` gives any app `import exactly_once`: installed into a fresh
 virtualenv, the example of docs/jobs.md ("Use it in your own service") deduplicates
-deliveries on the emulator, and it runs the installed copy, not this checkout's."""
+deliveries on the emulator, it runs the installed copy, not this checkout's, and it carries the
+license's text."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -17,7 +19,8 @@ from localrun import FUNCTION_DIR
 from localrun.function_server import FunctionServer
 from tests.support.demo_runs import HEADERS
 
-JOBS_DOC = Path(__file__).resolve().parents[2] / "docs" / "jobs.md"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+JOBS_DOC = REPO_ROOT / "docs" / "jobs.md"
 EXAMPLE = "service_main.py"
 INSTALL_TIMEOUT_SECONDS = 900
 
@@ -61,6 +64,28 @@ def test_the_package_installs_alone_and_owns_one_top_level_name(installed_python
         text=True,
     ).stdout.strip()
     assert re.fullmatch(r"\d+\.\d+\.\d+", version) and f"Version: {version}" in shown
+
+
+# Prints the installed distribution's License-File entries and each one's text, as JSON.
+LICENSE_FILES = """\
+import importlib.metadata, json, sys
+dist = importlib.metadata.distribution(sys.argv[1])
+names = dist.metadata.get_all("License-File") or []
+print(json.dumps({name: dist.read_text(f"licenses/{name}") for name in names}))
+"""
+
+
+def test_the_installed_package_carries_the_license_text(installed_python: Path) -> None:
+    """The Apache License 2.0 asks a redistribution to give its recipients a copy of the license
+    (section 4(a)): the wheel, built from function/ alone as the fixture builds it, carries the
+    repository's LICENSE in its metadata."""
+    shown = subprocess.run(
+        [str(installed_python), "-c", LICENSE_FILES, "exactly-once-scheduler-runs"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert json.loads(shown) == {"LICENSE": (REPO_ROOT / "LICENSE").read_text(encoding="utf-8")}
 
 
 def package_modules(root: Path) -> list[str]:

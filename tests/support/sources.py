@@ -1,21 +1,40 @@
 """The repository's own Python sources under a folder: what the source-reading tests scan.
 
-A folder may hold a virtualenv of its own (`policy/venv`, made by `make install`) or a build's
-output; those are installed packages, not this repository's code, and thousands of files.
+They are the checkout's files as git sees them (`checkout_files` of tools/optional_parts.py):
+tracked, or new and not ignored. What git ignores is not this repository's code however much of
+it is Python: a virtualenv (`policy/venv`, made by `make install`), compiled modules, and a
+build's output (`pip wheel ./function` leaves a copy of the package in `function/build/lib/`,
+stale as soon as the source changes), nor is what a fork deleted with `git rm -r` and whose
+compiled modules stayed behind.
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
-NOT_OURS = frozenset({"venv", ".venv", "__pycache__", "build", "dist", "node_modules"})
+from infra.config.paths import REPO_ROOT
+from tools.optional_parts import checkout_files
 
 
 def python_sources(folder: Path) -> list[Path]:
-    """Every .py file under `folder` that is the repository's, in a stable order."""
-    return sorted(
-        path
-        for path in folder.rglob("*.py")
-        if not NOT_OURS.intersection(path.relative_to(folder).parts)
-        and not any(part.endswith(".egg-info") for part in path.parts)
-    )
+    """Every .py file under `folder` that is the repository's, in a stable order; none when the
+    checkout has no such folder (an optional part a fork deleted)."""
+    if not folder.is_dir():
+        return []
+    return [folder / name for name in checkout_files(folder) if name.endswith(".py")]
+
+
+def git_checkout(root: Path, files: Mapping[str, str]) -> Path:
+    """`root` made a git checkout of `files` (path: text), committed, ignoring what this
+    repository ignores: a checkout small enough to run and prune in a test of the readers."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    shutil.copy2(REPO_ROOT / ".gitignore", root / ".gitignore")
+    identity = ["-c", "user.name=a fork", "-c", "user.email=fork@localhost"]
+    for command in (["init", "-q"], ["add", "-A"], [*identity, "commit", "-q", "-m", "the checkout"]):
+        subprocess.run(["git", *command], cwd=root, check=True, capture_output=True)
+    return root
