@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from exactly_once import strict_json
 from exactly_once.errors import TerminalJobError
@@ -57,9 +58,19 @@ class RunContext:
     # forced ScheduleTime nor a skewed instance clock can move (the missed-run audit's horizon).
     # None in a plain context a test builds.
     claimed_at: datetime | None = None
+    # The IANA zone the job's schedule is read in (its stack's `timeZone`): the run's own day is
+    # the ScheduleTime's there (local_schedule_time), which UTC may put on another date.
+    time_zone: str = "UTC"
     # Reads the job's last successful run; the function sets it, a test may too. None: no
     # earlier run is known (previous() answers None).
     previous_reader: Callable[[], PreviousRun | None] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def local_schedule_time(self) -> datetime:
+        """The ScheduleTime in the job's zone: its `.date()` is the day the run is for. A job at
+        00:30 Europe/Berlin whose "yesterday" is the UTC date less a day would get the day
+        before yesterday (in UTC it is still 22:30 or 23:30 of the evening before)."""
+        return self.schedule_time.astimezone(ZoneInfo(self.time_zone))
 
     def previous(self) -> PreviousRun | None:
         """The job's last successful run before this one (`schedule_time`, `output`), or None

@@ -335,6 +335,7 @@ class ScheduledRunHandler:
             run_id=claim.run_id,
             job_name=key.job_name,
             schedule_time=key.schedule_time,
+            time_zone=self._jobs.get(key.job_name, DEFAULT_POLICY).time_zone or "UTC",
             forced=key.forced,
             claimed_at=claim.claimed_at,
             previous_reader=previous,
