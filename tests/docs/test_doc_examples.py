@@ -31,6 +31,7 @@ EXAMPLES = {
         doc_examples.UNIT_TEST,
         doc_examples.SERVED_TEST,
         doc_examples.WATERMARK_JOB,
+        doc_examples.JOB_DAY,
         test_installed_package.EXAMPLE,
     },
 }

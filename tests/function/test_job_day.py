@@ -5,17 +5,22 @@ before)."""
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 from exactly_once import RunContext
 from exactly_once.config import JobPolicy
 from exactly_once.testing import JobEnvironment
+from tests.support.doc_examples import JOB_DAY, example_source
 
 # 00:30 in Berlin on 29 November (CET, UTC+1) is 23:30 UTC on the 28th.
 HALF_PAST_MIDNIGHT = datetime(2026, 11, 28, 23, 30, tzinfo=UTC)
 
 
 def yesterday(context: RunContext) -> str:
-    return (context.local_schedule_time.date() - timedelta(days=1)).isoformat()
+    """docs/jobs.md's example, run as written."""
+    namespace: dict[str, Any] = {}
+    exec(compile(example_source(JOB_DAY), JOB_DAY, "exec"), namespace)
+    return str(namespace["yesterday"](context).isoformat())
 
 
 def test_a_run_at_half_past_midnight_in_berlin_computes_yesterday_in_berlin() -> None:

@@ -12,6 +12,8 @@ UNIT_TEST = "tests/jobs/test_my_job.py"
 SERVED_TEST = "tests/jobs/test_my_job_served.py"
 # "Continuing from the previous run": an incremental job built on RunContext.previous().
 WATERMARK_JOB = "jobs/watermark.py"
+# "A job's own day": a job's "yesterday" counted in its zone.
+JOB_DAY = "jobs/yesterday.py"
 
 
 def example_source(name: str) -> str:
