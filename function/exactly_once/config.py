@@ -256,9 +256,7 @@ def _job_policy(source: str, job: str, entry: Any, ceiling: float) -> JobPolicy:
 
 
 def _time_zone(source: str, key: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or zone_of(value) is None:
+    if value is not None and (not isinstance(value, str) or zone_of(value) is None):
         raise JobTableError(source, key, f"{value!r} is not an IANA time zone (e.g. Europe/Berlin)")
     return value
 
