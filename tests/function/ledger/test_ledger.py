@@ -134,8 +134,12 @@ def test_a_retried_create_of_our_own_claim_is_still_ours(ledger, db):
 
 def test_a_retried_complete_that_had_committed_is_success(ledger):
     claim = ledger.claim(KEY, "attempt-1")
-    ledger.complete(claim)
-    ledger.complete(claim)  # update_time moved on, but the record shows our own completion
+    ledger.complete(claim, output_json='{"rows": 1}')
+    # update_time moved on, but the record shows our own completion: no LeaseLost, nothing rewritten
+    ledger.complete(claim, output_json='{"rows": 2}')
+    with pytest.raises(RunAlreadyCompleted) as done:
+        ledger.claim(KEY, "attempt-2")
+    assert (done.value.result, done.value.output_json) == (JobResult.SUCCEEDED, '{"rows": 1}')
 
 
 def test_losing_a_takeover_race_reads_again(db):
