@@ -118,3 +118,24 @@ def test_make_check_passes_on_the_fork(fork: Path) -> None:
 def test_the_forkers_tests_and_the_template_tests_they_could_break_pass(fork: Path) -> None:
     result = _run(fork, "-m", "pytest", "-q", "-p", "no:cacheprovider", *FORK_SENSITIVE_TESTS, *NOT_IN_COPIES)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+
+
+def test_the_forkers_job_passes_the_demo(fork: Path, tmp_path: Path) -> None:
+    """The walk's last step, as docs/jobs.md gives it (`make demo ARGS="--stack dev --job
+    regional-report"`): the forker's job, served by the fork's function, delivered at least once
+    by the local scheduler, each run executed once."""
+    result = _run(
+        fork,
+        "-m",
+        "localrun.demo",
+        "--stack",
+        "dev",
+        "--job",
+        "regional-report",
+        "--runs",
+        "2",
+        "--output-dir",
+        str(tmp_path),
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "PASS: 2/2 runs executed exactly once and succeeded" in result.stdout
