@@ -20,6 +20,7 @@ from pathlib import Path
 from localrun import FUNCTION_DIR, PYTHON_VERSION_WARNING, faketime_leftovers
 from localrun.emulator import free_loopback_port
 from localrun.port_holder import PORT_ATTEMPTS, wait_for_own_answer
+from localrun.server_forks import ForkedProcess, fork_server
 
 TARGET = "handle_scheduled_job"
 START_TIMEOUT_SECONDS = 60.0
@@ -50,10 +51,14 @@ class FunctionServer:
         launcher: Sequence[str] = (),
         python: Path | None = None,
         stderr_path: Path | None = None,
+        forked: bool = False,
     ) -> None:
         """The server writes its stdout, the function's JSON log lines, to `log_path`; its
         stderr (the Functions Framework's and gunicorn's own lines, tracebacks) to
-        `stderr_path`, or to `log_path` too when None."""
+        `stderr_path`, or to `log_path` too when None. `forked`: started by forking a process
+        that imported the server's libraries already (localrun/server_forks.py), unless it has
+        a launcher or another interpreter; for tests that start hundreds, never for a start
+        that is timed."""
         self.port = port or free_loopback_port()
         # A port the caller chose, or one clients were already told, is kept; a port picked
         # here may be exchanged for another while it has not served yet.
@@ -70,7 +75,8 @@ class FunctionServer:
         self._env["PYTHONWARNINGS"] = f"{given},{_WARNINGS_FILTER}" if given else _WARNINGS_FILTER
         self._log_path = log_path
         self._stderr_path = stderr_path
-        self._process: subprocess.Popen[bytes] | None = None
+        self._forked = forked and not self.launcher and python is None
+        self._process: subprocess.Popen[bytes] | ForkedProcess | None = None
 
     @property
     def url(self) -> str:
@@ -119,6 +125,12 @@ class FunctionServer:
         command += ["--host=127.0.0.1", f"--port={self.port}"]
         if faketime_leftovers.is_faketime(self.launcher):
             faketime_leftovers.remove_stale_files()
+        if self._forked:
+            stderr = self._stderr_path or self._log_path
+            self._process = fork_server(
+                sys.executable, command, self._env, self.source.parent, self._log_path, stderr
+            )
+            return
         with contextlib.ExitStack() as files:
             log = files.enter_context(self._log_path.open("ab"))
             errors = files.enter_context(self._stderr_path.open("ab")) if self._stderr_path else None

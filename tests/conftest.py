@@ -92,11 +92,13 @@ def log_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def function_servers(log_path: Path) -> Iterator[Callable[..., FunctionServer]]:
-    """Start real Functions Framework servers on loopback; all are stopped after the test."""
+    """Start real Functions Framework servers on loopback; all are stopped after the test.
+    Each is forked from a process that imported its libraries already (localrun/server_forks.py):
+    the same server, without a second of CPU per start."""
     started: list[FunctionServer] = []
 
     def start(env: Mapping[str, str], **options: Any) -> FunctionServer:
-        server = FunctionServer(env, log_path, **options)
+        server = FunctionServer(env, log_path, **{"forked": True, **options})
         server.start()
         started.append(server)
         return server
