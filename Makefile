@@ -36,7 +36,7 @@ LINTED := function infra policy localrun ops tools tests __main__.py $(call chec
 # fork that deleted it, a line saying so and success, so a CI job that still names it stays green.
 optional = @if [ -n "$(call checkout_has,$(1))" ]; then echo '$(2)'; $(2); else echo "make $@: $(1) is not in this checkout (deleted as optional): nothing to run"; fi
 
-.PHONY: install lint lint-workflows typecheck check format test-jobs test test-suite test-runtime test-pruned demo soak soak-short soak-model bench docs clean faketime
+.PHONY: prepare install lint lint-workflows typecheck check format test-jobs test test-suite test-runtime test-pruned demo soak soak-short soak-model bench docs clean faketime
 
 # pip runs --quiet (its hundreds of lines would bury a failure), so each step says first what
 # it is about to do and how long that takes.
@@ -131,7 +131,8 @@ faketime:
 # FIRESTORE_EMULATOR_HOST when it is set) and stop it at the end. Each run has pytest-xdist
 # workers, more than the machine's cores (the tests wait as much as they compute), and one
 # emulator its workers share (tests/conftest.py). LOCALRUN_PORT_SHARE gives each run, and in
-# it each worker, its own share of the free ports, so two launchers never pick the same one;
+# it each worker, its own share of the free ports, so two launchers never pick the same one
+# (four shares: the two test runs here, and the demo and the short soak CI runs beside them);
 # a port taken anyway by a process that picks no share (the emulator's Java binds three of
 # its own choosing) sends the launcher to another (localrun/port_holder.py).
 TEST_WORKERS ?= 4
@@ -144,9 +145,13 @@ PYTEST_PARALLEL = --dist loadfile --durations=30
 test: faketime
 	$(MAKE) --no-print-directory --keep-going --jobs=4 --output-sync=target test-suite test-runtime typecheck lint
 
+# Every virtualenv and tool the tests, the demo and the soak use, installed once: CI (.ci/run)
+# installs them first and then runs those three side by side, none of them installing again.
+prepare: $(STAMP) $(POLICY_STAMP) $(RUNTIME_VENV)/.installed faketime
+
 # The pack's own virtualenv too: a test loads the pack in it, as `pulumi up --policy-pack` does.
 test-suite: $(STAMP) $(POLICY_STAMP)
-	LOCALRUN_PORT_SHARE=0/2 $(BIN)/python -m pytest -n $(TEST_WORKERS) -m 'not served' $(PYTEST_PARALLEL)
+	LOCALRUN_PORT_SHARE=0/4 $(BIN)/python -m pytest -n $(TEST_WORKERS) -m 'not served' $(PYTEST_PARALLEL)
 
 $(RUNTIME_VENV)/.installed: function/requirements.txt tests/requirements-function.txt
 	@test -n "$(RUNTIME_PYTHON)" || { echo "python3.12 not found: the function's tests run on the python312 runtime's Python (install it, or set RUNTIME_PYTHON=...)"; exit 1; }
@@ -156,7 +161,7 @@ $(RUNTIME_VENV)/.installed: function/requirements.txt tests/requirements-functio
 
 test-runtime: $(RUNTIME_VENV)/.installed
 	$(RUNTIME_VENV)/bin/python --version
-	LOCALRUN_PORT_SHARE=1/2 $(RUNTIME_VENV)/bin/python -m pytest tests/function -n $(RUNTIME_TEST_WORKERS) $(PYTEST_PARALLEL)
+	LOCALRUN_PORT_SHARE=1/4 $(RUNTIME_VENV)/bin/python -m pytest tests/function -n $(RUNTIME_TEST_WORKERS) $(PYTEST_PARALLEL)
 
 # make itself exits 2 when a recipe fails, whatever the recipe's code; the demo's own exit code
 # (docs/local-run.md: 1 not exactly once, 2 could not run, 3 the job failed terminally) is
