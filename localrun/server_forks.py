@@ -1,38 +1,44 @@
-"""Function servers forked from one process that imported their libraries once.
+"""Function servers, and `python -m` runs, forked from one process that imported their
+libraries once.
 
 A Functions Framework server spends most of its start importing Flask, gunicorn and the
 Firestore client (about 0.9 s of CPU on python3.12, against about 0.1 s forked from a process
-that imported them already). The tests start a few hundred servers, so `FunctionServer(...,
-forked=True)` asks this module's forker for each instead: a process per interpreter and
-start-up environment (`StartupKey`) that imports those libraries and then, per request, forks a
-child that becomes the server exactly as `functions-framework --source ... --target ...` would:
-its own session (so it is crashed, frozen and stopped as a process group, like any server), its
-own working directory, environment and output files, and the Functions Framework's own command
-line run in it. The function's module is imported in the child, after the fork, from the
-environment the child was given: nothing of one server's configuration is in another.
+that imported them already); the `ops` CLI spends as long importing the same client. The tests
+start a few hundred servers and call the CLI dozens of times, so `FunctionServer(...,
+forked=True)` and `run_module` ask this module's forker instead: a process per interpreter and
+start-up environment (`StartupKey`) that imports those libraries and then, per request, forks
+a child that becomes what the command line would have started. A server gets its own session
+(so it is crashed, frozen and stopped as a process group, like any server), and each child its
+own working directory, environment and output files. The code under test (the function's
+module, `ops`) is imported in the child, after the fork, from the environment the child was
+given: nothing of one child's configuration is in another.
 
 The forker imports libraries only, never creates a client, a channel or a thread before it
 forks (gRPC's C core may not be forked once it runs), and reaps its children. A server started
 with a launcher (faketime) or another interpreter is started as a process of its own, always.
 
-Run as `python localrun/server_forks.py` (by `fork_server`): it reads one JSON request per line on stdin and
-answers each with the child's pid; it exits when stdin closes.
+The forker runs as `python localrun/server_forks.py` (started by `fork_server` and
+`run_module`): it reads one JSON request per line on stdin and answers each with the child's
+pid; it exits when stdin closes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import runpy
 import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 # The variables the interpreter reads when it starts (PYTHON*), and the libraries when they
 # are imported (GRPC_*): a server whose environment differs in one is forked from a forker
@@ -106,14 +112,24 @@ class Forker:
         )
 
     def fork(
-        self, argv: Sequence[str], env: Mapping[str, str], cwd: Path, stdout: Path, stderr: Path
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: Path,
+        stdout: Path,
+        stderr: Path,
+        *,
+        exit_code: Path | None = None,
     ) -> ForkedProcess:
+        """A server (`argv`: functions-framework's command line), or with `exit_code` a run of
+        the module argv[0] with argv[1:], which writes its exit code there."""
         request = {
             "argv": list(argv),
             "env": dict(env),
             "cwd": str(cwd),
             "stdout": str(stdout),
             "stderr": str(stderr),
+            "exit_code": str(exit_code) if exit_code else None,
         }
         with self._lock:
             stdin, answers = self._process.stdin, self._process.stdout
@@ -142,11 +158,34 @@ def fork_server(
     return forker.fork(argv, env, cwd, stdout, stderr)
 
 
-def _become_server(request: Mapping[str, Any]) -> None:
-    """In the child: the server `functions-framework` would be, from the request's argv."""
-    os.setsid()
-    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
-        signal.signal(signum, signal.SIG_DFL)
+def run_module(
+    module: str, args: Sequence[str], env: Mapping[str, str], cwd: Path, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """`python -m module *args` as `subprocess.run(..., capture_output=True, text=True)` runs
+    it, forked from this interpreter's forker (the `ops` CLI a test calls dozens of times)."""
+    key = StartupKey.of(sys.executable, env)
+    with _forkers_lock:
+        forker = _forkers.get(key)
+        if forker is None or forker._process.poll() is not None:
+            forker = _forkers[key] = Forker(key)
+    with tempfile.TemporaryDirectory(prefix="forked-run-") as folder:
+        out, err, code = (Path(folder) / name for name in ("stdout", "stderr", "exit-code"))
+        process = forker.fork([module, *args], env, cwd, out, err, exit_code=code)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+            raise
+        # A child killed before it wrote its code ended by a signal: what subprocess reports.
+        returncode = int(code.read_text()) if code.exists() else -signal.SIGKILL
+        command = [sys.executable, "-m", module, *args]
+        return subprocess.CompletedProcess(command, returncode, out.read_text(), err.read_text())
+
+
+def _enter(request: Mapping[str, Any]) -> None:
+    """In the child: the working directory, environment and output files the request gives,
+    and the path without the forker's folder, which Python put first (PYTHONPATH stays)."""
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -156,14 +195,38 @@ def _become_server(request: Mapping[str, Any]) -> None:
         os.close(target)
     os.close(0)
     os.open(os.devnull, os.O_RDONLY)
-    # The script's folder, which Python put first, leaves the path (PYTHONPATH's entries stay):
-    # the server sees what functions-framework's does.
     if sys.path and sys.path[0] == str(_SCRIPT.parent):
         del sys.path[0]
+
+
+def _become_server(request: Mapping[str, Any]) -> None:
+    """In the child: the server `functions-framework` would be, in a session of its own."""
+    os.setsid()
+    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_DFL)
+    _enter(request)
     from functions_framework._cli import _cli
 
     sys.argv = list(request["argv"])
     _cli.main(args=sys.argv[1:], prog_name="functions-framework")
+
+
+def _run_module(request: Mapping[str, Any]) -> int:
+    """In the child: `python -m argv[0] *argv[1:]`, its exit code returned."""
+    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_DFL)
+    _enter(request)
+    module, *args = request["argv"]
+    sys.path.insert(0, os.getcwd())  # as `-m` does
+    sys.argv = [module, *args]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exit_:
+        if exit_.code is None or isinstance(exit_.code, int):
+            return exit_.code or 0
+        print(exit_.code, file=sys.stderr)
+        return 1
+    return 0
 
 
 def _serve(requests: IO[str], answers: IO[str]) -> None:
@@ -180,19 +243,30 @@ def _serve(requests: IO[str], answers: IO[str]) -> None:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            code = 1
-            try:
-                _become_server(request)
-                code = 0
-            except SystemExit as exit_:
-                code = exit_.code if isinstance(exit_.code, int) else 1
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                sys.stderr.flush()
-                os._exit(code)
+            _child(request)
         answers.write(f"{pid}\n")
         answers.flush()
+
+
+def _child(request: Mapping[str, Any]) -> NoReturn:
+    code = 1
+    try:
+        if request["exit_code"] is None:
+            _become_server(request)
+            code = 0
+        else:
+            code = _run_module(request)
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        if request["exit_code"] is not None:
+            Path(request["exit_code"]).write_text(str(code))
+        os._exit(code)
 
 
 def _reap() -> None:

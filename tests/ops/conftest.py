@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +25,7 @@ from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
 from jobs.demo import EXECUTIONS_COLLECTION
 from localrun.function_server import FunctionServer
+from localrun.server_forks import run_module
 from tests.ops.fakes import FakeGoogleApis, FakeJob
 from tests.support.stack_tables import audit_table_env
 from tests.support.stacks import FIXTURE_STACKS, demo_job, fixture_stack
@@ -35,7 +35,8 @@ STACK = "dev"
 
 @dataclass(frozen=True)
 class Cli:
-    """`python -m ops` as an operator runs it, pointed at this test's emulator project."""
+    """`python -m ops` as an operator runs it, pointed at this test's emulator project: a
+    process of its own, forked from one that imported its libraries (localrun/server_forks.py)."""
 
     emulator_host: str
     firestore_project: str
@@ -48,15 +49,7 @@ class Cli:
         env = {**os.environ, "FIRESTORE_EMULATOR_HOST": self.emulator_host, **(extra_env or {})}
         storage = ["--firestore-project", self.firestore_project, "--database", "(default)"]
         storage += ["--stacks-dir", str(self.stacks_dir)]
-        return subprocess.run(
-            [sys.executable, "-m", "ops", *args, "--stack", stack, *storage],
-            cwd=REPO_ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        return run_module("ops", [*args, "--stack", stack, *storage], env, REPO_ROOT, timeout=300)
 
 
 @dataclass(frozen=True)

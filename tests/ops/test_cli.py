@@ -7,7 +7,6 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 import tomllib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +21,7 @@ from infra.config.schema import REPO_ROOT
 from infra.plan.audit_job import with_audit_job
 from infra.plan.headers import delivery_headers
 from infra.settings.jobs import AUDIT_JOB_NAME
+from localrun.server_forks import run_module
 from ops import ledger_view
 from ops.exit_codes import ExitCode
 from ops.smoke import DEFAULT_WAIT_SECONDS
@@ -376,15 +376,7 @@ def _offline(*args: str) -> subprocess.CompletedProcess[str]:
     an operator's before `gcloud auth application-default login`."""
     env = {name: value for name, value in os.environ.items() if name != "FIRESTORE_EMULATOR_HOST"}
     stacks = ["--stacks-dir", str(FIXTURE_STACKS)] if "--stack" in args else []
-    return subprocess.run(
-        [sys.executable, "-m", "ops", *args, *stacks],
-        cwd=REPO_ROOT,
-        env={**env, **NO_CREDENTIALS},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_module("ops", [*args, *stacks], {**env, **NO_CREDENTIALS}, REPO_ROOT, timeout=120)
 
 
 def test_exit_codes_are_distinct_and_listed_in_help_and_docs() -> None:
