@@ -23,6 +23,7 @@ from pulumi_policy import StackValidationPolicy
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
 from exactly_once.delivery.outcomes import STATUS_AND_SEVERITY, Outcome
 from exactly_once.ledger.lifecycle import TRANSITIONS, Event, State, Step
+from exactly_once.ledger.lifecycle.job_lock import LOCK_TRANSITIONS
 from exactly_once.ledger.lifecycle.job_state import JOB_TRANSITIONS
 from infra.config.access import GRANT_KINDS
 from infra.config.schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
@@ -196,6 +197,20 @@ def job_lifecycle_table() -> str:
     return _table(("From", "Event", "To", "Write", "Rides along"), rows)
 
 
+def job_lock_table() -> str:
+    rows = [
+        (
+            f"`{state.value}`",
+            event.value,
+            row.target.value if row.target else "(unchanged)",
+            row.write,
+            row.carries,
+        )
+        for (state, event), row in LOCK_TRANSITIONS.items()
+    ]
+    return _table(("From", "Event", "To", "Write", "Rides along"), rows)
+
+
 def function_environment_table() -> str:
     rows = [(f"`{v.name}`", v.default, v.meaning) for v in FUNCTION_ENVIRONMENT]
     return _table(("Variable", "Default", "Meaning"), rows)
@@ -208,6 +223,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "outcomes": outcomes_table,
     "lifecycle": lifecycle_table,
     "job-lifecycle": job_lifecycle_table,
+    "job-lock": job_lock_table,
     "function-environment": function_environment_table,
     "job-fields": job_fields_table,
     "metrics": lambda: metrics_table(_table),

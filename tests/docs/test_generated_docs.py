@@ -53,7 +53,7 @@ def test_every_table_is_shown_once_every_figure_somewhere_and_unknown_blocks_are
     shown = [name for page in PAGES if page != docs_tables.LIFECYCLE_MODULE for name in blocks(page)]
     assert sorted(name for name in shown if name in docs_tables.TABLES) == sorted(docs_tables.TABLES)
     # The lifecycles' tables are in their package's docstring too, where a reader of the code starts.
-    assert blocks(docs_tables.LIFECYCLE_MODULE) == ["lifecycle", "job-lifecycle"]
+    assert blocks(docs_tables.LIFECYCLE_MODULE) == ["lifecycle", "job-lifecycle", "job-lock"]
     assert set(shown) == {*docs_tables.TABLES, *docs_tables.FIGURES}
     with pytest.raises(SystemExit, match="unknown generated block 'nope'"):
         docs_tables.render("<!-- BEGIN GENERATED: nope -->\n<!-- END GENERATED -->\n")

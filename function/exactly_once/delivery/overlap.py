@@ -91,20 +91,23 @@ class JobLocks:
             "expire_at": self._clock() + self._retention,  # the TTL field, for abandoned locks
         }
         for _ in range(self.MAX_ROUNDS):
+            # The table's take from `free`: a create, refused when a lock exists.
             try:
                 return JobLock(doc_id, self._store.create(doc_id, record, timeout=budget.left()))
             except RecordExists:
                 pass
             stored = self._store.get(doc_id, timeout=budget.left())
             if stored is None:
-                continue  # released between our create and our read
-            holder = stored.fields.get("lock_run_id")
-            # A lock held by an earlier attempt of this very run is ours to take: we own the
-            # run now, so that attempt's lease is over.
-            if holder != claim.run_id and isinstance(holder, str):
-                seconds_left = self._seconds_left_on_run(holder, budget)
-                if seconds_left > 0:
-                    raise JobBusy(holder, max(1, math.ceil(seconds_left)))
+                continue  # released between our create and our read: free again
+            found = stored.fields.get("lock_run_id")
+            holder = found if isinstance(found, str) else None
+            others = holder is not None and holder != claim.run_id
+            seconds_left = self._seconds_left_on_run(holder, budget) if others and holder else 0.0
+            try:
+                lifecycle.take_lock(lifecycle.lock_state(True, holder, claim.run_id, seconds_left))
+            except lifecycle.LockBusy:
+                raise JobBusy(holder, max(1, math.ceil(seconds_left))) from None
+            # From `left` or `ours`: an update conditioned on the lock as read.
             try:
                 update_time = self._store.update(
                     doc_id, record, if_updated_at=stored.update_time, timeout=budget.left()

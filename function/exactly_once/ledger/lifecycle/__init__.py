@@ -70,6 +70,21 @@ docs/operations.md too):
 | `paused` | skip | paused | update conditioned on the status as read, in the commit that records the run skipped | the run skipped last |
 | `running`, `pausing`, `paused` | resume | running | merge by `ops resume` | no failed runs, no pause, when it was resumed |
 <!-- END GENERATED -->
+
+A job with an overlap policy (`skip`, `wait`) holds a lock while a run executes (`LockState`:
+`free`, `held`, `left`, `ours`; lifecycle/job_lock.py). A lock is live exactly as long as its
+holder's run, as this package judges that run's record. Its transitions (written into
+docs/jobs.md too):
+
+<!-- BEGIN GENERATED: job-lock -->
+| From | Event | To | Write | Rides along |
+| --- | --- | --- | --- | --- |
+| `free` | take | held | create (refused if a lock exists) | the run and attempt holding it, when (the commit time), expire_at for the TTL |
+| `left` | take | held | update conditioned on the lock as read | the run and attempt holding it, when (the commit time), expire_at for the TTL |
+| `ours` | take | held | update conditioned on the lock as read | the run and attempt holding it, when (the commit time), expire_at for the TTL |
+| `held` | take | (unchanged) | none | busy: `skip` records the run overlap skipped, `wait` answers 409 with Retry-After = the seconds left on the holder's lease |
+| `held` | release | free | delete conditioned on the holder's own take (a lock taken over since is not released) | nothing: the next run of the job takes it at once |
+<!-- END GENERATED -->
 """
 
 from exactly_once.ledger.lifecycle.claims import (
@@ -85,6 +100,14 @@ from exactly_once.ledger.lifecycle.claims import (
     inherited_checkpoint,
     on_claim,
     own_claim_kind,
+)
+from exactly_once.ledger.lifecycle.job_lock import (
+    LOCK_TRANSITIONS,
+    LockBusy,
+    LockEvent,
+    LockState,
+    lock_state,
+    take_lock,
 )
 from exactly_once.ledger.lifecycle.record_fields import (
     about_run,
@@ -126,6 +149,7 @@ __all__ = [
     "ATTEMPT_ID",
     "CLAIM_STAMP_MARGIN",
     "JUDGED_FIELDS",
+    "LOCK_TRANSITIONS",
     "STATUS",
     "TRANSITIONS",
     "AfterRefusal",
@@ -135,6 +159,9 @@ __all__ = [
     "Finished",
     "Held",
     "JobResult",
+    "LockBusy",
+    "LockEvent",
+    "LockState",
     "NoTransition",
     "OtherTarget",
     "State",
@@ -158,6 +185,7 @@ __all__ = [
     "is_owned_by",
     "judge",
     "lease_seconds_left",
+    "lock_state",
     "on_claim",
     "own_claim_kind",
     "progress",
@@ -170,4 +198,5 @@ __all__ = [
     "state_of",
     "step",
     "stored_status",
+    "take_lock",
 ]
