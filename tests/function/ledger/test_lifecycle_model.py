@@ -3,11 +3,13 @@ step by step against the in-memory store, checked after every step against a ref
 
 Hypothesis's stateful testing draws sequences of steps:
 
-- deliveries of the runs of two jobs (one every five minutes with a catch-up policy, one daily
-  with a starting deadline): scheduled, late, delivered again, forced ahead of their time, or
-  caught up when an audit asked, each through `DeliveredRun` on an instance clock skewed by a
-  chosen offset (it only guesses a forced run), to one of two instances (each with its own
-  ledger, which remembers its own claims given up unanswered);
+- deliveries of the runs of two jobs (one every five minutes with a catch-up policy as long as
+  the ledger's retention, one daily with a starting deadline): scheduled, claimed up to 5 s
+  early, late, delivered again, forced ahead of their time, or caught up when an audit asked,
+  each through `DeliveredRun` on an instance clock skewed by a chosen offset (it only guesses
+  a forced run), to one of two instances (each with its own ledger, which remembers its own
+  claims given up unanswered), and none later than Cloud Scheduler's retries come (well inside
+  the retention);
 - the steps of the attempts those deliveries start: save a checkpoint, renew, succeed (with a
   staged write incrementing a counter document of the run), fail retryably or terminally,
   crash, freeze (no heartbeat and no watchdog until its next step, which thaws it);
@@ -18,6 +20,9 @@ Hypothesis's stateful testing draws sequences of steps:
 - time passing on the store's clock, a third of a lease at a time: each running attempt's
   heartbeat renews its lease, and its watchdog ends it at its time limit or when no renewal
   was confirmed in time (the clock moves inside slow calls too);
+- time passing to just past the retention of a completed record, and Firestore's TTL deleting
+  the completed records past their `expire_at` (an unfinished record's `expire_at` is on its
+  claimer's clock, which the model skews by hours: its TTL is not modelled);
 - pauses and resumes of a job (while paused, Cloud Scheduler delivers none of its runs), and
   audits (`exactly_once.audit.run.run_audit`, its horizon the store's now, its previous output kept).
 
@@ -39,8 +44,10 @@ store's journal and judges it by its own rules. The invariants, checked after ev
    reached the store with it (a renewal or a release), or the one inherited after a give-back,
    an attempt taking the run over resumes from it, and a completed run holds none.
 5. Every run whose retry window closed is judged exactly once across audits (completed, failed,
-   skipped late, paused or missed, as the ledger says), and a run judged missed that a delivery
-   would claim is delivered by catch-up when its job has a catch-up policy.
+   skipped late, paused or missed, as the ledger says; a gap between audits longer than their
+   lookback leaves runs unjudged), a run judged missed that a delivery would claim is delivered
+   by catch-up when its job has a catch-up policy, and a completed run never is, its record
+   gone to the TTL or not (one claimed seconds before its ScheduleTime included).
 6. A forced run never consumes the scheduled run: it runs under an identity of its own when it
    reaches Firestore more than 5 s ahead of the time it carries, its only writes to the
    scheduled run's record are a wrong guess's claim and the give-back that restores it, and the
@@ -94,6 +101,8 @@ from exactly_once.audit.config import AuditConfig, AuditedJob
 from exactly_once.audit.run import run_audit
 from exactly_once.context import RunContext
 from exactly_once.delivery.forced_runs import DeliveredRun
+from exactly_once.ledger.fields import EXPIRE_AT
+from exactly_once.ledger.lifecycle import STATUS, Status
 from exactly_once.ledger.previous_run import PreviousRun
 from exactly_once.ledger.protocol import (
     Claim,
@@ -122,6 +131,7 @@ from tests.support.lifecycle_model import (
     EFFECTS,
     GIVE_UP_SHARE,
     JOBS,
+    LATEST_DELIVERY,
     LEASE,
     LOCATION,
     PROJECT,
@@ -132,6 +142,7 @@ from tests.support.lifecycle_model import (
     Attempt,
     Life,
     Op,
+    Outside,
     Pause,
     Reference,
     RunStatus,
@@ -235,7 +246,7 @@ class LifecycleModel(RuleBasedStateMachine):
             )
             for _ in range(INSTANCES)
         ]
-        self.acting: list[Acting] = []
+        self.acting: list[Acting | Outside] = []
         self.store.observe(self._journal)
         self.announced: list[tuple[RunKey, str]] = []  # every delivery's ScheduleTime, and how
         self.catchups: list[RunKey] = []  # runs the audit handed over, not delivered yet
@@ -247,11 +258,10 @@ class LifecycleModel(RuleBasedStateMachine):
     # ---- plumbing ---------------------------------------------------------------------
 
     def _journal(self, applied: Sequence[AppliedWrite]) -> None:
-        for write in applied:
-            self.model.committed(write, self.acting[-1] if self.acting else None)
+        self.model.committed(applied, self.acting[-1] if self.acting else None)
 
     @contextlib.contextmanager
-    def _as(self, acting: Acting) -> Iterator[None]:
+    def _as(self, acting: Acting | Outside) -> Iterator[None]:
         self.acting.append(acting)
         try:
             yield
@@ -295,9 +305,12 @@ class LifecycleModel(RuleBasedStateMachine):
     ) -> Attempt | None:
         """One delivery of `key` (as Cloud Scheduler's headers carry it) to `instance`, whose
         clock is `skew` seconds off: claim as the handler does, then run the job or skip it.
-        `fault` is what the write that makes the claim meets."""
+        `fault` is what the write that makes the claim meets. No delivery of a run comes
+        LATEST_DELIVERY or later after its ScheduleTime (the retention outlives retries)."""
         self._watchdog()
         now = self._now()
+        if now - key.schedule_time >= LATEST_DELIVERY:
+            return None
         attempt = Attempt(f"a{next(self.numbers)}", instance, key, how)
         self.model.attempts[attempt.id] = attempt
         self.model.run(key.as_triggered(Trigger.SCHEDULED))
@@ -467,9 +480,10 @@ class LifecycleModel(RuleBasedStateMachine):
     def _rival(self) -> None:
         """A rival delivery of the run whose call is in flight, landing between its first try
         and its retry (a store script's `after` hook)."""
-        if not self.acting:
+        acting = self.acting[-1] if self.acting else None
+        if not isinstance(acting, Acting):
             return
-        attempt = self.acting[-1].attempt
+        attempt = acting.attempt
         rival = self._deliver(attempt.announced, (attempt.instance + 1) % INSTANCES, 0, "rival")
         if rival is not None:
             self.rivals.append(rival)
@@ -640,7 +654,10 @@ class LifecycleModel(RuleBasedStateMachine):
         """Time passes on Firestore's clock, a third of a lease at a time. Each running attempt's
         heartbeat renews its lease at each third; its watchdog ends it at its time limit, or
         at the give-up point of a lease no renewal kept. A frozen attempt does neither."""
-        until = self._now() + timedelta(seconds=seconds)
+        self._advance(timedelta(seconds=seconds))
+
+    def _advance(self, by: timedelta) -> None:
+        until = self._now() + by
         while self._now() < until:
             self.clock.advance(min(HEARTBEAT, until - self._now()).total_seconds())
             self._watchdog()
@@ -655,6 +672,52 @@ class LifecycleModel(RuleBasedStateMachine):
             for attempt in self.model.attempts.values()
             if attempt.life is Life.RUNNING and attempt.executing
         ]
+
+    @rule(
+        target=attempts,
+        job=st.sampled_from(sorted(JOBS)),
+        ahead=st.sampled_from((1, 2, 4)),
+        instance=st.integers(0, INSTANCES - 1),
+        skew=st.sampled_from(SKEWS),
+        fault=st.sampled_from(CLAIM_FAULTS),
+    )
+    def deliver_early(self, job: str, ahead: int, instance: int, skew: int, fault: str) -> Any:
+        """Cloud Scheduler's dispatch of the job's next run (within two minutes) reaches Firestore
+        `ahead` seconds before its ScheduleTime, inside the forced-run tolerance: it is the
+        scheduled run, claimed early. Time passes until then first."""
+        fire = JOBS[job].next_fire(self._now())
+        if self.model.paused(job) or fire - self._now() > timedelta(minutes=2):
+            return multiple()
+        self._advance(max(fire - timedelta(seconds=ahead) - self._now(), timedelta(0)))
+        return self._deliver(run_key(job, fire), instance, skew, "early", fault) or multiple()
+
+    @rule(after=st.sampled_from((1, 3)))
+    def ttl_deletes(self, after: int) -> None:
+        """Time passes until `after` seconds past the retention of the next completed record
+        to reach it (its expire_at, within the retention and a lease), and Firestore's TTL
+        deletes every completed record past its own."""
+        now = self._now()
+        ahead = [moment for moment in self._retained_until().values() if moment > now]
+        if ahead and min(ahead) - now <= RETENTION + LEASE:
+            self._advance(min(ahead) + timedelta(seconds=after) - now)
+        gone = sorted(run_id for run_id, moment in self._retained_until().items() if moment < self._now())
+        if not gone:
+            return
+        note(
+            f"at {at(self._now())} the TTL deletes {[label(self.model.runs[run_id].key) for run_id in gone]}"
+        )
+        deletes = [StagedWrite(WriteKind.DELETE, self.client.document(f"{RUNS}/{run_id}")) for run_id in gone]
+        with self._as(Outside.TTL):
+            self.store.commit(deletes)
+
+    def _retained_until(self) -> dict[str, datetime]:
+        """The completed records in the store, by run id: their expire_at."""
+        return {
+            run_id: record.fields[EXPIRE_AT]
+            for run_id, record in self.store.records().items()
+            if record.fields.get(STATUS) == Status.COMPLETED
+            and isinstance(record.fields.get(EXPIRE_AT), datetime)
+        }
 
     @rule(job=st.sampled_from(sorted(JOBS)))
     def pause(self, job: str) -> None:
