@@ -5,7 +5,7 @@ Plain Python, no Hypothesis. It learns what happened from two sources only:
 
 - the store's journal (`MemoryRunStore.observe`): every commit that really applied, whatever
   the caller heard of it, each attributed to the attempt whose call sent it, or to what made
-  it `Outside` any attempt (Firestore's TTL);
+  it `Outside` any attempt (Firestore's TTL, `ops resume`);
 - what the harness tells it the attempts did: saved a checkpoint, started the job, stopped.
 
 From those it decides by its own rules whether each commit was the writer's to make (a claim
@@ -13,7 +13,8 @@ only of a run nobody holds a live lease on, any later write only by the run's la
 what each run's record must hold (its checkpoint from what the attempts saved and carried, not
 from what the store says; none once the TTL deleted it), which executions of a job ran when,
 and what an audit must say of each expected run. Every departure is a `Violation`, filed under
-the number of the invariant it breaks (the test module's docstring lists them).
+the number of the invariant it breaks (the test module's docstring lists them). A job's own
+state (its failure streak, its pauses) is job_state_model.py's, from the same journal.
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ class Op(enum.StrEnum):
     RENEW = "renew"
     COMPLETE = "complete"  # a success, a terminal failure, or a late run skipped
     RELEASE = "release"  # a retryable failure
+    DECIDE = "decide"  # a paused job's check: the run skipped, or the claim given back unrun
 
 
 @dataclass(frozen=True)
@@ -161,11 +163,14 @@ class Acting:
     op: Op
     carried: str | None = None  # a renewal's checkpoint (None: none rides along)
     result: JobResult | None = None  # a completion's
+    # Its instance's job table: pauseAfterFailures by job (job_state_model.py reads it).
+    limits: Mapping[str, int] = field(default_factory=dict)
 
 
 class Outside(enum.StrEnum):
     """Who made a commit outside any attempt's call."""
 
+    RESUME = "ops resume"  # an operator's merge of a job's status
     TTL = "the TTL"  # Firestore deleting completed records past their expire_at
 
 
@@ -329,7 +334,8 @@ class Reference:
 
     def committed(self, applied: Sequence[AppliedWrite], acting: Acting | Outside | None) -> None:
         """One commit, in the context of the call that sent it: each run record it wrote (an
-        effect riding in a completion is checked from the store)."""
+        effect riding in a completion is checked from the store, a job's status by
+        job_state_model.py)."""
         prefix = f"{RUNS}/"
         for write in applied:
             if write.path.startswith(prefix):
@@ -416,7 +422,7 @@ class Reference:
 
     def _released(self, run: RunModel, acting: Acting, commit: datetime) -> None:
         attempt = acting.attempt
-        if acting.op not in (Op.RELEASE, Op.CLAIM):
+        if acting.op not in (Op.RELEASE, Op.CLAIM, Op.DECIDE):
             self.violation(4, f"{attempt.id}'s {acting.op} released {label(run.key)}")
         if not self._owns(run, acting, 4):
             return
@@ -431,7 +437,7 @@ class Reference:
         attempt.committed.append((run.key.run_id, Op.RELEASE))
 
     def _completed(self, run: RunModel, acting: Acting, commit: datetime) -> None:
-        if acting.op is not Op.COMPLETE:
+        if acting.op not in (Op.COMPLETE, Op.DECIDE):
             self.violation(2, f"{acting.attempt.id}'s {acting.op} completed {label(run.key)}")
         if not self._owns(run, acting, 2):
             return
