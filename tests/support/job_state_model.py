@@ -30,8 +30,8 @@ from typing import Any
 from exactly_once import log_fields
 from exactly_once.ledger.fields import FAILURE_PAUSED_AFTER, FAILURE_PAUSED_AT, job_status_collection
 from exactly_once.ledger.lifecycle import JobResult
-from tests.support.lifecycle_model import RUNS, Acting, Op, Outside, Violation, at, label
 from exactly_once.testing.memory_store import AppliedWrite
+from tests.support.lifecycle_model import RUNS, Acting, Op, Outside, Violation, at, label
 
 # The invariants of the test module's docstring this model checks.
 ONE_LINE_PER_PAUSE = 9
