@@ -4,15 +4,17 @@ runs, attempts, pauses and audits, kept apart from the code under test.
 Plain Python, no Hypothesis. It learns what happened from two sources only:
 
 - the store's journal (`MemoryRunStore.observe`): every commit that really applied, whatever
-  the caller heard of it, each attributed to the attempt whose call sent it;
+  the caller heard of it, each attributed to the attempt whose call sent it, or to what made
+  it `Outside` any attempt (Firestore's TTL, `ops resume`);
 - what the harness tells it the attempts did: saved a checkpoint, started the job, stopped.
 
 From those it decides by its own rules whether each commit was the writer's to make (a claim
 only of a run nobody holds a live lease on, any later write only by the run's latest claimer),
 what each run's record must hold (its checkpoint from what the attempts saved and carried, not
-from what the store says), which executions of a job ran when, and what an audit must say of
-each expected run. Every departure is a `Violation`, filed under the number of the invariant it
-breaks (the test module's docstring lists them).
+from what the store says; none once the TTL deleted it), which executions of a job ran when,
+and what an audit must say of each expected run. Every departure is a `Violation`, filed under
+the number of the invariant it breaks (the test module's docstring lists them). A job's own
+state (its failure streak, its pauses) is job_state_model.py's, from the same journal.
 """
 
 from __future__ import annotations
@@ -37,7 +39,13 @@ TARGET = "svc"
 RUNS = "scheduler_runs"
 EFFECTS = "effects"  # one counter document per run, incremented by its completing commit
 LEASE = timedelta(seconds=30)
-RETENTION = timedelta(days=7)
+# The ledger's retention: as long as the catch-up window of `often`, the longest the stack's
+# rules allow (a longer window reaches runs whose completed records the TTL may have deleted).
+RETENTION = timedelta(hours=2)
+# Cloud Scheduler's last retry of a run comes well inside the retention (the stack's timing
+# rules: retention outlives retries), so no delivery but catch-up's reaches the ledger later
+# than this after the run's ScheduleTime, and none finds a completed record past its retention.
+LATEST_DELIVERY = RETENTION - timedelta(minutes=15)
 # The audit's schedule period: how far back its first run looks.
 AUDIT_INTERVAL = timedelta(hours=1)
 # A delivery reaching Firestore more than this ahead of its ScheduleTime is a forced run.
@@ -108,7 +116,7 @@ OFTEN = ModelJob(
     "*/5 * * * *",
     period=timedelta(minutes=5),
     retry_window=timedelta(minutes=10),
-    catchup_window=timedelta(hours=1),
+    catchup_window=RETENTION,
 )
 DAILY = ModelJob(
     "daily",
@@ -118,6 +126,9 @@ DAILY = ModelJob(
     starting_deadline=timedelta(minutes=15),
 )
 JOBS: Mapping[str, ModelJob] = {job.name: job for job in (OFTEN, DAILY)}
+# How far back an audit judges at most: the retention less the longest retry window (an older
+# run's record may be gone to the TTL), never less than its interval.
+LOOKBACK = max(AUDIT_INTERVAL, RETENTION - max(job.retry_window for job in JOBS.values()))
 
 
 def run_key(job: str, schedule_time: datetime, trigger: Trigger = Trigger.SCHEDULED) -> RunKey:
@@ -141,6 +152,7 @@ class Op(enum.StrEnum):
     RENEW = "renew"
     COMPLETE = "complete"  # a success, a terminal failure, or a late run skipped
     RELEASE = "release"  # a retryable failure
+    DECIDE = "decide"  # a paused job's check: the run skipped, or the claim given back unrun
 
 
 @dataclass(frozen=True)
@@ -151,6 +163,15 @@ class Acting:
     op: Op
     carried: str | None = None  # a renewal's checkpoint (None: none rides along)
     result: JobResult | None = None  # a completion's
+    # Its instance's job table: pauseAfterFailures by job (job_state_model.py reads it).
+    limits: Mapping[str, int] = field(default_factory=dict)
+
+
+class Outside(enum.StrEnum):
+    """Who made a commit outside any attempt's call."""
+
+    RESUME = "ops resume"  # an operator's merge of a job's status
+    TTL = "the TTL"  # Firestore deleting completed records past their expire_at
 
 
 class Life(enum.StrEnum):
@@ -239,6 +260,7 @@ class RunModel:
     ever_claimed: bool = False
     executions: list[Execution] = field(default_factory=list)
     claims: list[tuple[str, datetime]] = field(default_factory=list)  # (attempt, commit time)
+    swept: datetime | None = None  # when the TTL deleted its completed record
 
     def leased_at(self, moment: datetime) -> bool:
         """Whether a live lease holds the run at `moment` (Firestore's clock)."""
@@ -310,13 +332,24 @@ class Reference:
 
     # ---- the journal: what really committed ------------------------------------------------
 
-    def committed(self, write: AppliedWrite, acting: Acting | None) -> None:
-        """One document a commit wrote, in the context of the call that sent it."""
+    def committed(self, applied: Sequence[AppliedWrite], acting: Acting | Outside | None) -> None:
+        """One commit, in the context of the call that sent it: each run record it wrote (an
+        effect riding in a completion is checked from the store, a job's status by
+        job_state_model.py)."""
         prefix = f"{RUNS}/"
-        if not write.path.startswith(prefix):
-            return  # an effect riding in a completion: checked from the store
-        run = self.runs.get(write.path.removeprefix(prefix))
-        if run is None or acting is None:
+        for write in applied:
+            if write.path.startswith(prefix):
+                self._record_committed(self.runs.get(write.path.removeprefix(prefix)), write, acting)
+
+    def _record_committed(
+        self, run: RunModel | None, write: AppliedWrite, acting: Acting | Outside | None
+    ) -> None:
+        if run is not None and acting is Outside.TTL:
+            if write.after is not None or run.status is not RunStatus.COMPLETED:
+                self.violation(4, f"the TTL's delete left {label(run.key)} as {_describe(write.after)}")
+            run.swept = write.time
+            return
+        if run is None or not isinstance(acting, Acting):
             self.violation(4, f"a commit wrote {write.path} outside any attempt's call")
             return
         attempt, before, after = acting.attempt, write.before, write.after
@@ -389,7 +422,7 @@ class Reference:
 
     def _released(self, run: RunModel, acting: Acting, commit: datetime) -> None:
         attempt = acting.attempt
-        if acting.op not in (Op.RELEASE, Op.CLAIM):
+        if acting.op not in (Op.RELEASE, Op.CLAIM, Op.DECIDE):
             self.violation(4, f"{attempt.id}'s {acting.op} released {label(run.key)}")
         if not self._owns(run, acting, 4):
             return
@@ -404,7 +437,7 @@ class Reference:
         attempt.committed.append((run.key.run_id, Op.RELEASE))
 
     def _completed(self, run: RunModel, acting: Acting, commit: datetime) -> None:
-        if acting.op is not Op.COMPLETE:
+        if acting.op not in (Op.COMPLETE, Op.DECIDE):
             self.violation(2, f"{acting.attempt.id}'s {acting.op} completed {label(run.key)}")
         if not self._owns(run, acting, 2):
             return
@@ -522,8 +555,9 @@ class Reference:
         lines: Sequence[Mapping[str, Any]],
     ) -> None:
         """Judge an audit that completed at `horizon` (its claim's commit time) by its output
-        and log lines; it becomes the previous audit."""
-        since = self.audits[-1] if self.audits else horizon - AUDIT_INTERVAL
+        and log lines; it becomes the previous audit. It judges from where the last one stopped,
+        at most LOOKBACK back: the runs of a longer gap between audits are never judged."""
+        since = max(self.audits[-1] if self.audits else horizon - AUDIT_INTERVAL, horizon - LOOKBACK)
         span = (output.get("judged_from"), output.get("judged_until"))
         if span != (format_rfc3339(since), format_rfc3339(horizon)):
             self.violation(
@@ -579,14 +613,16 @@ class Reference:
         self.audits.append(horizon)
 
     def _caught_up(self, horizon: datetime, caught: Mapping[str, Any]) -> None:
-        """Catch-up delivers, of each catch-up job's window, every missed run a delivery would
-        claim, and nothing else (invariants 5 and 7)."""
+        """Catch-up delivers, of each catch-up job's window (from its start, excluded, to the
+        horizon), every missed run a delivery would claim, and nothing else (invariants 5 and
+        7): never a completed one, its record gone to the TTL or not."""
         candidates: dict[str, tuple[ModelJob, datetime]] = {}
         for job in JOBS.values():
             if job.catchup_window is None:
                 continue
-            for moment in job.fires(horizon - job.catchup_window, horizon):
-                if moment >= self.start and moment + job.retry_window <= horizon:
+            since = horizon - job.catchup_window
+            for moment in job.fires(since, horizon):
+                if since < moment and moment >= self.start and moment + job.retry_window <= horizon:
                     candidates[run_key(job.name, moment).run_id] = (job, moment)
         for run_id, (job, moment) in candidates.items():
             verdict = self.expected(job, moment)
@@ -596,8 +632,11 @@ class Reference:
             if run_id in caught and verdict is Expected.PAUSED:
                 self.violation(7, f"the audit at {at(horizon)} caught up {name}: the job was paused then")
             elif run_id in caught and verdict is not Expected.EITHER and not claimable:
+                swept = f" (the TTL deleted its record at {at(run.swept)})" if run and run.swept else ""
                 self.violation(
-                    5, f"the audit at {at(horizon)} caught up {name}, which is {verdict} and not claimable"
+                    5,
+                    f"the audit at {at(horizon)} caught up {name}, which is {verdict} and not "
+                    f"claimable{swept}",
                 )
             elif run_id not in caught and claimable:
                 state = run.status if run is not None else RunStatus.ABSENT
@@ -625,7 +664,7 @@ class Reference:
     def _check_record(self, run: RunModel, record: StoredRecord | None) -> None:
         name = label(run.key)
         if record is None:
-            if run.status is not RunStatus.ABSENT:
+            if run.status is not RunStatus.ABSENT and run.swept is None:
                 self.violation(
                     4, f"{name} has no record, but must be {run.status} with checkpoint {run.checkpoint}"
                 )

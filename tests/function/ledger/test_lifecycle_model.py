@@ -1,31 +1,49 @@
-"""A model-based test of the run lifecycle: the real ledger, forced-run path and audit, driven
-step by step against the in-memory store, checked after every step against a reference model.
+"""A model-based test of the run lifecycle and of a job's own state: the real ledger, forced-run
+path, pause check, finisher and audit, driven step by step against the in-memory store, checked
+after every step against a reference model.
 
 Hypothesis's stateful testing draws sequences of steps:
 
-- deliveries of the runs of two jobs (one every five minutes with a catch-up policy, one daily
-  with a starting deadline): scheduled, late, delivered again, forced ahead of their time, or
-  caught up when an audit asked, each through `DeliveredRun` on an instance clock skewed by a
-  chosen offset (it only guesses a forced run), to one of two instances (each with its own
-  ledger, which remembers its own claims given up unanswered);
+- deliveries of the runs of two jobs (one every five minutes with a catch-up policy as long as
+  the ledger's retention, one daily with a starting deadline): scheduled, claimed up to 5 s
+  early, late, delivered again, forced ahead of their time, or caught up when an audit asked,
+  each through `DeliveredRun` on an instance clock skewed by a chosen offset (it only guesses
+  a forced run), to one of two instances (each with its own ledger, which remembers its own
+  claims given up unanswered), and none later than Cloud Scheduler's retries come (well inside
+  the retention);
+- each instance's function as deployed with a job table: the jobs it pauses after
+  pauseAfterFailures failed runs in a row (`often` after 1 to 3 at first, one instance maybe
+  still on a table without the key), changed by deploys to one instance at a time (the limit
+  raised or lowered, the key removed and put back). A claimed run goes through the pause check
+  as the handler makes it (FailurePauses.decide in RunFinisher.decided: one read of the job's
+  status, a skip committed with the status's write conditioned on that read). `ops resume`
+  merges its fields into a paused job's status, and at any moment between a skip's read and
+  its commit, where another run's end may land too;
 - the steps of the attempts those deliveries start: save a checkpoint, renew, succeed (with a
   staged write incrementing a counter document of the run), fail retryably or terminally,
-  crash, freeze (no heartbeat and no watchdog until its next step, which thaws it);
+  crash, freeze (no heartbeat and no watchdog until its next step, which thaws it); each run
+  ends through the delivery's own RunFinisher, the job's status riding in that commit as the
+  attempt's instance serves the job;
 - faults: on an attempt's own write or a delivery's claim, or on the store's next call of an
   operation: a lost answer, no answer, Firestore unavailable, an answer seconds late (past the
   store deadline for a claim: ClaimTooLate), and a rival delivery of the same run claiming
-  right after the write reached the store (inside a lost answer's window);
+  right after the write reached the store (inside a lost answer's window); on a skip's commit,
+  a lost answer, no answer or a late one;
 - time passing on the store's clock, a third of a lease at a time: each running attempt's
   heartbeat renews its lease, and its watchdog ends it at its time limit or when no renewal
   was confirmed in time (the clock moves inside slow calls too);
+- time passing to just past the retention of a completed record, and Firestore's TTL deleting
+  the completed records past their `expire_at` (an unfinished record's `expire_at` is on its
+  claimer's clock, which the model skews by hours: its TTL is not modelled);
 - pauses and resumes of a job (while paused, Cloud Scheduler delivers none of its runs), and
   audits (`exactly_once.audit.run.run_audit`, its horizon the store's now, its previous output kept).
 
 Single-threaded: every interleaving is one drawn sequence, and a failure prints the shortest
 one found, step by step, with the model's narration of what each step did.
 
-The reference model (tests/support/lifecycle_model.py) learns what really committed from the
-store's journal and judges it by its own rules. The invariants, checked after every step:
+The reference models (tests/support/lifecycle_model.py for runs, tests/support/job_state_model.py
+for jobs) learn what really committed from the store's journal and judge it by their own rules.
+The invariants, checked after every step:
 
 1. No run's job is executed by two attempts whose leases overlap, and a run that completed is
    never executed again: every execution starts on a live lease of its own, after every other
@@ -39,8 +57,10 @@ store's journal and judges it by its own rules. The invariants, checked after ev
    reached the store with it (a renewal or a release), or the one inherited after a give-back,
    an attempt taking the run over resumes from it, and a completed run holds none.
 5. Every run whose retry window closed is judged exactly once across audits (completed, failed,
-   skipped late, paused or missed, as the ledger says), and a run judged missed that a delivery
-   would claim is delivered by catch-up when its job has a catch-up policy.
+   skipped late, paused or missed, as the ledger says; a gap between audits longer than their
+   lookback leaves runs unjudged), a run judged missed that a delivery would claim is delivered
+   by catch-up when its job has a catch-up policy, and a completed run never is, its record
+   gone to the TTL or not (one claimed seconds before its ScheduleTime included).
 6. A forced run never consumes the scheduled run: it runs under an identity of its own when it
    reaches Firestore more than 5 s ahead of the time it carries, its only writes to the
    scheduled run's record are a wrong guess's claim and the give-back that restores it, and the
@@ -51,9 +71,18 @@ store's journal and judges it by its own rules. The invariants, checked after ev
    over under it; or, as `lifecycle.after_refusal` documents, when its release committed but
    the next claim came within a second of its lease's end or later (a frozen attempt's), so
    that no record can tell that claim from a takeover.
+9. Each pause a skip's commit records (its `failure_paused_after`) is announced by at most one
+   `job_paused_after_failures` line, and by exactly one when that skip's delivery was answered
+   that it committed, its answer lost or not.
+10. No run is recorded `skipped_paused` by a commit that came after a success or a resume of its
+    job committed since the skip's decision read the job's status: that read must still stand.
+11. No run is skipped because of failures that a success (or a resume) already ended, whatever
+    the job table of the instance that delivered that success: a skip stands on the runs failed
+    in a row since, as many as the deciding instance's pauseAfterFailures.
 
 Profiles (LIFECYCLE_MODEL_PROFILE): `ci` (the default, what `make test` runs) draws a fixed
-sequence of a thousand examples (derandomized), once per `make test`: on the runtime's Python
+sequence of five hundred examples of up to eighty steps (derandomized: long enough for a job to
+fail, pause and be resumed within one), once per `make test`: on the runtime's Python
 (`make test-runtime`), not again in the 3.11 run, since the lifecycle is pure logic that both
 Pythons run alike and a second pass costs every push a minute and a half of CI; `soak`
 (`make soak-model`, any Python) draws thousands from a random seed it prints
@@ -69,7 +98,8 @@ import json
 import os
 import random
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -83,6 +113,7 @@ from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
     consumes,
+    initialize,
     invariant,
     multiple,
     precondition,
@@ -90,10 +121,21 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
+from exactly_once import log_fields
 from exactly_once.audit.config import AuditConfig, AuditedJob
 from exactly_once.audit.run import run_audit
-from exactly_once.context import RunContext
+from exactly_once.context import Progress, RunContext
+from exactly_once.delivery.endings import Ending, Ran, Skip
+from exactly_once.delivery.failure_pause import FailurePauses
+from exactly_once.delivery.finishing import RunFinisher
 from exactly_once.delivery.forced_runs import DeliveredRun
+from exactly_once.delivery.outcomes import Outcome
+from exactly_once.delivery.report import DeliveryReport
+from exactly_once.delivery.warm_cache import CompletedRuns
+from exactly_once.errors import TerminalJobError
+from exactly_once.ledger.fields import EXPIRE_AT
+from exactly_once.ledger.job_status import JobStatuses, resume_fields
+from exactly_once.ledger.lifecycle import STATUS, Status
 from exactly_once.ledger.previous_run import PreviousRun
 from exactly_once.ledger.protocol import (
     Claim,
@@ -118,12 +160,15 @@ from exactly_once.testing.memory_store import (
     offline_client,
     stored_record_reader,
 )
+from tests.support.job_state_model import JobStates
 from tests.support.lifecycle_model import (
     EFFECTS,
     GIVE_UP_SHARE,
     JOBS,
+    LATEST_DELIVERY,
     LEASE,
     LOCATION,
+    OFTEN,
     PROJECT,
     RETENTION,
     RUNS,
@@ -132,6 +177,7 @@ from tests.support.lifecycle_model import (
     Attempt,
     Life,
     Op,
+    Outside,
     Pause,
     Reference,
     RunStatus,
@@ -180,6 +226,20 @@ CLAIM_FAULTS = (
     "no answer",
     "unavailable",
 )
+# What may come between a paused job's decision (its read of the job's status) and its skip's
+# commit: a fault on that commit (the UPDATE that completes the run), a write of the job's
+# status landing first (`ops resume`, another run of the job ending), or both.
+BETWEEN = (
+    "lost answer",
+    "no answer",
+    "slow 45s",
+    "ops resume",
+    "ops resume + lost answer",
+    "a run of the job succeeds",
+    "a run of the job fails",
+)
+# The pauseAfterFailures a deploy may give a job (None: the key removed).
+LIMITS = (None, 1, 2, 3)
 # How far an instance's clock is off Firestore's, in seconds: it only guesses a forced run.
 SKEWS = (0, 0, 3, -20, 20, -400, 400, -7200, 7200)
 SECONDS = (1, 4, 11, 25, 31, 45, 90, 240, 700, 1900)
@@ -198,8 +258,8 @@ settings.register_profile(
     "lifecycle-ci",
     derandomize=True,
     database=None,
-    max_examples=1000,
-    stateful_step_count=40,
+    max_examples=500,
+    stateful_step_count=80,
     deadline=None,
     suppress_health_check=_HEALTH,
 )
@@ -211,6 +271,19 @@ settings.register_profile(
     suppress_health_check=_HEALTH,
     print_blob=True,
 )
+
+
+@dataclass(frozen=True)
+class Serving:
+    """An instance's function as deployed: its job table's pauseAfterFailures by job, and the
+    pieces of the delivery path built on it as ScheduledRunHandler builds them (the finisher,
+    the pause check when some job pauses), logging to `log`."""
+
+    limits: Mapping[str, int]
+    statuses: JobStatuses
+    finisher: RunFinisher
+    pauses: FailurePauses | None
+    log: io.StringIO
 
 
 class LifecycleModel(RuleBasedStateMachine):
@@ -235,7 +308,12 @@ class LifecycleModel(RuleBasedStateMachine):
             )
             for _ in range(INSTANCES)
         ]
-        self.acting: list[Acting] = []
+        self.logs: list[io.StringIO] = []  # every deployed function's log lines
+        self.serving = [self._deployed(instance, {}) for instance in range(INSTANCES)]
+        self.served: dict[str, Serving] = {}  # by attempt: the function as its instance served it
+        self.jobs = JobStates()
+        self.between: list[str] = []  # what the next skips meet before they commit (BETWEEN)
+        self.acting: list[Acting | Outside] = []
         self.store.observe(self._journal)
         self.announced: list[tuple[RunKey, str]] = []  # every delivery's ScheduleTime, and how
         self.catchups: list[RunKey] = []  # runs the audit handed over, not delivered yet
@@ -247,11 +325,26 @@ class LifecycleModel(RuleBasedStateMachine):
     # ---- plumbing ---------------------------------------------------------------------
 
     def _journal(self, applied: Sequence[AppliedWrite]) -> None:
-        for write in applied:
-            self.model.committed(write, self.acting[-1] if self.acting else None)
+        acting = self.acting[-1] if self.acting else None
+        self.model.committed(applied, acting)
+        self.jobs.committed(applied, acting)
+
+    def _deployed(self, instance: int, limits: Mapping[str, int]) -> Serving:
+        """`instance`'s function deployed with a job table giving `limits` pauseAfterFailures."""
+        ledger, log = self.ledgers[instance], io.StringIO()
+        self.logs.append(log)
+        statuses = JobStatuses(self.store, RUNS, limits)
+        pauses = FailurePauses(statuses, ledger.deadline_seconds, log) if limits else None
+        return Serving(
+            dict(limits), statuses, RunFinisher(ledger, CompletedRuns(), statuses, log), pauses, log
+        )
+
+    def _pause_lines(self) -> list[dict[str, Any]]:
+        lines = [json.loads(text) for log in self.logs for text in log.getvalue().splitlines()]
+        return [line for line in lines if line.get(log_fields.EVENT) == log_fields.JOB_PAUSED_AFTER_FAILURES]
 
     @contextlib.contextmanager
-    def _as(self, acting: Acting) -> Iterator[None]:
+    def _as(self, acting: Acting | Outside) -> Iterator[None]:
         self.acting.append(acting)
         try:
             yield
@@ -295,11 +388,15 @@ class LifecycleModel(RuleBasedStateMachine):
     ) -> Attempt | None:
         """One delivery of `key` (as Cloud Scheduler's headers carry it) to `instance`, whose
         clock is `skew` seconds off: claim as the handler does, then run the job or skip it.
-        `fault` is what the write that makes the claim meets."""
+        `fault` is what the write that makes the claim meets. No delivery of a run comes
+        LATEST_DELIVERY or later after its ScheduleTime (the retention outlives retries)."""
         self._watchdog()
         now = self._now()
+        if now - key.schedule_time >= LATEST_DELIVERY:
+            return None
         attempt = Attempt(f"a{next(self.numbers)}", instance, key, how)
         self.model.attempts[attempt.id] = attempt
+        self.served[attempt.id] = self.serving[instance]
         self.model.run(key.as_triggered(Trigger.SCHEDULED))
         self.model.run(key.as_triggered(Trigger.FORCED))
         self.announced.append((key, how))
@@ -361,9 +458,81 @@ class LifecycleModel(RuleBasedStateMachine):
             note(f"{attempt.id} is {lateness.total_seconds():.0f}s late: skips {label(delivered.key)}")
             self._finish(attempt, Op.COMPLETE, JobResult.SKIPPED_LATE)
             return None
+        if self._held_back(attempt):
+            return None
         self.model.start_execution(attempt, self._now())
         attempt.ends_at = now + TIME_LIMIT
         return attempt
+
+    def _held_back(self, attempt: Attempt) -> bool:
+        """The pause check the handler makes next, as it makes it: RunFinisher.decided on
+        FailurePauses.decide (one read of the job's status; a skip commits with the status's
+        write conditioned on that read, and is decided again when refused). Whether it ended the
+        attempt: the run skipped, given back, or its lease lost."""
+        serving = self.served[attempt.id]
+        pauses, key, claim = serving.pauses, claim_key(attempt), attempt.claim
+        if pauses is None:
+            return False
+
+        def decide() -> Ending | None:
+            self.jobs.decides(attempt.id, key.job_name)
+            ending = pauses.decide(key, claim)
+            if isinstance(ending, Skip):
+                self._before_skip_commits(attempt)
+            return ending
+
+        report = DeliveryReport()
+        acting = Acting(attempt, Op.DECIDE, result=JobResult.SKIPPED_PAUSED, limits=serving.limits)
+        with self._as(acting):
+            answer = serving.finisher.decided(key, claim, decide, report)
+        if answer is None:
+            return False
+        if answer.outcome is Outcome.LEASE_LOST:
+            self._lease_lost(attempt, "skip")
+            return True
+        note(
+            f"{attempt.id}'s pause check of {label(key)}: {answer.outcome} ({answer.error or answer.message})"
+        )
+        self._end(attempt, str(answer.outcome))
+        if answer.outcome is not Outcome.SKIPPED_PAUSED:
+            return True
+        self.jobs.answered_skipped(attempt.id, key.run_id)
+        if (key.run_id, Op.COMPLETE) not in attempt.committed:
+            self.model.violation(2, f"{attempt.id} was answered skipped, but no completion of its applied")
+        return True
+
+    def _before_skip_commits(self, attempt: Attempt) -> None:
+        """What the next skip meets before it commits (`between_read_and_skip`), placed on the
+        UPDATE that completes its run: behind any script armed earlier, as the store takes
+        scripts in order."""
+        if not self.between:
+            return
+        parts = self.between.pop(0).split(" + ")
+        fault = next((FAULTS[part] for part in parts if part in FAULTS), None)
+        meanwhile = next((part for part in parts if part not in FAULTS), None)
+        hook = (lambda: self._meanwhile(meanwhile, attempt)) if meanwhile is not None else None
+        self.store.script(Operation.UPDATE, fault, before=hook)
+
+    def _meanwhile(self, what: str, skipping: Attempt) -> None:
+        """A write of the job's status lands between `skipping`'s decision and its commit: a
+        resume, or the end of another running attempt of the job (none with a call in flight)."""
+        job = claim_key(skipping).job_name
+        note(f"between {skipping.id}'s read of {job}'s status and its skip's commit: {what}")
+        if what == "ops resume":
+            self._resume(job)
+            return
+        calling = {acting.attempt.id for acting in self.acting if isinstance(acting, Acting)}
+        others = [
+            attempt
+            for attempt in self._running()
+            if attempt.id not in calling and claim_key(attempt).job_name == job
+        ]
+        if not others:
+            note(f"no other run of {job} is running")
+        elif what.endswith("succeeds"):
+            self._finish(others[0], Op.COMPLETE, JobResult.SUCCEEDED)
+        else:
+            self._finish(others[0], Op.RELEASE)
 
     def _check_identity(
         self, attempt: Attempt, key: RunKey, delivered_at: datetime, committed: datetime
@@ -467,9 +636,10 @@ class LifecycleModel(RuleBasedStateMachine):
     def _rival(self) -> None:
         """A rival delivery of the run whose call is in flight, landing between its first try
         and its retry (a store script's `after` hook)."""
-        if not self.acting:
+        acting = self.acting[-1] if self.acting else None
+        if not isinstance(acting, Acting):
             return
-        attempt = self.acting[-1].attempt
+        attempt = acting.attempt
         rival = self._deliver(attempt.announced, (attempt.instance + 1) % INSTANCES, 0, "rival")
         if rival is not None:
             self.rivals.append(rival)
@@ -556,30 +726,27 @@ class LifecycleModel(RuleBasedStateMachine):
             note(f"{attempt.id} freezes at {at(self._now())}")
 
     def _finish(self, attempt: Attempt, op: Op, result: JobResult | None = None, fault: str = "none") -> None:
-        """The one write that ends an attempt, as delivery/finishing.py makes it; `fault` is
-        what that write meets (a release without a checkpoint is a delete)."""
+        """The one write that ends an attempt, made by the delivery's own finisher
+        (RunFinisher.end, with the job's status riding along as the attempt's instance serves
+        the job); `fault` is what that write meets (a release without a checkpoint is a delete)."""
         self._watchdog()
         if not attempt.alive:
             return
         self._thaw(attempt)  # frozen as it sent this write: it goes out as it thaws
-        ledger = self.ledgers[attempt.instance]
+        serving = self.served[attempt.id]
         what = f"{op} {result or ''}".strip()
         deletes = op is Op.RELEASE and attempt.latest() is None
         self._script_write(Operation.DELETE if deletes else Operation.UPDATE, fault)
-        try:
-            with self._as(Acting(attempt, op, result=result)):
-                if op is Op.RELEASE:
-                    ledger.release(attempt.claim, checkpoint_json=attempt.latest())
-                elif result is JobResult.SUCCEEDED:
-                    ledger.complete(attempt.claim, output_json='"done"', also=[self._effect(attempt)])
-                else:
-                    assert result is not None
-                    ledger.complete(attempt.claim, result, f"{result} by {attempt.id}")
-        except LeaseLost:
+        report = DeliveryReport()
+        with self._as(Acting(attempt, op, result=result, limits=serving.limits)):
+            answer = serving.finisher.end(
+                claim_key(attempt), attempt.claim, self._ending(attempt, result), report
+            )
+        if answer.outcome is Outcome.LEASE_LOST:
             self._lease_lost(attempt, what)
             return
-        except google_exceptions.GoogleAPIError as error:
-            note(f"{attempt.id}'s {what} of {label(claim_key(attempt))} failed ({type(error).__name__})")
+        if answer.outcome is Outcome.STORE_ERROR:
+            note(f"{attempt.id}'s {what} of {label(claim_key(attempt))} failed ({report.error})")
             self._end(attempt, "store error")
             return
         run = self.model.run(claim_key(attempt))
@@ -596,19 +763,41 @@ class LifecycleModel(RuleBasedStateMachine):
                 8, f"{attempt.id} was answered 'released', but {label(run.key)} is {run.status}"
             )
 
+    def _ending(self, attempt: Attempt, result: JobResult | None) -> Ending:
+        """How the attempt ended, as the handler hands it to the finisher: skipped late, or the
+        job ran and returned (its effect staged in context.writes), failed, or failed for good."""
+        if result is JobResult.SKIPPED_LATE:
+            reason = "delivered past the job's starting deadline: not run"
+            return Skip(JobResult.SKIPPED_LATE, reason, Outcome.SKIPPED_LATE, f"skipped: {reason}")
+        key, claim = claim_key(attempt), attempt.claim
+        context = RunContext(
+            run_id=key.run_id,
+            job_name=key.job_name,
+            schedule_time=key.schedule_time,
+            forced=key.forced,
+            project=PROJECT,
+            location=LOCATION,
+            attempt_id=attempt.id,
+            fence=claim.fence,
+            body=b"",
+            claimed_at=claim.claimed_at,
+            progress=Progress(attempt.latest()),
+        )
+        if result is JobResult.SUCCEEDED:
+            # The job's effect: a counter of its run, incremented in the completing commit.
+            effect = self.client.document(f"{EFFECTS}/{attempt.run_id}")
+            context.writes.set(effect, {"count": firestore.Increment(1), "by": attempt.id}, merge=True)
+            return Ran(context, '"done"', None)
+        if result is JobResult.TERMINAL_FAILURE:
+            return Ran(context, None, TerminalJobError(f"failed for good in {attempt.id}"))
+        return Ran(context, None, RuntimeError(f"failed in {attempt.id}"))
+
     def _script_write(self, operation: Operation, fault: str) -> None:
         """The attempt's own next write meets `fault`. Scripts armed earlier (`fault_next`)
         come first: this one waits behind them, as the store takes scripts in order."""
         if fault != "none":
             kind, _, rival = fault.partition(" + ")
             self.store.script(operation, FAULTS[kind], after=self._rival if rival else None)
-
-    def _effect(self, attempt: Attempt) -> StagedWrite:
-        """The job's effect: a counter of its run, incremented in the completing commit."""
-        document = self.client.document(f"{EFFECTS}/{attempt.run_id}")
-        return StagedWrite(
-            WriteKind.SET, document, {"count": firestore.Increment(1), "by": attempt.id}, merge=True
-        )
 
     def _lease_lost(self, attempt: Attempt, what: str) -> None:
         taker = attempt.taken_over_by.get(attempt.run_id)
@@ -640,7 +829,10 @@ class LifecycleModel(RuleBasedStateMachine):
         """Time passes on Firestore's clock, a third of a lease at a time. Each running attempt's
         heartbeat renews its lease at each third; its watchdog ends it at its time limit, or
         at the give-up point of a lease no renewal kept. A frozen attempt does neither."""
-        until = self._now() + timedelta(seconds=seconds)
+        self._advance(timedelta(seconds=seconds))
+
+    def _advance(self, by: timedelta) -> None:
+        until = self._now() + by
         while self._now() < until:
             self.clock.advance(min(HEARTBEAT, until - self._now()).total_seconds())
             self._watchdog()
@@ -655,6 +847,106 @@ class LifecycleModel(RuleBasedStateMachine):
             for attempt in self.model.attempts.values()
             if attempt.life is Life.RUNNING and attempt.executing
         ]
+
+    @rule(
+        target=attempts,
+        job=st.sampled_from(sorted(JOBS)),
+        ahead=st.sampled_from((1, 2, 4)),
+        instance=st.integers(0, INSTANCES - 1),
+        skew=st.sampled_from(SKEWS),
+        fault=st.sampled_from(CLAIM_FAULTS),
+    )
+    def deliver_early(self, job: str, ahead: int, instance: int, skew: int, fault: str) -> Any:
+        """Cloud Scheduler's dispatch of the job's next run (within two minutes) reaches Firestore
+        `ahead` seconds before its ScheduleTime, inside the forced-run tolerance: it is the
+        scheduled run, claimed early. Time passes until then first."""
+        fire = JOBS[job].next_fire(self._now())
+        if self.model.paused(job) or fire - self._now() > timedelta(minutes=2):
+            return multiple()
+        self._advance(max(fire - timedelta(seconds=ahead) - self._now(), timedelta(0)))
+        return self._deliver(run_key(job, fire), instance, skew, "early", fault) or multiple()
+
+    @rule(after=st.sampled_from((1, 3)))
+    def ttl_deletes(self, after: int) -> None:
+        """Time passes until `after` seconds past the retention of the next completed record
+        to reach it (its expire_at, within the retention and a lease), and Firestore's TTL
+        deletes every completed record past its own."""
+        now = self._now()
+        ahead = [moment for moment in self._retained_until().values() if moment > now]
+        if ahead and min(ahead) - now <= RETENTION + LEASE:
+            self._advance(min(ahead) + timedelta(seconds=after) - now)
+        gone = sorted(run_id for run_id, moment in self._retained_until().items() if moment < self._now())
+        if not gone:
+            return
+        note(
+            f"at {at(self._now())} the TTL deletes {[label(self.model.runs[run_id].key) for run_id in gone]}"
+        )
+        deletes = [StagedWrite(WriteKind.DELETE, self.client.document(f"{RUNS}/{run_id}")) for run_id in gone]
+        with self._as(Outside.TTL):
+            self.store.commit(deletes)
+
+    def _retained_until(self) -> dict[str, datetime]:
+        """The completed records in the store, by run id: their expire_at."""
+        return {
+            run_id: record.fields[EXPIRE_AT]
+            for run_id, record in self.store.records().items()
+            if record.fields.get(STATUS) == Status.COMPLETED
+            and isinstance(record.fields.get(EXPIRE_AT), datetime)
+        }
+
+    # ---- the jobs' own state: deploys of the job table, `ops resume` ------------------
+
+    @initialize(limit=st.integers(1, 3), keyless=st.booleans())
+    def deploy(self, limit: int, keyless: bool) -> None:
+        """The instances serve the stack's job table: `often` pauses after `limit` failed runs
+        in a row; with `keyless`, the last instance still serves the table before the key (a
+        region the deploy has not reached yet)."""
+        tables = [{OFTEN.name: limit}] * INSTANCES
+        if keyless:
+            tables[-1] = {}
+        self.serving = [self._deployed(instance, table) for instance, table in enumerate(tables)]
+        note(f"instances serve pauseAfterFailures {tables}")
+
+    @rule(
+        instance=st.integers(0, INSTANCES - 1),
+        job=st.sampled_from(sorted(JOBS)),
+        limit=st.sampled_from(LIMITS),
+    )
+    def deploy_table(self, instance: int, job: str, limit: int | None) -> None:
+        """The function is deployed to `instance` with a job table giving `job` pauseAfterFailures
+        `limit` (None: the key removed; the other instance, a region not deployed yet, keeps its
+        table); the attempts already running there finish as they were served."""
+        limits = {name: value for name, value in self.serving[instance].limits.items() if name != job}
+        if limit is not None:
+            limits[job] = limit
+        self.serving[instance] = self._deployed(instance, limits)
+        note(f"instance {instance} now serves pauseAfterFailures {limits or 'for no job'}")
+
+    @rule(job=st.sampled_from(sorted(JOBS)))
+    def ops_resume(self, job: str) -> None:
+        """An operator resumes the job once it is paused: as many of its runs failed in a row as
+        an instance's table gives it pauseAfterFailures. (`between_read_and_skip` resumes it at
+        any moment.)"""
+        limits = [serving.limits[job] for serving in self.serving if job in serving.limits]
+        if limits and len(self.jobs.job(job).failed) >= min(limits):
+            self._resume(job)
+
+    def _resume(self, job: str) -> None:
+        """`ops resume`'s one write, as ops/resume.py makes it: resume_fields() merged into the
+        job's status."""
+        document = self.serving[0].statuses.document_of(PROJECT, LOCATION, job)
+        with self._as(Outside.RESUME):
+            self.store.commit([StagedWrite(WriteKind.SET, document, resume_fields(), merge=True)])
+        note(f"ops resume {job} at {at(self._now())}")
+
+    @precondition(lambda self: len(self.between) < 2)
+    @rule(what=st.sampled_from(BETWEEN))
+    def between_read_and_skip(self, what: str) -> None:
+        """The next skip of a paused job's run meets `what` between its decision's read of the
+        job's status and its commit (at most two waiting)."""
+        self.between.append(what)
+
+    # ---- the stack's pauses of Scheduler jobs ------------------------------------------
 
     @rule(job=st.sampled_from(sorted(JOBS)))
     def pause(self, job: str) -> None:
@@ -736,10 +1028,12 @@ class LifecycleModel(RuleBasedStateMachine):
     # ---- the invariants (the module's docstring) ------------------------------------------
 
     @invariant()
-    def the_eight_invariants_hold(self) -> None:
+    def the_invariants_hold(self) -> None:
         self.model.check_store(self.store.snapshot, self._now())
-        for number in range(1, 9):
-            found = self.model.found(number)
+        self.jobs.check_lines(self._pause_lines())
+        violations = [*self.model.violations, *self.jobs.violations]
+        for number in range(1, 12):
+            found = [violation.what for violation in violations if violation.invariant == number]
             assert not found, f"invariant {number} broken: {found[0]}"
 
 
