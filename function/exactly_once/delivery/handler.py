@@ -25,7 +25,7 @@ from exactly_once.delivery.endings import GiveBack, Ran, Skip
 from exactly_once.delivery.failure_pause import FailurePauses
 from exactly_once.delivery.finishing import RunFinisher
 from exactly_once.delivery.forced_runs import DeliveredRun
-from exactly_once.delivery.heartbeat import EndAttempt, LeaseKeeper
+from exactly_once.delivery.heartbeat import EndAttempt, LeaseKeeper, give_up_at
 from exactly_once.delivery.outcomes import (
     ANSWERED_FIELDS,
     STATUS_AND_SEVERITY,
@@ -325,6 +325,15 @@ class ScheduledRunHandler:
     ) -> tuple[Answer, Downstream | None]:
         """The answer, and the downstream work the job reported starting (what decides whether
         a `skip` or `wait` job's lock stays with the run)."""
+        if self._ledger.monotonic() >= give_up_at(claim, self._ledger.lease.total_seconds()):
+            # The checks since the claim (the job's status, its lock) were answered so late
+            # that the lease may be over and the run another attempt's: never start it then.
+            too_late = GiveBack(
+                Outcome.STORE_ERROR,
+                "Firestore answered the checks before the job past the lease's give-up point: job not run",
+                error="the claim's lease was nearly over before the job could start",
+            )
+            return self._finisher.end(key, claim, too_late, report), None
         previous = None
         if (statuses := self._statuses) is not None:
             # Read only if the job asks, once however often it does.

@@ -69,6 +69,13 @@ EndAttempt = Callable[[str], None]
 Log = Callable[[str, str, Mapping[str, Any]], None]
 
 
+def give_up_at(claim: Claim, lease_seconds: float) -> float:
+    """When an attempt stops relying on its claim or last renewal (monotonic, like
+    `claim.sent_at`): SAFETY_SHARE of the lease before the earliest moment it may end. The
+    watcher ends an attempt still running then; nothing starts the job past it."""
+    return claim.sent_at + lease_seconds * (1 - SAFETY_SHARE)
+
+
 def end_instance(reason: str) -> None:
     """The watchdog's last word: flush what was logged, then exit without running any more
     Python code (no finally blocks, no atexit handlers: the job's thread must not continue)."""
@@ -275,7 +282,7 @@ class LeaseKeeper:
             self._renewing.release()
 
     def _give_up_at(self, claim: Claim) -> float:
-        return claim.sent_at + self._lease * (1 - SAFETY_SHARE)
+        return give_up_at(claim, self._lease)
 
     def _arm_backstop(self) -> None:
         """For halfway between the watchdog's deadline and the moment that must not be passed:

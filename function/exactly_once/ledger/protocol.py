@@ -159,6 +159,10 @@ class RunLedger:
     def retention(self) -> timedelta:
         return self._retention
 
+    def monotonic(self) -> float:
+        """The clock `Claim.sent_at` is on (time.monotonic, or a test's)."""
+        return self._monotonic()
+
     @property
     def clock(self) -> Callable[[], datetime]:
         return self._clock

@@ -16,7 +16,7 @@ from exactly_once.context import RunContext
 from exactly_once.delivery.scheduler_request import run_key_from_headers
 from exactly_once.ledger.job_status import resume_fields
 from exactly_once.ledger.writes import StagedWrite, WriteKind
-from exactly_once.testing.memory_store import LOST_ANSWER, MemoryRunStore, Operation, ServerClock
+from exactly_once.testing.memory_store import LOST_ANSWER, SLOW, MemoryRunStore, Operation, ServerClock
 from tests.support.memory_delivery import MemoryInstance, run_id_at, scheduler_headers
 
 PAUSED_LINE = "job_paused_after_failures"
@@ -217,3 +217,19 @@ def test_the_second_instant_of_a_repeated_wall_time_retries_a_first_that_failed(
     assert record["result"] == "terminal_failure"
     assert store.document(store.record_path(run_id_at(SECOND_0215))) is None
     assert job.calls == [FIRST_0215]
+
+
+@pytest.mark.parametrize("overlap", [OverlapPolicy.ALLOW, OverlapPolicy.SKIP])
+def test_a_job_status_read_answered_past_the_leases_give_up_point_gives_the_run_back_unrun(store, overlap):
+    # The pause check's read of the job's status comes back 45 s late, past the 30 s lease: the
+    # run may be another attempt's by then, so the job never starts; the next delivery runs it.
+    (a,) = minutes(store, 1)
+    job = Scripted()
+    jobs = {"nightly": JobPolicy(overlap=overlap)}
+    function = MemoryInstance(store, job, jobs=jobs, pause_after_failures={"nightly": 2})
+    store.script(Operation.GET, SLOW(45))
+    reply = function.deliver(at(store, a))
+    assert (reply.status, reply.body["outcome"]) == (500, "store_error"), reply.body
+    assert "give-up point" in reply.body["message"] and job.calls == []
+    assert store.scripted(Operation.GET) == 0
+    assert outcome(function, a) == "executed" and job.calls == [a]

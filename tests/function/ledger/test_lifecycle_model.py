@@ -125,10 +125,11 @@ from exactly_once import log_fields
 from exactly_once.audit.config import AuditConfig, AuditedJob
 from exactly_once.audit.run import run_audit
 from exactly_once.context import Progress, RunContext
-from exactly_once.delivery.endings import Ending, Ran, Skip
+from exactly_once.delivery.endings import Ending, GiveBack, Ran, Skip
 from exactly_once.delivery.failure_pause import FailurePauses
 from exactly_once.delivery.finishing import RunFinisher
 from exactly_once.delivery.forced_runs import DeliveredRun
+from exactly_once.delivery.heartbeat import give_up_at
 from exactly_once.delivery.outcomes import Outcome
 from exactly_once.delivery.report import DeliveryReport
 from exactly_once.delivery.warm_cache import CompletedRuns
@@ -458,7 +459,7 @@ class LifecycleModel(RuleBasedStateMachine):
             note(f"{attempt.id} is {lateness.total_seconds():.0f}s late: skips {label(delivered.key)}")
             self._finish(attempt, Op.COMPLETE, JobResult.SKIPPED_LATE)
             return None
-        if self._held_back(attempt):
+        if self._held_back(attempt) or self._given_up(attempt):
             return None
         self.model.start_execution(attempt, self._now())
         attempt.ends_at = now + TIME_LIMIT
@@ -499,6 +500,23 @@ class LifecycleModel(RuleBasedStateMachine):
         self.jobs.answered_skipped(attempt.id, key.run_id)
         if (key.run_id, Op.COMPLETE) not in attempt.committed:
             self.model.violation(2, f"{attempt.id} was answered skipped, but no completion of its applied")
+        return True
+
+    def _given_up(self, attempt: Attempt) -> bool:
+        """The handler's last check before the job, as it makes it: a pause check answered past
+        the lease's give-up point gives the run back unrun, since it may be another attempt's."""
+        claim = attempt.claim
+        if self.clock.monotonic() < give_up_at(claim, LEASE.total_seconds()):
+            return False
+        serving = self.served[attempt.id]
+        late = GiveBack(Outcome.STORE_ERROR, "the checks before the job answered past the give-up point")
+        with self._as(Acting(attempt, Op.DECIDE, limits=serving.limits)):
+            answer = serving.finisher.end(claim_key(attempt), claim, late, DeliveryReport())
+        note(f"{attempt.id} is past its give-up point before the job: {answer.outcome}")
+        if answer.outcome is Outcome.LEASE_LOST:
+            self._lease_lost(attempt, "give back")
+        else:
+            self._end(attempt, str(answer.outcome))
         return True
 
     def _before_skip_commits(self, attempt: Attempt) -> None:
