@@ -1076,6 +1076,76 @@ def _shrinking_to_the_end() -> Iterator[None]:
         engine.MAX_SHRINKS = kept
 
 
+# The shortest sequences the model found for the faults it was built to find, each with the fix
+# it checks reverted (kept as replayable steps: `$` is the attempt the step before returned).
+# With the fix in place each keeps every invariant; without it, each breaks the one it names.
+EARLY = {"ahead": 1, "fault": "none", "instance": 0, "job": "often", "skew": 0}
+FOUND: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    # Invariant 9: the pause recorded by a skip whose commit lost its answer is announced once.
+    "pause-announced-under-a-lost-answer": [
+        ("deploy", {"limit": 1, "keyless": False}),
+        ("deliver_early", EARLY),
+        ("fail_retryably", {"attempt": "$", "fault": "none"}),
+        ("clock_moves", {"seconds": 240}),
+        ("between_read_and_skip", {"what": "lost answer"}),
+        ("deliver_early", EARLY),
+    ],
+    # Invariant 10: no skip commits after a resume that committed since its decision's read.
+    "no-skip-after-a-resume": [
+        ("deploy", {"limit": 1, "keyless": False}),
+        ("deliver_early", EARLY),
+        ("fail_retryably", {"attempt": "$", "fault": "none"}),
+        ("clock_moves", {"seconds": 240}),
+        ("between_read_and_skip", {"what": "ops resume"}),
+        ("deliver_early", EARLY),
+    ],
+    # Invariant 11: a success served by a table without the key still ends the streak.
+    "no-stale-streak-after-the-key-comes-back": [
+        ("deploy", {"limit": 1, "keyless": False}),
+        ("deliver_early", EARLY),
+        ("fail_retryably", {"attempt": "$", "fault": "none"}),
+        ("deploy_table", {"instance": 0, "job": "often", "limit": None}),
+        ("force", {"fault": "none", "instance": 0, "job": "often", "skew": 0}),
+        ("succeed", {"attempt": "$", "fault": "none"}),
+        ("clock_moves", {"seconds": 1900}),
+        ("missed_run_audit", {"reads": "answered"}),
+        ("deploy_table", {"instance": 0, "job": "often", "limit": 1}),
+        ("clock_moves", {"seconds": 5}),
+        ("deliver_caught_up", {"fault": "none", "instance": 0, "oldest": 0, "skew": 0}),
+    ],
+    # Invariant 5: a run claimed 4 s early, completed, is kept a retention past its ScheduleTime,
+    # so the TTL does not hand it to the audit's catch-up while its window is open.
+    "no-catch-up-of-a-completed-run-claimed-early": [
+        ("deploy", {"limit": 1, "keyless": False}),
+        ("deliver_early", {**EARLY, "ahead": 4}),
+        ("succeed", {"attempt": "$", "fault": "none"}),
+        ("ttl_deletes", {"after": 1}),
+        ("missed_run_audit", {"reads": "answered"}),
+    ],
+    # Invariant 1: a job status read answered past the lease's give-up point starts nothing.
+    "nothing-starts-past-the-give-up-point": [
+        ("deploy", {"limit": 1, "keyless": False}),
+        ("fault_next", {"operation": "get", "fault": "slow 45s", "rival": False}),
+        ("deliver_early", EARLY),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(FOUND))
+def test_the_sequences_the_model_found_keep_every_invariant(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes: list[str] = []
+    monkeypatch.setattr(sys.modules[__name__], "note", notes.append)  # outside Hypothesis
+    state, last = LifecycleModel(), None
+    for step, arguments in FOUND[name]:
+        called = {key: last if value == "$" else value for key, value in arguments.items()}
+        last = getattr(state, step)(**called) or last
+        state.the_invariants_hold()
+    state.teardown()
+    assert notes, "the steps ran through the model's rules"
+
+
 def test_the_run_lifecycle_keeps_its_invariants_under_any_interleaving() -> None:
     profile = settings.get_profile(f"lifecycle-{PROFILE}")
     if PROFILE != "soak":
