@@ -135,7 +135,7 @@ faketime:
 # (four shares: the two test runs here, and the demo and the short soak CI runs beside them);
 # a port taken anyway by a process that picks no share (the emulator's Java binds three of
 # its own choosing) sends the launcher to another (localrun/port_holder.py).
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 6
 RUNTIME_TEST_WORKERS ?= 3
 # A module's tests stay on one worker, which builds the module's fixtures once (a virtualenv,
 # a Pulumi program's run); the modules go to whichever worker is free. The 30 slowest tests
