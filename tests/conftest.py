@@ -22,8 +22,7 @@ from localrun.emulator import EMULATOR_HOST_ENV, PORT_SHARE_ENV, firestore_emula
 from localrun.function_server import FunctionServer
 
 _SHARED_EMULATOR = pytest.StashKey[contextlib.ExitStack]()
-TESTS = Path(__file__).parent
-FUNCTION_TESTS = TESTS / "function"
+FUNCTION_TESTS = Path(__file__).parent / "function"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,13 +48,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `served` the tests of tests/function that serve the function through real
     Functions Framework servers (the `function_servers` fixture, directly or through another
     fixture). The Makefile runs them on the runtime's Python only: the function is deployed on
-    python312, and these tests spend most of the suite's time waiting on leases and servers.
-
-    And run the walks of the whole checkout first (tests/test_*.py: each copies the checkout and
-    runs `make check`, pytest or the demo in the copy, the longest modules of the suite): pytest
-    collects them last, and pytest-xdist, which hands out modules in that order, then left one
-    worker running them after every other had finished."""
-    items.sort(key=lambda item: item.path.parent != TESTS)  # stable: the rest keep their order
+    python312, and these tests spend most of the suite's time waiting on leases and servers."""
     for item in items:
         serves = "function_servers" in getattr(item, "fixturenames", ())
         if serves and item.path.is_relative_to(FUNCTION_TESTS):
