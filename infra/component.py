@@ -37,7 +37,6 @@ from infra.plan.needs import extra_apis
 from infra.plan.outputs import outputs_of
 from infra.resources.build import BuildIdentity, build_identity, function_source
 from infra.resources.catchup_queue import catchup_queue
-from infra.resources.deployed_region import checked_region
 from infra.resources.function import (
     audit_horizons,
     dedup_function,
@@ -48,6 +47,7 @@ from infra.resources.function import (
 )
 from infra.resources.identities import Identities, run_invoker
 from infra.resources.identities import identities as make_identities
+from infra.resources.last_update import checked_region
 from infra.resources.ledger import LedgerDatabase, ledger_database
 from infra.resources.propagation import API_ACTIVATION, SERVING_GRANTS, pause_after
 from infra.resources.regions import regional_prefix
@@ -241,9 +241,10 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
     def _apis_serving(self, name: str, settings: StackSettings, apis: _Apis) -> pulumi.Resource:
         """One pause after every enabled API (infra/resources/propagation.py), slept again when
         the list changes. Its `region` trigger is the region checked against the last update's
-        (infra/resources/deployed_region.py): a refused region change fails here, before any
-        resource that waits for the pause, which every resource of the Firestore, Artifact
-        Registry and IAM APIs and every regional resource does."""
+        (infra/resources/last_update.py), with the run ledger's database and collection checked
+        too: a refused region or ledger change fails here, before any resource that waits for
+        the pause, which every resource of the Firestore, Artifact Registry and IAM APIs and
+        every regional resource does."""
         return pause_after(
             name,
             API_ACTIVATION,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from infra.plan.needs import needs_token_check
-from infra.settings.region_change import REGION_OUTPUT
+from infra.settings.kept_settings import DATABASE_OUTPUT, REGION_OUTPUT, RUNS_COLLECTION_OUTPUT
 from infra.settings.stack import StackSettings
 
 
@@ -59,8 +59,16 @@ STACK_OUTPUTS: tuple[StackOutput, ...] = (
         "build_service_account_email",
         "Email of the account Cloud Build builds the function(s) as.",
     ),
-    StackOutput("databaseName", "database_name", "The Firestore database of the run ledger."),
-    StackOutput("runsCollection", "runs_collection", "The collection of run records."),
+    StackOutput(
+        DATABASE_OUTPUT,
+        "database_name",
+        "The Firestore database of the run ledger; the next update refuses another (docs/deploy.md).",
+    ),
+    StackOutput(
+        RUNS_COLLECTION_OUTPUT,
+        "runs_collection",
+        "The collection of run records; the next update refuses another (docs/deploy.md).",
+    ),
     StackOutput(
         REGION_OUTPUT,
         "region",

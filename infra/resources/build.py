@@ -172,7 +172,11 @@ def build_identity(
             repository_id=settings.names.repository_id(),
             format="DOCKER",
             description="Images of the exactly-once scheduler's functions.",
-            opts=pulumi.ResourceOptions(parent=parent, depends_on=[registry_api]),
+            # With deletionProtection, Pulumi refuses a plan that would delete or replace it:
+            # its id is fixed, so a replacement would meet 409 "already exists".
+            opts=pulumi.ResourceOptions(
+                parent=parent, depends_on=[registry_api], protect=settings.deletion_protection
+            ),
         )
         grants.append(
             gcp.artifactregistry.RepositoryIamMember(

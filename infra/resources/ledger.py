@@ -38,8 +38,11 @@ def ledger_database(
     database_name: pulumi.Output[str] = pulumi.Output.from_input(settings.database_name)
     after: pulumi.Resource = firestore_api
     if settings.create_database:
-        # Deletion protection guards the records that make retries idempotent; a protected
-        # database is abandoned (kept) on `pulumi destroy`.
+        # Deletion protection guards the records that make retries idempotent: Firestore's
+        # refuses a delete, and Pulumi's (`protect`) refuses any plan that would delete or
+        # replace the database, a changed databaseName among them, before Google Cloud is
+        # asked. `pulumi destroy` stops at it until `pulumi state unprotect`; then it is
+        # abandoned (kept), not deleted.
         database = gcp.firestore.Database(
             f"{name}-database",
             project=settings.project,
@@ -52,7 +55,9 @@ def ledger_database(
                 "DELETE_PROTECTION_ENABLED" if settings.deletion_protection else "DELETE_PROTECTION_DISABLED"
             ),
             deletion_policy="ABANDON" if settings.deletion_protection else "DELETE",
-            opts=pulumi.ResourceOptions(parent=parent, depends_on=[firestore_api]),
+            opts=pulumi.ResourceOptions(
+                parent=parent, depends_on=[firestore_api], protect=settings.deletion_protection
+            ),
         )
         database_name = database.name
         after = database

@@ -124,6 +124,7 @@ def settings_from_config(
         missed_run_audit=bool(scalars["missedRunAudit"]),
         second_region=str(scalars["secondRegion"]),
         database_location=str(scalars["databaseLocation"]),
+        ledger_moved_from=str(scalars["ledgerMovedFrom"]),
     )
     errors.extend(region_errors(settings, errors))
     if not errors:

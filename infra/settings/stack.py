@@ -53,6 +53,9 @@ class StackSettings:
     second_region: str = ""
     # "": the database is in `region`, as it always was. Else its Firestore location.
     database_location: str = ""
+    # "": no move. Else '<database>/<collection>', the run ledger's place before this update
+    # (infra/settings/kept_settings.py): the one update that moves a copied ledger may change them.
+    ledger_moved_from: str = ""
 
     @property
     def names(self) -> StackNames:

@@ -9,8 +9,8 @@ import pulumi
 import pytest
 
 from infra.config.schema import SettingsError, project_name
+from infra.settings.kept_settings import REGION_OUTPUT, check_region_unchanged
 from infra.settings.loading import settings_from_config
-from infra.settings.region_change import REGION_OUTPUT, check_region_unchanged
 from infra.settings.stack import StackSettings
 from infra.targets.registry import TARGET_KEYS
 from tests.infra.conftest import NAMESPACE, PROJECT, REGION, valid_job, valid_values
