@@ -42,21 +42,22 @@ def checked_region(name: str, settings: StackSettings, *, parent: pulumi.Resourc
         RUNS_COLLECTION_OUTPUT: settings.runs_collection,
     }
 
-    def checked(output_name: str) -> pulumi.Output[str]:
-        moved_from = (
-            "" if output_name == REGION_OUTPUT else ledger_moved_from(settings.ledger_moved_from, output_name)
-        )
+    def moved_from(output_name: str) -> str:
+        if output_name == REGION_OUTPUT:
+            return ""
+        return ledger_moved_from(settings.ledger_moved_from, output_name)
 
-        def check(deployed: object) -> str:
-            try:
-                return check_unchanged(
-                    output_name, deployed, configured[output_name], stack, moved_from=moved_from
+    def check(recorded: list[object]) -> str:
+        # One apply over the three recorded values, so that a refusal is one failed output
+        # (whose error every resource waiting on the region reports), not one per value.
+        try:
+            for output_name, deployed in zip(configured, recorded, strict=True):
+                check_unchanged(
+                    output_name, deployed, configured[output_name], stack, moved_from=moved_from(output_name)
                 )
-            except SettingsError as error:
-                raise pulumi.RunError(str(error)) from error
+        except SettingsError as error:
+            raise pulumi.RunError(str(error)) from error
+        return settings.region
 
-        return last_update.get_output(output_name).apply(check)
-
-    return pulumi.Output.all(*(checked(output_name) for output_name in configured)).apply(
-        lambda values: values[0]
-    )
+    recorded = pulumi.Output.all(*(last_update.get_output(output_name) for output_name in configured))
+    return recorded.apply(check)
