@@ -16,7 +16,7 @@ horizon. Moving the ledger is deploying a new stack, or copying the records stil
 retention first (docs/deploy.md, "Changing the ledger").
 
 Each is recorded as a stack output on every update (infra/plan/outputs.py) and compared with
-the configuration by the next one (infra/resources/deployed_region.py): one check, below, for
+the configuration by the next one (infra/resources/last_update.py): one check, below, for
 all of them.
 """
 

@@ -38,6 +38,7 @@ from infra.settings.body_checks import body_errors
 from infra.settings.catchup_checks import catchup_errors
 from infra.settings.environment import access_errors, stack_environment
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings, parse_jobs
+from infra.settings.kept_settings import DATABASE_OUTPUT, LEDGER_MOVED_FROM_KEY, ledger_moved_from
 from infra.settings.region_checks import region_errors
 from infra.settings.samples import SAMPLE_JOB_NAMES, with_samples
 from infra.settings.stack import StackSettings
@@ -102,6 +103,12 @@ def settings_from_config(
         StackNames(stack)
     except ValueError as error:
         errors.append(f"stack name {stack!r}: {error}")
+    moved_from = str(scalars["ledgerMovedFrom"])
+    if moved_from and not ledger_moved_from(moved_from, DATABASE_OUTPUT):
+        errors.append(
+            f"{errors.key(LEDGER_MOVED_FROM_KEY)}: {moved_from!r} is not '<databaseName>/<runsCollection>', "
+            "the ledger's place as the last update recorded it"
+        )
     settings = StackSettings(
         project=project,
         region=region,
@@ -124,7 +131,7 @@ def settings_from_config(
         missed_run_audit=bool(scalars["missedRunAudit"]),
         second_region=str(scalars["secondRegion"]),
         database_location=str(scalars["databaseLocation"]),
-        ledger_moved_from=str(scalars["ledgerMovedFrom"]),
+        ledger_moved_from=moved_from,
     )
     errors.extend(region_errors(settings, errors))
     if not errors:

@@ -19,7 +19,7 @@ from infra.settings.kept_settings import (
     check_unchanged,
 )
 from infra.settings.stack import StackSettings
-from tests.infra.conftest import REGION, build, valid_values
+from tests.infra.conftest import REGION, build, error_of, valid_values
 from tools.mocked_program import STACK_REFERENCE, GcpMocks, MockedStack, mock_stack
 
 DATABASE = "gcp:firestore/database:Database"
@@ -126,3 +126,9 @@ def test_deletion_protection_protects_the_database_and_the_image_repository(prot
     repositories = stack.of_type(REPOSITORY)
     assert repositories
     assert [r.protect for r in [stack.one(DATABASE), *repositories]] == [protection] * (1 + len(repositories))
+
+
+@pytest.mark.parametrize("value", ["eos-prod-ledger", "/scheduler_runs", "eos-prod-ledger/"])
+def test_a_move_not_written_as_database_slash_collection_is_a_config_error_naming_the_key(value: str) -> None:
+    message = error_of({**valid_values(), LEDGER_MOVED_FROM_KEY: value})
+    assert f"{LEDGER_MOVED_FROM_KEY}: {value!r} is not '<databaseName>/<runsCollection>'" in message
