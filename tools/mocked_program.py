@@ -8,6 +8,7 @@ times in one pytest process: every call installs fresh mocks and waits for its o
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import runpy
@@ -293,7 +294,7 @@ def run_under_mocks(
     try:
         pulumi.runtime.test(program)()  # type: ignore[no-untyped-call]
     except BaseException:
-        _collect_failed_outputs()
+        _mark_failed_outputs_seen()
         raise
     finally:
         logger.removeHandler(log)
@@ -379,15 +380,18 @@ def run_main(pulumi_config: dict[str, str], mocks: GcpMocks, project: str | None
     try:
         program()
     except BaseException:
-        _collect_failed_outputs()
+        _mark_failed_outputs_seen()
         raise
     return exports
 
 
-def _collect_failed_outputs() -> None:
+def _mark_failed_outputs_seen() -> None:
     """A program that fails (a refused region change, a bad setting) leaves every output that
-    waited on the failure holding its exception, never retrieved: asyncio logs a traceback for
-    each one when it is garbage-collected. Collected here, they are logged inside the test that
-    expects the failure (and captured there), not at some later moment, in another test's
-    output or the worker's, a thousand tracebacks in a green run's log."""
-    gc.collect()
+    waited on the failure holding the same error, never retrieved, and asyncio logs a traceback
+    for each when it is destroyed: at the worker's exit, outside any test, over a thousand for
+    one refused change. The error was raised to the caller once, so every future that ended
+    with an exception is marked seen (`exception()` does that): the program's, since a test
+    process runs no other asyncio work beside a mocked program."""
+    for held in gc.get_objects():
+        if isinstance(held, asyncio.Future) and held.done() and not held.cancelled():
+            held.exception()
