@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 import pulumi
@@ -27,6 +28,29 @@ from infra.resources.source import source_archive, source_hash
 from infra.settings.stack import StackSettings
 
 FUNCTION_RUNTIME = "python312"
+
+
+# Every change of a job's settings rebuilds the function (its job table ships in the source), so
+# images pile up: those older than IMAGE_MAX_AGE go, but never the IMAGES_KEPT newest, which a
+# rollback to an earlier revision needs (a KEEP policy wins over a DELETE one).
+IMAGES_KEPT = 10
+IMAGE_MAX_AGE = timedelta(days=30)
+IMAGE_CLEANUP = [
+    gcp.artifactregistry.RepositoryCleanupPolicyArgs(
+        id="keep-newest",
+        action="KEEP",
+        most_recent_versions=gcp.artifactregistry.RepositoryCleanupPolicyMostRecentVersionsArgs(
+            keep_count=IMAGES_KEPT
+        ),
+    ),
+    gcp.artifactregistry.RepositoryCleanupPolicyArgs(
+        id="delete-old",
+        action="DELETE",
+        condition=gcp.artifactregistry.RepositoryCleanupPolicyConditionArgs(
+            tag_state="ANY", older_than=f"{int(IMAGE_MAX_AGE.total_seconds())}s"
+        ),
+    ),
+]
 
 
 def sources_bucket(project_number: str, region: str) -> str:
@@ -172,6 +196,8 @@ def build_identity(
             repository_id=settings.names.repository_id(),
             format="DOCKER",
             description="Images of the exactly-once scheduler's functions.",
+            cleanup_policies=IMAGE_CLEANUP,
+            cleanup_policy_dry_run=False,
             # With deletionProtection, Pulumi refuses a plan that would delete or replace it:
             # its id is fixed, so a replacement would meet 409 "already exists".
             opts=pulumi.ResourceOptions(
