@@ -42,19 +42,13 @@ def checked_region(name: str, settings: StackSettings, *, parent: pulumi.Resourc
         RUNS_COLLECTION_OUTPUT: settings.runs_collection,
     }
 
-    def moved_from(output_name: str) -> str:
-        if output_name == REGION_OUTPUT:
-            return ""
-        return ledger_moved_from(settings.ledger_moved_from, output_name)
-
     def check(recorded: list[object]) -> str:
         # One apply over the three recorded values, so that a refusal is one failed output
         # (whose error every resource waiting on the region reports), not one per value.
         try:
             for output_name, deployed in zip(configured, recorded, strict=True):
-                check_unchanged(
-                    output_name, deployed, configured[output_name], stack, moved_from=moved_from(output_name)
-                )
+                moved_from = ledger_moved_from(settings.ledger_moved_from, output_name)
+                check_unchanged(output_name, deployed, configured[output_name], stack, moved_from=moved_from)
         except SettingsError as error:
             raise pulumi.RunError(str(error)) from error
         return settings.region

@@ -106,14 +106,9 @@ def check_unchanged(
 
 def ledger_moved_from(moved_from: str, output_name: str) -> str:
     """The part of `ledgerMovedFrom` ('<databaseName>/<runsCollection>') that the ledger output
-    `output_name` recorded before the move; "" when no move is declared or it is not of that form."""
+    `output_name` recorded before the move; "" when no move is declared, it is not of that form,
+    or `output_name` is not the ledger's (a region is never moved this way)."""
     database, slash, collection = moved_from.partition("/")
-    if not slash or not database or not collection:
+    if not slash or not database or not collection or output_name not in LEDGER_OUTPUTS:
         return ""
     return database if output_name == DATABASE_OUTPUT else collection
-
-
-def check_region_unchanged(deployed: object, region: str, stack: str) -> str:
-    """`region`, unless the stack's last update recorded another one (`deployed`; None when the
-    stack has never been deployed, or not since it started recording it)."""
-    return check_unchanged(REGION_OUTPUT, deployed, region, stack)

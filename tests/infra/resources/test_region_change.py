@@ -9,7 +9,7 @@ import pulumi
 import pytest
 
 from infra.config.schema import SettingsError, project_name
-from infra.settings.kept_settings import REGION_OUTPUT, check_region_unchanged
+from infra.settings.kept_settings import REGION_OUTPUT, check_unchanged
 from infra.settings.loading import settings_from_config
 from infra.settings.stack import StackSettings
 from infra.targets.registry import TARGET_KEYS
@@ -49,14 +49,14 @@ def regional(inputs: dict[str, Any]) -> bool:
 
 
 def test_the_check_passes_a_first_deploy_and_the_same_region() -> None:
-    assert check_region_unchanged(None, REGION, "prod") == REGION
-    assert check_region_unchanged("", REGION, "prod") == REGION
-    assert check_region_unchanged(REGION, REGION, "prod") == REGION
+    assert check_unchanged(REGION_OUTPUT, None, REGION, "prod") == REGION
+    assert check_unchanged(REGION_OUTPUT, "", REGION, "prod") == REGION
+    assert check_unchanged(REGION_OUTPUT, REGION, REGION, "prod") == REGION
 
 
 def test_the_check_refuses_another_region_naming_both_and_the_way_out() -> None:
     with pytest.raises(SettingsError) as raised:
-        check_region_unchanged(REGION, OTHER_REGION, "prod")
+        check_unchanged(REGION_OUTPUT, REGION, OTHER_REGION, "prod")
     message = str(raised.value)
     assert f"gcp:region is '{OTHER_REGION}'" in message
     assert f"stack 'prod' is deployed in '{REGION}'" in message
