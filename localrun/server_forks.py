@@ -150,12 +150,17 @@ def fork_server(
     python: str, argv: Sequence[str], env: Mapping[str, str], cwd: Path, stdout: Path, stderr: Path
 ) -> ForkedProcess:
     """A server forked from this interpreter's forker for `env`'s start-up variables."""
+    return _forker(python, env).fork(argv, env, cwd, stdout, stderr)
+
+
+def _forker(python: str, env: Mapping[str, str]) -> Forker:
+    """The running forker for `python` and `env`'s start-up variables, started when there is none."""
     key = StartupKey.of(python, env)
     with _forkers_lock:
         forker = _forkers.get(key)
         if forker is None or forker._process.poll() is not None:
             forker = _forkers[key] = Forker(key)
-    return forker.fork(argv, env, cwd, stdout, stderr)
+    return forker
 
 
 def run_module(
@@ -163,11 +168,7 @@ def run_module(
 ) -> subprocess.CompletedProcess[str]:
     """`python -m module *args` as `subprocess.run(..., capture_output=True, text=True)` runs
     it, forked from this interpreter's forker (the `ops` CLI a test calls dozens of times)."""
-    key = StartupKey.of(sys.executable, env)
-    with _forkers_lock:
-        forker = _forkers.get(key)
-        if forker is None or forker._process.poll() is not None:
-            forker = _forkers[key] = Forker(key)
+    forker = _forker(sys.executable, env)
     with tempfile.TemporaryDirectory(prefix="forked-run-") as folder:
         out, err, code = (Path(folder) / name for name in ("stdout", "stderr", "exit-code"))
         process = forker.fork([module, *args], env, cwd, out, err, exit_code=code)
@@ -184,8 +185,11 @@ def run_module(
 
 
 def _enter(request: Mapping[str, Any]) -> None:
-    """In the child: the working directory, environment and output files the request gives,
-    and the path without the forker's folder, which Python put first (PYTHONPATH stays)."""
+    """In the child: the signals' default handlers, the working directory, environment and
+    output files the request gives, and the path without the forker's folder, which Python put
+    first (PYTHONPATH stays)."""
+    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+        signal.signal(signum, signal.SIG_DFL)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -202,8 +206,6 @@ def _enter(request: Mapping[str, Any]) -> None:
 def _become_server(request: Mapping[str, Any]) -> None:
     """In the child: the server `functions-framework` would be, in a session of its own."""
     os.setsid()
-    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
-        signal.signal(signum, signal.SIG_DFL)
     _enter(request)
     from functions_framework._cli import _cli
 
@@ -213,8 +215,6 @@ def _become_server(request: Mapping[str, Any]) -> None:
 
 def _run_module(request: Mapping[str, Any]) -> int:
     """In the child: `python -m argv[0] *argv[1:]`, its exit code returned."""
-    for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
-        signal.signal(signum, signal.SIG_DFL)
     _enter(request)
     module, *args = request["argv"]
     sys.path.insert(0, os.getcwd())  # as `-m` does
