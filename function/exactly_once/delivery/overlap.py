@@ -101,8 +101,9 @@ class JobLocks:
                 continue  # released between our create and our read: free again
             found = stored.fields.get("lock_run_id")
             holder = found if isinstance(found, str) else None
-            others = holder is not None and holder != claim.run_id
-            seconds_left = self._seconds_left_on_run(holder, budget) if others and holder else 0.0
+            seconds_left = 0.0
+            if holder is not None and holder != claim.run_id:
+                seconds_left = self._seconds_left_on_run(holder, budget)
             try:
                 lifecycle.take_lock(lifecycle.lock_state(True, holder, claim.run_id, seconds_left))
             except lifecycle.LockBusy:
