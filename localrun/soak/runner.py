@@ -59,7 +59,7 @@ FORCED_LEAD_SECONDS = 30.0
 AT_FORCED_TIME_DELAY_SECONDS = 1.0
 SKEW_OFFSETS = ("+120s", "-120s")
 # The first runs are fired slower: a fresh emulator and fresh instances answer their first
-# burst slowly, and a completion Firestore answers later than the ledger's budget fails after
+# burst slowly, and a completion Firestore answers only after the lease has ended fails after
 # the job ran (store_error), a run a retry then executes again (docs/jobs.md). Seen at full
 # speed from the start: 6 runs in 1,000, all among the first hundred.
 RAMP_RUNS = 200

@@ -351,8 +351,7 @@ class RunLedger:
             reported=record_fields,
         )
         event = lifecycle.completion_event(result)
-        budget = self._budget(self.deadline_seconds, f"completion of run {claim.run_id}")
-        self._finish_as_owner(event, claim, fields, budget, also=also)
+        self._finish_as_owner(event, claim, fields, self._ending_budget(claim, event), also=also)
 
     def release(
         self, claim: Claim, *, checkpoint_json: str | None = None, also: Sequence[StagedWrite] = ()
@@ -372,7 +371,11 @@ class RunLedger:
     def _release(
         self, event: Event, claim: Claim, checkpoint_json: str | None, also: Sequence[StagedWrite]
     ) -> None:
-        budget = self._budget(self.deadline_seconds, f"{event.value} of run {claim.run_id}")
+        budget = (
+            self._ending_budget(claim, event)
+            if event is Event.RELEASE
+            else self._budget(self.deadline_seconds, f"{event.value} of run {claim.run_id}")
+        )
         fields = lifecycle.release_fields(checkpoint_json)
         self._finish_as_owner(event, claim, fields, budget, also=also)
 
@@ -427,6 +430,17 @@ class RunLedger:
                 assert found is not None
                 update_time = found.update_time  # a renewal of ours whose answer was lost
         raise LeaseLost(claim)
+
+    def _ending_budget(self, claim: Claim, event: Event) -> Budget:
+        """The budget of the write that ends a run: the store deadline, or longer, until the
+        lease ends (a lease after `claim.sent_at`, the claim's or last renewal's send time).
+        Once a job has run (or a skip was decided), giving up on this write leaves the run to a
+        retry that takes it over and runs the job again; while the lease lasts, no retry can,
+        and the write is conditioned on the claim, so waiting for a slow Firestore is never
+        unsafe, only the one way to keep the job from running twice."""
+        until_lease_ends = claim.sent_at + self._lease.total_seconds() - self._monotonic()
+        seconds = max(self.deadline_seconds, until_lease_ends)
+        return self._budget(seconds, f"{event.value} of run {claim.run_id}")
 
     def _classifying(self, claim: Claim) -> Budget:
         """A budget of its own for the read that tells a refused write of ours from a rival's:

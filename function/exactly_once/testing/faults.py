@@ -87,12 +87,15 @@ class FaultKind(enum.StrEnum):
     # The first try commits and its answer comes `seconds` later, beyond any try's timeout
     # (a paused process, a client slow to take the answer): the call returns normally then.
     SLOW = "slow"
+    # Every try sent within `seconds` of the call's first is refused at once with nothing
+    # written, as by a Firestore down for that long; a later try reaches it.
+    OUTAGE = "outage"
 
 
 @dataclass(frozen=True)
 class Fault:
     kind: FaultKind
-    seconds: float = 0.0  # SLOW: how late the answer comes
+    seconds: float = 0.0  # SLOW: how late the answer comes; OUTAGE: how long it lasts
 
 
 LOST_ANSWER: Final = Fault(FaultKind.LOST_ANSWER)
@@ -105,6 +108,13 @@ def SLOW(seconds: float) -> Fault:
     if seconds < 0:
         raise ValueError(f"SLOW({seconds}): a delay cannot be negative")
     return Fault(FaultKind.SLOW, seconds)
+
+
+def OUTAGE(seconds: float) -> Fault:
+    """Firestore refuses the call's tries for `seconds` on the store's ServerClock."""
+    if seconds < 0:
+        raise ValueError(f"OUTAGE({seconds}): an outage cannot be negative")
+    return Fault(FaultKind.OUTAGE, seconds)
 
 
 Hook = Callable[[], object]
@@ -185,7 +195,8 @@ class ScriptedCalls:
             scripted = queue.popleft() if queue else _Scripted()
             self._calls[operation] += 1
         share = max(self.attempt_seconds if attempt_seconds is None else attempt_seconds, 0.001)
-        ends = self.clock.monotonic() + timeout
+        began = self.clock.monotonic()
+        ends = began + timeout
         pause = FIRST_RETRY_PAUSE_SECONDS
         unheard = False
         first = True
@@ -194,6 +205,8 @@ class ScriptedCalls:
             with self._lock:
                 self._rpcs[operation] += 1
             try:
+                if self._down(scripted.fault, began):
+                    raise google_exceptions.ServiceUnavailable("Firestore is down (scripted outage)")  # type: ignore[no-untyped-call]
                 return self._try(
                     scripted if first else _Scripted(scripted.fault), first, seconds, attempt, unheard
                 )
@@ -204,6 +217,14 @@ class ScriptedCalls:
             first = False
             self.clock.sleep(pause)
             pause = min(pause * 2, MAX_RETRY_PAUSE_SECONDS)
+
+    def _down(self, fault: Fault | None, began: float) -> bool:
+        """Whether a scripted outage that began with the call's first try still lasts."""
+        return (
+            fault is not None
+            and fault.kind is FaultKind.OUTAGE
+            and self.clock.monotonic() < began + fault.seconds
+        )
 
     def _try(
         self, scripted: _Scripted, first: bool, seconds: float, attempt: Callable[[bool], T], unheard: bool

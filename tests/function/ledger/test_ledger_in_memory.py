@@ -8,8 +8,11 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
+from google.api_core import exceptions as google_exceptions
 
 from exactly_once.ledger.protocol import ClaimKind, JobResult, LeaseLost, RunAlreadyCompleted, RunLedger
+from exactly_once.ledger.store import store_deadline_for
+from exactly_once.testing.faults import OUTAGE, Operation
 from exactly_once.testing.memory_store import MemoryRunStore
 from tests.support.ledger_runs import KEY
 
@@ -79,3 +82,45 @@ def test_a_run_claimed_ahead_of_its_schedule_time_is_retained_from_that_time(sto
     store.clock.advance(retention.total_seconds())
     with pytest.raises(RunAlreadyCompleted):
         ledger.claim(key, "retry")
+
+
+@pytest.fixture
+def timed() -> MemoryRunStore:
+    """A store whose tries take what FirestoreRunStore's would under SHORT's store deadline."""
+    return MemoryRunStore(deadline_seconds=store_deadline_for(SHORT).total_seconds())
+
+
+def test_the_write_that_ends_a_run_waits_out_an_outage_while_the_lease_lasts(timed):
+    """Firestore down for longer than an operation may wait (the store deadline, half a lease)
+    just as a job has run: the completion keeps trying while no retry can take the run over,
+    and commits. Given up at the store deadline, it would leave the run to a retry that runs
+    the job again."""
+    ledger = ledger_on(timed)
+    claim = ledger.claim(KEY, "attempt-1")
+    outage = ledger.deadline_seconds * 1.5
+    assert outage < SHORT.total_seconds()
+    timed.script(Operation.UPDATE, OUTAGE(outage))
+    ledger.complete(claim)
+    assert (timed.document(timed.record_path(KEY.run_id)) or {})["status"] == "completed"
+    assert outage <= timed.clock.monotonic() - claim.sent_at < SHORT.total_seconds()
+
+
+def test_a_claim_given_back_unrun_waits_for_firestore_no_longer_than_the_store_deadline(timed):
+    """Nothing ran, so nothing is lost when the give-back fails: the run waits out its lease."""
+    ledger = ledger_on(timed)
+    claim = ledger.claim(KEY, "attempt-1")
+    timed.script(Operation.DELETE, OUTAGE(ledger.deadline_seconds * 1.5))
+    with pytest.raises(google_exceptions.ServiceUnavailable):
+        ledger.give_back(claim)
+    assert timed.clock.monotonic() - claim.sent_at <= ledger.deadline_seconds
+    assert (timed.document(timed.record_path(KEY.run_id)) or {})["status"] == "in_progress"
+
+
+def test_the_write_that_ends_a_run_gives_up_once_the_lease_has_ended(timed):
+    ledger = ledger_on(timed)
+    claim = ledger.claim(KEY, "attempt-1")
+    timed.script(Operation.UPDATE, OUTAGE(SHORT.total_seconds() * 2))
+    with pytest.raises(google_exceptions.ServiceUnavailable):
+        ledger.complete(claim)
+    assert ledger.deadline_seconds < timed.clock.monotonic() - claim.sent_at <= SHORT.total_seconds()
+    assert (timed.document(timed.record_path(KEY.run_id)) or {})["status"] == "in_progress"
