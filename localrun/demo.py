@@ -34,7 +34,7 @@ from infra.settings.loading import load_stack_settings
 from infra.settings.stack import StackSettings
 from infra.targets.registry import kind_for_handler, kind_of
 from infra.timing import rules as timing
-from localrun.compression import BUSY_ROUND_TRIP_SECONDS, fitting_speedup
+from localrun.compression import fitting_speedup, slowest_round_trip_seconds
 from localrun.emulator import EMULATOR_HOST_ENV, EmulatorError, firestore_emulator
 from localrun.faults import Fault, FaultRates
 from localrun.function_server import FunctionServerError
@@ -210,8 +210,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    round_trip = BUSY_ROUND_TRIP_SECONDS + args.firestore_rtt_ms / 1000
     try:
+        round_trip = slowest_round_trip_seconds() + args.firestore_rtt_ms / 1000
         rates = FaultRates(**{f.value: getattr(args, f"{f.value}_rate") for f in Fault})
         rates.validate()
         settings = load_settings(args.stack)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from infra.config.schema import REPO_ROOT, SettingsError
 from infra.settings.loading import load_stack_settings
+from localrun.compression import slowest_round_trip_seconds
 from localrun.demo import DEMO_STACKS_DIR
 from localrun.emulator import EmulatorError, firestore_emulator
 from localrun.function_server import FunctionServerError
@@ -89,7 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CANNOT_RUN
     try:
         settings = load_stack_settings(SOAK_STACK, stacks_dir=DEMO_STACKS_DIR)
-    except SettingsError as error:
+        round_trip = slowest_round_trip_seconds()
+    except (SettingsError, ValueError) as error:
         print(f"soak: {error}", file=sys.stderr)
         return EXIT_CANNOT_RUN
     excluded = () if args.forced else (SoakFault.FORCED,)
@@ -102,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         in_flight=args.in_flight,
         forced=args.forced,
         regions=args.regions,
+        round_trip_seconds=round_trip,
     )
     out_dir: Path = args.output_dir
     out_dir.mkdir(parents=True, exist_ok=True)

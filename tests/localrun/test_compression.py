@@ -12,11 +12,13 @@ from exactly_once.config import JOB_TABLE_ENV, JOB_TABLE_FILE, FunctionConfig, J
 from localrun import demo
 from localrun.compression import (
     BUSY_ROUND_TRIP_SECONDS,
+    SLOWEST_ROUND_TRIP_ENV,
     WARM_UP_JOB,
     CompressedTiming,
     claim_budget_seconds,
     lease_floor_seconds,
     per_call_seconds,
+    slowest_round_trip_seconds,
 )
 from localrun.demo import load_settings
 from localrun.verdicts import EXIT_CANNOT_RUN
@@ -139,3 +141,23 @@ def test_the_local_function_serves_the_warm_up_job_as_one_that_names_no_handler(
     local = FunctionConfig.from_env(env)
     warm_up = settings.scheduler_job_id(WARM_UP_JOB)
     assert local.jobs[warm_up] == JobPolicy()
+
+
+def test_a_busier_machine_floors_the_lease_for_its_slowest_round_trip(monkeypatch, settings):
+    """CI serves the demo and the soak beside the test suite: it says how slow a round trip
+    gets there, and the lease gives one Firestore call that long."""
+    monkeypatch.setenv(SLOWEST_ROUND_TRIP_ENV, "3")
+    assert slowest_round_trip_seconds() == 3.0
+    compressed = CompressedTiming.of(settings, 20.0, round_trip_seconds=slowest_round_trip_seconds())
+    assert compressed.lease_seconds == lease_floor_seconds(3.0) == 3 * lease_floor_seconds(1.0)
+    monkeypatch.delenv(SLOWEST_ROUND_TRIP_ENV)
+    assert slowest_round_trip_seconds() == BUSY_ROUND_TRIP_SECONDS
+
+
+@pytest.mark.parametrize("value", ["fast", "0.5", "inf", "nan"])
+def test_a_slowest_round_trip_that_is_no_number_of_seconds_is_refused_by_name(monkeypatch, capsys, value):
+    monkeypatch.setenv(SLOWEST_ROUND_TRIP_ENV, value)
+    with pytest.raises(ValueError, match=SLOWEST_ROUND_TRIP_ENV):
+        slowest_round_trip_seconds()
+    assert demo.main(["--output-dir", "unused"]) == EXIT_CANNOT_RUN
+    assert SLOWEST_ROUND_TRIP_ENV in capsys.readouterr().err
