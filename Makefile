@@ -138,9 +138,10 @@ faketime:
 TEST_WORKERS ?= 6
 RUNTIME_TEST_WORKERS ?= 3
 # A module's tests stay on one worker, which builds the module's fixtures once (a virtualenv,
-# a Pulumi program's run); the modules go to whichever worker is free. The 30 slowest tests
+# a Pulumi program's run); the modules go to whichever worker is free, in collection order,
+# where the modules marked slow_module come first (tests/conftest.py). The 30 slowest tests
 # are listed at the end of each run, where a newly slow one shows.
-PYTEST_PARALLEL = --dist loadfile --durations=30
+PYTEST_PARALLEL = --dist loadfile --no-loadscope-reorder --durations=30
 
 test: faketime
 	$(MAKE) --no-print-directory --keep-going --jobs=4 --output-sync=target test-suite test-runtime typecheck lint

@@ -48,11 +48,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `served` the tests of tests/function that serve the function through real
     Functions Framework servers (the `function_servers` fixture, directly or through another
     fixture). The Makefile runs them on the runtime's Python only: the function is deployed on
-    python312, and these tests spend most of the suite's time waiting on leases and servers."""
+    python312, and these tests spend most of the suite's time waiting on leases and servers.
+
+    Then the modules marked `slow_module` go first, in their order. pytest-xdist hands whole
+    modules to its workers in collection order (the Makefile turns off its reordering by test
+    count): a module that keeps one worker busy for minutes (a fork built and tested in a
+    copy) must start with the run, not end it alone while the other workers wait."""
     for item in items:
         serves = "function_servers" in getattr(item, "fixturenames", ())
         if serves and item.path.is_relative_to(FUNCTION_TESTS):
             item.add_marker(pytest.mark.served)
+    items.sort(key=lambda item: item.get_closest_marker("slow_module") is None)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -28,6 +28,9 @@ from tools import fork_check
 from tools.fork_check import check_stack, lint
 from tools.mocked_program import as_policy_value, run_mocked_stack
 
+# Started first (tests/conftest.py): it builds projects of its own and runs make check on them.
+pytestmark = pytest.mark.slow_module
+
 YOUR_STACKS = stack_names(REPO_ROOT)
 NOOP = "jobs.noop:do_nothing"
 

@@ -25,6 +25,9 @@ from infra.config.schema import project_name
 from tests.support.doc_examples import JOBS_DOC, example_source
 from tools.pruned_checkout import copy_checkout
 
+# Started first (tests/conftest.py): it walks a fork's path in a copy of the repository.
+pytestmark = pytest.mark.slow_module
+
 README = REPO_ROOT / "README.md"
 # The template's tests that read what a forker changes: their own stacks, the jobs folder.
 # Of tests/test_fork_checks.py, the two that hold the forker's own stacks and files (the

@@ -39,6 +39,9 @@ from tests.support.sources import git_checkout, python_sources
 from tools.optional_parts import OPTIONAL_PARTS, OptionalPart, checkout_files, part_of, present_paths, pruned
 from tools.pruned_checkout import pruned_checkout
 
+# Started first (tests/conftest.py): it builds a pruned fork and runs its tests: minutes on one worker.
+pytestmark = pytest.mark.slow_module
+
 TIMEOUT_SECONDS = 900
 # The fewest demo runs that carry every fault kind (four primary kinds, one per run, and a
 # duplicate on one of them).

@@ -22,6 +22,9 @@ from bench.served import CLIENT_THREADS, many_jobs_batches
 from exactly_once.audit.reads import PAGE_SIZE
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, run_key_from_headers
 
+# Started first (tests/conftest.py): it serves both flows at several round trips.
+pytestmark = pytest.mark.slow_module
+
 RTTS = (0.0, 2.0)
 
 

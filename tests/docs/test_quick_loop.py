@@ -18,12 +18,17 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from infra.config.paths import REPO_ROOT
 from localrun.emulator import free_loopback_port
 from localrun.port_holder import wait_for_own_answer
 from tests.support.doc_examples import JOB_MODULE, UNIT_TEST, example_source
 from tools.fork_check import YOUR_CODE
 from tools.pruned_checkout import copy_checkout
+
+# Started first (tests/conftest.py): it builds a fork without tests and runs its quick loop.
+pytestmark = pytest.mark.slow_module
 
 LOCAL_RUN = REPO_ROOT / "docs" / "local-run.md"
 TIMEOUT_SECONDS = 600

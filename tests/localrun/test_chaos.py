@@ -19,6 +19,9 @@ from localrun.simulation import SimulationOptions
 from tests.support.bounded_simulation import simulate_bounded
 from tests.support.doc_examples import example_source
 
+# Started first (tests/conftest.py): it local scheduler runs under every fault, each waiting out leases.
+pytestmark = pytest.mark.slow_module
+
 
 # A hard bound on a whole simulation, not a performance assertion: a hang fails, it never waits forever.
 @pytest.mark.chaos

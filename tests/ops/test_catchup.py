@@ -37,6 +37,9 @@ from tests.support.stack_tables import audit_table_env
 from tests.support.stacks import with_job
 from tests.support.waiting import wait_until
 
+# Started first (tests/conftest.py): it outages caught up through served functions, waiting out leases.
+pytestmark = pytest.mark.slow_module
+
 # Three hours: at least the demo job's retry window plus the audit's hour, within the retention.
 WINDOW_SECONDS = 3 * 3600
 

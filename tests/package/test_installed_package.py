@@ -19,6 +19,9 @@ from localrun import FUNCTION_DIR
 from localrun.function_server import FunctionServer
 from tests.support.demo_runs import HEADERS
 
+# Started first (tests/conftest.py): it builds and installs the package in a virtualenv of its own.
+pytestmark = pytest.mark.slow_module
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 JOBS_DOC = REPO_ROOT / "docs" / "jobs.md"
 EXAMPLE = "service_main.py"

@@ -21,6 +21,9 @@ from localrun.soak.plan import RunPlan, SoakFault, plan_soak
 from localrun.soak.report import build_report, failure_lines
 from localrun.soak.runner import SoakOptions, SoakOutcome, soak
 
+# Started first (tests/conftest.py): it a small soak under every fault kind.
+pytestmark = pytest.mark.slow_module
+
 BROKEN_LEDGER = Path(__file__).resolve().with_name("broken_ledger")
 # A hard bound on a whole soak, not a performance assertion: a hang fails, it never waits forever.
 HARD_TIMEOUT_SECONDS = 420.0
