@@ -55,12 +55,11 @@ class StackConfig:
     region: str
 
 
-@dataclass(frozen=True)
 class CliUnanswered(Exception):
     """The CLI gave no usable answer: `command` as a user would type it, and why."""
 
-    command: str
-    reason: str
+    def __init__(self, command: str, reason: str) -> None:
+        super().__init__(f"`{command}` {reason}")
 
 
 def read_stack_config(
@@ -279,7 +278,7 @@ def _unreadable(
     if unanswered is None:
         fix = "install the Pulumi CLI and log in (`pulumi login`), then run this again"
     else:
-        fix = f"`{unanswered.command}` {unanswered.reason}: fix that, then run this again"
+        fix = f"{unanswered}: fix that, then run this again"
     if secrets and not environments:
         fix += f", or set {'it' if len(secrets) == 1 else 'them'} in plain text in {path.name}"
     return f"stack {stack!r} ({path.name}) {' and '.join(what)}; {fix}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -29,8 +30,11 @@ from tests.support.stacks import FIXTURE_STACKS
 CONFIG_COMMAND = ["config", "--json", "--open", "--stack", "prod", "--non-interactive"]
 
 
-def _file_config(stack: str) -> dict[str, object]:
-    return yaml.safe_load((FIXTURE_STACKS / f"Pulumi.{stack}.yaml").read_text(encoding="utf-8"))["config"]
+def _file_config(stack: str) -> dict[str, Any]:
+    """The config section of the template's fixture stack `stack`."""
+    text = (FIXTURE_STACKS / f"Pulumi.{stack}.yaml").read_text(encoding="utf-8")
+    config: dict[str, Any] = yaml.safe_load(text)["config"]
+    return config
 
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
@@ -191,7 +195,7 @@ def test_without_the_cli_a_secret_the_settings_read_is_named_with_its_path(
 ) -> None:
     config = _file_config("prod")
     config[f"{NAMESPACE}:ingress"] = {"secure": "AAABAJk2"}
-    config[f"{NAMESPACE}:jobs"][0]["body"] = {"token": {"secure": "AAABAGx0"}}  # type: ignore[index]
+    config[f"{NAMESPACE}:jobs"][0]["body"] = {"token": {"secure": "AAABAGx0"}}
     write_stack(project, "prod", yaml.safe_dump({"config": config}))
     with pytest.raises(SettingsError) as raised:
         load_stack_settings("prod", project)
