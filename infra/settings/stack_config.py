@@ -218,7 +218,7 @@ def _from_files(
     for key, value in stack_config.items():
         if key.startswith(f"{namespace}:"):
             values[key.removeprefix(f"{namespace}:")] = SECRET_SHOWN_AS if _is_secure(value) else value
-    environments = imported_environments(stack_file.get("environment"))
+    environments = _imported_environments(stack_file.get("environment"))
     if environments or secrets:
         raise SettingsError(_unreadable(stack, path, environments, sorted(secrets), unanswered))
     return StackConfig(
@@ -245,7 +245,7 @@ def _secure_paths(value: Any, key: str) -> list[str]:
     return []
 
 
-def imported_environments(raw: Any) -> list[str]:
+def _imported_environments(raw: Any) -> list[str]:
     """The Pulumi ESC environments a stack file's `environment:` imports: a list of names, or an
     environment definition with `imports:` (an import may carry options: `- name: {merge: false}`)
     and possibly values of its own, which count as an environment too."""
