@@ -4,7 +4,8 @@ Every error names the Pulumi config key a user has to edit (`<project>:jobs[0].s
 the Python attribute it ended up in, and all of them are reported at once, so one `pulumi up`
 (or `make check`) shows every problem. The keys are declared in `Pulumi.yaml` (read by
 infra/config/schema.py), the jobs' fields in infra/settings/jobs.py, the ledger's keys in
-infra/config/ledger.py. No Pulumi: the local tools load stacks straight from the YAML files.
+infra/config/ledger.py. No Pulumi engine: the local tools load a stack's config through
+infra/settings/stack_config.py, as `pulumi up` resolves it.
 """
 
 from __future__ import annotations
@@ -23,14 +24,11 @@ from infra.config.schema import (
     INGRESS_SETTINGS,
     JOBS_KEY,
     KEYS_BY_NAME,
-    PROJECT_FILE,
     REPO_ROOT,
     ConfigProblems,
     SettingsError,
     integer_value,
     notification_channels,
-    project_name,
-    read_yaml,
     scalar_value,
     unknown_keys,
 )
@@ -42,6 +40,7 @@ from infra.settings.kept_settings import DATABASE_OUTPUT, LEDGER_MOVED_FROM_KEY,
 from infra.settings.region_checks import region_errors
 from infra.settings.samples import SAMPLE_JOB_NAMES, with_samples
 from infra.settings.stack import StackSettings
+from infra.settings.stack_config import read_stack_config
 from infra.settings.timing_checks import timing_errors
 from infra.targets.registry import kind_for_handler
 
@@ -173,30 +172,18 @@ def stack_names(folder: Path = REPO_ROOT) -> list[str]:
 def load_stack_settings(
     stack: str = "dev", root: Path = REPO_ROOT, stacks_dir: Path | None = None
 ) -> StackSettings:
-    """Settings of `stack` straight from the YAML files, for code that runs without Pulumi
-    (the local scheduler, the operations tooling, tests). Project defaults come from
-    Pulumi.yaml, and so does the config namespace: its `name:`. `stacks_dir` holds
+    """Settings of `stack` for code that runs without the Pulumi engine (the local scheduler,
+    the operations tooling, `make check`, tests), from its config as `pulumi up` resolves it
+    (infra/settings/stack_config.py: the Pulumi CLI's answer where it is on PATH, else the YAML
+    files). The config namespace is Pulumi.yaml's `name:`. `stacks_dir` holds
     `Pulumi.<stack>.yaml`: the project's root (the forker's stacks) unless the template's own
-    stacks are meant (its test fixtures, the demo's stack)."""
-    project_file = read_yaml(root / PROJECT_FILE)
-    namespace = project_name(root)
-    stack_file = read_yaml((stacks_dir or root) / f"Pulumi.{stack}.yaml")
-    values: dict[str, Any] = {}
-    for key, schema in (project_file.get("config") or {}).items():
-        name = key.removeprefix(f"{namespace}:")
-        if isinstance(schema, Mapping) and "default" in schema:
-            values[name] = schema["default"]
-        elif isinstance(schema, Mapping) and "value" in schema:
-            values[name] = schema["value"]
-    stack_config: Mapping[str, Any] = stack_file.get("config") or {}
-    for key, value in stack_config.items():
-        if key.startswith(f"{namespace}:"):
-            values[key.removeprefix(f"{namespace}:")] = value
+    stacks are meant (its test fixtures, the demo's stack), which are always read from the file."""
+    config = read_stack_config(stack, root, stacks_dir)
     return settings_from_config(
-        values,
-        project=str(stack_config.get("gcp:project") or ""),
-        region=str(stack_config.get("gcp:region") or ""),
+        config.values,
+        project=config.project,
+        region=config.region,
         stack=stack,
-        namespace=namespace,
+        namespace=config.namespace,
         function_dir=root / FUNCTION_DIR.name,
     )

@@ -11,7 +11,7 @@ import yaml
 
 from infra.config import schema
 from infra.config.schema import project_name
-from infra.settings import loading
+from infra.settings import stack_config
 from infra.settings.loading import load_stack_settings
 from localrun import demo
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming, fitting_speedup
@@ -69,7 +69,7 @@ def test_the_default_demo_reads_its_own_stack_and_none_of_the_forkers(
         read.append(Path(path))
         return original(path)
 
-    monkeypatch.setattr(loading, "read_yaml", spy)  # where load_stack_settings looks it up
+    monkeypatch.setattr(stack_config, "read_yaml", spy)  # where load_stack_settings reads the files
     settings = demo.load_settings(None)
     assert settings.stack == "demo" and [job.target for job in settings.jobs] == [None]
     assert demo.DEMO_STACKS_DIR / "Pulumi.demo.yaml" in read
