@@ -47,6 +47,7 @@ from infra.resources.function import (
 )
 from infra.resources.identities import Identities, run_invoker
 from infra.resources.identities import identities as make_identities
+from infra.resources.labels import labelling
 from infra.resources.last_update import checked_region
 from infra.resources.ledger import LedgerDatabase, ledger_database
 from infra.resources.propagation import API_ACTIVATION, SERVING_GRANTS, pause_after
@@ -132,7 +133,9 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         # The missed-run audit is one more scheduled job of the stack (infra/plan/audit_job.py).
         settings = with_audit_job(dataclasses.replace(args.settings, component=name))
         function_dir = args.function_dir
-        super().__init__(COMPONENT_TYPE, name, None, opts)
+        # Every resource below that can carry labels carries the stack's (infra/resources/labels.py).
+        labelled = pulumi.ResourceOptions(transformations=[labelling(settings.resource_labels)])
+        super().__init__(COMPONENT_TYPE, name, None, pulumi.ResourceOptions.merge(opts, labelled))
         for advisory in timing_advisories(settings):
             pulumi.log.warn(advisory, resource=self)
 

@@ -45,6 +45,8 @@ _DATASET_MAX = 1024
 # Log-based metric ids are at most 100 characters: the prefix leaves room for their suffixes.
 _MONITORING_PREFIX_MAX = 60
 _TASK_QUEUE_MAX = 100
+# Label values: at most 63 of lower-case letters, digits, '_' and '-'.
+_LABEL_VALUE_MAX = 63
 # Service account display names: at most 100 bytes (UTF-8).
 DISPLAY_NAME_MAX_BYTES = 100
 _DISPLAY_NAME = "Exactly-once scheduler ({stack}): {title}"
@@ -154,6 +156,17 @@ class StackNames:
     def database_id(self) -> str:
         """The Firestore database id of a stack that creates its own ledger database."""
         return self._name("ledger", _DATABASE_MAX)
+
+    def stack_label(self) -> str:
+        """The stack's name as a label value (`eos-stack: <stack>` on every resource that can
+        carry labels): as written when a label value may hold it, else lower-cased, with any
+        other character a '-', shortened, and the hash of the name as written appended, so two
+        stacks whose names differ only in case or punctuation are told apart."""
+        slug = re.sub(r"[^a-z0-9_-]", "-", self.stack.lower())
+        if slug == self.stack and len(slug) <= _LABEL_VALUE_MAX:
+            return slug
+        tag = stable_tag(self.stack)
+        return f"{slug[: _LABEL_VALUE_MAX - len(tag) - 1]}-{tag}"
 
     def display_name(self, title: str) -> str:
         """A service account's display name: which stack, and what the account does.
