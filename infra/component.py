@@ -47,6 +47,7 @@ from infra.resources.function import (
 )
 from infra.resources.identities import Identities, run_invoker
 from infra.resources.identities import identities as make_identities
+from infra.resources.labels import labelling
 from infra.resources.last_update import checked_region
 from infra.resources.ledger import LedgerDatabase, ledger_database
 from infra.resources.propagation import API_ACTIVATION, SERVING_GRANTS, pause_after
@@ -118,6 +119,8 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
     token_check_service_account_email: pulumi.Output[str] | None
     workflow_service_account_email: pulumi.Output[str] | None
     sample_workflows: pulumi.Output[dict[str, str]]
+    # Only when a job catches up (else None): the first region's catch-up queue, by its full name.
+    catchup_queue: pulumi.Output[str] | None
 
     def __init__(
         self, name: str, args: ExactlyOnceSchedulerArgs, opts: pulumi.ResourceOptions | None = None
@@ -132,7 +135,9 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         # The missed-run audit is one more scheduled job of the stack (infra/plan/audit_job.py).
         settings = with_audit_job(dataclasses.replace(args.settings, component=name))
         function_dir = args.function_dir
-        super().__init__(COMPONENT_TYPE, name, None, opts)
+        # Every resource below that can carry labels carries the stack's (infra/resources/labels.py).
+        labelled = pulumi.ResourceOptions(transformations=[labelling(settings.resource_labels)])
+        super().__init__(COMPONENT_TYPE, name, None, pulumi.ResourceOptions.merge(opts, labelled))
         for advisory in timing_advisories(settings):
             pulumi.log.warn(advisory, resource=self)
 
@@ -143,7 +148,17 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         identities = make_identities(name, settings, parent=self, iam_api=ready)
         audit_from = audit_horizons(name, settings, parent=self)
         pause_changed = pause_changes(name, settings, parent=self)
-        table = job_table_text(settings, audit_from, identities.invoker.email, pause_changed)
+        # Only when a job catches up: the queue the audit delivers missed runs through, which
+        # the job table names.
+        queue = catchup_queue(
+            name,
+            settings,
+            runtime_account=identities.runtime,
+            invoker_account=identities.invoker,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[ready]),
+        )
+        queues = queue.paths(settings) if queue else None
+        table = job_table_text(settings, audit_from, identities.invoker.email, pause_changed, queues)
         build = self._build(name, settings, apis, ready, function_dir, table)
         # The token check and the samples the runtime account is granted on, when the stack has them.
         context = SampleContext(
@@ -152,14 +167,6 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         deployer = sample_deployer()
         targets = deployer.granted(context)
         access = self._runtime_access(name, settings, apis, identities.runtime, targets)
-        # Only when a job catches up: the queue the audit delivers missed runs through.
-        queue = catchup_queue(
-            name,
-            settings,
-            runtime_account=identities.runtime,
-            invoker_account=identities.invoker,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[ready]),
-        )
         # The function every scheduled job calls, in each region (infra/resources/regions.py);
         # its first build needs the builder's grants.
         functions = {
@@ -208,6 +215,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
             ledger,
             targets,
             samples,
+            queues,
         )
 
     # --- resource options shared by the parts ---------------------------------------------------
@@ -383,6 +391,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         ledger: LedgerDatabase,
         targets: GrantedSamples,
         samples: CallingSamples,
+        queues: Mapping[str, pulumi.Output[str]] | None,
     ) -> None:
         sample_workflows = dict(samples.workflows)
         self.function_uri = function_uri
@@ -400,6 +409,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         )
         self.workflow_service_account_email = samples.workflow_account_email
         self.sample_workflows = pulumi.Output.all(**sample_workflows).apply(dict)
+        self.catchup_queue = queues[settings.region] if queues else None
         # One list (infra/plan/outputs.py) for what the component registers and the program
         # exports: a stack without a sample has no output for it, never a null.
         self.outputs: dict[str, pulumi.Input[object]] = {

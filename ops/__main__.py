@@ -117,6 +117,9 @@ def _parser() -> argparse.ArgumentParser:
                 action="store_true",
                 help="in a range, only the runs no attempt recorded whose retries are over",
             )
+            back.add_argument(
+                "--queue", help="a range's catch-up queue (default: pulumi stack output catchupQueue)"
+            )
         else:
             back.add_argument("--at", required=True, help="the run's schedule time (RFC 3339)")
         back.add_argument("--url", help="the function URL (default: pulumi stack output functionUri)")
@@ -220,6 +223,7 @@ def _backfill_range(context: StackContext, out: TextIO, args: argparse.Namespace
         only_missed=args.only_missed,
         url=args.url,
         invoker=args.invoker,
+        queue=args.queue,
     )
 
 

@@ -24,7 +24,7 @@ from exactly_once.audit.redelivery import RedeliveryError, sender_for
 from exactly_once.audit.schedule import fires
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from exactly_once.loopback import is_loopback_http_url
-from infra.plan.catchup import catches_up, catchup_delivery, queue_path, redelivery
+from infra.plan.catchup import catches_up, catchup_delivery, redelivery
 from ops.context import StackContext, UserError, utc_now
 from ops.delivery import stack_output
 from ops.exit_codes import ExitCode
@@ -41,6 +41,7 @@ def backfill_range(
     only_missed: bool = False,
     url: str | None = None,
     invoker: str | None = None,
+    queue: str | None = None,
     now: datetime | None = None,
 ) -> ExitCode:
     """Hand every run of `job` scheduled in [since, until] to the catch-up machinery (with
@@ -67,7 +68,7 @@ def backfill_range(
     except AuditError as error:
         raise UserError(str(error)) from None
     chosen = [run for run in runs if run.deliverable] if only_missed else runs
-    send = sender_for(_redelivery(context, url, invoker), os.environ)
+    send = sender_for(_redelivery(context, url, invoker, queue), os.environ)
     what = "missed runs" if only_missed else "runs"
     out.write(
         f"backfill of {job} from {format_rfc3339(since)} to {format_rfc3339(until)}: {len(chosen)} of "
@@ -87,16 +88,17 @@ def backfill_range(
     return ExitCode.OK
 
 
-def _redelivery(context: StackContext, url: str | None, invoker: str | None) -> Redelivery:
-    """A loopback `url`: a local stack, posted to directly. Otherwise the stack's queue."""
+def _redelivery(context: StackContext, url: str | None, invoker: str | None, queue: str | None) -> Redelivery:
+    """A loopback `url`: a local stack, posted to directly. Otherwise the stack's queue, whose
+    name only the deployed stack knows (it ends in when the queue was created)."""
     if url is not None and is_loopback_http_url(url):
         return Redelivery(url=url)
     if not catches_up(context.settings):
         raise UserError(
-            f"stack {context.stack!r} deploys no catch-up queue ({queue_path(context.settings)}): give a "
-            "job a `catchup` key and run `pulumi up`, or deliver single runs with `backfill --at` from "
-            "inside the project's network"
+            f"stack {context.stack!r} deploys no catch-up queue: give a job a `catchup` key and run "
+            "`pulumi up`, or deliver single runs with `backfill --at` from inside the project's network"
         )
     email = invoker or stack_output(context.stack, "invokerServiceAccount", "--invoker")
-    resend = redelivery(context.settings, email)
+    path = queue or stack_output(context.stack, "catchupQueue", "--queue")
+    resend = redelivery(context.settings, email, path)
     return dataclasses.replace(resend, url=url) if url is not None else resend

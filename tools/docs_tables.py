@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from pulumi_policy import StackValidationPolicy
@@ -69,6 +69,8 @@ def _default(key: ConfigKey) -> str:
         return f"`{str(key.default).lower()}`"
     if isinstance(key.default, tuple):
         return f"`{list(key.default)}`"
+    if isinstance(key.default, Mapping):
+        return f"`{dict(key.default)}`"
     return f"`{key.default}`" if key.default != "" else '`""`'
 
 
@@ -126,7 +128,7 @@ def job_fields_table() -> str:
 
 
 def config_keys_table() -> str:
-    types = {"array": "list of strings"}
+    types = {"array": "list of strings", "object": "map of strings"}
     rows = [(f"`{k.name}`", types.get(k.type, k.type), _default(k), k.description) for k in CONFIG_KEYS]
     return _table(("Key", "Type", "Default", "Meaning"), rows)
 

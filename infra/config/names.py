@@ -44,7 +44,13 @@ _CLOUD_RUN_JOB_MAX = 63
 _DATASET_MAX = 1024
 # Log-based metric ids are at most 100 characters: the prefix leaves room for their suffixes.
 _MONITORING_PREFIX_MAX = 60
+# Queue ids: letters, digits and hyphens, at most 100.
+TASK_QUEUE_ID = re.compile(r"^[A-Za-z0-9-]{1,100}$")
 _TASK_QUEUE_MAX = 100
+# A queue id ends in when its queue was created, in unix seconds: 10 digits until the year 2286.
+_QUEUE_CREATED_DIGITS = 10
+# Label values: at most 63 of lower-case letters, digits, '_' and '-'.
+_LABEL_VALUE_MAX = 63
 # Service account display names: at most 100 bytes (UTF-8).
 DISPLAY_NAME_MAX_BYTES = 100
 _DISPLAY_NAME = "Exactly-once scheduler ({stack}): {title}"
@@ -143,9 +149,16 @@ class StackNames:
             return table
         return f"{re.sub(r'[^A-Za-z0-9_]', '_', job_name)}_{stable_tag(job_name)}_runs"
 
-    def task_queue_id(self) -> str:
-        """The Cloud Tasks queue the missed-run audit's catch-up deliveries go through."""
-        return self._name("catchup", _TASK_QUEUE_MAX)
+    def task_queue_id(self, created: int) -> str:
+        """The Cloud Tasks queue the missed-run audit's catch-up deliveries go through, created
+        at `created` (unix seconds). Cloud Tasks keeps a deleted queue's name for days, and a
+        create of that name in the meantime may seem to succeed and has not: every creation of
+        the queue (a `pulumi destroy` and `up`, catch-up switched off and on) gets a name of
+        its own, which infra/resources/catchup_queue.py takes from a time recorded with it."""
+        stamp = str(created)
+        if not stamp.isdigit() or len(stamp) > _QUEUE_CREATED_DIGITS:
+            raise ValueError(f"a queue's creation time is unix seconds, not {created!r}")
+        return f"{self._name('catchup', _TASK_QUEUE_MAX - _QUEUE_CREATED_DIGITS - 1)}-{stamp}"
 
     def monitoring_prefix(self) -> str:
         """Prefix of the log-based metric ids, alert policy and dashboard names."""
@@ -154,6 +167,17 @@ class StackNames:
     def database_id(self) -> str:
         """The Firestore database id of a stack that creates its own ledger database."""
         return self._name("ledger", _DATABASE_MAX)
+
+    def stack_label(self) -> str:
+        """The stack's name as a label value (`eos-stack: <stack>` on every resource that can
+        carry labels): as written when a label value may hold it, else lower-cased, with any
+        other character a '-', shortened, and the hash of the name as written appended, so two
+        stacks whose names differ only in case or punctuation are told apart."""
+        slug = re.sub(r"[^a-z0-9_-]", "-", self.stack.lower())
+        if slug == self.stack and len(slug) <= _LABEL_VALUE_MAX:
+            return slug
+        tag = stable_tag(self.stack)
+        return f"{slug[: _LABEL_VALUE_MAX - len(tag) - 1]}-{tag}"
 
     def display_name(self, title: str) -> str:
         """A service account's display name: which stack, and what the account does.

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal, cast
 
 import yaml
@@ -25,7 +26,9 @@ PROJECT_FILE = "Pulumi.yaml"
 
 INGRESS_SETTINGS = ("ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB", "ALLOW_ALL")
 # The database most projects already have. It is never created (a create would get 409).
-ConfigType = Literal["string", "integer", "boolean", "array"]
+# "object": a map of strings, which Pulumi's project config cannot type; Pulumi.yaml declares
+# such a key with a default (`{}`) and no type, and the settings check its values.
+ConfigType = Literal["string", "integer", "boolean", "array", "object"]
 
 
 class SettingsError(ValueError):
@@ -51,10 +54,11 @@ class ConfigKey:
 
     name: str
     type: ConfigType
-    default: str | int | bool | tuple[str, ...] | None
+    default: str | int | bool | tuple[str, ...] | Mapping[str, str] | None
     description: str
 
 
+# The types Pulumi.yaml may spell out (Pulumi's own).
 _CONFIG_TYPES: tuple[ConfigType, ...] = ("string", "integer", "boolean", "array")
 
 # Declared here because its default is derived: Pulumi.yaml cannot hold it (see ConfigKey).
@@ -75,19 +79,22 @@ def declared_config_keys(root: Path = REPO_ROOT) -> tuple[ConfigKey, ...]:
     declared = read_yaml(root / PROJECT_FILE).get("config") or {}
     keys: list[ConfigKey] = []
     for name, schema in declared.items():
+        default = schema.get("default")
         kind = schema.get("type")
-        if kind not in _CONFIG_TYPES or "default" not in schema or not schema.get("description"):
+        if kind is None and isinstance(default, Mapping):
+            kind = "object"  # untyped, with a map for its default (see ConfigType)
+        elif kind not in _CONFIG_TYPES:
+            kind = None
+        if kind is None or "default" not in schema or not schema.get("description"):
             raise SettingsError(
                 f"{root / PROJECT_FILE}: config key {name!r} needs a type, default and description"
             )
-        default = schema["default"]
+        if isinstance(default, list):
+            default = tuple(default)
+        elif isinstance(default, Mapping):
+            default = MappingProxyType(dict(default))
         keys.append(
-            ConfigKey(
-                name,
-                cast(ConfigType, kind),
-                tuple(default) if isinstance(default, list) else default,
-                " ".join(str(schema["description"]).split()),
-            )
+            ConfigKey(name, cast(ConfigType, kind), default, " ".join(str(schema["description"]).split()))
         )
     return (*keys, *DERIVED_DEFAULT_KEYS)
 
@@ -149,7 +156,10 @@ def scalar_value(values: Mapping[str, Any], key: ConfigKey, errors: ConfigProble
         return value
     if key.type == "array" and isinstance(value, list | tuple):
         return tuple(value)
-    errors.append(f"{errors.key(key.name)}: expected {key.type}, got {value!r}")
+    if key.type == "object" and isinstance(value, Mapping):
+        return value
+    expected = "a map of keys to string values" if key.type == "object" else key.type
+    errors.append(f"{errors.key(key.name)}: expected {expected}, got {value!r}")
     return key.default
 
 

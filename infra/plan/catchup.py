@@ -17,6 +17,8 @@ the region and the function's name decide.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from exactly_once.audit.config import Delivery, Redelivery
 from infra.plan.headers import run_headers
 from infra.settings.jobs import JobSettings
@@ -34,10 +36,13 @@ def function_url(settings: StackSettings, region: str | None = None) -> str:
     return f"https://{location}-{settings.project}.cloudfunctions.net/{settings.names.function_name(FUNCTION_ROLE)}"
 
 
-def queue_path(settings: StackSettings, region: str | None = None) -> str:
-    """The full resource name of the catch-up queue in `region` (None: the first)."""
+def queue_path(settings: StackSettings, queue_id: str, region: str | None = None) -> str:
+    """The full resource name of the catch-up queue `queue_id` in `region` (None: the first).
+    The id is the one the queue was created with (StackNames.task_queue_id: it ends in its
+    creation time), which only the deployed stack knows: the program reads it from the queue
+    resource; `ops` reads the full name from the stack output `catchupQueue`."""
     location = region or settings.region
-    return f"projects/{settings.project}/locations/{location}/queues/{settings.names.task_queue_id()}"
+    return f"projects/{settings.project}/locations/{location}/queues/{queue_id}"
 
 
 def catches_up(settings: StackSettings) -> bool:
@@ -45,21 +50,25 @@ def catches_up(settings: StackSettings) -> bool:
     return settings.missed_run_audit and any(job.catchup is not None for job in settings.jobs)
 
 
-def redelivery(settings: StackSettings, invoker_email: str) -> Redelivery:
-    """Catch-up deliveries through the first region's queue, signed as `invoker_email`."""
-    return Redelivery(url=function_url(settings), queue=queue_path(settings), invoker=invoker_email)
+def redelivery(settings: StackSettings, invoker_email: str, queue: str) -> Redelivery:
+    """Catch-up deliveries through the first region's queue (its full name), signed as
+    `invoker_email`."""
+    return Redelivery(url=function_url(settings), queue=queue, invoker=invoker_email)
 
 
-def redeliveries(settings: StackSettings, invoker_email: str) -> tuple[Redelivery, ...]:
-    """What the job table says about catch-up deliveries: with one region, the one every
-    function uses (the table as it always was); with two, each region's through its own queue
-    to its own function, named by the region each function finds in REGION_ENV."""
+def redeliveries(
+    settings: StackSettings, invoker_email: str, queues: Mapping[str, str]
+) -> tuple[Redelivery, ...]:
+    """What the job table says about catch-up deliveries, `queues` being each region's queue
+    (its full name, queue_path): with one region, the one every function uses (the table as it
+    always was); with two, each region's through its own queue to its own function, named by
+    the region each function finds in REGION_ENV."""
     if len(settings.regions) == 1:
-        return (redelivery(settings, invoker_email),)
+        return (redelivery(settings, invoker_email, queues[settings.region]),)
     return tuple(
         Redelivery(
             url=function_url(settings, region),
-            queue=queue_path(settings, region),
+            queue=queues[region],
             invoker=invoker_email,
             region=region,
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from infra.plan.catchup import catches_up
 from infra.plan.needs import needs_token_check
 from infra.settings.kept_settings import DATABASE_OUTPUT, REGION_OUTPUT, RUNS_COLLECTION_OUTPUT
 from infra.settings.stack import StackSettings
@@ -28,6 +29,7 @@ class OutputCondition:
 
 SAMPLE_WORKFLOW = OutputCondition("a sample workflow", lambda settings: bool(settings.sample_workflow_jobs()))
 TOKEN_CHECK = OutputCondition("a sample workflow or a sample Cloud Run job", needs_token_check)
+CATCHUP = OutputCondition("a job that has `catchup`", catches_up)
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,13 @@ STACK_OUTPUTS: tuple[StackOutput, ...] = (
         "sample_workflows",
         "Job name → `projects/<p>/locations/<l>/workflows/<w>` of its sample workflow.",
         SAMPLE_WORKFLOW,
+    ),
+    StackOutput(
+        "catchupQueue",
+        "catchup_queue",
+        "`projects/<p>/locations/<l>/queues/<q>` of the catch-up queue (the first region's), which "
+        "`ops backfill --since/--until` sends through; its name ends in when it was created.",
+        CATCHUP,
     ),
 )
 

@@ -177,34 +177,44 @@ def job_table_text(
     created_at: Mapping[str, pulumi.Input[str]] | None = None,
     invoker_email: pulumi.Input[str] | None = None,
     pause_changed: Mapping[str, pulumi.Input[str]] | None = None,
+    queues: Mapping[str, pulumi.Input[str]] | None = None,
 ) -> pulumi.Output[str]:
     """The job table the function's source ships (exactly_once.config.JobTable), with the
     audit's configuration. `created_at` maps run key names (JobSettings.key_name: config job
     names unless a job sets runKey) to when each job was created
     (RFC 3339, e.g. a `pulumiverse_time.Static` per job), so the audit never reports runs
     scheduled before a job existed; `pause_changed` to when a job's `paused` key last changed
-    (pause_changes). `invoker_email`, the account catch-up deliveries sign as, is needed when a
-    job has a `catchup` policy (infra/plan/catchup.py). No audit without the audit job
+    (pause_changes). `invoker_email`, the account catch-up deliveries sign as, and `queues`,
+    each region's catch-up queue by its full name (CatchupQueue.paths), are needed when a job
+    has a `catchup` policy (infra/plan/catchup.py). No audit without the audit job
     (`missedRunAudit: false`)."""
     if not settings.missed_run_audit:
         return pulumi.Output.from_input(job_table(settings).to_json())
-    if catches_up(settings) and invoker_email is None:
-        raise ValueError("a job catches up: the audit needs the invoker account its deliveries sign as")
-    created, changed = dict(created_at or {}), dict(pause_changed or {})
+    if catches_up(settings) and (invoker_email is None or queues is None):
+        raise ValueError(
+            "a job catches up: the audit needs the invoker account its deliveries sign as, and the queues"
+        )
+    # One named input per value the table waits for: the invoker, each region's queue, and
+    # per run key its creation and its last pause change.
+    inputs: dict[str, pulumi.Input[str]] = {
+        **({"invoker": invoker_email} if invoker_email is not None else {}),
+        **{f"queue:{region}": path for region, path in (queues or {}).items()},
+        **{f"created:{key}": time for key, time in (created_at or {}).items()},
+        **{f"paused:{key}": time for key, time in (pause_changed or {}).items()},
+    }
 
-    def render(values: list[str]) -> str:
-        email, times = (values[0], values[1:]) if invoker_email is not None else (None, values)
-        parsed = [parse_rfc3339(time) for time in times]
-        deployed = dict(zip(created, parsed[: len(created)], strict=True))
-        paused = dict(zip(changed, parsed[len(created) :], strict=True))
-        resend = redeliveries(settings, email) if catches_up(settings) and email is not None else None
+    def render(values: dict[str, str]) -> str:
+        def part(kind: str) -> dict[str, str]:
+            return {
+                key.split(":", 1)[1]: value for key, value in values.items() if key.startswith(f"{kind}:")
+            }
+
+        deployed = {key: parse_rfc3339(time) for key, time in part("created").items()}
+        paused = {key: parse_rfc3339(time) for key, time in part("paused").items()}
+        paths, email = part("queue"), values.get("invoker")
+        resend = redeliveries(settings, email, paths) if paths and email is not None else None
         return job_table(settings, audit_config(settings, deployed, resend, paused)).to_json()
 
-    inputs = [
-        *([invoker_email] if invoker_email is not None else []),
-        *created.values(),
-        *changed.values(),
-    ]
     if not inputs:
         return pulumi.Output.from_input(job_table(settings, audit_config(settings)).to_json())
-    return pulumi.Output.all(*inputs).apply(render)
+    return pulumi.Output.all(**inputs).apply(render)

@@ -32,7 +32,7 @@ def settings_from_pulumi_config() -> StackSettings:
                 value: Any = config.get_int(key.name)
             elif key.type == "boolean":
                 value = config.get_bool(key.name)
-            elif key.type == "array":
+            elif key.type in ("array", "object"):
                 value = config.get_object(key.name)
             else:
                 value = config.get(key.name)

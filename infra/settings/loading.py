@@ -37,6 +37,7 @@ from infra.settings.catchup_checks import catchup_errors
 from infra.settings.environment import access_errors, stack_environment
 from infra.settings.jobs import AUDIT_JOB_NAME, JobSettings, parse_jobs
 from infra.settings.kept_settings import DATABASE_OUTPUT, LEDGER_MOVED_FROM_KEY, ledger_moved_from
+from infra.settings.label_checks import LABELS_KEY, fork_labels
 from infra.settings.region_checks import region_errors
 from infra.settings.samples import SAMPLE_JOB_NAMES, with_samples
 from infra.settings.stack import StackSettings
@@ -131,6 +132,7 @@ def settings_from_config(
         second_region=str(scalars["secondRegion"]),
         database_location=str(scalars["databaseLocation"]),
         ledger_moved_from=moved_from,
+        labels=fork_labels(scalars[LABELS_KEY], errors),
     )
     errors.extend(region_errors(settings, errors))
     if not errors:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, OverlapPolicy, time_limit_for_timeout
 from exactly_once.token_check.settings import DEFAULT_RETENTION_SECONDS as DEFAULT_TOKEN_RETENTION_SECONDS
+from infra.config.labels import STACK_LABEL
 from infra.config.names import COMPONENT_NAME, StackNames
 from infra.config.schema import SettingsError
 from infra.settings.jobs import JobSettings
@@ -56,11 +57,19 @@ class StackSettings:
     # "": no move. Else '<database>/<collection>', the run ledger's place before this update
     # (infra/settings/kept_settings.py): the one update that moves a copied ledger may change them.
     ledger_moved_from: str = ""
+    # The fork's own labels (`labels`, infra/settings/label_checks.py), in config order.
+    labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def names(self) -> StackNames:
         """The names this stack's component gives the resources it creates."""
         return StackNames(self.stack, self.component)
+
+    @property
+    def resource_labels(self) -> dict[str, str]:
+        """The labels of every resource the stack creates that can carry labels: the stack's
+        own, `eos-stack: <stack name>`, and the fork's."""
+        return {STACK_LABEL: self.names.stack_label(), **dict(self.labels)}
 
     @property
     def regions(self) -> tuple[str, ...]:

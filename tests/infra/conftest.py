@@ -10,11 +10,16 @@ import pytest
 from infra.config.schema import SettingsError, project_name
 from infra.settings.loading import settings_from_config
 from infra.settings.stack import StackSettings
+from infra.targets.registry import TARGET_KEYS
+from tools.mocked_program import MockedStack, mock_stack
 
 PROJECT = "acme-prod"
 # The config namespace: the Pulumi project's name, as Pulumi.yaml spells it.
 NAMESPACE = project_name()
 REGION = "europe-west1"
+SECOND_REGION = "europe-west4"
+# A fork's own labels, as `labels` sets them.
+FORK_LABELS = {"team": "data-platform", "cost-center": "cc_1234"}
 DEMO_HANDLER = "jobs.demo:run_demo_job"
 
 
@@ -58,3 +63,35 @@ def two_job_settings() -> StackSettings:
             ]
         )
     )
+
+
+def every_option_values() -> dict[str, Any]:
+    """A config with every option the program deploys something for: the samples (the demo job
+    and the sample job of each target kind present), a sample Cloud Run job when that kind is
+    present (`samples: true` leaves it out), a catch-up job, a job with secrets, variables and
+    a grant, a second region, alert channels, and the fork's own labels."""
+    jobs = [
+        valid_job(name="nightly", schedule="0 3 * * *", catchup={"windowSeconds": 86400}),
+        valid_job(
+            name="export",
+            secrets={"API_KEY": "api-key"},
+            env={"EXPORT_REGION": "eu"},
+            grants=[{"role": "roles/pubsub.publisher", "topic": f"projects/{PROJECT}/topics/exports"}],
+        ),
+    ]
+    if "cloudRunJob" in TARGET_KEYS:
+        jobs.append(valid_job(name="sample-job", cloudRunJob={"sample": True}))
+    return valid_values(
+        samples=True,
+        secondRegion=SECOND_REGION,
+        databaseLocation="eur3",
+        alertNotificationChannels=[f"projects/{PROJECT}/notificationChannels/1"],
+        labels=FORK_LABELS,
+        jobs=jobs,
+    )
+
+
+@pytest.fixture(scope="session")
+def every_option_stack() -> MockedStack:
+    """The stack of every_option_values, as `pulumi up` declares it: one mocked run a session."""
+    return mock_stack(build(every_option_values()))

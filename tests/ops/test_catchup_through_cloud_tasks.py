@@ -23,6 +23,7 @@ from exactly_once.endpoints import CLOUD_TASKS_ENDPOINT_ENV
 from infra.plan.catchup import queue_path, redeliveries
 from infra.settings.environment import function_environment
 from infra.settings.jobs import AUDIT_JOB_NAME
+from infra.settings.stack import StackSettings
 from localrun.emulator import free_loopback_port
 from ops.catchup import backfill_range
 from ops.context import StackContext
@@ -36,6 +37,13 @@ from tests.support.stack_tables import audit_table_env
 from tests.support.waiting import wait_until
 
 INVOKER = "eos-dev-invoker@my-gcp-project.iam.gserviceaccount.com"
+# When the stack's queues were created: a deployed queue's name ends in it.
+QUEUES_CREATED = 1767225600
+
+
+def _queue(settings: StackSettings, region: str | None = None) -> str:
+    """The full name of the stack's catch-up queue in `region` (None: the first), as deployed."""
+    return queue_path(settings, settings.names.task_queue_id(QUEUES_CREATED), region)
 
 
 def _day_at(hour: int, minute: int) -> datetime:
@@ -61,7 +69,9 @@ def _serve(
     served = region or settings.region
     resend = tuple(
         dataclasses.replace(item, url=url) if item.region in (None, served) else item
-        for item in redeliveries(settings, INVOKER)
+        for item in redeliveries(
+            settings, INVOKER, {region: _queue(settings, region) for region in settings.regions}
+        )
     )
     env = {
         **function_environment(settings, region),
@@ -71,7 +81,7 @@ def _serve(
         "FIRESTORE_DATABASE": "(default)",
         "FIRESTORE_EMULATOR_HOST": emulator_host,
     }
-    tasks.queues.add(queue_path(settings, served))
+    tasks.queues.add(_queue(settings, served))
     return DevFunction(settings, function_servers(env, port=port), db, log_path)
 
 
@@ -130,7 +140,7 @@ def test_the_second_regions_audit_catches_up_through_its_own_queue_to_its_own_fu
     audit = function.deliver(audit_job, latest_fire(_audited(settings, audit_job), now)).json()
     assert audit["outcome"] == "executed"
     (task,) = tasks.tasks
-    assert task["name"].startswith(f"{queue_path(settings, second)}/tasks/")
+    assert task["name"].startswith(f"{_queue(settings, second)}/tasks/")
     request = task["httpRequest"]
     assert request["url"] == function.server.url
     assert request["oidcToken"] == {"serviceAccountEmail": INVOKER, "audience": function.server.url}
@@ -152,7 +162,7 @@ def test_a_refused_task_leaves_the_run_to_the_next_audit(
         if _day_at(9, 0) < instant and instant not in outage:
             assert function.deliver(demo, instant).json()["outcome"] == "executed"
     # The audits of 12:05 and 13:05, run here on those clocks, through the same queue.
-    resend = Redelivery(url=function.server.url, queue=queue_path(settings), invoker=INVOKER)
+    resend = Redelivery(url=function.server.url, queue=_queue(settings), invoker=INVOKER)
     audits = stack_audit(
         settings, db, redelivery=resend, sender_env={CLOUD_TASKS_ENDPOINT_ENV: tasks.endpoint}
     )
@@ -193,6 +203,7 @@ def test_ops_backfill_of_a_range_creates_tasks_and_sends_nothing_itself(
         only_missed=True,
         url=function.server.url.replace("http://", "https://"),  # as a deployed function's
         invoker=INVOKER,
+        queue=_queue(settings),
     )
     assert code == ExitCode.OK, out.getvalue()
     assert [t["httpRequest"]["headers"][SCHEDULE_TIME_HEADER] for t in tasks.tasks] == [

@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from exactly_once.audit.config import AuditConfig, CatchupRuns, Redelivery
-from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, PROJECT_HEADER
+from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, PROJECT_HEADER, parse_rfc3339
 from infra.plan.catchup import function_url, queue_path
 from infra.plan.needs import CLOUD_TASKS_API
 from infra.resources.catchup_queue import ACT_AS_ROLE, ENQUEUER_ROLE
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.stack_tables import shipped_table
-from tools.mocked_program import MockedStack, mock_stack
+from tools.mocked_program import STATIC, MockedStack, mock_stack
 
 JOB = "gcp:cloudscheduler/job:Job"
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
@@ -72,7 +72,8 @@ def test_the_audit_is_told_which_jobs_are_paused(catching_up) -> None:
 def test_a_catchup_job_gets_a_queue_its_grants_and_the_api(catching_up) -> None:
     settings = build(valid_values(jobs=[valid_job(name="nightly", catchup={"windowSeconds": 86400})]))
     queue = catching_up.one(QUEUE)
-    assert queue.inputs["name"] == settings.names.task_queue_id()
+    created = parse_rfc3339(catching_up.named(STATIC, "eos-catchup-queue-created").outputs["rfc3339"])
+    assert queue.inputs["name"] == settings.names.task_queue_id(int(created.timestamp()))
     assert (queue.inputs["project"], queue.inputs["location"]) == (PROJECT, REGION)
     runtime = _member(catching_up, "runtime")
     (enqueuer,) = catching_up.of_type(QUEUE_MEMBER)
@@ -91,7 +92,11 @@ def test_the_audit_delivers_through_the_queue_as_the_invoker_with_the_jobs_own_h
     invoker_email = _member(catching_up, "invoker").removeprefix("serviceAccount:")
     # One region: the one redelivery every function uses, naming no region.
     assert config.redeliveries == (
-        Redelivery(url=function_url(settings), queue=queue_path(settings), invoker=invoker_email),
+        Redelivery(
+            url=function_url(settings),
+            queue=queue_path(settings, catching_up.one(QUEUE).outputs["name"]),
+            invoker=invoker_email,
+        ),
     )
     nightly = next(job for job in config.jobs if job.name.endswith("_nightly"))
     assert nightly.catchup is not None and nightly.catchup.window_seconds == 86400
@@ -109,5 +114,6 @@ def test_the_audit_delivers_through_the_queue_as_the_invoker_with_the_jobs_own_h
 def test_no_queue_and_no_redelivery_without_a_catchup_job() -> None:
     stack = _stack(valid_job(name="plain"))
     assert stack.of_type(QUEUE) == [] and stack.of_type(QUEUE_MEMBER) == []
+    assert not [r for r in stack.of_type(STATIC) if r.name.endswith("-catchup-queue-created")]
     assert CLOUD_TASKS_API not in {r.inputs["service"] for r in stack.of_type(SERVICE)}
     assert _audit_config(stack).redeliveries == ()

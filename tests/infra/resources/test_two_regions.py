@@ -187,7 +187,10 @@ def test_a_catchup_queue_in_each_region_the_runtime_may_add_tasks_to(
     assert sorted(queues) == sorted([REGION, SECOND])
     names = [queues[REGION][0].name, queues[SECOND][0].name]
     assert names == ["eos-catchup-queue", f"eos-{SECOND}-catchup-queue"]
-    assert {q.inputs["name"] for qs in queues.values() for q in qs} == {settings.names.task_queue_id()}
+    # Queue names are unique per location: both are named after when they were created.
+    assert [q.inputs["name"].rsplit("-", 1)[0] for q in (queues[REGION][0], queues[SECOND][0])] == [
+        f"eos-{settings.stack}-catchup"
+    ] * 2
     assert queues[REGION][0].inputs["retryConfig"] == queues[SECOND][0].inputs["retryConfig"]
     (act_as,) = stack.of_type(ACCOUNT_MEMBER)  # acting as the invoker: one grant, on the account
     enqueuers = _by_region(stack, QUEUE_MEMBER)
@@ -208,19 +211,21 @@ def test_each_regions_function_catches_up_through_its_own_queue_to_itself(
     assert tables[0] == tables[1] and tables[0].audit is not None
     config = AuditConfig.from_raw(tables[0].audit)
     invoker = next(r for r in stack.of_type(ACCOUNT) if r.name.endswith("-invoker")).outputs["email"]
+    queues = {
+        region: queue_path(settings, queue.outputs["name"], region)
+        for region, [queue] in _by_region(stack, QUEUE).items()
+    }
     assert config.redeliveries == tuple(
-        Redelivery(function_url(settings, region), queue_path(settings, region), invoker, region)
+        Redelivery(function_url(settings, region), queues[region], invoker, region)
         for region in (REGION, SECOND)
     )
-    assert queue_path(settings, SECOND) == (
-        f"projects/{PROJECT}/locations/{SECOND}/queues/{settings.names.task_queue_id()}"
-    )
+    assert queues[SECOND].startswith(f"projects/{PROJECT}/locations/{SECOND}/queues/eos-")
     assert function_url(settings, SECOND).startswith(f"https://{SECOND}-{PROJECT}.cloudfunctions.net/")
     # ...and each function's environment names its region, which picks its own.
     for function in stack.of_type(FUNCTION):
         region = function.inputs["location"]
         chosen = config.redelivery_for(function.inputs["serviceConfig"]["environmentVariables"][REGION_ENV])
-        assert chosen is not None and (chosen.region, chosen.queue) == (region, queue_path(settings, region))
+        assert chosen is not None and (chosen.region, chosen.queue) == (region, queues[region])
 
 
 def test_only_a_two_region_stack_names_its_functions_region(settings: StackSettings) -> None:
