@@ -1,15 +1,17 @@
-"""The one list of roles the stack may grant project-wide, and the rule that only they are.
+"""The roles the stack may grant project-wide, and the rule that only they are.
 
 project-iam-allowlist: a project-wide grant is a `gcp.projects.IAMMember` (never the
 authoritative binding or policy, which would remove grants the stack does not own), to a
 service account, for a role in PROJECT_ROLE_ALLOWLIST, with exactly the condition the list
-gives it if any. Each entry says why the role cannot be scoped to one resource and which of
-the stack's accounts may hold it (`Holder`); project-role-holders (`holders`) checks that.
-Extend the list here, and only here, when a feature needs one more project role.
+gives it if any. The list is read from infra/config/grants.py, the one table of who holds which
+role: each project-wide row (the stack's accounts' and the CI accounts') gives its role, its
+reason and the kind of account that may hold it (`Holder`), which project-role-holders
+(`holders`) checks. A feature that needs one more project role adds its row there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from collections.abc import Iterable, Mapping
@@ -19,7 +21,7 @@ from typing import Final
 
 from pulumi_policy import ResourceValidationArgs
 
-from infra.config.deployer_roles import DEPLOYER_ROLES, GRANT_KIND_ROLES, PREVIEWER_ROLES, PROJECT_SCOPE
+from infra.config.grants import GRANTS, Account, Grant, Scope, grants_present
 from infra.targets.registry import TARGET_KINDS
 from policy.engine.grants import PROJECT_MEMBER_PREFIX
 from policy.engine.props import UNKNOWN, is_blank, lookup
@@ -76,64 +78,62 @@ GCF_SOURCES_CONDITION: Final = re.compile(
     r'^resource\.name == "projects/_/buckets/(?P<bucket>gcf-v2-sources-\d+-[a-z]+-[a-z]+\d+)" \|\| '
     r'resource\.name\.startsWith\("projects/_/buckets/(?P=bucket)/"\)$'
 )
+# The conditions a project-wide scope allows, each as a pattern the whole expression must match
+# and as the docs show it. A scope not here is not checked for its condition.
+_SCOPE_CONDITIONS: Final = {
+    Scope.BUILD_SOURCES: (
+        GCF_SOURCES_CONDITION,
+        'resource.name == "projects/_/buckets/gcf-v2-sources-<number>-<region>" || '
+        'resource.name.startsWith("projects/_/buckets/gcf-v2-sources-<number>-<region>/")',
+    ),
+}
+_PROXY_MODULES: Final = {kind.key: kind.handler_module for kind in TARGET_KINDS}
 
 
-_PREVIEWER_PROJECT_ROLES: Final = frozenset(r.role for r in PREVIEWER_ROLES if r.scope == PROJECT_SCOPE)
+def _holder(grant: Grant) -> Holder:
+    """How the pack tells `grant`'s account from the stack's resources."""
+    if grant.account in (Account.RUNTIME, Account.TOKEN_CHECK):
+        return Holder.PROXY_RUNTIME if grant.kinds else Holder.FUNCTION_RUNTIME
+    holders = {Account.BUILDER: Holder.FUNCTION_BUILD, Account.DEPLOYER: Holder.CI_DEPLOYER}
+    holders[Account.PREVIEWER] = Holder.CI_PREVIEWER
+    if grant.account not in holders:
+        raise ValueError(
+            f"infra/config/grants.py: {grant.role} on {grant.scope.name} for {grant.account.name}: the pack "
+            "cannot tell that account from the stack's resources; add a Holder for it in "
+            "policy/identities/allowlist.py"
+        )
+    return holders[grant.account]
 
 
-def _ci_holders(role: str) -> tuple[Holder, ...]:
-    """The deployer holds every deploy role; the previewer also holds the read-only ones."""
-    if role in _PREVIEWER_PROJECT_ROLES:
-        return (Holder.CI_DEPLOYER, Holder.CI_PREVIEWER)
-    return (Holder.CI_DEPLOYER,)
+def _reason(grant: Grant) -> str:
+    if grant.account is Account.DEPLOYER:
+        return f"the CI deployer must {grant.why}"
+    if grant.account is Account.PREVIEWER:
+        return f"the CI previewer must {grant.why}"
+    return f"{grant.account.shown}: {grant.why}"
+
+
+def allowlist_of(grants: tuple[Grant, ...]) -> Mapping[str, AllowedProjectRole]:
+    """The project-wide rows of `grants`, by role: the first row's reason and condition, every
+    row's holder. A row of a target kind this checkout lacks allows nothing."""
+    found: dict[str, AllowedProjectRole] = {}
+    for grant in grants_present(_PROXY_MODULES.keys(), grants):
+        if not grant.scope.project_wide:
+            continue
+        holder = _holder(grant)
+        proxy_module = _PROXY_MODULES[grant.kinds[0]] if holder is Holder.PROXY_RUNTIME else None
+        condition, shown = _SCOPE_CONDITIONS.get(grant.scope, (None, ""))
+        allowed = found.setdefault(
+            grant.role, AllowedProjectRole(_reason(grant), (), condition, shown, proxy_module)
+        )
+        if holder not in allowed.holders:
+            found[grant.role] = dataclasses.replace(allowed, holders=(*allowed.holders, holder))
+    return MappingProxyType(found)
 
 
 # The one list of roles the stack may grant project-wide, each with the reason it cannot be
-# scoped to a single resource and the one kind of account that may hold it. Extend it here
-# (and only here) when a feature needs one more.
-PROJECT_ROLE_ALLOWLIST: Final[Mapping[str, AllowedProjectRole]] = MappingProxyType(
-    {
-        "roles/datastore.user": AllowedProjectRole(
-            "the runtime account claims and finishes run records; Firestore has no per-database "
-            "IAM resource, so the grant is project-wide with a condition naming the database",
-            (Holder.FUNCTION_RUNTIME,),
-        ),
-        # What a target kind cannot do without (infra/targets/): held by the runtime account
-        # of a function that runs the kind's proxy.
-        **{
-            role.role: AllowedProjectRole(
-                role.reason, (Holder.PROXY_RUNTIME,), proxy_module=kind.handler_module
-            )
-            for kind in TARGET_KINDS
-            for role in kind.project_roles
-        },
-        "roles/logging.logWriter": AllowedProjectRole(
-            "the build account writes the functions' build logs; Cloud Logging has no narrower IAM "
-            "resource for writing log entries than the project",
-            (Holder.FUNCTION_BUILD,),
-        ),
-        "roles/storage.objectViewer": AllowedProjectRole(
-            "the build account fetches the source Cloud Functions copied to gcf-v2-sources-<project "
-            "number>-<region>, a bucket that does not exist before the first deploy, so the grant "
-            "sits on the project with a condition naming that bucket",
-            (Holder.FUNCTION_BUILD,),
-            condition=GCF_SOURCES_CONDITION,
-            condition_shown=(
-                'resource.name == "projects/_/buckets/gcf-v2-sources-<number>-<region>" || '
-                'resource.name.startsWith("projects/_/buckets/gcf-v2-sources-<number>-<region>/")'
-            ),
-        ),
-        # Deploying the stack is project-wide by nature; each role's reason is in
-        # infra/config/deployer_roles.py, the list the deploy docs and bootstrap/ use.
-        # With the bootstrap's `jobGrants`, also the role that sets those resources' IAM policies.
-        **{
-            deployer_role.role: AllowedProjectRole(
-                f"the CI deployer must {deployer_role.reason}", _ci_holders(deployer_role.role)
-            )
-            for deployer_role in (*DEPLOYER_ROLES, *GRANT_KIND_ROLES.values())
-        },
-    }
-)
+# scoped to a single resource and the kinds of account that may hold it.
+PROJECT_ROLE_ALLOWLIST: Final[Mapping[str, AllowedProjectRole]] = allowlist_of(GRANTS)
 
 
 def check_project_iam_allowlist(args: ResourceValidationArgs) -> Iterable[str]:
@@ -150,8 +150,8 @@ def check_project_iam_allowlist(args: ResourceValidationArgs) -> Iterable[str]:
     if isinstance(role, str) and role not in PROJECT_ROLE_ALLOWLIST:
         yield (
             f"Project IAM member '{args.name}': role {role} is granted project-wide, but only {allowed} may "
-            "be. Grant it on the specific resource (service, bucket, ...) instead, or add the role with "
-            "its reason to PROJECT_ROLE_ALLOWLIST in policy/identities/allowlist.py."
+            "be. Grant it on the specific resource (service, bucket, ...) instead, or add the grant with "
+            "its reason to infra/config/grants.py, which PROJECT_ROLE_ALLOWLIST is read from."
         )
     if isinstance(member, str) and not member.startswith(PROJECT_MEMBER_PREFIX):
         yield (
