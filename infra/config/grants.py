@@ -116,7 +116,7 @@ class When:
 
 ALWAYS: Final = When("always")
 # A sample that calls the token check (infra/plan/needs.py: needs_token_check) deploys it.
-TOKEN_CHECK_DEPLOYED: Final = When("a sample that calls the token check is deployed")
+TOKEN_CHECK_DEPLOYED: Final = When("the stack deploys the token check (for a sample that calls it)")
 CATCHUP: Final = When("a job has `catchup`")
 SECRETS: Final = When("a job has `secrets`")
 JOB_GRANTS: Final = When("a job's `grants` names it")
@@ -282,7 +282,7 @@ CATCHUP_ACTS_AS_INVOKER: Final = Grant(
 
 # What a job's `grants` may ask for besides the rows above (infra/config/access.py: GRANT_KINDS
 # takes each kind's roles from here): never admin, owner or IAM-changing roles.
-_A_JOB_NEEDS = "what a job's `grants` may ask for on a resource it names"
+_A_JOB_NEEDS = "a job's own need, on the one resource it names; never an admin, owner or IAM-changing role"
 JOB_GRANT_ROLES: Final = (
     Grant(Account.RUNTIME, "roles/run.jobsExecutor", Scope.CLOUD_RUN_JOB, (JOB_GRANTS,), _A_JOB_NEEDS),
     Grant(Account.RUNTIME, "roles/run.invoker", Scope.CLOUD_RUN_SERVICE, (JOB_GRANTS,), _A_JOB_NEEDS),
