@@ -12,16 +12,19 @@ of them.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from infra.config.access import GRANT_KINDS
 from infra.config.grants import ALWAYS, STACK_GRANTS, Account, Scope, grants_present
+from infra.config.schema import REPO_ROOT
 from infra.settings.stack import StackSettings
 from infra.targets.registry import TARGET_KEYS
 from policy.engine.types import is_iam_type
 from tests.infra.conftest import PROJECT, build, valid_job, valid_values
+from tests.support.sources import python_sources, string_constants
 from tools.mocked_program import MockedResource, MockedStack, mock_stack
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
@@ -178,3 +181,25 @@ def test_the_check_sees_a_grant_the_table_lacks(everything: tuple[StackSettings,
     )
     grown = MockedStack([*stack.resources, extra], stack.component_outputs)
     assert set(made(settings, grown)) - rows() == {("RUNTIME", "roles/run.admin", "PROJECT")}
+
+
+# A role as IAM spells one: `roles/<service>.<role>`.
+ROLE = re.compile(r"^roles/[A-Za-z]+\.[A-Za-z]+$")
+TABLE = REPO_ROOT / "infra" / "config" / "grants.py"
+# Who may impersonate the CI accounts: granted to GitHub's principals, not to an account of the
+# table, and the role the policy pack reads impersonation by.
+IMPERSONATION = REPO_ROOT / "infra" / "config" / "github_oidc.py"
+
+
+def test_no_module_of_the_program_or_the_bootstrap_spells_a_role_but_the_table() -> None:
+    """A role written anywhere else is a grant the table, the pack and the docs do not see."""
+    spelt = [
+        f"{path.relative_to(REPO_ROOT)}:{line}: {text}"
+        for folder in ("infra", "bootstrap", "tools")
+        for path in python_sources(REPO_ROOT / folder)
+        if path not in (TABLE, IMPERSONATION)
+        for line, text in string_constants(path.read_text(encoding="utf-8"))
+        if ROLE.match(text)
+    ]
+    assert spelt == []
+    assert any(ROLE.match(text) for _, text in string_constants(TABLE.read_text(encoding="utf-8")))
