@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
-from pulumi_policy import ResourceValidationArgs
+from pulumi_policy import PolicyConfigSchema, ResourceValidationArgs
 
 from infra.config.grants import GRANTS, Account, Grant, Scope, grants_present
 from infra.targets.registry import TARGET_KINDS
 from policy.engine.grants import PROJECT_MEMBER_PREFIX
+from policy.engine.pack_config import schema_problems
 from policy.engine.props import UNKNOWN, is_blank, lookup
 from policy.engine.types import PROJECT_IAM_BINDING, PROJECT_IAM_POLICY
 
@@ -136,8 +139,116 @@ def allowlist_of(grants: tuple[Grant, ...]) -> Mapping[str, AllowedProjectRole]:
 PROJECT_ROLE_ALLOWLIST: Final[Mapping[str, AllowedProjectRole]] = allowlist_of(GRANTS)
 
 
+# --- the list as policy config ---------------------------------------------------------------
+# project-iam-allowlist and project-role-holders both take `allowedRoles`, an object of role ->
+# {reason, holders, proxyModule?, condition?, conditionShown?}, whose declared `default` is
+# PROJECT_ROLE_ALLOWLIST: the engine hands the default to a policy whose config leaves it out. A
+# value given replaces the list whole, so an organisation writes every role it allows, and gives
+# both policies the same value (each reads only its own config: a role the holders rule is not
+# given is not checked for holders).
+
+ALLOWED_ROLES: Final = "allowedRoles"
+# How the config names each holder.
+HOLDER_NAMES: Final = {
+    Holder.FUNCTION_RUNTIME: "functionRuntime",
+    Holder.PROXY_RUNTIME: "proxyRuntime",
+    Holder.FUNCTION_BUILD: "functionBuild",
+    Holder.CI_DEPLOYER: "ciDeployer",
+    Holder.CI_PREVIEWER: "ciPreviewer",
+}
+_HOLDERS: Final = {name: holder for holder, name in HOLDER_NAMES.items()}
+# A predefined role, or a custom role of a project or an organisation.
+_ROLE: Final = r"^(roles/[A-Za-z]+(\.[A-Za-z]+)?|(projects|organizations)/[^/]+/roles/[A-Za-z0-9_.]+)$"
+
+
+def to_config(allowed: AllowedProjectRole) -> dict[str, Any]:
+    """One role's entry as the config spells it."""
+    entry: dict[str, Any] = {
+        "reason": allowed.reason,
+        "holders": [HOLDER_NAMES[holder] for holder in allowed.holders],
+    }
+    if allowed.proxy_module is not None:
+        entry["proxyModule"] = allowed.proxy_module
+    if allowed.condition is not None:
+        entry["condition"] = allowed.condition.pattern
+        entry["conditionShown"] = allowed.condition_shown
+    return entry
+
+
+_ENTRY: Final = {
+    "type": "object",
+    "properties": {
+        "reason": {"type": "string", "minLength": 1, "description": "Why the role cannot be narrower."},
+        "holders": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "string", "enum": list(HOLDER_NAMES.values())},
+            "description": "The kinds of account that may hold it.",
+        },
+        "proxyModule": {
+            "type": "string",
+            "minLength": 1,
+            "description": "With proxyRuntime: the proxy module whose functions' runtime accounts hold it.",
+        },
+        "condition": {
+            "type": "string",
+            "minLength": 1,
+            "description": "A regular expression the grant's whole IAM condition expression must match.",
+        },
+        "conditionShown": {"type": "string", "description": "The condition as a violation shows it."},
+    },
+    "required": ["reason", "holders"],
+    "additionalProperties": False,
+}
+ALLOWED_ROLES_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "description": "The roles a stack may grant project-wide, each with its reason and holders.",
+    "patternProperties": {_ROLE: _ENTRY},
+    "additionalProperties": False,
+    "default": {role: to_config(allowed) for role, allowed in PROJECT_ROLE_ALLOWLIST.items()},
+}
+ALLOWLIST_CONFIG: Final = PolicyConfigSchema(properties={ALLOWED_ROLES: ALLOWED_ROLES_SCHEMA})
+
+
+def configured_allowlist(config: Mapping[str, Any]) -> Mapping[str, AllowedProjectRole] | str:
+    """The allow-list a policy's config gives (its default when it gives none), or what is
+    wrong with it, naming the config key."""
+    given = config.get(ALLOWED_ROLES)
+    if given is None:
+        return PROJECT_ROLE_ALLOWLIST
+    return _parsed(json.dumps(given, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(text: str) -> Mapping[str, AllowedProjectRole] | str:
+    """Parsed once per distinct value: a resource policy reads its config for every resource."""
+    given = json.loads(text)
+    problems = schema_problems(given, ALLOWED_ROLES_SCHEMA, ALLOWED_ROLES)
+    found: dict[str, AllowedProjectRole] = {}
+    for role, entry in given.items() if not problems else ():
+        holders = tuple(_HOLDERS[name] for name in entry["holders"])
+        proxy_module = entry.get("proxyModule")
+        if (Holder.PROXY_RUNTIME in holders) != (proxy_module is not None):
+            problems.append(f"{ALLOWED_ROLES}.{role}: set proxyModule exactly when holders has proxyRuntime")
+        condition = None
+        if "condition" in entry:
+            try:
+                condition = re.compile(entry["condition"])
+            except re.error as error:
+                problems.append(f"{ALLOWED_ROLES}.{role}.condition: not a regular expression ({error})")
+        shown = entry.get("conditionShown", entry.get("condition", ""))
+        found[role] = AllowedProjectRole(entry["reason"], holders, condition, shown, proxy_module)
+    if problems:
+        return "the policy's config is refused: " + "; ".join(problems)
+    return found
+
+
 def check_project_iam_allowlist(args: ResourceValidationArgs) -> Iterable[str]:
-    allowed = ", ".join(sorted(PROJECT_ROLE_ALLOWLIST))
+    allowlist = configured_allowlist(args.get_config())
+    if isinstance(allowlist, str):
+        yield f"{args.resource_type} '{args.name}' cannot be judged: {allowlist}"
+        return
+    allowed = ", ".join(sorted(allowlist))
     if args.resource_type in (PROJECT_IAM_BINDING, PROJECT_IAM_POLICY):
         yield (
             f"{args.resource_type} '{args.name}' is authoritative for the whole project and would remove "
@@ -147,18 +258,19 @@ def check_project_iam_allowlist(args: ResourceValidationArgs) -> Iterable[str]:
         return
     role = lookup(args.props, "role")
     member = lookup(args.props, "member")
-    if isinstance(role, str) and role not in PROJECT_ROLE_ALLOWLIST:
+    if isinstance(role, str) and role not in allowlist:
         yield (
             f"Project IAM member '{args.name}': role {role} is granted project-wide, but only {allowed} may "
             "be. Grant it on the specific resource (service, bucket, ...) instead, or add the grant with "
-            "its reason to infra/config/grants.py, which PROJECT_ROLE_ALLOWLIST is read from."
+            "its reason to infra/config/grants.py, which PROJECT_ROLE_ALLOWLIST is read from (an "
+            f"organisation may allow it in the policy's {ALLOWED_ROLES} config instead)."
         )
     if isinstance(member, str) and not member.startswith(PROJECT_MEMBER_PREFIX):
         yield (
             f"Project IAM member '{args.name}': member '{member}' is not a service account; project-wide "
             f"grants are for the stack's own accounts only. Use a '{PROJECT_MEMBER_PREFIX}<email>' member."
         )
-    allowed_role = PROJECT_ROLE_ALLOWLIST.get(role) if isinstance(role, str) else None
+    allowed_role = allowlist.get(role) if isinstance(role, str) else None
     if allowed_role is not None and allowed_role.condition is not None:
         expression = lookup(args.props, "condition", "expression")
         if expression is UNKNOWN:

@@ -183,8 +183,8 @@ def test_the_check_sees_a_grant_the_table_lacks(everything: tuple[StackSettings,
     assert set(made(settings, grown)) - rows() == {("RUNTIME", "roles/run.admin", "PROJECT")}
 
 
-# A role as IAM spells one: `roles/<service>.<role>`.
-ROLE = re.compile(r"^roles/[A-Za-z]+\.[A-Za-z]+$")
+# A predefined role as IAM spells one: `roles/<service>.<role>`, or `roles/<basic role>`.
+ROLE = re.compile(r"^roles/[A-Za-z]+(\.[A-Za-z]+)?$")
 TABLE = REPO_ROOT / "infra" / "config" / "grants.py"
 # Who may impersonate the CI accounts: granted to GitHub's principals, not to an account of the
 # table, and the role the policy pack reads impersonation by.
