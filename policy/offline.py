@@ -4,6 +4,14 @@ runs them on every stack under mocks, and the policy tests on resources they cra
 Properties go through the same path as in `pulumi_policy`'s analyzer: the SDK's wire
 encoding, a protobuf Struct (numbers become floats), `MessageToDict`, `deserialize_properties`, then the
 unknown-checking proxy that raises on preview-time unknowns.
+
+Those three come from the SDK's own modules (`pulumi_policy.deserialize`, `pulumi_policy.proxy`),
+which its package does not export: it offers no public way to turn properties into what a
+policy receives, since only its analyzer does that. A copy of our own would be a model of the
+SDK that an upgrade could leave behind without a failing test; the SDK's functions, pinned in
+policy/requirements.txt, either behave as the analyzer does or fail to import. The pack itself
+needs `pulumi_policy.proxy` anyway: the error its proxy raises on an unknown is what
+policy/engine/props.py catches.
 """
 
 from __future__ import annotations
