@@ -97,7 +97,6 @@ GRANT_KINDS: Final = (
 )
 KINDS: Final = MappingProxyType({kind.key: kind for kind in GRANT_KINDS})
 KINDS_BY_TYPE: Final = MappingProxyType({kind.resource_type: kind for kind in GRANT_KINDS})
-KINDS_BY_SCOPE: Final = MappingProxyType({kind.scope: kind for kind in GRANT_KINDS})
 
 # Plain `env` names that say "secret": such a value belongs in Secret Manager (`secrets`), where
 # it is neither in the stack's config nor shown to whoever can read the function's settings.

@@ -115,8 +115,6 @@ class When:
 
 
 ALWAYS: Final = When("always")
-# A sample that calls the token check (infra/plan/needs.py: needs_token_check) deploys it.
-TOKEN_CHECK_DEPLOYED: Final = When("the stack deploys the token check (for a sample that calls it)")
 CATCHUP: Final = When("a job has `catchup`")
 SECRETS: Final = When("a job has `secrets`")
 JOB_GRANTS: Final = When("a job's `grants` names it")
@@ -165,7 +163,9 @@ TOKEN_CHECK_LEDGER: Final = Grant(
     Account.TOKEN_CHECK,
     "roles/datastore.user",
     Scope.LEDGER_DATABASE,
-    (TOKEN_CHECK_DEPLOYED,),
+    # The samples that call the token check, which the stack deploys for them (the kinds'
+    # `sample_calls_token_check`; infra/plan/needs.py: needs_token_check).
+    (kind_sample("workflow"), kind_sample("cloudRunJob")),
     "records the tokens it checks in the ledger's database; it never starts anything",
 )
 INVOKER_CALLS_FUNCTION: Final = Grant(

@@ -21,7 +21,7 @@ from infra.config.access import GRANT_KINDS
 from infra.config.grants import ALWAYS, STACK_GRANTS, Account, Scope, grants_present
 from infra.config.schema import REPO_ROOT
 from infra.settings.stack import StackSettings
-from infra.targets.registry import TARGET_KEYS
+from infra.targets.registry import TARGET_KEYS, TARGET_KINDS
 from policy.engine.types import is_iam_type
 from tests.infra.conftest import PROJECT, build, valid_job, valid_values
 from tests.support.sources import python_sources, string_constants
@@ -203,3 +203,12 @@ def test_no_module_of_the_program_or_the_bootstrap_spells_a_role_but_the_table()
     ]
     assert spelt == []
     assert any(ROLE.match(text) for _, text in string_constants(TABLE.read_text(encoding="utf-8")))
+
+
+def test_the_token_checks_grant_is_made_for_the_samples_that_call_it() -> None:
+    """The table names the kinds whose samples call the token check; the kinds say it too
+    (`sample_calls_token_check`), and the program deploys the check by theirs."""
+    calling = {kind.key for kind in TARGET_KINDS if kind.sample_calls_token_check}
+    rows = [g for g in grants_present(TARGET_KEYS, STACK_GRANTS) if g.account is Account.TOKEN_CHECK]
+    assert {kind for row in rows for kind in row.kinds} == calling
+    assert all(when.sample for row in rows for when in row.when)
