@@ -93,19 +93,28 @@ _SCOPE_CONDITIONS: Final = {
 _PROXY_MODULES: Final = {kind.key: kind.handler_module for kind in TARGET_KINDS}
 
 
-def _holder(grant: Grant) -> Holder:
-    """How the pack tells `grant`'s account from the stack's resources."""
-    if grant.account in (Account.RUNTIME, Account.TOKEN_CHECK):
-        return Holder.PROXY_RUNTIME if grant.kinds else Holder.FUNCTION_RUNTIME
-    holders = {Account.BUILDER: Holder.FUNCTION_BUILD, Account.DEPLOYER: Holder.CI_DEPLOYER}
-    holders[Account.PREVIEWER] = Holder.CI_PREVIEWER
+def _holder(grant: Grant) -> tuple[Holder, str | None]:
+    """How the pack tells `grant`'s account from the stack's resources: a role the runtime
+    account holds for a target kind's proxy, by the proxy module its function runs."""
+    proxies = [when.kind for when in grant.when if when.kind is not None and not when.sample]
+    if grant.account is Account.RUNTIME and proxies:
+        if len(proxies) > 1:
+            raise ValueError(f"infra/config/grants.py: {grant.role}: one target kind per project-wide row")
+        return Holder.PROXY_RUNTIME, _PROXY_MODULES[proxies[0]]
+    holders = {
+        Account.RUNTIME: Holder.FUNCTION_RUNTIME,
+        Account.TOKEN_CHECK: Holder.FUNCTION_RUNTIME,
+        Account.BUILDER: Holder.FUNCTION_BUILD,
+        Account.DEPLOYER: Holder.CI_DEPLOYER,
+        Account.PREVIEWER: Holder.CI_PREVIEWER,
+    }
     if grant.account not in holders:
         raise ValueError(
             f"infra/config/grants.py: {grant.role} on {grant.scope.name} for {grant.account.name}: the pack "
             "cannot tell that account from the stack's resources; add a Holder for it in "
             "policy/identities/allowlist.py"
         )
-    return holders[grant.account]
+    return holders[grant.account], None
 
 
 def _reason(grant: Grant) -> str:
@@ -123,8 +132,7 @@ def allowlist_of(grants: tuple[Grant, ...]) -> Mapping[str, AllowedProjectRole]:
     for grant in grants_present(_PROXY_MODULES.keys(), grants):
         if not grant.scope.project_wide:
             continue
-        holder = _holder(grant)
-        proxy_module = _PROXY_MODULES[grant.kinds[0]] if holder is Holder.PROXY_RUNTIME else None
+        holder, proxy_module = _holder(grant)
         condition, shown = _SCOPE_CONDITIONS.get(grant.scope, (None, ""))
         allowed = found.setdefault(
             grant.role, AllowedProjectRole(_reason(grant), (), condition, shown, proxy_module)
