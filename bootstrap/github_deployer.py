@@ -29,6 +29,7 @@ from infra.config.github_oidc import (
     pull_request_subject,
     subject_principal,
 )
+from infra.config.grants import DEPLOYER_SECRETS_KEY
 
 COMPONENT_TYPE = "exactly-once-scheduler:bootstrap:GithubDeployer"
 
@@ -53,7 +54,6 @@ ATTRIBUTE_MAPPING = {
     "attribute.ref": "assertion.ref",
     "attribute.workflow_ref": "assertion.job_workflow_ref",
 }
-KEY_ENCRYPTER_DECRYPTER = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
 KEY_ROTATION_PERIOD = f"{90 * 24 * 3600}s"
 
 
@@ -295,7 +295,7 @@ class GithubDeployer(pulumi.ComponentResource):
             # Nor a key: the provider's delete destroys its versions, and every stack's secrets.
             opts=self._kept(),
         )
-        grants = {"deployer": (deployer, KEY_ENCRYPTER_DECRYPTER)}
+        grants = {"deployer": (deployer, DEPLOYER_SECRETS_KEY.role)}
         for previewer_role in PREVIEWER_ROLES:
             if previewer_role.scope == SECRETS_KEY_SCOPE:
                 grants["previewer"] = (previewer, previewer_role.role)

@@ -29,6 +29,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 import infra
+from infra.config.grants import INVOKER_CALLS_FUNCTION
 from infra.config.names import StackNames
 from infra.config.schema import FUNCTION_DIR
 from infra.monitoring.operations import declare_operations
@@ -294,6 +295,7 @@ class ExactlyOnceScheduler(pulumi.ComponentResource):
         """The invoker may call the function of `region`: each region's jobs call their own."""
         return run_invoker(
             f"{regional_prefix(name, settings, region)}-invoker-run-invoker",
+            INVOKER_CALLS_FUNCTION,
             settings,
             function_service(function),
             invoker_account.member,

@@ -4,6 +4,14 @@ runs them on every stack under mocks, and the policy tests on resources they cra
 Properties go through the same path as in `pulumi_policy`'s analyzer: the SDK's wire
 encoding, a protobuf Struct (numbers become floats), `MessageToDict`, `deserialize_properties`, then the
 unknown-checking proxy that raises on preview-time unknowns.
+
+Those three come from the SDK's own modules (`pulumi_policy.deserialize`, `pulumi_policy.proxy`),
+which its package does not export: it offers no public way to turn properties into what a
+policy receives, since only its analyzer does that. A copy of our own would be a model of the
+SDK that an upgrade could leave behind without a failing test; the SDK's functions, pinned in
+policy/requirements.txt, either behave as the analyzer does or fail to import. The pack itself
+needs `pulumi_policy.proxy` anyway: the error its proxy raises on an unknown is what
+policy/engine/props.py catches.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from pulumi_policy.proxy import (
 )
 
 from infra.config.schema import project_name
+from policy.engine.pack_config import reconcile
 from policy.policies import POLICIES
 
 # What the engine sends for values it cannot know during preview.
@@ -74,11 +83,16 @@ class Reported:
 
 
 def run_resource_policy(
-    policy: ResourceValidationPolicy, resource_type: str, props: Mapping[str, Any], name: str = "res"
+    policy: ResourceValidationPolicy,
+    resource_type: str,
+    props: Mapping[str, Any],
+    name: str = "res",
+    config: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """Messages `policy` reports for one resource."""
+    """Messages `policy` reports for one resource, given its `config` as the engine hands it
+    (pack_config.reconcile: the declared defaults and the config file's values)."""
     args = ResourceValidationArgs(
-        resource_type, engine_props(props), urn(resource_type, name), name, _options(), None
+        resource_type, engine_props(props), urn(resource_type, name), name, _options(), None, config
     )
     reported = Reported()
     result = policy.validate(args, reported)
@@ -105,10 +119,14 @@ def stack_resource(
     )
 
 
-def run_stack_policy(policy: StackValidationPolicy, resources: Sequence[PolicyResource]) -> Reported:
-    """Violations `policy` reports for a whole stack."""
+def run_stack_policy(
+    policy: StackValidationPolicy,
+    resources: Sequence[PolicyResource],
+    config: Mapping[str, Any] | None = None,
+) -> Reported:
+    """Violations `policy` reports for a whole stack, given its `config`."""
     reported = Reported()
-    result = policy.validate(StackValidationArgs(list(resources)), reported)
+    result = policy.validate(StackValidationArgs(list(resources), config), reported)
     assert not isawaitable(result)
     return reported
 
@@ -141,27 +159,35 @@ class Violation:
 
 def pack_violations(
     resources: Iterable[tuple[str, str, Mapping[str, Any], Mapping[str, Any]]],
+    config_file: Mapping[str, Any] | None = None,
 ) -> list[Violation]:
     """Every violation of every policy of the pack, as the engine applies them: resource
     policies see each (type, name, inputs, outputs)'s inputs, stack policies every resource's
-    outputs."""
+    outputs; each policy with its configuration and enforcement level from `config_file` (a
+    policy config file's JSON, pack_config.py; none: the pack's defaults). A disabled policy
+    runs not at all; a config file the engine would refuse raises ValueError."""
+    configs, problems = reconcile(config_file or {}, POLICIES)
+    if problems:
+        raise ValueError("the policy config is refused: " + "; ".join(problems))
+    running = [policy for policy in POLICIES if configs[policy.name].level != EnforcementLevel.DISABLED]
     found: list[Violation] = []
     stack = []
     for typ, name, inputs, outputs in resources:
         stack.append(stack_resource(typ, name, outputs))
-        for policy in POLICIES:
+        for policy in running:
+            config = configs[policy.name]
             if isinstance(policy, ResourceValidationPolicy):
-                advisory = policy.enforcement_level == EnforcementLevel.ADVISORY
+                advisory = config.level == EnforcementLevel.ADVISORY
                 found += [
                     Violation(policy.name, name, m, advisory)
-                    for m in run_resource_policy(policy, typ, inputs, name)
+                    for m in run_resource_policy(policy, typ, inputs, name, config.properties)
                 ]
-    for policy in POLICIES:
+    for policy in running:
+        config = configs[policy.name]
         if isinstance(policy, StackValidationPolicy):
-            advisory = policy.enforcement_level == EnforcementLevel.ADVISORY
-            found += [
-                Violation(policy.name, None, m, advisory) for m in run_stack_policy(policy, stack).messages
-            ]
+            advisory = config.level == EnforcementLevel.ADVISORY
+            messages = run_stack_policy(policy, stack, config.properties).messages
+            found += [Violation(policy.name, None, m, advisory) for m in messages]
     return found
 
 

@@ -44,6 +44,7 @@ from policy.functions.env import (
 from policy.functions.identity import check_build_service_account, check_dedicated_service_account
 from policy.functions.instances import check_one_request_per_instance
 from policy.identities.allowlist import (
+    ALLOWLIST_CONFIG,
     GCF_SOURCES_CONDITION,
     PROJECT_ROLE_ALLOWLIST,
     AllowedProjectRole,
@@ -195,6 +196,7 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
         _MANDATORY,
         [PROJECT_IAM_MEMBER, PROJECT_IAM_BINDING, PROJECT_IAM_POLICY],
         check_project_iam_allowlist,
+        ALLOWLIST_CONFIG,
     ),
     resource_policy(
         "secrets-by-reference",
@@ -237,6 +239,7 @@ POLICIES: Final[list[ResourceValidationPolicy | StackValidationPolicy]] = [
         description="Each allow-listed project role is held only by the account it is listed for.",
         validate=validate_project_role_holders,
         enforcement_level=_MANDATORY,
+        config_schema=ALLOWLIST_CONFIG,
     ),
     StackValidationPolicy(
         name="runtime-account-grants",

@@ -16,19 +16,16 @@ prose may name a variable, and a comment is not code at all.
 
 from __future__ import annotations
 
-import ast
 import importlib
 import pkgutil
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import exactly_once
-from infra.config.python_source import parse_python
 from infra.config.schema import REPO_ROOT
-from tests.support.sources import python_sources
+from tests.support.sources import python_sources, string_constants
 
 SCANNED = ("infra", "policy", "tools")
 # Only the package is read: function/jobs/ (the shipped job modules, e.g. the downstream job's
@@ -55,37 +52,6 @@ def _contract() -> dict[str, str]:
 
 
 CONTRACT = _contract()
-
-
-def _docstrings(tree: ast.AST) -> set[int]:
-    """The ids of the nodes that are docstrings: a module's, a class's or a function's."""
-    found: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                found.add(id(body[0].value))
-    return found
-
-
-def _export_lists(tree: ast.AST) -> set[int]:
-    """The strings of `__all__`: Python names a module re-exports, not values it spells."""
-    found: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and any(
-            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
-        ):
-            found.update(id(item) for item in ast.walk(node.value))
-    return found
-
-
-def string_constants(source: str) -> Iterator[tuple[int, str]]:
-    """(line, text) of every string constant in `source`'s code, docstrings and `__all__` left out."""
-    tree = parse_python(source)
-    skipped = _docstrings(tree) | _export_lists(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
-            yield node.lineno, node.value
 
 
 def respellings(folder: str) -> list[str]:

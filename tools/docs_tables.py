@@ -26,6 +26,7 @@ from exactly_once.ledger.lifecycle import TRANSITIONS, Event, State, Step
 from exactly_once.ledger.lifecycle.job_lock import LOCK_TRANSITIONS
 from exactly_once.ledger.lifecycle.job_state import JOB_TRANSITIONS
 from infra.config.access import GRANT_KINDS
+from infra.config.grants import STACK_GRANTS, grants_present
 from infra.config.schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
 from infra.plan.outputs import STACK_OUTPUTS
 from infra.settings.jobs import (
@@ -36,7 +37,7 @@ from infra.settings.jobs import (
     DEFAULT_RETRY,
     RETRY_KEYS,
 )
-from infra.targets.registry import TARGET_KINDS
+from infra.targets.registry import TARGET_KEYS, TARGET_KINDS
 from infra.timing.cron import DEFAULT_TIME_ZONE
 from policy.policies import POLICIES
 from tools.doc_texts import FUNCTION_ENVIRONMENT, JOB_FIELD_MEANINGS, OUTCOME_MEANINGS
@@ -213,6 +214,22 @@ def job_lock_table() -> str:
     return _table(("From", "Event", "To", "Write", "Rides along"), rows)
 
 
+def least_privilege_table() -> str:
+    """The stack's own accounts' grants (infra/config/grants.py), of the target kinds present,
+    one row per account, scope, condition and reason, its roles together."""
+    rows: list[tuple[str, str, str, str, str]] = []
+    for grant in grants_present(TARGET_KEYS, STACK_GRANTS):
+        account = grant.account.shown
+        when = " or ".join(condition.shown for condition in grant.when)
+        previous = rows[-1] if rows else None
+        if previous is not None and previous[2:] == (grant.scope.shown, when, grant.why):
+            rows[-1] = (previous[0], f"{previous[1]}, `{grant.role}`", *previous[2:])
+            continue
+        shown = account if not any(row[0] == account for row in rows) else ""
+        rows.append((shown, f"`{grant.role}`", grant.scope.shown, when, grant.why))
+    return _table(("Account", "Role", "On", "When", "Why"), rows)
+
+
 def function_environment_table() -> str:
     rows = [(f"`{v.name}`", v.default, v.meaning) for v in FUNCTION_ENVIRONMENT]
     return _table(("Variable", "Default", "Meaning"), rows)
@@ -227,6 +244,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "job-lifecycle": job_lifecycle_table,
     "job-lock": job_lock_table,
     "function-environment": function_environment_table,
+    "least-privilege": least_privilege_table,
     "job-fields": job_fields_table,
     "metrics": lambda: metrics_table(_table),
     "alerts": lambda: alerts_table(_table),

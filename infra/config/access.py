@@ -2,12 +2,12 @@
 Secret Manager reference (`secrets`), and access for the runtime account (`grants`), each on
 one named resource.
 
-`GRANT_KINDS` is the one list of resources the runtime account may be granted a role on, and
-which roles: the stack's own targets (a Cloud Run job's execution rights, a BigQuery job's
-datasets, a secret's accessor) and a job's declared `grants` become the same `ResourceGrant`s,
-declared by infra/resources/runtime_access.py and checked by the policy pack (policy/identities/runtime.py)
-against this same list. Nothing here is project-wide: the roles a runtime account holds on the
-project are the policy pack's PROJECT_ROLE_ALLOWLIST.
+`GRANT_KINDS` is the one list of resources the runtime account may be granted a role on; which
+roles, grants.py's rows say. The stack's own targets (a Cloud Run job's execution rights, a
+BigQuery job's datasets, a secret's accessor) and a job's declared `grants` become the same
+`ResourceGrant`s, declared by infra/resources/runtime_access.py and checked by the policy pack
+(policy/identities/runtime.py) against this same list. Nothing here is project-wide: the roles
+a runtime account holds on the project are grants.py's project-wide rows.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from exactly_once.targets.job_tables import ENV_NAME
 from exactly_once.targets.resource_names import BIGQUERY_DATASET, CLOUD_RUN_JOB_RESOURCE_NAME
+from infra.config.grants import JOB_GRANTS, STACK_GRANTS, Account, Scope
 from infra.config.schema import ConfigProblems
 
 ACCESS_KEYS: Final = ("env", "secrets", "grants")
@@ -41,74 +42,61 @@ class GrantKind:
     """A kind of resource the runtime account may hold a role on."""
 
     key: str  # how a grant names it in the config (`dataset: acme-data.sales`)
-    resource_type: str  # the Pulumi type of its IAM member resource
+    scope: Scope  # its rows in grants.py, and the Pulumi type of its IAM member resource
     pattern: re.Pattern[str]
     shown: str  # the name's form, for error messages
-    roles: frozenset[str]  # what a job may need on it: never admin, owner or IAM-changing roles
+
+    @property
+    def resource_type(self) -> str:
+        return self.scope.resource_type
+
+    @property
+    def roles(self) -> frozenset[str]:
+        """What a job may need on it (grants.py's rows that a job's `grants` may ask for):
+        never admin, owner or IAM-changing roles."""
+        return frozenset(
+            grant.role
+            for grant in STACK_GRANTS
+            if grant.account is Account.RUNTIME and grant.scope is self.scope and JOB_GRANTS in grant.when
+        )
 
 
 GRANT_KINDS: Final = (
     GrantKind(
         "cloudRunJob",
-        "gcp:cloudrunv2/jobIamMember:JobIamMember",
+        Scope.CLOUD_RUN_JOB,
         CLOUD_RUN_JOB_RESOURCE_NAME,
         "projects/<project>/locations/<region>/jobs/<job>",
-        frozenset({"roles/run.jobsExecutorWithOverrides", "roles/run.jobsExecutor", "roles/run.viewer"}),
     ),
     GrantKind(
         "cloudRunService",
-        "gcp:cloudrunv2/serviceIamMember:ServiceIamMember",
+        Scope.CLOUD_RUN_SERVICE,
         re.compile(r"^projects/[^/]+/locations/[^/]+/services/[a-z][a-z0-9-]{0,62}$"),
         "projects/<project>/locations/<region>/services/<service>",
-        frozenset({"roles/run.invoker"}),
     ),
-    GrantKind(
-        "dataset",
-        "gcp:bigquery/datasetIamMember:DatasetIamMember",
-        BIGQUERY_DATASET,
-        "<project>.<dataset>",
-        frozenset({"roles/bigquery.dataViewer", "roles/bigquery.dataEditor"}),
-    ),
+    GrantKind("dataset", Scope.DATASET, BIGQUERY_DATASET, "<project>.<dataset>"),
     GrantKind(
         "secret",
-        "gcp:secretmanager/secretIamMember:SecretIamMember",
+        Scope.SECRET,
         re.compile(r"^projects/[^/]+/secrets/[A-Za-z0-9_-]{1,255}$"),
         "projects/<project>/secrets/<secret>",
-        frozenset({"roles/secretmanager.secretAccessor"}),
     ),
     GrantKind(
         "topic",
-        "gcp:pubsub/topicIAMMember:TopicIAMMember",
+        Scope.TOPIC,
         re.compile(r"^projects/[^/]+/topics/[A-Za-z][\w.~+%-]{2,254}$"),
         "projects/<project>/topics/<topic>",
-        frozenset({"roles/pubsub.publisher", "roles/pubsub.viewer"}),
     ),
     GrantKind(
         "subscription",
-        "gcp:pubsub/subscriptionIAMMember:SubscriptionIAMMember",
+        Scope.SUBSCRIPTION,
         re.compile(r"^projects/[^/]+/subscriptions/[A-Za-z][\w.~+%-]{2,254}$"),
         "projects/<project>/subscriptions/<subscription>",
-        frozenset({"roles/pubsub.subscriber", "roles/pubsub.viewer"}),
     ),
-    GrantKind(
-        "bucket",
-        "gcp:storage/bucketIAMMember:BucketIAMMember",
-        re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$"),
-        "<bucket>",
-        frozenset({"roles/storage.objectViewer", "roles/storage.objectCreator", "roles/storage.objectUser"}),
-    ),
+    GrantKind("bucket", Scope.BUCKET, re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$"), "<bucket>"),
 )
 KINDS: Final = MappingProxyType({kind.key: kind for kind in GRANT_KINDS})
 KINDS_BY_TYPE: Final = MappingProxyType({kind.resource_type: kind for kind in GRANT_KINDS})
-
-# What the stack's own targets need: start a Cloud Run job with overrides and find its
-# executions (jobsExecutorWithOverrides: run, runWithOverrides, cancel; viewer: executions.get
-# and executions.list), a BigQuery dataset's reads or writes, a secret's value.
-CLOUD_RUN_TARGET_ROLES: Final = ("roles/run.jobsExecutorWithOverrides", "roles/run.viewer")
-DATASET_ROLES: Final = MappingProxyType(
-    {"read": "roles/bigquery.dataViewer", "write": "roles/bigquery.dataEditor"}
-)
-SECRET_ACCESSOR: Final = "roles/secretmanager.secretAccessor"
 
 # Plain `env` names that say "secret": such a value belongs in Secret Manager (`secrets`), where
 # it is neither in the stack's config nor shown to whoever can read the function's settings.

@@ -80,7 +80,8 @@ OUTCOME_ALERTS: Mapping[Outcome, Alert] = {
         meaning="Firestore failed or timed out; deliveries are answered 500 and Cloud Scheduler retries "
         "them. A claim that failed ran nothing, and its retries run the job once Firestore answers; a "
         "completing write is tried until the run's lease ends (docs/timing.md), and one Firestore did not "
-        "take by then leaves the run to the first retry after the lease, which runs the job again. A running job's lease renewals (one write every third of a "
+        "take by then leaves the run to the first retry after the lease, which runs the job again. "
+        "A running job's lease renewals (one write every third of a "
         "lease: every 10 s by default) fail too, and its instance is ended after five sixths of a lease "
         "without one (attempt ended, renewal_failed). Runs are missed once the retries run out.",
         runbook="Check the Firestore status page and the database's quotas; check that the runtime "

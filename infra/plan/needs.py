@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from infra.config.access import SECRET_ACCESSOR, ResourceGrant
+from infra.config.access import ResourceGrant
+from infra.config.grants import SECRET_ACCESSOR, STACK_GRANTS, Account, Grant, Scope
 from infra.plan.catchup import catches_up
 from infra.settings.environment import function_secrets
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
-from infra.targets.kind import ProjectRole, TargetKind
+from infra.targets.kind import TargetKind
 from infra.targets.registry import kind_of
 
 SECRET_MANAGER_API: Final = "secretmanager.googleapis.com"
@@ -47,9 +48,15 @@ def token_check_called_from_outside(settings: StackSettings) -> bool:
     return any(kind.sample_calls_from_outside_network for _, kind in _samples(settings))
 
 
-def project_roles(settings: StackSettings) -> tuple[ProjectRole, ...]:
-    """The runtime account's project roles: those of the target kinds some job uses."""
-    return tuple(role for kind in settings.kinds_used() for role in kind.project_roles)
+def project_roles(settings: StackSettings) -> tuple[Grant, ...]:
+    """The runtime account's project roles for the target kinds some job uses (grants.py's
+    project rows made for a kind: the services have no narrower resource to grant them on)."""
+    used = {kind.key for kind in settings.kinds_used()}
+    return tuple(
+        grant
+        for grant in STACK_GRANTS
+        if grant.account is Account.RUNTIME and grant.scope is Scope.PROJECT and used & set(grant.kinds)
+    )
 
 
 def extra_apis(settings: StackSettings) -> tuple[str, ...]:
@@ -73,5 +80,5 @@ def _grants(settings: StackSettings) -> Iterator[ResourceGrant]:
         if job.target is not None:
             yield from kind_of(job.target).grants(job.target, job.name, settings.placement)
         for ref in job.access.secrets.values():
-            yield ResourceGrant("secret", ref.resource(settings.project), SECRET_ACCESSOR)
+            yield ResourceGrant("secret", ref.resource(settings.project), SECRET_ACCESSOR.role)
         yield from job.access.grants

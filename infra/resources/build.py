@@ -21,6 +21,7 @@ import pulumi_gcp as gcp
 import pulumiverse_time as time
 
 from exactly_once.config import JOB_TABLE_FILE
+from infra.config.grants import BUILD_IMAGES, BUILD_LOGS, BUILD_SOURCES, Account
 from infra.resources.identities import service_account
 from infra.resources.propagation import BUILD_GRANTS, pause_after
 from infra.resources.regions import regional_prefix
@@ -168,7 +169,7 @@ def build_identity(
     child = pulumi.ResourceOptions(parent=parent)
     account = service_account(
         name,
-        "builder",
+        Account.BUILDER,
         "function builds",
         "Builds the functions: writes logs, pushes to one repository, reads the sources.",
         settings,
@@ -181,7 +182,7 @@ def build_identity(
         gcp.projects.IAMMember(
             f"{name}-builder-log-writer",
             project=project,
-            role="roles/logging.logWriter",
+            role=BUILD_LOGS.role,
             member=account.member,
             opts=child,
         ),
@@ -210,7 +211,7 @@ def build_identity(
                 project=project,
                 location=region,
                 repository=repository.repository_id,
-                role="roles/artifactregistry.writer",
+                role=BUILD_IMAGES.role,
                 member=account.member,
                 opts=child,
             )
@@ -220,7 +221,7 @@ def build_identity(
             gcp.projects.IAMMember(
                 f"{prefix}-builder-sources-viewer",
                 project=project,
-                role="roles/storage.objectViewer",
+                role=BUILD_SOURCES.role,
                 member=account.member,
                 condition=project_number.apply(functools.partial(_sources_condition, region=region)),
                 opts=child,

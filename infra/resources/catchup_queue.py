@@ -24,14 +24,12 @@ import pulumi_gcp as gcp
 import pulumiverse_time
 
 from exactly_once.delivery.scheduler_request import parse_rfc3339
+from infra.config.grants import CATCHUP_ACTS_AS_INVOKER, CATCHUP_ENQUEUER
 from infra.plan.catchup import catches_up, queue_path
 from infra.resources.regions import regional_prefix
 from infra.settings.jobs import DEFAULT_RETRY
 from infra.settings.stack import StackSettings
 from infra.timing.durations import duration
-
-ENQUEUER_ROLE = "roles/cloudtasks.enqueuer"
-ACT_AS_ROLE = "roles/iam.serviceAccountUser"
 
 
 class CatchupQueue(NamedTuple):
@@ -89,7 +87,7 @@ def catchup_queue(
             project=settings.project,
             location=region,
             name=queue.name,
-            role=ENQUEUER_ROLE,
+            role=CATCHUP_ENQUEUER.role,
             member=runtime_account.member,
             opts=child,
         )
@@ -98,7 +96,7 @@ def catchup_queue(
     act_as = gcp.serviceaccount.IAMMember(
         f"{name}-runtime-acts-as-invoker",
         service_account_id=invoker_account.name,
-        role=ACT_AS_ROLE,
+        role=CATCHUP_ACTS_AS_INVOKER.role,
         member=runtime_account.member,
         opts=child,
     )

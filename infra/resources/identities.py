@@ -13,6 +13,14 @@ from typing import NamedTuple
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.config.grants import (
+    RUNTIME_LEDGER,
+    SERVICE_MEMBER_TYPE,
+    TOKEN_CHECK_LEDGER,
+    Account,
+    Grant,
+    Scope,
+)
 from infra.plan.needs import needs_token_check
 from infra.settings.stack import StackSettings
 
@@ -28,18 +36,19 @@ class Identities(NamedTuple):
 
 def service_account(
     name: str,
-    role: str,
+    account: Account,
     title: str,
     description: str,
     settings: StackSettings,
     opts: pulumi.ResourceOptions,
 ) -> gcp.serviceaccount.Account:
-    """One of the stack's accounts: one per job a principal does, named by `role` (its id is
+    """One of the stack's accounts: one per job a principal does, named by its key (its id is
     unique per stack, infra/config/names.py), its description saying what it may do."""
+    assert account.of_the_stack, account
     return gcp.serviceaccount.Account(
-        f"{name}-{role}",
+        f"{name}-{account.key}",
         project=settings.project,
-        account_id=settings.names.service_account_id(role),
+        account_id=settings.names.service_account_id(account.key),
         display_name=settings.names.display_name(title),
         description=description,
         opts=opts,
@@ -48,20 +57,22 @@ def service_account(
 
 def run_invoker(
     resource_name: str,
+    grant: Grant,
     settings: StackSettings,
     service: pulumi.Input[str],
     member: pulumi.Input[str],
     opts: pulumi.ResourceOptions,
     region: str | None = None,
 ) -> gcp.cloudrunv2.ServiceIamMember:
-    """`member` may call the one Cloud Run service `service` (in `region`; None: the stack's
-    first), nothing else in the project."""
+    """`member`, `grant`'s account, may call the one Cloud Run service `service` (in `region`;
+    None: the stack's first), nothing else in the project."""
+    assert grant.scope.resource_type == SERVICE_MEMBER_TYPE, grant
     return gcp.cloudrunv2.ServiceIamMember(
         resource_name,
         project=settings.project,
         location=region or settings.region,
         name=service,
-        role="roles/run.invoker",
+        role=grant.role,
         member=member,
         opts=opts,
     )
@@ -70,40 +81,47 @@ def run_invoker(
 def identities(
     name: str, settings: StackSettings, *, parent: pulumi.Resource, iam_api: pulumi.Resource
 ) -> Identities:
-    def account(role: str, title: str, description: str) -> gcp.serviceaccount.Account:
+    def account(which: Account, title: str, description: str) -> gcp.serviceaccount.Account:
         opts = pulumi.ResourceOptions(parent=parent, depends_on=[iam_api])
-        return service_account(name, role, title, description, settings, opts)
+        return service_account(name, which, title, description, settings, opts)
 
     runtime = account(
-        "runtime", "function runtime", "Runs the dedup function; Firestore access limited to one database."
+        Account.RUNTIME,
+        "function runtime",
+        "Runs the dedup function; Firestore access limited to one database.",
     )
     invoker = account(
-        "invoker", "job invoker", "Signs Cloud Scheduler's OIDC tokens; may invoke only the dedup function."
+        Account.INVOKER,
+        "job invoker",
+        "Signs Cloud Scheduler's OIDC tokens; may invoke only the dedup function.",
     )
-    grants: list[pulumi.Resource] = [_datastore_user(name, "runtime", settings, runtime, parent)]
+    grants: list[pulumi.Resource] = [_datastore_user(name, RUNTIME_LEDGER, settings, runtime, parent)]
     token_check = None
     if needs_token_check(settings):
         token_check = account(
-            "tokens", "token check", "Runs the token check; Firestore access limited to one database."
+            Account.TOKEN_CHECK,
+            "token check",
+            "Runs the token check; Firestore access limited to one database.",
         )
-        grants.append(_datastore_user(name, "tokens", settings, token_check, parent))
+        grants.append(_datastore_user(name, TOKEN_CHECK_LEDGER, settings, token_check, parent))
     return Identities(runtime=runtime, invoker=invoker, token_check=token_check, grants=grants)
 
 
 def _datastore_user(
     name: str,
-    role: str,
+    grant: Grant,
     settings: StackSettings,
     account: gcp.serviceaccount.Account,
     parent: pulumi.Resource,
 ) -> gcp.projects.IAMMember:
-    """Firestore access for `account`, limited by a condition to the stack's database (an
-    existing one included): Firestore has no per-database IAM resource."""
+    """Firestore access for `account`, `grant`'s, limited by a condition to the stack's
+    database (an existing one included): Firestore has no per-database IAM resource."""
+    assert grant.scope is Scope.LEDGER_DATABASE, grant
     database_resource = f"projects/{settings.project}/databases/{settings.database_name}"
     return gcp.projects.IAMMember(
-        f"{name}-{role}-datastore-user",
+        f"{name}-{grant.account.key}-datastore-user",
         project=settings.project,
-        role="roles/datastore.user",
+        role=grant.role,
         member=account.member,
         condition={
             "title": f"only-{settings.database_name}"[:100],

@@ -10,6 +10,7 @@ one that reads a dataset cannot read the next. The policy pack checks the same l
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import pulumi
@@ -44,18 +45,24 @@ def runtime_access(
         grants.append(_member(f"{name}-runtime-{grant.kind}-{_tag(grant)}", grant, member, opts))
     # A target kind's project roles (starting Workflows executions, creating BigQuery query
     # jobs): the services have no narrower resource to grant them on. The policy pack allows
-    # exactly these roles for exactly this account.
+    # exactly these roles for exactly this account (both read infra/config/grants.py).
     grants.extend(
         gcp.projects.IAMMember(
-            f"{name}-runtime-{role.slug}",
+            f"{name}-runtime-{_slug(grant.role)}",
             project=settings.project,
-            role=role.role,
+            role=grant.role,
             member=member,
             opts=pulumi.ResourceOptions(parent=parent, depends_on=apis),
         )
-        for role in project_roles(settings)
+        for grant in project_roles(settings)
     )
     return grants
+
+
+def _slug(role: str) -> str:
+    """The IAM member's name for a project role, derived from the role so that it is stable
+    across deploys: `roles/bigquery.jobUser` -> `bigquery-job-user`."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", role.removeprefix("roles/")).replace(".", "-").lower()
 
 
 def secret_environment_variables(settings: StackSettings) -> list[SecretVariable]:

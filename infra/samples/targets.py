@@ -14,6 +14,7 @@ from typing import NamedTuple
 import pulumi
 import pulumi_gcp as gcp
 
+from infra.config.grants import SAMPLE_JOB_CALLS_TOKEN_CHECK, Account
 from infra.plan.needs import sample_jobs
 from infra.resources.identities import run_invoker, service_account
 from infra.settings.jobs import JobSettings
@@ -59,7 +60,7 @@ def sample_targets(
         assert token_check_uri is not None and token_check_service is not None
         account = service_account(
             name,
-            "crjob",
+            Account.SAMPLE_CLOUD_RUN_JOB,
             "sample Cloud Run jobs",
             "Runs the sample Cloud Run jobs; may invoke only the token-check function.",
             settings,
@@ -67,6 +68,7 @@ def sample_targets(
         )
         binding = run_invoker(
             f"{name}-crjob-run-invoker",
+            SAMPLE_JOB_CALLS_TOKEN_CHECK,
             settings,
             token_check_service,
             account.member,

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from exactly_once.ledger.fields import EXPIRE_AT
+from infra.config.grants import WORKFLOW_CALLS_TOKEN_CHECK, Account
 from infra.resources.build import BuildIdentity
 from infra.resources.function import function_options, function_service, function_uri
 from infra.resources.identities import run_invoker, service_account
@@ -105,7 +106,7 @@ def sample_workflows(
     token_check_uri = token_check.uri
     workflow_account = service_account(
         name,
-        "workflow",
+        Account.SAMPLE_WORKFLOW,
         "sample workflows",
         "Runs the sample workflows; may invoke only the token-check function.",
         settings,
@@ -113,6 +114,7 @@ def sample_workflows(
     )
     token_check_binding = run_invoker(
         f"{name}-workflow-run-invoker",
+        WORKFLOW_CALLS_TOKEN_CHECK,
         settings,
         token_check.service,
         workflow_account.member,

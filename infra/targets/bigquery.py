@@ -14,9 +14,10 @@ from typing import Any, ClassVar, Final
 
 from exactly_once.targets.bigquery_job_spec import BIGQUERY_JOBS_ENV, BigQueryJobSpec
 from exactly_once.targets.resource_names import BIGQUERY_DATASET
-from infra.config.access import DATASET_ROLES, ResourceGrant
+from infra.config.access import ResourceGrant
+from infra.config.grants import DATASET_READER, DATASET_WRITER
 from infra.config.schema import ConfigProblems, unknown_keys
-from infra.targets.kind import Placement, ProjectRole, SampleJob, TargetKind, sample_or_named
+from infra.targets.kind import Placement, SampleJob, TargetKind, sample_or_named
 
 KEYS: Final = (
     "sample",
@@ -72,6 +73,10 @@ class BigQueryTarget:
         return tuple({"dataset": dataset, "access": access} for dataset, access in sorted(roles.items()))
 
 
+# The runtime account's role on a dataset a job reads or writes (grants.py says why).
+_DATASET_ROLES: Final = {"read": DATASET_READER, "write": DATASET_WRITER}
+
+
 class BigQueryKind(TargetKind):
     key: ClassVar[str] = "bigquery"
     position: ClassVar[int] = 3
@@ -90,7 +95,7 @@ class BigQueryKind(TargetKind):
         "location": ("string", "Required with `query`: where the job runs (`EU`, `US`, a region)."),
         "destinationTable": (
             "string",
-            "`<project>.<dataset>.<table>` for the results; its dataset gets `roles/bigquery.dataEditor`.",
+            f"`<project>.<dataset>.<table>` for the results; its dataset gets `{DATASET_WRITER.role}`.",
         ),
         "writeDisposition": (
             "string",
@@ -99,27 +104,16 @@ class BigQueryKind(TargetKind):
         "labels": ("object", "BigQuery job labels (lower-case keys and values)."),
         "readDatasets": (
             "list of strings",
-            "`<project>.<dataset>` the query reads: `roles/bigquery.dataViewer` on each, nothing more.",
+            f"`<project>.<dataset>` the query reads: `{DATASET_READER.role}` on each, nothing more.",
         ),
         "writeDatasets": (
             "list of strings",
-            "`<project>.<dataset>` the query writes with DML: `roles/bigquery.dataEditor` on each.",
+            f"`<project>.<dataset>` the query writes with DML: `{DATASET_WRITER.role}` on each.",
         ),
     }
     handler: ClassVar[str] = BIGQUERY_HANDLER
     service: ClassVar[str] = "BigQuery"
     apis: ClassVar[tuple[str, ...]] = (BIGQUERY_API,)
-    # Creating query jobs is a project permission (bigquery.jobs.create): BigQuery has no
-    # narrower resource for it. The data a job reads or writes is granted per dataset.
-    project_roles: ClassVar[tuple[ProjectRole, ...]] = (
-        ProjectRole(
-            "roles/bigquery.jobUser",
-            "bigquery-job-user",
-            "the runtime account creates query jobs when a job goes through the BigQuery proxy; job "
-            "creation (bigquery.jobs.create) has no narrower IAM resource than the project, and the "
-            "data the jobs touch is granted per dataset",
-        ),
-    )
     environment_variable: ClassVar[str | None] = BIGQUERY_JOBS_ENV
     environment_entry: ClassVar[str] = (
         "{project, location, query, destinationTable?, writeDisposition?, labels?}"
@@ -140,7 +134,7 @@ class BigQueryKind(TargetKind):
     def grants(self, target: object, job_name: str, where: Placement) -> Iterator[ResourceGrant]:
         assert isinstance(target, BigQueryTarget)
         for dataset in target.datasets(sample_table(job_name, where)):
-            yield ResourceGrant("dataset", dataset["dataset"], DATASET_ROLES[dataset["access"]])
+            yield ResourceGrant("dataset", dataset["dataset"], _DATASET_ROLES[dataset["access"]].role)
 
 
 def sample_table(job_name: str, where: Placement) -> str:

@@ -14,7 +14,8 @@ from typing import Any, ClassVar, Final
 
 from exactly_once.targets.cloud_run_job_spec import CLOUD_RUN_JOBS_ENV, RUN_ENV_NAMES, CloudRunJobSpec
 from exactly_once.targets.resource_names import CLOUD_RUN_JOB_ID
-from infra.config.access import CLOUD_RUN_TARGET_ROLES, ResourceGrant
+from infra.config.access import ResourceGrant
+from infra.config.grants import CLOUD_RUN_JOB_EXECUTOR, CLOUD_RUN_JOB_VIEWER
 from infra.config.schema import ConfigProblems, unknown_keys
 from infra.targets.kind import Placement, TargetKind, sample_or_named
 
@@ -58,7 +59,7 @@ class CloudRunJobKind(TargetKind):
             "string",
             "Instead of `sample`: an existing Cloud Run job, its name (in `gcp:project` and `gcp:region`) "
             "or `projects/<p>/locations/<l>/jobs/<j>`. The runtime account gets "
-            "`roles/run.jobsExecutorWithOverrides` and `roles/run.viewer` on this job only.",
+            f"`{CLOUD_RUN_JOB_EXECUTOR.role}` and `{CLOUD_RUN_JOB_VIEWER.role}` on this job only.",
         ),
         "args": (
             "list of strings",
@@ -94,7 +95,10 @@ class CloudRunJobKind(TargetKind):
     def grants(self, target: object, job_name: str, where: Placement) -> Iterator[ResourceGrant]:
         assert isinstance(target, CloudRunJobTarget)
         resource = resource_name(target, job_name, where)
-        return (ResourceGrant("cloudRunJob", resource, role) for role in CLOUD_RUN_TARGET_ROLES)
+        return (
+            ResourceGrant("cloudRunJob", resource, grant.role)
+            for grant in (CLOUD_RUN_JOB_EXECUTOR, CLOUD_RUN_JOB_VIEWER)
+        )
 
 
 def resource_name(target: CloudRunJobTarget, job_name: str, where: Placement) -> str:

@@ -4,9 +4,11 @@ A job with a target (`workflow:`, `cloudRunJob:`, `bigquery:`) runs the kind's p
 the function (function/jobs/), which starts exactly one downstream execution per run. Each kind
 is one module of this package and one `TargetKind` in infra/targets/registry.py; everything the
 rest of the stack knows about a kind it asks that object: the config keys and their parsing,
-the body Cloud Scheduler sends, the function's environment table, the runtime account's grants,
-the APIs to enable and the API name the timing advisories show. No Pulumi here: the settings,
-the policy tests and the docs read the same answers the program deploys from.
+the body Cloud Scheduler sends, the function's environment table, the resources the runtime
+account is granted on, the APIs to enable and the API name the timing advisories show. The
+roles themselves, those on a kind's resources and the project roles a kind cannot do without,
+are rows of infra/config/grants.py. No Pulumi here: the settings, the policy tests and the docs
+read the same answers the program deploys from.
 """
 
 from __future__ import annotations
@@ -18,17 +20,6 @@ from typing import Any, ClassVar
 from infra.config.access import ResourceGrant
 from infra.config.names import StackNames
 from infra.config.schema import ConfigProblems
-
-
-@dataclass(frozen=True)
-class ProjectRole:
-    """A project-level role of the runtime account, for a service that has no narrower
-    resource to grant it on. `slug` names its IAM member resource (stable across deploys);
-    `reason` is why it cannot be narrower, as the policy pack's allow-list states it."""
-
-    role: str
-    slug: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -68,9 +59,6 @@ class TargetKind:
     service: ClassVar[str]
     # APIs enabled only when some job runs this kind's handler.
     apis: ClassVar[tuple[str, ...]] = ()
-    # Project roles of the runtime account when some job runs this kind's handler: only for
-    # a service with no resource-level IAM to start executions on.
-    project_roles: ClassVar[tuple[ProjectRole, ...]] = ()
     # The function's environment variable holding the kind's per-job table, if it has one, and
     # the shape of one job's entry in it, for the docs' table of the function's environment.
     environment_variable: ClassVar[str | None] = None

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Final
 
 from exactly_once.targets.resource_names import WORKFLOW_RESOURCE_NAME
 from infra.config.schema import ConfigProblems
-from infra.targets.kind import Placement, ProjectRole, SampleJob, TargetKind
+from infra.targets.kind import Placement, SampleJob, TargetKind
 
 # The proxy job (function/jobs/workflows.py) every job of this kind runs.
 WORKFLOWS_HANDLER: Final = "jobs.workflows:start_workflow_execution"
@@ -69,16 +69,6 @@ class WorkflowKind(TargetKind):
     handler: ClassVar[str] = WORKFLOWS_HANDLER
     service: ClassVar[str] = "Workflows"
     apis: ClassVar[tuple[str, ...]] = (WORKFLOWS_API, EXECUTIONS_API)
-    # Workflows has no per-workflow IAM resource: starting executions is a project role, made
-    # only when some job goes through the proxy (the policy pack allows exactly this one).
-    project_roles: ClassVar[tuple[ProjectRole, ...]] = (
-        ProjectRole(
-            "roles/workflows.invoker",
-            "workflows-invoker",
-            "the runtime account starts executions when a job goes through the Workflows proxy; "
-            "Workflows has no per-workflow IAM resource",
-        ),
-    )
     sends_body: ClassVar[bool] = True
     sample_calls_token_check: ClassVar[bool] = True
     # Through the Workflows proxy to the sample workflow, which checks the run's token before

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 
 from pulumi_policy import (
     EnforcementLevel,
+    PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
@@ -22,8 +23,10 @@ def resource_policy(
     level: EnforcementLevel,
     types: Iterable[str] | Callable[[str], bool],
     check: Callable[[ResourceValidationArgs], Iterable[str]],
+    config_schema: PolicyConfigSchema | None = None,
 ) -> ResourceValidationPolicy:
-    """A policy that runs `check` on resources of the given types and reports each message."""
+    """A policy that runs `check` on resources of the given types and reports each message;
+    `check` reads the policy's config, if it has a `config_schema`, from its args."""
     applies = types if callable(types) else frozenset(types).__contains__
 
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
@@ -33,5 +36,9 @@ def resource_policy(
             report_violation(message, None)
 
     return ResourceValidationPolicy(
-        name=name, description=description, validate=validate, enforcement_level=level
+        name=name,
+        description=description,
+        validate=validate,
+        enforcement_level=level,
+        config_schema=config_schema,
     )

@@ -17,7 +17,7 @@ from policy.engine.grants import PROJECT_MEMBER_PREFIX, account_email
 from policy.engine.job_table import job_table_of
 from policy.engine.props import UNKNOWN, Absent, lookup
 from policy.engine.types import FUNCTION_V2, PROJECT_IAM_MEMBER, resources_of
-from policy.identities.allowlist import PROJECT_ROLE_ALLOWLIST, AllowedProjectRole, Holder
+from policy.identities.allowlist import AllowedProjectRole, Holder, configured_allowlist
 from policy.identities.ci import ci_deployer_accounts, ci_previewer_accounts
 
 
@@ -92,9 +92,13 @@ def _accounts_of(allowed: AllowedProjectRole, resources: list[PolicyResource]) -
 
 def validate_project_role_holders(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     resources = list(args.resources)
+    allowlist = configured_allowlist(args.get_config())
+    if isinstance(allowlist, str):
+        report_violation(f"project-role-holders cannot judge the stack: {allowlist}", None)
+        return
     for grant in resources_of(resources, PROJECT_IAM_MEMBER):
         role, member = lookup(grant.props, "role"), lookup(grant.props, "member")
-        allowed = PROJECT_ROLE_ALLOWLIST.get(role) if isinstance(role, str) else None
+        allowed = allowlist.get(role) if isinstance(role, str) else None
         if allowed is None or not isinstance(member, str) or not member.startswith(PROJECT_MEMBER_PREFIX):
             continue  # unknown, or reported by project-iam-allowlist
         holders = _accounts_of(allowed, resources)

@@ -12,9 +12,9 @@ import pytest
 
 from exactly_once.audit.config import AuditConfig, CatchupRuns, Redelivery
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, PROJECT_HEADER, parse_rfc3339
+from infra.config.grants import CATCHUP_ACTS_AS_INVOKER, CATCHUP_ENQUEUER
 from infra.plan.catchup import function_url, queue_path
 from infra.plan.needs import CLOUD_TASKS_API
-from infra.resources.catchup_queue import ACT_AS_ROLE, ENQUEUER_ROLE
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.stack_tables import shipped_table
 from tools.mocked_program import STATIC, MockedStack, mock_stack
@@ -77,10 +77,10 @@ def test_a_catchup_job_gets_a_queue_its_grants_and_the_api(catching_up) -> None:
     assert (queue.inputs["project"], queue.inputs["location"]) == (PROJECT, REGION)
     runtime = _member(catching_up, "runtime")
     (enqueuer,) = catching_up.of_type(QUEUE_MEMBER)
-    assert (enqueuer.inputs["role"], enqueuer.inputs["member"]) == (ENQUEUER_ROLE, runtime)
+    assert (enqueuer.inputs["role"], enqueuer.inputs["member"]) == (CATCHUP_ENQUEUER.role, runtime)
     assert enqueuer.inputs["name"] == queue.outputs["name"]
     (act_as,) = catching_up.of_type(ACCOUNT_MEMBER)
-    assert (act_as.inputs["role"], act_as.inputs["member"]) == (ACT_AS_ROLE, runtime)
+    assert (act_as.inputs["role"], act_as.inputs["member"]) == (CATCHUP_ACTS_AS_INVOKER.role, runtime)
     invoker = next(r for r in catching_up.of_type(ACCOUNT) if r.name.endswith("-invoker"))
     assert act_as.inputs["serviceAccountId"] == invoker.outputs["name"]
     assert CLOUD_TASKS_API in {r.inputs["service"] for r in catching_up.of_type(SERVICE)}

@@ -12,12 +12,12 @@ import pytest
 from exactly_once.audit.config import REGION_ENV, AuditConfig, Redelivery
 from exactly_once.delivery.outcomes import Outcome
 from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
+from infra.config.grants import CATCHUP_ENQUEUER
 from infra.monitoring.alerts import ALERTS
 from infra.monitoring.log_filters import DELIVERIES, log_entry
 from infra.plan.audit_job import with_audit_job
 from infra.plan.catchup import FUNCTION_ROLE, function_url, queue_path
 from infra.resources.build import sources_bucket
-from infra.resources.catchup_queue import ENQUEUER_ROLE
 from infra.resources.regions import regional_prefix
 from infra.settings.environment import function_environment, stack_environment
 from infra.settings.stack import StackSettings
@@ -197,7 +197,7 @@ def test_a_catchup_queue_in_each_region_the_runtime_may_add_tasks_to(
     assert sorted(enqueuers) == sorted([REGION, SECOND])
     for region, [enqueuer] in enqueuers.items():
         assert (enqueuer.inputs["role"], enqueuer.inputs["member"]) == (
-            ENQUEUER_ROLE,
+            CATCHUP_ENQUEUER.role,
             act_as.inputs["member"],
         )
         assert enqueuer.inputs["name"] == queues[region][0].outputs["name"]

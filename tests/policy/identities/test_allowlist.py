@@ -36,6 +36,8 @@ def test_allowlist_has_a_reason_for_every_role() -> None:
         else (Holder.CI_DEPLOYER,)
         for r in DEPLOYER_ROLES
     }
+    # The scheduled function's and the token check's: both are a function's runtime account.
+    assert PROJECT_ROLE_ALLOWLIST["roles/datastore.user"].holders == (Holder.FUNCTION_RUNTIME,)
     assert PROJECT_ROLE_ALLOWLIST["roles/logging.logWriter"].holders == (Holder.FUNCTION_BUILD,)
     assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].holders == (Holder.FUNCTION_BUILD,)
     assert PROJECT_ROLE_ALLOWLIST["roles/storage.objectViewer"].condition is not None
