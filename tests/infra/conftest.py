@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from infra.config.access import GRANT_KINDS
 from infra.config.schema import SettingsError, project_name
 from infra.settings.loading import settings_from_config
 from infra.settings.stack import StackSettings
@@ -65,22 +66,51 @@ def two_job_settings() -> StackSettings:
     )
 
 
+# A resource of each kind a job's `grants` may name.
+GRANTED: dict[str, str] = {
+    "cloudRunJob": f"projects/{PROJECT}/locations/europe-west1/jobs/nightly-export",
+    "cloudRunService": f"projects/{PROJECT}/locations/europe-west1/services/reports",
+    "dataset": "acme-data.archive",
+    "secret": f"projects/{PROJECT}/secrets/api-token",
+    "topic": f"projects/{PROJECT}/topics/rollups",
+    "subscription": f"projects/{PROJECT}/subscriptions/rollups-audit",
+    "bucket": "acme-exports",
+}
+# Jobs of the kinds present beyond the samples `samples: true` adds: a sample Cloud Run job
+# (which it leaves out) and a BigQuery job that reads a dataset (the sample only writes).
+KIND_JOBS: dict[str, dict[str, Any]] = {
+    "cloudRunJob": valid_job(name="sample-job", cloudRunJob={"sample": True}),
+    "bigquery": valid_job(
+        name="rollup",
+        schedule="0 * * * *",
+        bigquery={
+            "query": "SELECT 1",
+            "location": "EU",
+            "readDatasets": ["acme-data.sales"],
+            "writeDatasets": ["acme-data.reports"],
+        },
+    ),
+}
+
+
 def every_option_values() -> dict[str, Any]:
     """A config with every option the program deploys something for: the samples (the demo job
-    and the sample job of each target kind present), a sample Cloud Run job when that kind is
-    present (`samples: true` leaves it out), a catch-up job, a job with secrets, variables and
-    a grant, a second region, alert channels, and the fork's own labels."""
-    jobs = [
-        valid_job(name="nightly", schedule="0 3 * * *", catchup={"windowSeconds": 86400}),
-        valid_job(
-            name="export",
-            secrets={"API_KEY": "api-key"},
-            env={"EXPORT_REGION": "eu"},
-            grants=[{"role": "roles/pubsub.publisher", "topic": f"projects/{PROJECT}/topics/exports"}],
-        ),
+    and the sample job of each target kind present), the jobs of each kind present that the
+    samples leave out, a catch-up job, a job with secrets, variables and a grant of every role
+    a job may ask for, a second region, alert channels, and the fork's own labels."""
+    grants = [
+        {"role": role, kind.key: GRANTED[kind.key]} for kind in GRANT_KINDS for role in sorted(kind.roles)
     ]
-    if "cloudRunJob" in TARGET_KEYS:
-        jobs.append(valid_job(name="sample-job", cloudRunJob={"sample": True}))
+    jobs = [
+        valid_job(
+            name="granted",
+            grants=grants,
+            secrets={"WAREHOUSE_PASSWORD": "warehouse-password"},
+            env={"EXPORT_REGION": "eu"},
+        ),
+        valid_job(name="catching-up", schedule="0 * * * *", catchup={"windowSeconds": 86400}),
+        *(job for key, job in KIND_JOBS.items() if key in TARGET_KEYS),
+    ]
     return valid_values(
         samples=True,
         secondRegion=SECOND_REGION,

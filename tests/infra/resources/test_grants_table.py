@@ -2,10 +2,10 @@
 IAM member, binding or policy resource the program declares is a row of the table (its account,
 its role, its kind of scope), and every row that applies is declared.
 
-Two stacks: one with every option and every target kind this checkout has (its samples, a
-BigQuery job that reads and writes datasets, a secret, a job's `grants` for every role the
-table lets a job ask for, a catch-up job, a second region), where every row applies; and the
-plainest stack, where only the rows made `ALWAYS` do. A grant added in code without its row, a
+Two stacks: the suite's stack with every option and every target kind this checkout has
+(tests/infra/conftest.py's every_option_values: a job's `grants` for every role the table lets
+a job ask for among them), where every row applies; and the plainest stack, where only the
+rows made `ALWAYS` do. A grant added in code without its row, a
 row whose grant the program no longer makes, or a grant made without its condition fails one
 of them.
 """
@@ -13,65 +13,25 @@ of them.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 
-from infra.config.access import GRANT_KINDS
 from infra.config.grants import ALWAYS, STACK_GRANTS, Account, Scope, grants_present
 from infra.config.schema import REPO_ROOT
 from infra.settings.stack import StackSettings
 from infra.targets.registry import TARGET_KEYS, TARGET_KINDS
 from policy.engine.types import is_iam_type
-from tests.infra.conftest import PROJECT, build, valid_job, valid_values
+from tests.infra.conftest import PROJECT, build, every_option_values, valid_values
 from tests.support.sources import python_sources, string_constants
 from tools.mocked_program import MockedResource, MockedStack, mock_stack
 
 FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 TOKEN_CHECK_ENTRY_POINT = "check_idempotency_token"
-# A resource of each kind a job's `grants` may name.
-GRANTED: dict[str, str] = {
-    "cloudRunJob": f"projects/{PROJECT}/locations/europe-west1/jobs/nightly-export",
-    "cloudRunService": f"projects/{PROJECT}/locations/europe-west1/services/reports",
-    "dataset": "acme-data.archive",
-    "secret": f"projects/{PROJECT}/secrets/api-token",
-    "topic": f"projects/{PROJECT}/topics/rollups",
-    "subscription": f"projects/{PROJECT}/subscriptions/rollups-audit",
-    "bucket": "acme-exports",
-}
-# Jobs of the kinds present beyond the samples `samples: true` adds: a sample Cloud Run job
-# (which it leaves out) and a BigQuery job that reads a dataset (the sample only writes).
-KIND_JOBS: dict[str, dict[str, Any]] = {
-    "cloudRunJob": valid_job(name="sample-job", cloudRunJob={"sample": True}),
-    "bigquery": valid_job(
-        name="rollup",
-        schedule="0 * * * *",
-        bigquery={
-            "query": "SELECT 1",
-            "location": "EU",
-            "readDatasets": ["acme-data.sales"],
-            "writeDatasets": ["acme-data.reports"],
-        },
-    ),
-}
-
-
-def every_option() -> StackSettings:
-    grants = [
-        {"role": role, kind.key: GRANTED[kind.key]} for kind in GRANT_KINDS for role in sorted(kind.roles)
-    ]
-    jobs = [
-        valid_job(name="granted", grants=grants, secrets={"WAREHOUSE_PASSWORD": "warehouse-password"}),
-        valid_job(name="catching-up", schedule="0 * * * *", catchup={"windowSeconds": 86400}),
-        *(job for key, job in KIND_JOBS.items() if key in TARGET_KEYS),
-    ]
-    return build(valid_values(samples=True, secondRegion="europe-west4", databaseLocation="eur3", jobs=jobs))
 
 
 @pytest.fixture(scope="module")
-def everything() -> tuple[StackSettings, MockedStack]:
-    settings = every_option()
-    return settings, mock_stack(settings)
+def everything(every_option_stack: MockedStack) -> tuple[StackSettings, MockedStack]:
+    return build(every_option_values()), every_option_stack
 
 
 @pytest.fixture(scope="module")
