@@ -391,7 +391,13 @@ def _mark_failed_outputs_seen() -> None:
     for each when it is destroyed: at the worker's exit, outside any test, over a thousand for
     one refused change. The error was raised to the caller once, so every future that ended
     with an exception is marked seen (`exception()` does that): the program's, since a test
-    process runs no other asyncio work beside a mocked program."""
+    process runs no other asyncio work beside a mocked program. The tasks still pending on the
+    failure (registrations waiting on the refused output) are run to their end first: marked
+    only as they stood when the error was raised, they failed later, each with its traceback."""
+    loop = asyncio.get_event_loop()
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    if pending and not loop.is_running():
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     for held in gc.get_objects():
         if isinstance(held, asyncio.Future) and held.done() and not held.cancelled():
             held.exception()
