@@ -9,14 +9,17 @@ runs"), records it as a run of its own, and the scheduled run at that time still
 
 `run-now` then waits for that manual run's record to complete and prints it. A manual run's
 record is found by its job name (an equality, which needs no composite index) and told from
-the job's scheduled runs by the trigger the function recorded with it (`forced`).
+the job's scheduled runs by the trigger the function recorded with it (`forced`). A RunJob
+sent within FORCED_RUN_TOLERANCE of the next scheduled time reaches the function as that
+scheduled run, which runs once whichever of its deliveries comes first: run-now then waits
+for that run's record, and says so.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TextIO
@@ -26,6 +29,7 @@ from google.auth import exceptions as auth_exceptions
 from google.cloud.firestore_v1.base_query import FieldFilter
 from google.cloud.scheduler_v1 import CloudSchedulerClient
 
+from exactly_once.delivery.forced_runs import FORCED_RUN_TOLERANCE
 from exactly_once.delivery.scheduler_request import Trigger, format_rfc3339
 from exactly_once.ledger import lifecycle
 from exactly_once.ledger.fields import CLAIMED_AT, SCHEDULE_TIME, TRIGGER
@@ -47,6 +51,11 @@ POLL_SECONDS = 2.0
 # This machine's clock and Firestore's may differ a little: records claimed up to this long
 # before the request was sent still count as the request's.
 CLOCK_SLACK_SECONDS = 5.0
+# What run-now says of a RunJob taken as the scheduled run it came just before.
+SCHEDULED_INSTEAD = (
+    f"it reached the function within {FORCED_RUN_TOLERANCE.total_seconds():g}s of the next scheduled "
+    "time, so it is that scheduled run, which runs once; scheduled run completed"
+)
 # The job name field of a run record, which the query filters on.
 JOB_NAME_FIELD = "job_name"
 
@@ -66,13 +75,23 @@ def is_manual(record: Mapping[str, Any]) -> bool:
     return record.get(TRIGGER) == Trigger.FORCED and isinstance(record.get(CLAIMED_AT), datetime)
 
 
+def requested_runs(records: Iterable[Mapping[str, Any]], since: datetime) -> list[dict[str, Any]]:
+    """The runs a RunJob sent at `since` may have come to, oldest claim first: the manual runs
+    claimed since then; or, while there is none, the scheduled runs claimed since then for a
+    time not before it, which is what a RunJob sent within FORCED_RUN_TOLERANCE of the next
+    scheduled time is taken for (a retry of an earlier run is for an earlier time)."""
+    claimed = [dict(r) for r in records if isinstance(r.get(CLAIMED_AT), datetime) and r[CLAIMED_AT] >= since]
+    found = [r for r in claimed if is_manual(r)] or [
+        r for r in claimed if isinstance(r.get(SCHEDULE_TIME), datetime) and r[SCHEDULE_TIME] >= since
+    ]
+    return sorted(found, key=lambda record: record[CLAIMED_AT])
+
+
 def manual_runs(context: StackContext, job_id: str, since: datetime) -> list[dict[str, Any]]:
-    """The manual runs of the deployed job `job_id` claimed since `since`, oldest first."""
+    """requested_runs of the deployed job `job_id`, read from its ledger."""
     collection = context.firestore().collection(context.settings.runs_collection)
     query = collection.where(filter=FieldFilter(JOB_NAME_FIELD, "==", job_id))
-    records = [doc.to_dict() or {} for doc in query.stream(timeout=API_TIMEOUT_SECONDS)]
-    found = [r for r in records if is_manual(r) and r[CLAIMED_AT] >= since]
-    return sorted(found, key=lambda record: record[CLAIMED_AT])
+    return requested_runs((doc.to_dict() or {} for doc in query.stream(timeout=API_TIMEOUT_SECONDS)), since)
 
 
 @dataclass
@@ -148,7 +167,8 @@ def run_now(
     out.write(f"run-now of {job}: Cloud Scheduler job {job_id} forced; waiting up to {wait_seconds:g}s\n")
     done, latest = runner.wait(job_id, since)
     if done is not None:
-        out.write(f"run-now of {job}: manual run completed: {describe(done)}\n")
+        what = "manual run completed" if is_manual(done) else SCHEDULED_INSTEAD
+        out.write(f"run-now of {job}: {what}: {describe(done)}\n")
         return ExitCode.RUN_PROBLEM if done.get("result") == "terminal_failure" else ExitCode.OK
     if latest is None:
         out.write(
