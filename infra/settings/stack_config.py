@@ -189,7 +189,7 @@ def _typed(name: str, entry: Mapping[str, Any]) -> Any:
     try:
         if kind == "integer":
             return int(value)
-        if kind == "array" or name == JOBS_KEY:
+        if kind in ("array", "object") or name == JOBS_KEY:
             return json.loads(value)
     except ValueError:
         return value

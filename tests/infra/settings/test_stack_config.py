@@ -67,20 +67,24 @@ def test_an_environments_project_and_region_come_from_the_cli(
     assert pulumi_cli.working_folders() == [project]
 
 
-def test_a_list_set_as_a_json_string_is_read_as_the_program_reads_it(
+def test_a_list_or_a_map_set_as_a_json_string_is_read_as_the_program_reads_it(
     project: Path, pulumi_cli: StandInPulumi
 ) -> None:
-    """`pulumi config set jobs '[...]'` stores a string, which the program's get_object parses."""
+    """`pulumi config set jobs '[...]'` stores a string, which the program's get_object parses;
+    so does `pulumi config set labels '{...}'`."""
     write_stack(project, "prod", esc_stack_text())
     channels = ["projects/esc-project/notificationChannels/7"]
+    labels = {"team": "data-platform"}
     config = {
         f"{NAMESPACE}:jobs": json.dumps([NIGHTLY]),
         f"{NAMESPACE}:alertNotificationChannels": json.dumps(channels),
+        f"{NAMESPACE}:labels": json.dumps(labels),
     }
     pulumi_cli.answer("prod", resolved(config, FROM_ENVIRONMENT))
     settings = load_stack_settings("prod", project)
     assert [job.name for job in settings.jobs] == ["nightly"]
     assert settings.alert_notification_channels == tuple(channels)
+    assert dict(settings.labels) == labels
 
 
 def test_a_secret_the_settings_read_is_asked_for_once_more_with_show_secrets(
