@@ -211,7 +211,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        round_trip = slowest_round_trip_seconds() + args.firestore_rtt_ms / 1000
+        slowest = slowest_round_trip_seconds()
+        round_trip = slowest + args.firestore_rtt_ms / 1000
         rates = FaultRates(**{f.value: getattr(args, f"{f.value}_rate") for f in Fault})
         rates.validate()
         settings = load_settings(args.stack)
@@ -230,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rates,
             firestore_rtt_seconds=args.firestore_rtt_ms / 1000,
             regions=args.regions,
+            slowest_round_trip_seconds=slowest,
         )
         problems = options.compressed(settings, job).problems(settings, job)
     except (ValueError, SettingsError) as error:

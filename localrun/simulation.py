@@ -23,7 +23,7 @@ from infra.config.schema import FUNCTION_DIR
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
 from jobs.demo import run_demo_job
-from localrun.compression import CompressedTiming, slowest_round_trip_seconds
+from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import RunResult
 from localrun.emulator import EMULATOR_HOST_ENV
 from localrun.faults import JOB_FAULTS, FaultRates, RunFaults, plan_faults
@@ -58,6 +58,8 @@ class SimulationOptions:
     # Added to every Firestore round trip of the function (a delaying proxy in front of the
     # emulator), as if the database were far away; 0: none.
     firestore_rtt_seconds: float = 0.0
+    # The slowest round trip a busy machine asks for (compression.slowest_round_trip_seconds).
+    slowest_round_trip_seconds: float = BUSY_ROUND_TRIP_SECONDS
     # Regions every run is delivered in (localrun/regions.py): 1, or 2 with region a down for
     # a stretch of runs (regions.demo_outage).
     regions: int = 1
@@ -65,7 +67,7 @@ class SimulationOptions:
     def compressed(self, settings: StackSettings, job: JobSettings) -> CompressedTiming:
         """The function's timing for a run of `job`: the slowest round trip it must ride out
         is a busy machine's, plus the delay added on purpose."""
-        round_trip = slowest_round_trip_seconds() + self.firestore_rtt_seconds
+        round_trip = self.slowest_round_trip_seconds + self.firestore_rtt_seconds
         return CompressedTiming.of(settings, self.speedup, round_trip_seconds=round_trip, job=job)
 
 
