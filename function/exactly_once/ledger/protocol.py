@@ -360,7 +360,8 @@ class RunLedger:
         of waiting out the lease, with `also` in the same commit. `checkpoint_json` is the
         attempt's latest (its own, else the one it inherited): kept in a `released` record, or
         the record deleted when there is none. Only the owner may release."""
-        self._release(Event.RELEASE, claim, checkpoint_json, also, self._ending_budget(claim, Event.RELEASE))
+        fields, budget = lifecycle.release_fields(checkpoint_json), self._ending_budget(claim, Event.RELEASE)
+        self._finish_as_owner(Event.RELEASE, claim, fields, budget, also=also)
 
     def give_back(self, claim: Claim) -> None:
         """Return a claim whose job never ran (confirmed too late, claimed under the wrong
@@ -368,18 +369,7 @@ class RunLedger:
         checkpoint put back, for the next claim to own at once. Nothing ran, so nothing is lost
         when this fails: it waits the store deadline only, and the run then its lease."""
         budget = self._budget(self.deadline_seconds, f"{Event.GIVE_BACK.value} of run {claim.run_id}")
-        self._release(Event.GIVE_BACK, claim, claim.checkpoint_json, (), budget)
-
-    def _release(
-        self,
-        event: Event,
-        claim: Claim,
-        checkpoint_json: str | None,
-        also: Sequence[StagedWrite],
-        budget: Budget,
-    ) -> None:
-        fields = lifecycle.release_fields(checkpoint_json)
-        self._finish_as_owner(event, claim, fields, budget, also=also)
+        self._finish_as_owner(Event.GIVE_BACK, claim, lifecycle.release_fields(claim.checkpoint_json), budget)
 
     def _finish_as_owner(
         self,
