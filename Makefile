@@ -147,7 +147,8 @@ test: faketime
 	$(MAKE) --no-print-directory --keep-going --jobs=4 --output-sync=target test-suite test-runtime typecheck lint
 
 # Every virtualenv and tool the tests, the demo and the soak use, installed once: CI (.ci/run)
-# installs them first and then runs those three side by side, none of them installing again.
+# installs them first and then runs those three (the tests, then the demo beside the soak),
+# none of them installing again.
 prepare: $(STAMP) $(POLICY_STAMP) $(RUNTIME_VENV)/.installed faketime
 
 # The pack's own virtualenv too: a test loads the pack in it, as `pulumi up --policy-pack` does.

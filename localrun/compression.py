@@ -65,8 +65,8 @@ def slowest_round_trip_seconds() -> float:
     """The slowest round trip the local run rides out: BUSY_ROUND_TRIP_SECONDS, or what
     SLOWEST_ROUND_TRIP_ENV says. A compressed lease is floored for it, and a Firestore that
     answers a run's completion later than the lease leaves the run to a retry that runs the
-    job again: a harness that serves its function beside other work (CI runs the soak beside
-    the test suite, where round trips of several seconds were seen) says how slow it gets, and
+    job again: a harness that serves its function on a machine it may share (round trips of
+    several seconds were seen beside the test suite) says how slow it gets, and
     every lease and time limit is floored for that. Read once, by the demo's and the soak's
     entry points, which hand it on in their options."""
     value = os.environ.get(SLOWEST_ROUND_TRIP_ENV, "").strip()
