@@ -36,7 +36,7 @@ LINTED := function infra policy localrun ops tools tests __main__.py $(call chec
 # fork that deleted it, a line saying so and success, so a CI job that still names it stays green.
 optional = @if [ -n "$(call checkout_has,$(1))" ]; then echo '$(2)'; $(2); else echo "make $@: $(1) is not in this checkout (deleted as optional): nothing to run"; fi
 
-.PHONY: prepare install lint lint-workflows typecheck check format test-jobs test test-suite test-runtime test-pruned demo soak soak-short soak-model bench docs clean faketime
+.PHONY: install lint lint-workflows typecheck check format test-jobs test test-suite test-runtime test-pruned demo soak soak-short soak-model bench docs clean faketime
 
 # pip runs --quiet (its hundreds of lines would bury a failure), so each step says first what
 # it is about to do and how long that takes.
@@ -145,11 +145,6 @@ PYTEST_PARALLEL = --dist loadfile --no-loadscope-reorder --durations=30
 
 test: faketime
 	$(MAKE) --no-print-directory --keep-going --jobs=4 --output-sync=target test-suite test-runtime typecheck lint
-
-# Every virtualenv and tool the tests, the demo and the soak use, installed once: CI (.ci/run)
-# installs them first and then runs those three (the tests, then the demo beside the soak),
-# none of them installing again.
-prepare: $(STAMP) $(POLICY_STAMP) $(RUNTIME_VENV)/.installed faketime
 
 # The pack's own virtualenv too: a test loads the pack in it, as `pulumi up --policy-pack` does.
 test-suite: $(STAMP) $(POLICY_STAMP)
