@@ -173,11 +173,14 @@ def test_renewal_refused_after_a_takeover_raises_lease_lost(db):
     was taken over cannot renew it back."""
     from exactly_once.ledger.protocol import LeaseLost
 
-    ledger = ledger_on(db, lease=timedelta(seconds=1))
+    # A lease long enough that its refused renewal's read of the record (a third of half a
+    # lease: 1 s) is answered on a loaded machine; with 1 s, that read had a sixth of a second
+    # and ran out before it could tell the takeover.
+    ledger = ledger_on(db, lease=timedelta(seconds=6))
     stale = ledger.claim(KEY, "stalled")
-    rival = ledger_on(db, lease=timedelta(seconds=1))
+    rival = ledger_on(db, lease=timedelta(seconds=6))
     fresh = wait_until(
-        lambda: _claim_or_none(rival, "rival"), timeout=20, what="the lease to run out", interval=0.2
+        lambda: _claim_or_none(rival, "rival"), timeout=60, what="the lease to run out", interval=0.2
     )
     with pytest.raises(LeaseLost):
         ledger.renew(stale, timeout=5)
