@@ -16,6 +16,7 @@ from infra.settings.jobs import RETRY_KEYS, JobSettings
 from infra.settings.stack import StackSettings
 from infra.targets.registry import kind_for_handler
 from infra.timing import rules as timing
+from infra.timing.advisories import check_second_region, check_wait_overlap
 from infra.timing.clock_changes import check_clock_changes
 from infra.timing.rules import Violation
 
@@ -111,13 +112,13 @@ def timing_advisories(settings: StackSettings, today: date | None = None) -> lis
         violation_text(violation, index, job, settings)
         for index, job in enumerate(settings.jobs)
         if job.overlap == OverlapPolicy.WAIT
-        for violation in timing.check_wait_overlap(settings.job_timing(job))
+        for violation in check_wait_overlap(settings.job_timing(job))
     )
     if settings.second_region:
         advisories.extend(
             violation_text(violation, index, job, settings)
             for index, job in enumerate(settings.jobs)
-            for violation in timing.check_second_region(settings.job_timing(job))
+            for violation in check_second_region(settings.job_timing(job))
         )
     advisories.extend(call_timeout_advisories(settings))
     since = today if today is not None else date.today()

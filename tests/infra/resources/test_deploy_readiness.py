@@ -21,7 +21,7 @@ from infra.settings.environment import job_table
 from infra.settings.loading import load_stack_settings
 from infra.settings.timing_checks import timing_advisories
 from infra.targets.registry import TARGET_KINDS
-from infra.timing import rules as timing
+from infra.timing import advisories
 from tests.infra.conftest import build, valid_job, valid_values
 from tests.support.optional import needs_proxy_kinds
 from tests.support.stack_tables import shipped_table
@@ -290,13 +290,13 @@ def test_wait_warns_when_retries_cannot_outlast_the_earlier_run() -> None:
     assert timing_advisories(settings) == []
     no_retries = dataclasses.replace(settings.jobs[0].retry, retry_count=0)
     job = dataclasses.replace(settings.jobs[0], retry=no_retries)
-    rules = [v.rule for v in timing.check_wait_overlap(settings.job_timing(job))]
+    rules = [v.rule for v in advisories.check_wait_overlap(settings.job_timing(job))]
     assert rules == ["overlap-wait-window"]
     hand_built = dataclasses.replace(settings, jobs=(job,))
     (advisory,) = [a for a in timing_advisories(hand_built) if "overlap 'wait'" in a]
     assert ":jobs[0].retry.retryCount" in advisory and "no retry" in advisory
     every_minute = dataclasses.replace(settings.jobs[0], schedule="* * * * *")
-    rules = [v.rule for v in timing.check_wait_overlap(settings.job_timing(every_minute))]
+    rules = [v.rule for v in advisories.check_wait_overlap(settings.job_timing(every_minute))]
     assert "overlap-wait-backlog" in rules
 
 

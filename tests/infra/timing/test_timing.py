@@ -7,12 +7,12 @@ import dataclasses
 
 import pytest
 
+from infra.timing.advisories import check_wait_overlap
 from infra.timing.cron import CRON_MACROS, schedule_min_interval_seconds, unix_cron_error
 from infra.timing.rules import (
     JobTiming,
     RetryConfig,
     check_job_timing,
-    check_wait_overlap,
     latest_retry_arrival_seconds,
     retry_arrivals_if_every_attempt_fails_instantly,
 )
