@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         in_flight=args.in_flight,
         forced=args.forced,
         regions=args.regions,
-        round_trip_seconds=round_trip,
+        slowest_round_trip_seconds=round_trip,
     )
     out_dir: Path = args.output_dir
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -79,7 +79,7 @@ class SoakOptions:
     interval_seconds: float = 0.02  # between two runs fired
     speedup: float = 20.0
     # The slowest Firestore round trip to ride out (compression.slowest_round_trip_seconds).
-    round_trip_seconds: float = BUSY_ROUND_TRIP_SECONDS
+    slowest_round_trip_seconds: float = BUSY_ROUND_TRIP_SECONDS
     forced: bool = True
     # Directories put first on the instances' PYTHONPATH (a test's sitecustomize).
     extra_pythonpath: tuple[Path, ...] = ()
@@ -123,7 +123,7 @@ def soak(
         path.unlink(missing_ok=True)
     jobs = settings.jobs
     compressed = CompressedTiming.of(
-        settings, options.speedup, round_trip_seconds=options.round_trip_seconds, job=jobs[0]
+        settings, options.speedup, round_trip_seconds=options.slowest_round_trip_seconds, job=jobs[0]
     )
     clock = CompressedClock(options.speedup)
     selected = [plans[options.only]] if options.only is not None else list(plans)
