@@ -1,4 +1,5 @@
-"""`python -m ops status|audit|backfill|redo|run-now|smoke --stack NAME`: day-2 operations of a stack.
+"""`python -m ops COMMAND --stack NAME`: day-2 operations of a stack (status, history, next, audit,
+backfill, redo, run-now, smoke, resume).
 
 Exit statuses are ops.exit_codes.ExitCode, listed at the end of every `--help`.
 """
@@ -21,10 +22,11 @@ from infra.config.schema import REPO_ROOT
 from infra.settings.loading import stack_names
 from ops import ledger_view
 from ops.catchup import backfill_range
-from ops.context import EMULATOR_HOST_ENV, CloudUnreachable, StackContext, UserError, parse_time
+from ops.context import EMULATOR_HOST_ENV, CloudUnreachable, StackContext, UserError, parse_time, utc_now
 from ops.delivery import backfill, redo
 from ops.exit_codes import ExitCode, exit_codes_text
 from ops.google_apis import Endpoints
+from ops.next_runs import NEXT_RUNS, show_next
 from ops.resume import resume
 from ops.run_now import DEFAULT_WAIT_SECONDS, run_now
 from ops.smoke import Smoke
@@ -85,6 +87,25 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--job", help="only this job (its name in the stack config; default: every job)")
     status.add_argument("--limit", type=int, default=ledger_view.STATUS_RUNS, help="runs per job")
     status.add_argument("--until", help="latest schedule time to show (RFC 3339; default now)")
+
+    history = command(
+        "history",
+        "a job's latest runs: schedule time in UTC and the job's zone, verdict, attempt, duration, "
+        "why skipped or delivered again; then its manual runs",
+    )
+    history.add_argument("--job", required=True, help="the job's name in the stack config")
+    history.add_argument("--last", type=int, default=ledger_view.HISTORY_RUNS, help="scheduled runs to show")
+    history.add_argument("--until", help="latest schedule time to show (RFC 3339; default now)")
+    history.add_argument("--json", action="store_true", help="one JSON document instead of text lines")
+
+    upcoming = command(
+        "next",
+        "a job's next fire times in its zone and in UTC, daylight-saving changes marked (reads no ledger)",
+    )
+    upcoming.add_argument("--job", required=True, help="the job's name in the stack config")
+    upcoming.add_argument("--count", type=int, default=NEXT_RUNS, help="fire times to list")
+    upcoming.add_argument("--after", help="list the fire times after this time (RFC 3339; default now)")
+    upcoming.add_argument("--json", action="store_true", help="one JSON document instead of text lines")
 
     resume = command(
         "resume", "end the pause of a job its failed runs paused (pauseAfterFailures): its next run executes"
@@ -183,10 +204,20 @@ def run(argv: Sequence[str], out: TextIO | None = None) -> int:
         # From the config alone, before any client looks for credentials: a typo is a typo
         # on a machine without them too.
         context.job(args.job)
-    stdout.write(ledger_header(context) + "\n")
+    if args.command == "next":
+        # Computed from the config alone: no ledger to name, and nothing before a JSON answer.
+        after = parse_time(args.after, "--after") if args.after else utc_now()
+        return show_next(context, stdout, job=args.job, count=args.count, after=after, as_json=args.json)
+    if not getattr(args, "json", False):
+        stdout.write(ledger_header(context) + "\n")
     if args.command == "status":
         until = parse_time(args.until, "--until") if args.until else None
         return ledger_view.status(context, stdout, job=args.job, limit=args.limit, until=until)
+    if args.command == "history":
+        until = parse_time(args.until, "--until") if args.until else None
+        return ledger_view.history(
+            context, stdout, job=args.job, last=args.last, until=until, as_json=args.json
+        )
     if args.command == "resume":
         return resume(context, stdout, job=args.job)
     if args.command == "audit":
