@@ -26,6 +26,7 @@ from ops.context import EMULATOR_HOST_ENV, CloudUnreachable, StackContext, UserE
 from ops.delivery import backfill, redo
 from ops.exit_codes import ExitCode, exit_codes_text
 from ops.google_apis import Endpoints
+from ops.history import HISTORY_RUNS, history
 from ops.next_runs import NEXT_RUNS, show_next
 from ops.resume import resume
 from ops.run_now import DEFAULT_WAIT_SECONDS, run_now
@@ -94,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         "why skipped or delivered again; then its manual runs",
     )
     history.add_argument("--job", required=True, help="the job's name in the stack config")
-    history.add_argument("--last", type=int, default=ledger_view.HISTORY_RUNS, help="scheduled runs to show")
+    history.add_argument("--last", type=int, default=HISTORY_RUNS, help="scheduled runs to show")
     history.add_argument("--until", help="latest schedule time to show (RFC 3339; default now)")
     history.add_argument("--json", action="store_true", help="one JSON document instead of text lines")
 
@@ -215,9 +216,7 @@ def run(argv: Sequence[str], out: TextIO | None = None) -> int:
         return ledger_view.status(context, stdout, job=args.job, limit=args.limit, until=until)
     if args.command == "history":
         until = parse_time(args.until, "--until") if args.until else None
-        return ledger_view.history(
-            context, stdout, job=args.job, last=args.last, until=until, as_json=args.json
-        )
+        return history(context, stdout, job=args.job, last=args.last, until=until, as_json=args.json)
     if args.command == "resume":
         return resume(context, stdout, job=args.job)
     if args.command == "audit":

@@ -1,4 +1,4 @@
-"""`status`, `history` and `audit`: what the ledger says about each job's scheduled runs.
+"""`status` and `audit`: what the ledger says about each job's scheduled runs.
 
 Both compute the runs the schedule expects and read those records by id: no query and no
 index, so they work on any database the stack deployed, exactly as the scheduled audit does.
@@ -14,7 +14,6 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO, cast
-from zoneinfo import ZoneInfo
 
 from google.cloud.firestore import DocumentReference
 
@@ -60,7 +59,7 @@ def _reader(context: StackContext) -> RecordReader:
     return firestore_reader(context.firestore(), context.settings.runs_collection, field_paths=None)
 
 
-def _judge(
+def judge_expected(
     context: StackContext, expected: Sequence[tuple[Any, FireTime]], now: datetime, target: str | None
 ) -> list[ExpectedRun]:
     return judge_runs(
@@ -180,7 +179,7 @@ def audit(
     out.write(_retention_note(context, since, now) + "\n")
     target = stack_target_until(context, until)
     out.write(_target_note(target) + "\n")
-    runs = _judge(context, expected, now, target)
+    runs = judge_expected(context, expected, now, target)
     caught_up = catchup_deliveries(context, since, until)
     for run in runs:
         detail = f"  ({run.detail})" if run.detail else ""
@@ -188,7 +187,7 @@ def audit(
         if run.run_id in caught_up:
             out.write(f"{format_rfc3339(run.schedule_time)}  {run.job}  catch-up: {caught_up[run.run_id]}\n")
     for settings in context.jobs(job):
-        for record in _manual(context, settings, since, until):
+        for record in manual_in(context, settings, since, until):
             claimed = format_rfc3339(record["claimed_at"])
             out.write(f"{claimed}  {record.get('job_name')}  manual  ({describe(record)})\n")
     missed = [run for run in runs if run.state is Verdict.MISSED]
@@ -225,15 +224,15 @@ def status(
     target = stack_target_until(context, until)
     for settings in context.jobs(job):
         audited = context.audited(settings)
-        out.write(_job_heading(settings) + "\n")
+        out.write(job_heading(settings) + "\n")
         out.write(_job_status_line(context, audited.name, settings) + "\n")
         latest = fires(audited.schedule, audited.time_zone, since, until, newest=limit)
-        runs = _judge(context, [(audited, fire) for fire in latest], now, target)
+        runs = judge_expected(context, [(audited, fire) for fire in latest], now, target)
         if not runs:
             out.write("  no scheduled runs in the retention window\n")
         for run in reversed(runs):
             out.write("  " + _status_line(run, timedelta(seconds=context.settings.lease_seconds)) + "\n")
-        for record in reversed(_manual(context, settings, since, until)[-limit:]):
+        for record in reversed(manual_in(context, settings, since, until)[-limit:]):
             out.write(f"  manual run claimed {format_rfc3339(record['claimed_at'])}: {describe(record)}\n")
     return ExitCode.OK
 
@@ -275,7 +274,7 @@ def _last_run(run: dict[str, Any]) -> str:
     return text
 
 
-def _manual(
+def manual_in(
     context: StackContext, job: JobSettings, since: datetime, until: datetime
 ) -> list[dict[str, Any]]:
     """The job's manual runs (`run-now`, a force-run) claimed in [since, until]. Only those:
@@ -287,7 +286,7 @@ def _manual(
     return [record for record in records if is_manual(record) and record["claimed_at"] < before]
 
 
-def _job_heading(job: JobSettings) -> str:
+def job_heading(job: JobSettings) -> str:
     return f"job {job.name}  (schedule {job.schedule!r} in {job.time_zone}){_pause_note(job)}"
 
 
@@ -307,7 +306,7 @@ def _status_line(run: ExpectedRun, lease: timedelta) -> str:
         parts.append(f"attempt={record['attempt_id']}")
     if run.other_target is not None:
         parts.append(f"target={run.other_target}")
-    timing = _timing(record)
+    timing = run_timing(record)
     if timing["claimed_at"] is not None:
         parts.append(f"claimed={timing['claimed_at']}")
         if timing["duration_seconds"] is not None:
@@ -323,97 +322,7 @@ def _status_line(run: ExpectedRun, lease: timedelta) -> str:
     return "  ".join(parts)
 
 
-# How many of the latest runs `history` shows by default.
-HISTORY_RUNS = 20
-
-
-def history(
-    context: StackContext,
-    out: TextIO,
-    *,
-    job: str,
-    last: int = HISTORY_RUNS,
-    until: datetime | None = None,
-    now: datetime | None = None,
-    as_json: bool = False,
-) -> ExitCode:
-    """The job's latest `last` scheduled runs up to `until`, newest first, each with its
-    schedule time in UTC and in the job's zone, verdict, attempt, duration and why it was
-    skipped or delivered again; then its manual runs in the same span. Text, or one JSON
-    document."""
-    if last < 1:
-        raise UserError(f"--last: expected a positive number of runs, got {last}")
-    now = now or utc_now()
-    until = until or now
-    since = until - timedelta(seconds=context.settings.retention_seconds)
-    settings = context.job(job)
-    audited = context.audited(settings)
-    target = stack_target_until(context, until)
-    latest = fires(audited.schedule, audited.time_zone, since, until, newest=last)
-    runs = [
-        _history_entry(run, audited.time_zone)
-        for run in reversed(_judge(context, [(audited, fire) for fire in latest], now, target))
-    ]
-    caught_up = catchup_deliveries(context, since, until)
-    for entry in runs:
-        entry["caught_up"] = caught_up.get(str(entry["run_id"]))
-    manual = [_manual_entry(record) for record in reversed(_manual(context, settings, since, until)[-last:])]
-    if as_json:
-        document = {
-            "stack": context.stack,
-            "job": settings.name,
-            "run_key": audited.name,
-            "schedule": audited.schedule,
-            "time_zone": audited.time_zone,
-            "until": format_rfc3339(until),
-            "runs": runs,
-            "manual_runs": manual,
-        }
-        out.write(json.dumps(document, indent=2) + "\n")
-        return ExitCode.OK
-    out.write(_job_heading(settings) + "\n")
-    if not runs:
-        out.write("  no scheduled runs in the retention window\n")
-    for entry in runs:
-        out.write("  " + _history_line(entry) + "\n")
-    for entry in manual:
-        out.write("  " + _history_line(entry) + "\n")
-    return ExitCode.OK
-
-
-def _history_entry(run: ExpectedRun, time_zone: str) -> dict[str, Any]:
-    """One scheduled run as `history` reports it (JSON-ready)."""
-    record = run.fields
-    return {
-        "run_id": run.run_id,
-        "schedule_time": format_rfc3339(run.schedule_time),
-        "schedule_time_local": run.schedule_time.astimezone(ZoneInfo(time_zone)).isoformat(),
-        "outcome": run.state.value,
-        "detail": run.detail or None,
-        "trigger": Trigger.SCHEDULED.value,
-        "attempt_id": record.get("attempt_id"),
-        "result": record.get("result"),
-        **_timing(record),
-    }
-
-
-def _manual_entry(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A manual run (`run-now`, a force-run) as `history` reports it: it follows no schedule,
-    so its time is its claim's."""
-    announced = record.get(SCHEDULE_TIME)
-    return {
-        "run_id": None,
-        "schedule_time": format_rfc3339(announced) if isinstance(announced, datetime) else None,
-        "outcome": "manual",
-        "detail": describe(record),
-        "trigger": Trigger.FORCED.value,
-        "attempt_id": record.get("attempt_id"),
-        "result": record.get("result"),
-        **_timing(record),
-    }
-
-
-def _timing(record: Mapping[str, Any]) -> dict[str, Any]:
+def run_timing(record: Mapping[str, Any]) -> dict[str, Any]:
     """When the run's last claim and its completion committed (Firestore's clock), and the
     seconds between: a run taken over is timed from the takeover."""
     claimed, completed = record.get("claimed_at"), record.get("completed_at")
@@ -424,19 +333,3 @@ def _timing(record: Mapping[str, Any]) -> dict[str, Any]:
         "completed_at": format_rfc3339(completed) if completed else None,
         "duration_seconds": (completed - claimed).total_seconds() if claimed and completed else None,
     }
-
-
-def _history_line(entry: Mapping[str, Any]) -> str:
-    if entry["trigger"] == Trigger.FORCED.value:
-        parts = [f"{entry['claimed_at']}  manual run  ({entry['detail']})"]
-    else:
-        parts = [f"{entry['schedule_time']}  {entry['schedule_time_local']}  {entry['outcome']}"]
-        if entry["detail"]:
-            parts.append(f"({entry['detail']})")
-        if entry["attempt_id"]:
-            parts.append(f"attempt={entry['attempt_id']}")
-    if entry["duration_seconds"] is not None:
-        parts.append(f"duration={entry['duration_seconds']:.3f}s")
-    if entry.get("caught_up"):
-        parts.append(f"catch-up: {entry['caught_up']}")
-    return "  ".join(parts)

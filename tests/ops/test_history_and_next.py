@@ -16,9 +16,9 @@ from exactly_once.delivery.scheduler_request import RunKey, Trigger
 from exactly_once.ledger.protocol import RunLedger
 from exactly_once.ledger.store import FirestoreRunStore
 from infra.plan.audit_job import audited_jobs, with_audit_job
-from ops import ledger_view
 from ops.__main__ import run as run_cli
 from ops.context import StackContext, UserError
+from ops.history import history
 from ops.next_runs import next_runs, show_next
 from tests.support.stacks import FIXTURE_STACKS, fixture_stack, with_job
 
@@ -123,7 +123,7 @@ def test_history_across_the_change_back_on_the_ledger(project: str) -> None:
 
     out = io.StringIO()
     until = datetime(2026, 10, 26, 12, 0, tzinfo=UTC)
-    ledger_view.history(context, out, job=JOB, until=until, as_json=True)
+    history(context, out, job=JOB, until=until, as_json=True)
     document = json.loads(out.getvalue())
     runs = [
         (run["schedule_time"], run["schedule_time_local"], run["outcome"], run["attempt_id"])
@@ -141,14 +141,14 @@ def test_history_across_the_change_back_on_the_ledger(project: str) -> None:
     assert document["manual_runs"] == []  # claimed now, on Firestore's clock: after `until`
 
     out = io.StringIO()
-    ledger_view.history(context, out, job=JOB, last=1, as_json=True)
+    history(context, out, job=JOB, last=1, as_json=True)
     manual = json.loads(out.getvalue())["manual_runs"]
     assert [(run["trigger"], run["attempt_id"], run["schedule_time"]) for run in manual] == [
         ("forced", "manual", "2026-10-25T09:00:00Z")
     ]
 
     out = io.StringIO()
-    ledger_view.history(context, out, job=JOB, until=until, last=2)
+    history(context, out, job=JOB, until=until, last=2)
     lines = out.getvalue().splitlines()
     assert lines[:2] == [
         f"job {JOB}  (schedule '{SCHEDULE}' in {ZONE})",
