@@ -36,7 +36,7 @@ LINTED := function infra policy localrun ops tools tests __main__.py $(call chec
 # fork that deleted it, a line saying so and success, so a CI job that still names it stays green.
 optional = @if [ -n "$(call checkout_has,$(1))" ]; then echo '$(2)'; $(2); else echo "make $@: $(1) is not in this checkout (deleted as optional): nothing to run"; fi
 
-.PHONY: install lint lint-workflows typecheck check format test-jobs test test-suite test-runtime test-pruned demo soak soak-short soak-model bench docs clean faketime
+.PHONY: install lint lint-workflows typecheck check format test-jobs test test-suite test-runtime test-pruned demo soak soak-short soak-model bench docs clean faketime browser
 
 # pip runs --quiet (its hundreds of lines would bury a failure), so each step says first what
 # it is about to do and how long that takes.
@@ -56,7 +56,7 @@ $(POLICY_STAMP): policy/requirements.txt
 
 # venv/ for the program, the tests and the ops CLI; policy/venv/ for the pack. Each is updated
 # only when its requirements changed: a second `make install` does nothing.
-install: $(STAMP) $(POLICY_STAMP)
+install: $(STAMP) $(POLICY_STAMP) faketime browser
 
 lint: $(STAMP) lint-workflows
 	$(BIN)/ruff check $(LINTED)
@@ -96,24 +96,34 @@ test-jobs: $(STAMP)
 	@echo '$(BIN)/python -m pytest tests/jobs $(ARGS)'; $(BIN)/python -m pytest tests/jobs $(ARGS); code=$$?; \
 	if [ $$code -eq 5 ]; then echo "make test-jobs: tests/jobs/ holds no tests yet"; exit 0; fi; exit $$code
 
-# libfaketime runs one function instance with its clock 120 s off in the clock-skew tests
-# (Debian package faketime). As root (CI) it is installed, and a failure fails the build; any
-# other user installs it through sudo when there is one, else is told that those tests will be
-# skipped (they skip themselves without faketime) and how to install it.
-FAKETIME_INSTALL := apt-get install -y faketime
+# Debian packages some tests need, installed like this: as root (CI), and a failure fails the
+# build; any other user through sudo when there is one, else told which tests will be skipped
+# (they skip themselves without the package) and how to install it.
+# `$(call debian_package,COMMAND,PACKAGE,MISSING)`: PACKAGE unless COMMAND is on PATH.
+define debian_package
+@command -v $(1) >/dev/null && exit 0; \
+if [ "$$(id -u)" = 0 ]; then \
+	apt-get install -y $(2) || { apt-get update && apt-get install -y $(2); }; \
+elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
+	sudo apt-get install -y $(2) || { sudo apt-get update && sudo apt-get install -y $(2); } \
+		|| echo "$(3)"; \
+else \
+	echo "$(3)"; \
+fi
+endef
+
+# libfaketime runs one function instance with its clock 120 s off in the clock-skew tests.
 FAKETIME_MISSING := faketime is not installed, so the clock-skew tests (tests/function/test_reliability.py) \
-	will be skipped. To run them, install it: sudo $(FAKETIME_INSTALL) (Debian/Ubuntu), \
+	will be skipped. To run them, install it: sudo apt-get install -y faketime (Debian/Ubuntu), \
 	or brew install libfaketime (macOS)
 faketime:
-	@command -v faketime >/dev/null && exit 0; \
-	if [ "$$(id -u)" = 0 ]; then \
-		$(FAKETIME_INSTALL) || { apt-get update && $(FAKETIME_INSTALL); }; \
-	elif command -v sudo >/dev/null && command -v apt-get >/dev/null; then \
-		sudo $(FAKETIME_INSTALL) || { sudo apt-get update && sudo $(FAKETIME_INSTALL); } \
-			|| echo "$(FAKETIME_MISSING)"; \
-	else \
-		echo "$(FAKETIME_MISSING)"; \
-	fi
+	$(call debian_package,faketime,faketime,$(FAKETIME_MISSING))
+
+# Headless Chromium renders the stack's page (`python -m ops page`) in tests/ops/test_page.py.
+CHROMIUM_MISSING := chromium is not installed, so the page rendering test (tests/ops/test_page.py) \
+	will be skipped. To run it, install it: sudo apt-get install -y chromium (Debian/Ubuntu)
+browser:
+	$(call debian_package,chromium,chromium,$(CHROMIUM_MISSING))
 
 # `make test` runs the linters, mypy and both test runs at once (and installs the two
 # virtualenvs at once first), each target's output printed whole when it ends: the tests spend
@@ -143,7 +153,7 @@ RUNTIME_TEST_WORKERS ?= 3
 # are listed at the end of each run, where a newly slow one shows.
 PYTEST_PARALLEL = --dist loadfile --no-loadscope-reorder --durations=30
 
-test: faketime
+test: faketime browser
 	$(MAKE) --no-print-directory --keep-going --jobs=4 --output-sync=target test-suite test-runtime typecheck lint
 
 # The pack's own virtualenv too: a test loads the pack in it, as `pulumi up --policy-pack` does.

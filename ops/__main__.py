@@ -1,5 +1,5 @@
-"""`python -m ops COMMAND --stack NAME`: day-2 operations of a stack (status, history, next, audit,
-backfill, redo, run-now, smoke, resume).
+"""`python -m ops COMMAND --stack NAME`: day-2 operations of a stack (status, history, next, page,
+audit, backfill, redo, run-now, smoke, resume).
 
 Exit statuses are ops.exit_codes.ExitCode, listed at the end of every `--help`.
 """
@@ -28,6 +28,7 @@ from ops.exit_codes import ExitCode, exit_codes_text
 from ops.google_apis import Endpoints
 from ops.history import HISTORY_RUNS, history
 from ops.next_runs import NEXT_RUNS, show_next
+from ops.page import PAGE_RUNS, page
 from ops.resume import resume
 from ops.run_now import DEFAULT_WAIT_SECONDS, run_now
 from ops.smoke import Smoke
@@ -107,6 +108,14 @@ def _parser() -> argparse.ArgumentParser:
     upcoming.add_argument("--count", type=int, default=NEXT_RUNS, help="fire times to list")
     upcoming.add_argument("--after", help="list the fire times after this time (RFC 3339; default now)")
     upcoming.add_argument("--json", action="store_true", help="one JSON document instead of text lines")
+
+    stack_page = command(
+        "page",
+        "write one static HTML page of the stack's jobs: their latest runs coloured by verdict, their "
+        "next fire times; prints its path",
+    )
+    stack_page.add_argument("--output", type=Path, help="the page's path (default: .pages/<stack>.html)")
+    stack_page.add_argument("--last", type=int, default=PAGE_RUNS, help="scheduled runs per job")
 
     resume = command(
         "resume", "end the pause of a job its failed runs paused (pauseAfterFailures): its next run executes"
@@ -217,6 +226,8 @@ def run(argv: Sequence[str], out: TextIO | None = None) -> int:
     if args.command == "history":
         until = parse_time(args.until, "--until") if args.until else None
         return history(context, stdout, job=args.job, last=args.last, until=until, as_json=args.json)
+    if args.command == "page":
+        return page(context, stdout, output=args.output, runs=args.last)
     if args.command == "resume":
         return resume(context, stdout, job=args.job)
     if args.command == "audit":

@@ -225,7 +225,7 @@ def status(
     for settings in context.jobs(job):
         audited = context.audited(settings)
         out.write(job_heading(settings) + "\n")
-        out.write(_job_status_line(context, audited.name, settings) + "\n")
+        out.write(job_status_line(context, audited.name, settings) + "\n")
         latest = fires(audited.schedule, audited.time_zone, since, until, newest=limit)
         runs = judge_expected(context, [(audited, fire) for fire in latest], now, target)
         if not runs:
@@ -237,7 +237,7 @@ def status(
     return ExitCode.OK
 
 
-def _job_status_line(context: StackContext, job_id: str, job: JobSettings) -> str:
+def job_status_line(context: StackContext, job_id: str, job: JobSettings) -> str:
     """The job's last result, as the function keeps it with every run's ending commit, and
     whether failed runs paused it (a job with pauseAfterFailures)."""
     collection = context.firestore().collection(job_status_collection(context.settings.runs_collection))
