@@ -88,7 +88,7 @@ def test_the_pack_loads_in_its_own_virtualenv() -> None:
     # pack's virtualenv (here without starting the analyzer, which needs the engine).
     script = (
         "import runpy; runpy.run_path('__main__.py', run_name='pack');"
-        "from policy.policies import POLICIES; print(len(POLICIES))"
+        "from policy.scheduler_guardrails.policies import POLICIES; print(len(POLICIES))"
     )
     result = subprocess.run(
         [str(POLICY_VENV_PYTHON), "-c", script],

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import ast
 
-from infra.config.python_source import parse_python_file
 from infra.config.schema import REPO_ROOT
+from policy.scheduler_guardrails.rules.config.python_source import parse_python_file
 from tests.support.python_imports import (
     FUNCTION,
     FUNCTION_ROOTS,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from infra.config.python_source import parse_python_file
 from infra.config.schema import REPO_ROOT
+from policy.scheduler_guardrails.rules.config.python_source import parse_python_file
 from tests.support.python_imports import named_imports
 from tools.optional_parts import pruned
 
