@@ -18,8 +18,8 @@ from tools.optional_parts import pruned
 
 INFRA = REPO_ROOT / "infra"
 # infra/README.md's table, in order: each room may import the rooms before it.
-ROOMS = ("timing", "config", "targets", "settings", "plan", "resources", "monitoring", "samples", "component")
-PULUMI_FREE = ("timing", "config", "targets", "settings", "plan")
+ROOMS = ("config", "settings", "plan", "resources", "monitoring", "samples", "component")
+PULUMI_FREE = ("config", "settings", "plan")
 # The program's one reader of `pulumi.Config`, kept beside the settings it builds.
 PULUMI_READER = INFRA / "settings" / "from_pulumi.py"
 PULUMI_PACKAGES = {"pulumi", "pulumi_gcp", "pulumiverse_time"}

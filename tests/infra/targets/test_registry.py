@@ -22,7 +22,7 @@ from tests.support.optional import needs_proxy_kinds
 from tests.support.sources import python_sources
 from tools.optional_parts import OPTIONAL_PARTS
 
-TARGETS = REPO_ROOT / "infra" / "targets"
+TARGETS = Path(targets.__file__).parent
 NOT_KINDS = {"__init__", "kind", "registry"}
 # Where code that could enumerate kinds lives (tests may list them: they are the oracle).
 SCANNED = ("infra", "policy", "tools", "localrun", "ops", "bench", "bootstrap")
