@@ -16,7 +16,9 @@ shares come from the function's distribution that requirements.txt pins.
 """
 
 from pulumi_policy import PolicyPack
-from scheduler_guardrails.policies import PACK_NAME, POLICIES
+
+# The type checker reads the package from the repository's root, as policy.scheduler_guardrails.
+from scheduler_guardrails.policies import PACK_NAME, POLICIES  # type: ignore[import-not-found]
 
 if __name__ == "__main__":
     # PolicyPack starts the analyzer's gRPC server and blocks; never on import.

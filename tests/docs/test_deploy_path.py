@@ -78,7 +78,8 @@ def test_make_install_prepares_the_packs_virtualenv_and_clean_removes_it() -> No
 
     install = planned("-B", "install")
     assert re.search(r"-m venv policy/venv$", install, re.M)
-    assert re.search(r"^policy/venv/bin/python -m pip install .*-r policy/requirements\.txt .*\./function$", install, re.M)
+    pip = r"^policy/venv/bin/python -m pip install .*-r policy/requirements\.txt .*\./function$"
+    assert re.search(pip, install, re.M)
     assert re.search(r"^rm -rf .*\bpolicy/venv\b", planned("clean"), re.M)
 
 

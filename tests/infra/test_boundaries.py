@@ -98,7 +98,11 @@ def test_what_the_program_and_the_pack_share_with_the_function_needs_only_the_st
         REPO_ROOT / "__main__.py",
         *python_sources(REPO_ROOT / "infra"),
         # the pack, less its tests (one reads the function's body limit from where it is defined)
-        *(path for path in python_sources(REPO_ROOT / "policy") if path.parts[len(REPO_ROOT.parts) + 1] != "tests"),
+        *(
+            path
+            for path in python_sources(REPO_ROOT / "policy")
+            if path.parts[len(REPO_ROOT.parts) + 1] != "tests"
+        ),
     ]
     pending = [
         (module, str(path.relative_to(REPO_ROOT)))

@@ -99,9 +99,7 @@ def _holder(grant: Grant) -> tuple[Holder, str | None]:
     proxies = [when.kind for when in grant.when if when.kind is not None and not when.sample]
     if grant.account is Account.RUNTIME and proxies:
         if len(proxies) > 1:
-            raise ValueError(
-                f"rules/config/grants.py: {grant.role}: one target kind per project-wide row"
-            )
+            raise ValueError(f"rules/config/grants.py: {grant.role}: one target kind per project-wide row")
         return Holder.PROXY_RUNTIME, _PROXY_MODULES[proxies[0]]
     holders = {
         Account.RUNTIME: Holder.FUNCTION_RUNTIME,
