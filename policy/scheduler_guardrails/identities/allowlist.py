@@ -99,7 +99,10 @@ def _holder(grant: Grant) -> tuple[Holder, str | None]:
     proxies = [when.kind for when in grant.when if when.kind is not None and not when.sample]
     if grant.account is Account.RUNTIME and proxies:
         if len(proxies) > 1:
-            raise ValueError(f"rules/config/grants.py: {grant.role}: one target kind per project-wide row")
+            raise ValueError(
+                f"policy/scheduler_guardrails/rules/config/grants.py: {grant.role}: one target kind per "
+                "project-wide row"
+            )
         return Holder.PROXY_RUNTIME, _PROXY_MODULES[proxies[0]]
     holders = {
         Account.RUNTIME: Holder.FUNCTION_RUNTIME,
@@ -110,9 +113,10 @@ def _holder(grant: Grant) -> tuple[Holder, str | None]:
     }
     if grant.account not in holders:
         raise ValueError(
-            f"rules/config/grants.py: {grant.role} on {grant.scope.name} for {grant.account.name}: the pack "
+            f"policy/scheduler_guardrails/rules/config/grants.py: {grant.role} on {grant.scope.name} "
+            f"for {grant.account.name}: the pack "
             "cannot tell that account from the stack's resources; add a Holder for it in "
-            "identities/allowlist.py"
+            "policy/scheduler_guardrails/identities/allowlist.py"
         )
     return holders[grant.account], None
 
@@ -270,7 +274,8 @@ def check_project_iam_allowlist(args: ResourceValidationArgs) -> Iterable[str]:
         yield (
             f"Project IAM member '{args.name}': role {role} is granted project-wide, but only {allowed} may "
             "be. Grant it on the specific resource (service, bucket, ...) instead, or add the grant with "
-            "its reason to rules/config/grants.py, which PROJECT_ROLE_ALLOWLIST is read from (an "
+            "its reason to policy/scheduler_guardrails/rules/config/grants.py, which PROJECT_ROLE_ALLOWLIST "
+            "is read from (an "
             f"organisation may allow it in the policy's {ALLOWED_ROLES} config instead)."
         )
     if isinstance(member, str) and not member.startswith(PROJECT_MEMBER_PREFIX):

@@ -80,6 +80,6 @@ def validate_grants_to_own_accounts(args: StackValidationArgs, report_violation:
                     "workflow runs as, or the deployer. Grant the role to one of the stack's own "
                     "accounts; for an account that must hold it (a Google service agent, say), add "
                     "the account and the role, with the reason, to OUTSIDE_ACCOUNT_GRANTS in "
-                    "identities/outside.py (docs/policy.md).",
+                    "policy/scheduler_guardrails/identities/outside.py (docs/policy.md).",
                     resource.urn,
                 )
