@@ -140,7 +140,6 @@ def last_commit(release: Release) -> str | None:
     return found[1] if found else None
 
 
-@pytest.mark.parametrize("release", released(), ids=lambda release: release.name)
 def _pins(path: Path) -> dict[str, str]:
     """name: version of each `name==version` line of a requirements file."""
     lines = (line.split("#")[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
@@ -158,6 +157,7 @@ def test_the_pack_tests_with_the_pytest_the_repository_does() -> None:
     assert pack == {"pytest": _pins(REPO_ROOT / "tests" / "requirements-function.txt")["pytest"]}
 
 
+@pytest.mark.parametrize("release", released(), ids=lambda release: release.name)
 def test_every_release_names_its_last_commit(release: Release) -> None:
     """A clone has no tags: the commit is what a fork merges and finds the release by."""
     assert last_commit(release), (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import access as job_access
+from policy.scheduler_guardrails.rules.config import access as job_access
 from infra.config.schema import REPO_ROOT
 from infra.settings import jobs as job_config
 from policy.scheduler_guardrails.policies import POLICIES

@@ -156,10 +156,11 @@ def test_the_check_sees_a_grant_the_table_lacks(everything: tuple[StackSettings,
 
 # A predefined role as IAM spells one: `roles/<service>.<role>`, or `roles/<basic role>`.
 ROLE = re.compile(r"^roles/[A-Za-z]+(\.[A-Za-z]+)?$")
-TABLE = REPO_ROOT / "infra" / "config" / "grants.py"
+RULES_CONFIG = REPO_ROOT / "policy" / "scheduler_guardrails" / "rules" / "config"
+TABLE = RULES_CONFIG / "grants.py"
 # Who may impersonate the CI accounts: granted to GitHub's principals, not to an account of the
 # table, and the role the policy pack reads impersonation by.
-IMPERSONATION = REPO_ROOT / "infra" / "config" / "github_oidc.py"
+IMPERSONATION = RULES_CONFIG / "github_oidc.py"
 
 
 def test_no_module_of_the_program_or_the_bootstrap_spells_a_role_but_the_table() -> None:
