@@ -21,8 +21,9 @@ RUNTIME_PYTHON ?= $(shell for p in python3.12 $$(pyenv root 2>/dev/null)/version
 	do "$$p" --version >/dev/null 2>&1 && echo "$$p" && break; done)
 RUNTIME_VENV := venv-py312
 # The policy pack runs in the virtualenv its PulumiPolicy.yaml names (virtualenv: venv), from
-# policy/requirements.txt alone: policy/__main__.py finds infra/ and the function's
-# package in this checkout, not in the virtualenv.
+# policy/requirements.txt, whose pin of the function's distribution is installed from ./function
+# (a copy, not editable: the pack imports nothing from this checkout outside policy/), and
+# policy/requirements-test.txt for the pack's own tests.
 POLICY_VENV := policy/venv
 POLICY_STAMP := $(POLICY_VENV)/.installed
 # `$(call checkout_has,PATHS)`: those of PATHS the checkout has as git sees them (a file tracked,
@@ -47,10 +48,10 @@ $(STAMP): $(REQUIREMENTS)
 	touch $(STAMP)
 	@echo "$(VENV)/: installed"
 
-$(POLICY_STAMP): policy/requirements.txt
+$(POLICY_STAMP): policy/requirements.txt policy/requirements-test.txt function/pyproject.toml
 	@echo "$(POLICY_VENV)/: installing the policy pack's own requirements (policy/requirements.txt), for pulumi up --policy-pack policy; pip prints nothing until it is done"
 	test -x $(POLICY_VENV)/bin/python || $(PYTHON) -m venv $(POLICY_VENV)
-	$(POLICY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r policy/requirements.txt
+	$(POLICY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r policy/requirements.txt -r policy/requirements-test.txt ./function
 	touch $(POLICY_STAMP)
 	@echo "$(POLICY_VENV)/: installed"
 

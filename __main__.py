@@ -5,8 +5,8 @@ the stack itself is one component, infra/component.py, and its outputs are what 
 """
 
 from infra.component import ExactlyOnceScheduler, ExactlyOnceSchedulerArgs, export_outputs
-from infra.config.names import COMPONENT_NAME
 from infra.settings.from_pulumi import settings_from_pulumi_config
+from policy.scheduler_guardrails.rules.config.names import COMPONENT_NAME
 
 settings = settings_from_pulumi_config()
 scheduler = ExactlyOnceScheduler(COMPONENT_NAME, ExactlyOnceSchedulerArgs(settings))

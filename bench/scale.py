@@ -27,7 +27,8 @@ from typing import Any
 
 from exactly_once.config import JOB_TABLE_ENV, JOB_TABLE_FILE, FunctionConfig
 from infra.plan.audit_job import audit_config, with_audit_job
-from infra.settings.environment import environment_bytes, function_environment, function_secrets, job_table
+from infra.settings.environment import function_environment, function_secrets, job_table
+from policy.scheduler_guardrails.rules.environment_size import environment_bytes
 from tools.scale_stack import scale_settings
 
 

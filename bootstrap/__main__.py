@@ -1,7 +1,8 @@
 """Entry point of the bootstrap project (`cd bootstrap && pulumi up -s ci`), run once by hand.
 
 Pulumi runs this file with bootstrap/ as its directory, so the repository root is put on
-sys.path first: the deployer's roles come from infra/config/deployer_roles.py, the list the main
+sys.path first: the deployer's roles come from policy/scheduler_guardrails/rules/config/deployer_roles.py,
+the list the main
 stack's deploy docs are written from.
 """
 

@@ -5,7 +5,7 @@ A workflow presents GitHub's OIDC token to Google's Security Token Service. The 
 provider admits it only for the fork's repository, and then only from the default branch or
 from a pull request job (bootstrap/settings.py). Which account the resulting principal may
 impersonate depends on its subject: a deployment environment's jobs the deployer, pull
-request jobs the previewer, nothing else either (infra/config/github_oidc.py).
+request jobs the previewer, nothing else either (policy/scheduler_guardrails/rules/config/github_oidc.py).
 """
 
 from __future__ import annotations
@@ -16,20 +16,20 @@ import pulumi
 import pulumi_gcp as gcp
 
 from bootstrap.settings import GITHUB_OIDC_ISSUER, BootstrapSettings
-from infra.config.deployer_roles import (
+from policy.scheduler_guardrails.rules.config.deployer_roles import (
     PREVIEWER_ROLES,
     PROJECT_SCOPE,
     SECRETS_KEY_SCOPE,
     STATE_BUCKET_SCOPE,
     deployer_roles,
 )
-from infra.config.github_oidc import (
+from policy.scheduler_guardrails.rules.config.github_oidc import (
     WORKLOAD_IDENTITY_USER,
     environment_subject,
     pull_request_subject,
     subject_principal,
 )
-from infra.config.grants import DEPLOYER_SECRETS_KEY
+from policy.scheduler_guardrails.rules.config.grants import DEPLOYER_SECRETS_KEY
 
 COMPONENT_TYPE = "exactly-once-scheduler:bootstrap:GithubDeployer"
 

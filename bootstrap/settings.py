@@ -11,8 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from infra.config.deployer_roles import GRANT_KIND_ROLES
-from infra.config.github_oidc import GOOGLE_SUBJECT_MAX_LENGTH, environment_subject, pull_request_subject
+from policy.scheduler_guardrails.rules.config.deployer_roles import GRANT_KIND_ROLES
+from policy.scheduler_guardrails.rules.config.github_oidc import (
+    GOOGLE_SUBJECT_MAX_LENGTH,
+    environment_subject,
+    pull_request_subject,
+)
 
 GITHUB_OIDC_ISSUER: Final = "https://token.actions.githubusercontent.com"
 

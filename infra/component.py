@@ -10,7 +10,8 @@ One private method per part; the larger parts live in their own modules (infra/r
 infra/resources/function.py, infra/resources/scheduler_jobs.py, ...). Each
 resource keeps all of its arguments in one call so a fork can change one thing in one place.
 
-Every name the component chooses comes from infra/config/names.py and starts with the component's
+Every name the component chooses comes from policy/scheduler_guardrails/rules/config/names.py and starts with
+the component's
 own name and the stack's: several stacks, and several components of one stack (each under a name
 of its own), share a project without colliding. `__main__.py` names its one component
 COMPONENT_NAME, the name the local tools (`ops`, `make demo`) compute every id with.
@@ -29,8 +30,6 @@ import pulumi
 import pulumi_gcp as gcp
 
 import infra
-from infra.config.grants import INVOKER_CALLS_FUNCTION
-from infra.config.names import StackNames
 from infra.config.schema import FUNCTION_DIR
 from infra.monitoring.operations import declare_operations
 from infra.plan.audit_job import with_audit_job
@@ -64,6 +63,8 @@ from infra.resources.sample_seam import (
 from infra.resources.scheduler_jobs import scheduler_job
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_advisories
+from policy.scheduler_guardrails.rules.config.grants import INVOKER_CALLS_FUNCTION
+from policy.scheduler_guardrails.rules.config.names import StackNames
 
 # The room of the samples and the token check they call (infra/README.md).
 SAMPLES_ROOM = "samples"

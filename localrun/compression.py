@@ -48,8 +48,8 @@ from exactly_once.ledger.store import ATTEMPT_SHARE, store_deadline_for
 from infra.settings.environment import function_environment, job_table
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
-from infra.timing import rules as timing
-from infra.timing.rules import JobTiming
+from policy.scheduler_guardrails.rules.timing import rules as timing
+from policy.scheduler_guardrails.rules.timing.rules import JobTiming
 
 # The slowest Firestore round trip (emulator included) the local run rides out on a busy
 # 2-core machine, before any delay added on purpose (--firestore-rtt-ms).

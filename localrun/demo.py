@@ -28,12 +28,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from infra.config.schema import REPO_ROOT, SettingsError
+from infra.config.schema import REPO_ROOT
 from infra.settings.jobs import JobSettings
 from infra.settings.loading import load_stack_settings
 from infra.settings.stack import StackSettings
-from infra.targets.registry import kind_for_handler, kind_of
-from infra.timing import rules as timing
 from localrun.compression import fitting_speedup, slowest_round_trip_seconds
 from localrun.emulator import EMULATOR_HOST_ENV, EmulatorError, firestore_emulator
 from localrun.faults import Fault, FaultRates
@@ -44,6 +42,9 @@ from localrun.report import reasons, region_lines, render_table, verdict_line
 from localrun.simulation import SimulationOptions, shown_path, simulate
 from localrun.timeline import write_timeline
 from localrun.verdicts import EXIT_CANNOT_RUN, Verdict, exit_code
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
+from policy.scheduler_guardrails.rules.targets.registry import kind_for_handler, kind_of
+from policy.scheduler_guardrails.rules.timing import rules as timing
 
 DEFAULT_OUTPUT_DIR = REPO_ROOT / ".demo"
 # The demo's own stack: the demo job only, nothing that needs a cloud project.

@@ -23,9 +23,9 @@ from exactly_once.delivery.scheduler_request import format_rfc3339
 from infra.plan.headers import delivery_headers
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
-from infra.timing.rules import RetryConfig
 from localrun.compression import WARM_UP_JOB
 from localrun.function_server import START_TIMEOUT_SECONDS
+from policy.scheduler_guardrails.rules.timing.rules import RetryConfig
 
 # How late after its time limit the function may still be ending an attempt (the watchdog's
 # thread must run, and the process exit) on a busy machine.

@@ -14,12 +14,12 @@ from typing import Any
 from exactly_once.config import DEFAULT_DATABASE
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
-from infra.timing import rules as timing
 from localrun.compression import CompressedTiming
 from localrun.delivery import Delivery, RunResult
 from localrun.faults import Fault, RunFaults, fault_counts
 from localrun.scheduler import ENDED
 from localrun.verdicts import Verdict
+from policy.scheduler_guardrails.rules.timing import rules as timing
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ moment, by one factor (`CompressedClock.speedup`). Scaling every duration by the
 keeps `timing.check_job_timing`'s verdict: a config that would lose a run in the cloud loses
 it here too. The exceptions are the durations Firestore's speed puts a floor under (the lease,
 the time limit, and the attempt deadline with it: localrun/compression.py), and those are
-judged by the same rules. The retry schedule comes from `infra.timing.rules.RetryConfig`, never
+judged by the same rules. The retry schedule comes from
+`policy.scheduler_guardrails.rules.timing.rules.RetryConfig`, never
 re-implemented.
 
 Scheduled runs are fired in schedule order, `interval_seconds` of wall-clock time apart,

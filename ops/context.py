@@ -12,11 +12,11 @@ from google.cloud import firestore
 from exactly_once.audit.config import AuditedJob
 from exactly_once.delivery.scheduler_request import parse_rfc3339
 from exactly_once.loopback import is_loopback_host
-from infra.config.schema import SettingsError
 from infra.plan.audit_job import audited_jobs, with_audit_job
 from infra.settings.jobs import JobSettings
 from infra.settings.loading import load_stack_settings
 from infra.settings.stack import StackSettings
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
 
 EMULATOR_HOST_ENV = "FIRESTORE_EMULATOR_HOST"
 

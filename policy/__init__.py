@@ -1,6 +1,7 @@
-"""The policy pack that keeps a fork of this stack from losing runs or going public.
+"""The policy pack: its directory is what `pulumi policy publish` uploads (PulumiPolicy.yaml,
+requirements.txt, `__main__.py`, the package `scheduler_guardrails`, its tests).
 
-A package so tests import its modules (`policy.policies`, the registry, and the rules);
-`pulumi preview --policy-pack policy` runs `__main__.py` instead, which puts the function's
-package on the pack's path. policy/README.md says which module guards what.
+A package so the repository's root imports it: the program, the tools and the tests use
+`policy.scheduler_guardrails`, whose rules the program validates its config with. Nothing in
+the pack imports this name; __main__.py says how Pulumi loads the pack instead.
 """

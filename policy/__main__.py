@@ -1,29 +1,24 @@
-"""Entry point Pulumi runs for `pulumi preview --policy-pack policy`.
+"""Entry point Pulumi runs for `pulumi preview --policy-pack policy`, and for the pack once
+published.
 
-Pulumi runs this file with policy/ as its directory and the pack's own virtualenv, which
-installs neither the Firestore client nor the function's package. The policies import
-`infra.timing.rules`, the same module the stack validates with, and the function's standard-library
-definitions (`exactly_once.config`, `exactly_once.ledger.fields`, ...); nothing heavier is
-imported. So two roots go on sys.path:
+Pulumi's Python analyzer (`pulumi-analyzer-policy-python`, shipped with the CLI) runs the
+virtualenv's `python -u -m pulumi.policy <engine> <pack directory>`, and that module runs this
+file with `runpy.run_path(<pack directory>, run_name="__main__")`: the pack's directory becomes
+`sys.path[0]` and this file runs as a script, in no package. `pulumi policy publish` uploads
+that directory alone, and Pulumi installs `requirements.txt` into the pack's virtualenv wherever
+it runs the published copy.
 
-- the repository root first, so that `policy` and `infra` are this checkout's packages even
-  if the pack's virtualenv installs a distribution of the same name;
-- function/ last, where the Functions Framework puts the function's source root, so that a
-  module a fork adds there cannot shadow one of the pack's own dependencies.
+So everything the pack imports is in its directory or in that virtualenv, and sys.path is left
+as the analyzer set it: the pack's code is the package `scheduler_guardrails` beside this file,
+whose modules import each other relatively (the same package is
+`policy.scheduler_guardrails` to the program and the tests), and the function's definitions it
+shares come from the function's distribution that requirements.txt pins.
 """
 
-import sys
-from pathlib import Path
+from pulumi_policy import PolicyPack
 
-_REPO_ROOT = Path(__file__).resolve().parent.parent
-if str(_REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(_REPO_ROOT))
-if str(_REPO_ROOT / "function") not in sys.path:
-    sys.path.append(str(_REPO_ROOT / "function"))
-
-from pulumi_policy import PolicyPack  # noqa: E402
-
-from policy.policies import PACK_NAME, POLICIES  # noqa: E402
+# The type checker reads the package from the repository's root, as policy.scheduler_guardrails.
+from scheduler_guardrails.policies import PACK_NAME, POLICIES  # type: ignore[import-not-found]
 
 if __name__ == "__main__":
     # PolicyPack starts the analyzer's gRPC server and blocks; never on import.

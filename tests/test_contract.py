@@ -60,6 +60,8 @@ def respellings(folder: str) -> list[str]:
         relative = path.relative_to(REPO_ROOT)
         if relative in STANDALONE:
             continue
+        if relative.parts[:2] == ("policy", "tests"):  # the pack's tests: oracles, which spell values
+            continue
         for line, text in string_constants(path.read_text(encoding="utf-8")):
             if text in CONTRACT:
                 found.append(f"{relative}:{line}: {text!r} is {CONTRACT[text]}")

@@ -21,8 +21,8 @@ import yaml
 from exactly_once.delivery.handler import MAX_BODY_BYTES
 from infra.config.paths import REPO_ROOT
 from infra.settings.loading import load_stack_settings, stack_names
-from policy.offline import Violation, pack_violations
-from policy.timing.invariants import is_unjudged_notice
+from policy.scheduler_guardrails.offline import Violation, pack_violations
+from policy.scheduler_guardrails.timing.invariants import is_unjudged_notice
 from tests.support.stacks import FIXTURE_STACKS
 from tools import fork_check
 from tools.fork_check import check_stack, lint

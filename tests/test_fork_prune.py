@@ -31,9 +31,9 @@ from pathlib import Path
 import pytest
 
 from infra.config.paths import REPO_ROOT
-from infra.config.python_source import parse_python_file
 from localrun.faults import Fault, FaultRates, fault_counts, plan_faults
 from localrun.simulation import SimulationOptions
+from policy.scheduler_guardrails.rules.config.python_source import parse_python_file
 from tests.support.python_imports import named_imports
 from tests.support.sources import git_checkout, python_sources
 from tools.optional_parts import OPTIONAL_PARTS, OptionalPart, checkout_files, part_of, present_paths, pruned
@@ -106,7 +106,7 @@ def test_the_check_would_see_an_import_of_a_part(tmp_path: Path) -> None:
     names = _names(module)
     bench, soak, kinds = (
         next(part for part in OPTIONAL_PARTS if part.paths[0] == top)
-        for top in ("bench", "localrun/soak", "infra/targets/workflow.py")
+        for top in ("bench", "localrun/soak", "policy/scheduler_guardrails/rules/targets/workflow.py")
     )
     assert all(any(_reaches(name, part) for name in names) for part in (bench, soak, kinds))
     assert not any(_reaches(name, bench) for name in ["benchmarks", "bench_marks.x", "localrun.demo"])

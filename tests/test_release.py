@@ -140,6 +140,23 @@ def last_commit(release: Release) -> str | None:
     return found[1] if found else None
 
 
+def _pins(path: Path) -> dict[str, str]:
+    """name: version of each `name==version` line of a requirements file."""
+    lines = (line.split("#")[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return dict(line.split("==", 1) for line in lines if "==" in line)
+
+
+def test_the_policy_pack_requires_the_function_at_the_packages_version() -> None:
+    # The pack's virtualenv installs the function's distribution by this pin, published or not.
+    distribution = _project(FUNCTION_DIR / "pyproject.toml")["project"]["name"]
+    assert _pins(REPO_ROOT / "policy" / "requirements.txt")[distribution] == exactly_once.__version__
+
+
+def test_the_pack_tests_with_the_pytest_the_repository_does() -> None:
+    pack = _pins(REPO_ROOT / "policy" / "requirements-test.txt")
+    assert pack == {"pytest": _pins(REPO_ROOT / "tests" / "requirements-function.txt")["pytest"]}
+
+
 @pytest.mark.parametrize("release", released(), ids=lambda release: release.name)
 def test_every_release_names_its_last_commit(release: Release) -> None:
     """A clone has no tags: the commit is what a fork merges and finds the release by."""

@@ -36,9 +36,9 @@ from exactly_once.endpoints import (
     WORKFLOWS_ENDPOINT_ENV,
 )
 from exactly_once.token_check.settings import COLLECTION_ENV, RETENTION_ENV, TokenStoreConfig
-from infra.config.access import GRANT_KINDS
-from infra.targets.registry import TARGET_KINDS
-from infra.timing.cron import DEFAULT_TIME_ZONE
+from policy.scheduler_guardrails.rules.config.access import GRANT_KINDS
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KINDS
+from policy.scheduler_guardrails.rules.timing.cron import DEFAULT_TIME_ZONE
 
 # When each outcome happens. Kept with the docs rather than in the handler, whose table
 # holds only what the code needs; a new outcome without a line here stops `make docs`.
@@ -323,7 +323,8 @@ JOB_FIELD_MEANINGS: dict[str, tuple[str, str]] = {
 JOB_FIELD_MEANINGS.update(
     {f"{kind.key}.{key}": meaning for kind in TARGET_KINDS for key, meaning in kind.field_meanings.items()}
 )
-# One row per kind of resource a grant may name, from infra/config/access.py's GRANT_KINDS.
+# One row per kind of resource a grant may name, from policy/scheduler_guardrails/rules/config/access.py's
+# GRANT_KINDS.
 JOB_FIELD_MEANINGS.update(
     {
         f"grants[].{kind.key}": (

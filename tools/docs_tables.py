@@ -25,8 +25,6 @@ from exactly_once.delivery.outcomes import STATUS_AND_SEVERITY, Outcome
 from exactly_once.ledger.lifecycle import TRANSITIONS, Event, State, Step
 from exactly_once.ledger.lifecycle.job_lock import LOCK_TRANSITIONS
 from exactly_once.ledger.lifecycle.job_state import JOB_TRANSITIONS
-from infra.config.access import GRANT_KINDS
-from infra.config.grants import STACK_GRANTS, grants_present
 from infra.config.schema import CONFIG_KEYS, REPO_ROOT, ConfigKey
 from infra.plan.outputs import STACK_OUTPUTS
 from infra.settings.jobs import (
@@ -37,9 +35,11 @@ from infra.settings.jobs import (
     DEFAULT_RETRY,
     RETRY_KEYS,
 )
-from infra.targets.registry import TARGET_KEYS, TARGET_KINDS
-from infra.timing.cron import DEFAULT_TIME_ZONE
-from policy.policies import POLICIES
+from policy.scheduler_guardrails.policies import POLICIES
+from policy.scheduler_guardrails.rules.config.access import GRANT_KINDS
+from policy.scheduler_guardrails.rules.config.grants import STACK_GRANTS, grants_present
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KEYS, TARGET_KINDS
+from policy.scheduler_guardrails.rules.timing.cron import DEFAULT_TIME_ZONE
 from tools.doc_texts import FUNCTION_ENVIRONMENT, JOB_FIELD_MEANINGS, OUTCOME_MEANINGS
 from tools.monitoring_docs import FIGURES as MONITORING_FIGURES
 from tools.monitoring_docs import alerts_table, metrics_table
@@ -215,7 +215,8 @@ def job_lock_table() -> str:
 
 
 def least_privilege_table() -> str:
-    """The stack's own accounts' grants (infra/config/grants.py), of the target kinds present,
+    """The stack's own accounts' grants (policy/scheduler_guardrails/rules/config/grants.py), of the target
+    kinds present,
     one row per account, scope, condition and reason, its roles together."""
     rows: list[tuple[str, str, str, str, str]] = []
     for grant in grants_present(TARGET_KEYS, STACK_GRANTS):

@@ -27,13 +27,13 @@ from datetime import date
 from pathlib import Path
 
 from infra.config.paths import REPO_ROOT
-from infra.config.schema import SettingsError
 from infra.settings.fallback_handlers import fallback_advisories
 from infra.settings.loading import load_stack_settings, stack_names
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_advisories
-from policy.offline import pack_violations
-from policy.timing.invariants import is_unjudged_notice
+from policy.scheduler_guardrails.offline import pack_violations
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
+from policy.scheduler_guardrails.timing.invariants import is_unjudged_notice
 from tools.mocked_program import as_policy_value, run_mocked_stack
 
 # What of the repository is yours to lint (besides your stacks, which are checked above).

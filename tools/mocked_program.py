@@ -25,10 +25,10 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 
 from infra.component import COMPONENT_TYPE, ExactlyOnceScheduler, ExactlyOnceSchedulerArgs, export_outputs
-from infra.config.names import COMPONENT_NAME
 from infra.config.paths import FUNCTION_DIR
 from infra.config.schema import project_name
 from infra.settings.stack import StackSettings
+from policy.scheduler_guardrails.rules.config.names import COMPONENT_NAME
 
 MOCK_STACK = "test"
 # What gcp.organizations.get_project answers for every project under these mocks.

@@ -58,9 +58,9 @@ OPTIONAL_PARTS: Final = (
     OptionalPart(
         "the proxy kinds",
         (
-            "infra/targets/workflow.py",
-            "infra/targets/cloud_run_job.py",
-            "infra/targets/bigquery.py",
+            "policy/scheduler_guardrails/rules/targets/workflow.py",
+            "policy/scheduler_guardrails/rules/targets/cloud_run_job.py",
+            "policy/scheduler_guardrails/rules/targets/bigquery.py",
             "infra/samples",
             "function/jobs/workflows.py",
             "function/jobs/cloud_run_job.py",

@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-# The stack's own label: its key, and the value infra/config/names.py derives from the stack name.
+# The stack's own label: its key, and the value policy/scheduler_guardrails/rules/config/names.py derives
+# from the stack name.
 STACK_LABEL: Final = "eos-stack"
 # The label Pulumi's Google Cloud provider adds to every resource it creates
 # (`addPulumiAttributionLabel`): it takes one of a resource's places too.

@@ -12,14 +12,16 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from exactly_once.config import is_collection_id
-from infra.config.names import DATABASE_ID
-from infra.config.schema import DEFAULT_DATABASE, ConfigProblems, integer_value
+from infra.config.schema import DEFAULT_DATABASE, integer_value
+from policy.scheduler_guardrails.rules.config.names import DATABASE_ID
+from policy.scheduler_guardrails.rules.config.problems import ConfigProblems
 
 
 class LedgerKeys(NamedTuple):
     """The ledger's keys once checked, for StackSettings to carry."""
 
-    # "": the stack's own database (named by infra/config/names.py); else the configured id.
+    # "": the stack's own database (named by policy/scheduler_guardrails/rules/config/names.py); else the
+    # configured id.
     database: str
     create_database: bool
     runs_collection: str

@@ -7,7 +7,6 @@ out; the program asks `pulumi.get_project()` and the local tools read Pulumi.yam
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import yaml
 from exactly_once.config import DEFAULT_DATABASE as DEFAULT_DATABASE
 from infra.config.paths import FUNCTION_DIR as FUNCTION_DIR
 from infra.config.paths import REPO_ROOT as REPO_ROOT
+from policy.scheduler_guardrails.rules.config.problems import ConfigProblems, SettingsError
 
 PROJECT_FILE = "Pulumi.yaml"
 
@@ -29,10 +29,6 @@ INGRESS_SETTINGS = ("ALLOW_INTERNAL_ONLY", "ALLOW_INTERNAL_AND_GCLB", "ALLOW_ALL
 # "object": a map of strings, which Pulumi's project config cannot type; Pulumi.yaml declares
 # such a key with a default (`{}`) and no type, and the settings check its values.
 ConfigType = Literal["string", "integer", "boolean", "array", "object"]
-
-
-class SettingsError(ValueError):
-    """A stack config that must not be deployed; the message names the config keys to fix."""
 
 
 def read_yaml(path: Path) -> Mapping[str, Any]:
@@ -105,33 +101,6 @@ CONFIG_KEYS: tuple[ConfigKey, ...] = declared_config_keys()
 KEYS_BY_NAME = {key.name: key for key in CONFIG_KEYS}
 _NOTIFICATION_CHANNEL = re.compile(r"^projects/[^/]+/notificationChannels/[^/]+$")
 JOBS_KEY = "jobs"
-
-
-class ConfigProblems(list[str]):
-    """Every problem found in one stack's config, each naming the fully qualified key a user
-    has to edit (`<project>:jobs[0].schedule`), so one `pulumi up` shows them all."""
-
-    def __init__(self, namespace: str) -> None:
-        super().__init__()
-        self.namespace = namespace
-
-    def key(self, name: str) -> str:
-        """`name` as `pulumi config set` and `Pulumi.<stack>.yaml` spell it."""
-        return f"{self.namespace}:{name}"
-
-
-def unknown_keys(
-    raw: Mapping[str, Any], key: str, known: tuple[str, ...], errors: ConfigProblems, what: str = "key"
-) -> None:
-    """Each unknown key, with the known one it most resembles (`timeout`: `timeoutSeconds`,
-    `timezone`: `timeZone`): a typo is the usual cause, and YAML keys are case-sensitive.
-    `key` is the object's own key (empty: the top level); `what` names the kind of key."""
-    for name in raw:
-        if name in known:
-            continue
-        close = difflib.get_close_matches(str(name), known, n=1)
-        hint = f"; did you mean {close[0]}?" if close else f"; expected one of {', '.join(known)}"
-        errors.append(f"{errors.key(f'{key}.{name}' if key else str(name))}: unknown {what}{hint}")
 
 
 def project_name(root: Path = REPO_ROOT) -> str:

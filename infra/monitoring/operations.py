@@ -28,8 +28,8 @@ from infra.monitoring import log_filters
 from infra.monitoring.alerts import INCIDENT_AUTO_CLOSE_SECONDS, AlertSpec, alert_filter, declared_alerts
 from infra.monitoring.dashboard import dashboard_json
 from infra.monitoring.log_filters import LogMetric, metric_id
+from infra.resources.durations import duration
 from infra.resources.propagation import METRIC_TYPES, pause_after
-from infra.timing.durations import duration
 
 # Latency buckets: 1 ms growing by 2x to about 9 minutes, past any function timeout.
 _LATENCY_BUCKETS: gcp.logging.MetricBucketOptionsArgsDict = {

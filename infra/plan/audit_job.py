@@ -16,8 +16,12 @@ from exactly_once.config import OverlapPolicy
 from infra.plan.catchup import catchup_delivery
 from infra.settings.jobs import AUDIT_JOB_NAME, DEFAULT_RETRY, JobSettings
 from infra.settings.stack import StackSettings
-from infra.timing import audit_cadence as cadence
-from infra.timing.rules import MAX_ATTEMPT_DEADLINE_SECONDS, MIN_ATTEMPT_DEADLINE_SECONDS, RetryConfig
+from policy.scheduler_guardrails.rules.timing import audit_cadence as cadence
+from policy.scheduler_guardrails.rules.timing.rules import (
+    MAX_ATTEMPT_DEADLINE_SECONDS,
+    MIN_ATTEMPT_DEADLINE_SECONDS,
+    RetryConfig,
+)
 
 AUDIT_HANDLER = "jobs.missed_runs:audit_missed_runs"
 # Hourly: a missed run is reported at most an hour after its last retry could have ended.
@@ -35,7 +39,7 @@ def _first_backoff(settings: StackSettings) -> float:
 
 
 def audit_interval_hours(settings: StackSettings) -> int:
-    """Hours between audit runs (infra/timing/audit_cadence.py)."""
+    """Hours between audit runs (policy/scheduler_guardrails/rules/timing/audit_cadence.py)."""
     return cadence.audit_interval_hours(settings.lease_seconds, DEFAULT_RETRY.min_backoff_seconds)
 
 

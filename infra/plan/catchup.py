@@ -23,9 +23,10 @@ from exactly_once.audit.config import Delivery, Redelivery
 from infra.plan.headers import run_headers
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
-from infra.targets.registry import kind_of
+from policy.scheduler_guardrails.rules.targets.registry import kind_of
 
-# The function's role in its name (infra/config/names.py), as infra/resources/function.py deploys it.
+# The function's role in its name (policy/scheduler_guardrails/rules/config/names.py), as
+# infra/resources/function.py deploys it.
 FUNCTION_ROLE = "handler"
 
 

@@ -18,7 +18,7 @@ from exactly_once.delivery.scheduler_request import (
 )
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
-from infra.targets.registry import kind_of
+from policy.scheduler_guardrails.rules.targets.registry import kind_of
 
 
 def headers_for(settings: StackSettings, job: JobSettings) -> dict[str, str]:

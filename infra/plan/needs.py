@@ -10,14 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from infra.config.access import ResourceGrant
-from infra.config.grants import SECRET_ACCESSOR, STACK_GRANTS, Account, Grant, Scope
 from infra.plan.catchup import catches_up
 from infra.settings.environment import function_secrets
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
-from infra.targets.kind import TargetKind
-from infra.targets.registry import kind_of
+from policy.scheduler_guardrails.rules.config.access import ResourceGrant
+from policy.scheduler_guardrails.rules.config.grants import (
+    SECRET_ACCESSOR,
+    STACK_GRANTS,
+    Account,
+    Grant,
+    Scope,
+)
+from policy.scheduler_guardrails.rules.targets.kind import TargetKind
+from policy.scheduler_guardrails.rules.targets.registry import kind_of
 
 SECRET_MANAGER_API: Final = "secretmanager.googleapis.com"
 # The missed-run audit's catch-up deliveries (infra/plan/catchup.py).

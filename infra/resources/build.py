@@ -21,12 +21,12 @@ import pulumi_gcp as gcp
 import pulumiverse_time as time
 
 from exactly_once.config import JOB_TABLE_FILE
-from infra.config.grants import BUILD_IMAGES, BUILD_LOGS, BUILD_SOURCES, Account
 from infra.resources.identities import service_account
 from infra.resources.propagation import BUILD_GRANTS, pause_after
 from infra.resources.regions import regional_prefix
 from infra.resources.source import source_archive, source_hash
 from infra.settings.stack import StackSettings
+from policy.scheduler_guardrails.rules.config.grants import BUILD_IMAGES, BUILD_LOGS, BUILD_SOURCES, Account
 
 FUNCTION_RUNTIME = "python312"
 

@@ -24,12 +24,12 @@ import pulumi_gcp as gcp
 import pulumiverse_time
 
 from exactly_once.delivery.scheduler_request import parse_rfc3339
-from infra.config.grants import CATCHUP_ACTS_AS_INVOKER, CATCHUP_ENQUEUER
 from infra.plan.catchup import catches_up, queue_path
+from infra.resources.durations import duration
 from infra.resources.regions import regional_prefix
 from infra.settings.jobs import DEFAULT_RETRY
 from infra.settings.stack import StackSettings
-from infra.timing.durations import duration
+from policy.scheduler_guardrails.rules.config.grants import CATCHUP_ACTS_AS_INVOKER, CATCHUP_ENQUEUER
 
 
 class CatchupQueue(NamedTuple):

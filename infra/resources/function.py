@@ -74,7 +74,8 @@ def pause_changes(
 
 
 def function_options(opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
-    """`opts` for a function of the stack. Its name is fixed (infra/config/names.py), so a
+    """`opts` for a function of the stack. Its name is fixed
+    (policy/scheduler_guardrails/rules/config/names.py), so a
     replacement that creates the new function before deleting the old one always meets 409
     "already exists": the old one goes first. That also makes `pulumi up --replace <urn>` the
     repair of a function whose build failed (docs/deploy.md, "A failed build")."""

@@ -13,7 +13,9 @@ from typing import NamedTuple
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config.grants import (
+from infra.plan.needs import needs_token_check
+from infra.settings.stack import StackSettings
+from policy.scheduler_guardrails.rules.config.grants import (
     RUNTIME_LEDGER,
     SERVICE_MEMBER_TYPE,
     TOKEN_CHECK_LEDGER,
@@ -21,8 +23,6 @@ from infra.config.grants import (
     Grant,
     Scope,
 )
-from infra.plan.needs import needs_token_check
-from infra.settings.stack import StackSettings
 
 
 class Identities(NamedTuple):
@@ -43,7 +43,8 @@ def service_account(
     opts: pulumi.ResourceOptions,
 ) -> gcp.serviceaccount.Account:
     """One of the stack's accounts: one per job a principal does, named by its key (its id is
-    unique per stack, infra/config/names.py), its description saying what it may do."""
+    unique per stack, policy/scheduler_guardrails/rules/config/names.py), its description saying what it may
+    do."""
     assert account.of_the_stack, account
     return gcp.serviceaccount.Account(
         f"{name}-{account.key}",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import pulumi
 
-from infra.config.schema import SettingsError
 from infra.settings.kept_settings import (
     DATABASE_OUTPUT,
     REGION_OUTPUT,
@@ -23,6 +22,7 @@ from infra.settings.kept_settings import (
     ledger_moved_from,
 )
 from infra.settings.stack import StackSettings
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
 
 
 def checked_region(name: str, settings: StackSettings, *, parent: pulumi.Resource) -> pulumi.Output[str]:

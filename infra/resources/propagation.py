@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumiverse_time as time
 
-from infra.timing.durations import duration
+from infra.resources.durations import duration
 
 # After the enabled APIs, before any resource of the Firestore, Artifact Registry and IAM APIs
 # (the stack's database, image repository and accounts, and so everything built on them).

@@ -5,7 +5,7 @@ and the function's secret environment variables.
 Every grant is on the resource itself (a Cloud Run job, a dataset, a secret, a topic, a
 bucket), never the project, so a job that may run one Cloud Run job cannot run another, and
 one that reads a dataset cannot read the next. The policy pack checks the same list
-(infra/config/access.py: GRANT_KINDS) on whatever the program declares.
+(policy/scheduler_guardrails/rules/config/access.py: GRANT_KINDS) on whatever the program declares.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from pulumi_gcp.cloudfunctionsv2 import (
     FunctionServiceConfigSecretEnvironmentVariableArgsDict as SecretVariable,
 )
 
-from infra.config.access import ResourceGrant
-from infra.config.names import stable_tag
 from infra.plan.needs import project_roles, runtime_grants
 from infra.settings.environment import function_secrets
 from infra.settings.stack import StackSettings
+from policy.scheduler_guardrails.rules.config.access import ResourceGrant
+from policy.scheduler_guardrails.rules.config.names import stable_tag
 
 
 def runtime_access(
@@ -45,7 +45,8 @@ def runtime_access(
         grants.append(_member(f"{name}-runtime-{grant.kind}-{_tag(grant)}", grant, member, opts))
     # A target kind's project roles (starting Workflows executions, creating BigQuery query
     # jobs): the services have no narrower resource to grant them on. The policy pack allows
-    # exactly these roles for exactly this account (both read infra/config/grants.py).
+    # exactly these roles for exactly this account (both read
+    # policy/scheduler_guardrails/rules/config/grants.py).
     grants.extend(
         gcp.projects.IAMMember(
             f"{name}-runtime-{_slug(grant.role)}",

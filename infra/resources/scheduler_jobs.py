@@ -8,9 +8,9 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.plan.headers import headers_for
+from infra.resources.durations import duration
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
-from infra.timing.durations import duration
 
 
 def scheduler_job(

@@ -14,13 +14,13 @@ from typing import NamedTuple
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config.grants import SAMPLE_JOB_CALLS_TOKEN_CHECK, Account
 from infra.plan.needs import sample_jobs
 from infra.resources.identities import run_invoker, service_account
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
-from infra.targets import bigquery, cloud_run_job
-from infra.targets.cloud_run_job import CloudRunJobTarget, resource_name
+from policy.scheduler_guardrails.rules.config.grants import SAMPLE_JOB_CALLS_TOKEN_CHECK, Account
+from policy.scheduler_guardrails.rules.targets import bigquery, cloud_run_job
+from policy.scheduler_guardrails.rules.targets.cloud_run_job import CloudRunJobTarget, resource_name
 
 # A public image with the Python the script needs; Cloud Run pulls it from Docker Hub.
 SAMPLE_IMAGE = "docker.io/library/python:3.12-slim"

@@ -10,15 +10,15 @@ import pulumi
 import pulumi_gcp as gcp
 
 from exactly_once.ledger.fields import EXPIRE_AT
-from infra.config.grants import WORKFLOW_CALLS_TOKEN_CHECK, Account
 from infra.resources.build import BuildIdentity
 from infra.resources.function import function_options, function_service, function_uri
 from infra.resources.identities import run_invoker, service_account
 from infra.resources.ledger import LedgerDatabase, field_options
 from infra.settings.environment import token_check_environment
 from infra.settings.stack import StackSettings
-from infra.targets.workflow import WORKFLOWS_API as WORKFLOWS_API  # the component enables it first
-from infra.targets.workflow import workflow_resource_name
+from policy.scheduler_guardrails.rules.config.grants import WORKFLOW_CALLS_TOKEN_CHECK, Account
+from policy.scheduler_guardrails.rules.targets.workflow import WORKFLOWS_API as WORKFLOWS_API
+from policy.scheduler_guardrails.rules.targets.workflow import workflow_resource_name
 
 TOKEN_CHECK_ENTRY_POINT = "check_idempotency_token"
 # The token check does a few Firestore writes per call; anything slower is a fault to retry.

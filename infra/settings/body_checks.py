@@ -1,7 +1,8 @@
 """Each job's body against what the function accepts, phrased with the config key that sets it.
 
 What the function accepts, and why a body it refuses can never run, is
-infra/config/delivery_body.py's; the policy pack asks the same question of the bytes a
+policy/scheduler_guardrails/rules/config/delivery_body.py's; the policy pack asks the same question of the
+bytes a
 Scheduler job declares, so `pulumi up`, `make check` and the pack agree.
 """
 
@@ -9,11 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infra.config.delivery_body import body_problems, max_body_bytes
-from infra.config.schema import SettingsError
 from infra.settings.jobs import JobSettings
 from infra.settings.stack import StackSettings
-from infra.targets.registry import kind_of
+from policy.scheduler_guardrails.rules.config.delivery_body import body_problems, max_body_bytes
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
+from policy.scheduler_guardrails.rules.targets.registry import kind_of
 
 
 def body_errors(settings: StackSettings, function_dir: Path) -> list[str]:

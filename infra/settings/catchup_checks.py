@@ -1,12 +1,13 @@
-"""The catch-up window's timing rule (infra/timing/catchup.py) phrased with the config keys a
+"""The catch-up window's timing rule (policy/scheduler_guardrails/rules/timing/catchup.py) phrased with the
+config keys a
 user edits, with the numbers the stack schedules its missed-run audit by."""
 
 from __future__ import annotations
 
 from infra.settings.jobs import DEFAULT_RETRY
 from infra.settings.stack import StackSettings
-from infra.timing import audit_cadence as cadence
-from infra.timing.catchup import CatchupTiming, check_catchup_window
+from policy.scheduler_guardrails.rules.timing import audit_cadence as cadence
+from policy.scheduler_guardrails.rules.timing.catchup import CatchupTiming, check_catchup_window
 
 _KEYS = {"window_seconds": "jobs[{index}].catchup.windowSeconds", "retention_seconds": "retentionSeconds"}
 

@@ -15,7 +15,6 @@ whole environment shows them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any, Final
 
 from exactly_once.audit.config import REGION_ENV, AuditConfig
@@ -37,13 +36,12 @@ from exactly_once.endpoints import ENDPOINT_VARIABLES, ID_TOKEN_DISABLED_ENV
 from exactly_once.targets.job_tables import render_table
 from exactly_once.token_check.settings import COLLECTION_ENV as TOKEN_COLLECTION_ENV
 from exactly_once.token_check.settings import RETENTION_ENV as TOKEN_RETENTION_ENV
-from infra.config.access import SecretReference
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import number_text
-from infra.targets.registry import TARGET_KINDS, kind_of
+from policy.scheduler_guardrails.rules.config.access import SecretReference
+from policy.scheduler_guardrails.rules.environment_size import environment_size_problem
+from policy.scheduler_guardrails.rules.targets.registry import kind_of
 
-# Cloud Run functions: all runtime environment variable names and values together.
-MAX_ENVIRONMENT_BYTES: Final = 32 * 1024
 # Set by the function's test harnesses and switches: a job's `env` may not take them either.
 # REGION_ENV too: a one-region stack leaves it unset, and a job that took it would break the
 # stack's second region later.
@@ -164,52 +162,3 @@ def access_errors(settings: StackSettings, stack_env: dict[str, str]) -> list[st
     if problem is not None:
         errors.append(f"{key('jobs')}: {problem}")
     return errors
-
-
-def environment_bytes(env: Mapping[str, object], secret_names: Mapping[str, object] | None = None) -> int:
-    """What Cloud Run counts against its limit: every variable's name and value in UTF-8, and
-    the name of every secret variable (its value is fetched at start, not stored)."""
-    size = sum(len(name.encode()) + len(str(value).encode()) for name, value in env.items())
-    return size + sum(len(name.encode()) for name in secret_names or {})
-
-
-def environment_size_problem(
-    env: Mapping[str, object], secret_names: Mapping[str, object] | None = None
-) -> str | None:
-    """The one size check of a function's environment (the settings' checks, the program and
-    the policy pack all ask it): None when it fits, else what overflowed and what to do about
-    that kind of variable."""
-    size = environment_bytes(env, secret_names)
-    if size <= MAX_ENVIRONMENT_BYTES:
-        return None
-    largest = max(env, key=lambda name: len(str(env[name]).encode()), default="")
-    largest_bytes = len(str(env.get(largest, "")).encode())
-    if largest in _TABLE_ADVICE:
-        advice = _TABLE_ADVICE[largest]
-    else:
-        advice = (
-            "Move large values out of the environment: a file in function/ ships with the source, "
-            "and a secret counts only its name."
-        )
-    return (
-        f"the function's environment would be {size} bytes, over Cloud Run's {MAX_ENVIRONMENT_BYTES} "
-        f"(names and values of {len(env)} variables and {len(secret_names or {})} secrets' names); "
-        f"the largest variable is {largest} ({largest_bytes} bytes). {advice}"
-    )
-
-
-def _target_table_advice() -> dict[str, str]:
-    """A target table's advice: its entries are the jobs' target specs, so what shrinks it is
-    shorter specs (a long query belongs in a view or stored procedure) or fewer jobs a stack."""
-    return {
-        kind.environment_variable: (
-            f"{kind.environment_variable} holds one entry per job with a {kind.key} target: keep long "
-            "values (a query, arguments) in the target itself, e.g. a BigQuery view or stored procedure, "
-            "or split the jobs over several stacks (docs/scale.md)."
-        )
-        for kind in TARGET_KINDS
-        if kind.environment_variable is not None
-    }
-
-
-_TABLE_ADVICE: Final = _target_table_advice()

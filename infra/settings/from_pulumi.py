@@ -9,9 +9,10 @@ from typing import Any
 
 import pulumi
 
-from infra.config.schema import CONFIG_KEYS, JOBS_KEY, SettingsError
+from infra.config.schema import CONFIG_KEYS, JOBS_KEY
 from infra.settings.loading import settings_from_config
 from infra.settings.stack import StackSettings
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
 
 
 def settings_from_pulumi_config() -> StackSettings:

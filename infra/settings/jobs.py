@@ -16,12 +16,18 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from exactly_once.audit.config import Catchup, CatchupRuns
 from exactly_once.config import HANDLER_PATTERN, TIME_LIMIT_MARGIN_SECONDS, OverlapPolicy
-from infra.config.access import ACCESS_KEYS, JobAccess, parse_access
-from infra.config.handlers import malformed_handler
-from infra.config.schema import JOBS_KEY, ConfigProblems, unknown_keys
-from infra.targets.registry import TARGET_KEYS, check_target_job, kind_of, parse_target
-from infra.timing.cron import DEFAULT_TIME_ZONE
-from infra.timing.rules import RetryConfig
+from infra.config.schema import JOBS_KEY
+from policy.scheduler_guardrails.rules.config.access import ACCESS_KEYS, JobAccess, parse_access
+from policy.scheduler_guardrails.rules.config.handlers import malformed_handler
+from policy.scheduler_guardrails.rules.config.problems import ConfigProblems, unknown_keys
+from policy.scheduler_guardrails.rules.targets.registry import (
+    TARGET_KEYS,
+    check_target_job,
+    kind_of,
+    parse_target,
+)
+from policy.scheduler_guardrails.rules.timing.cron import DEFAULT_TIME_ZONE
+from policy.scheduler_guardrails.rules.timing.rules import RetryConfig
 
 # The stack's own missed-run audit job (infra/plan/audit_job.py): no configured job may take its name.
 AUDIT_JOB_NAME = "missed-run-audit"
@@ -58,7 +64,8 @@ _JOB_KEYS = (
     "paused",
     "catchup",
     "pauseAfterFailures",
-    # What the job starts per run (infra/targets/), and what it needs (infra/config/access.py).
+    # What the job starts per run (policy/scheduler_guardrails/rules/targets/), and what it needs
+    # (policy/scheduler_guardrails/rules/config/access.py).
     *TARGET_KEYS,
     *ACCESS_KEYS,
 )
@@ -95,7 +102,8 @@ class JobSettings:
     # A run delivered later than this after its ScheduleTime is skipped (startingDeadlineSeconds,
     # the function's job table); None: never.
     starting_deadline_seconds: float | None = None
-    # What the job starts per run: the value its kind's `parse` made (infra/targets/).
+    # What the job starts per run: the value its kind's `parse` made
+    # (policy/scheduler_guardrails/rules/targets/).
     target: object | None = None
     access: JobAccess = dataclasses.field(default_factory=JobAccess)
     # `paused: true`: the Scheduler job is paused, and the audit counts its runs as paused.
@@ -279,7 +287,8 @@ def _job(item: Any, index: int, function_timeout: float, errors: ConfigProblems)
 
 def _catchup(raw: Any, prefix: str, errors: ConfigProblems) -> Catchup | None:
     """`catchup: {windowSeconds: N, runs: latest | all}`; the timing rules bound the window
-    by the audit's schedule and the ledger's retention (infra/timing/catchup.py)."""
+    by the audit's schedule and the ledger's retention
+    (policy/scheduler_guardrails/rules/timing/catchup.py)."""
     if not isinstance(raw, Mapping):
         errors.append(f"{errors.key(prefix)}: expected an object such as {{windowSeconds: 7200, runs: all}}")
         return None

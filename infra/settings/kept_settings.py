@@ -2,7 +2,8 @@
 refused before anything is touched, naming the key, both values and the way to move.
 
 Region: a stack's Firestore database, image repository and sample dataset keep their ids
-whatever the region (infra/config/names.py), and a location is fixed at creation: moving one
+whatever the region (policy/scheduler_guardrails/rules/config/names.py), and a location is fixed at creation:
+moving one
 means deleting it and creating it again under the same id, which Google Cloud refuses for a
 while after the delete (a Firestore id stays reserved), and which would leave the run ledger,
 and with it the record of which runs already ran, behind. Moving a stack is deploying a new
@@ -25,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from infra.config.schema import SettingsError
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
 
 # The stack outputs that record, on every update, what the next update must not change.
 REGION_OUTPUT = "region"

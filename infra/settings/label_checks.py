@@ -20,7 +20,7 @@ from infra.config.labels import (
     key_problem,
     value_problem,
 )
-from infra.config.schema import ConfigProblems
+from policy.scheduler_guardrails.rules.config.problems import ConfigProblems
 
 LABELS_KEY = "labels"
 # A label key `pulumi config set --path` can name after a dot (`labels.team`); one with a dot,

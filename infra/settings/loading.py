@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from exactly_once.config import HANDLER_PATTERN
-from infra.config.handlers import check_handlers, malformed_handler
 from infra.config.ledger import ledger_keys
-from infra.config.names import StackNames
 from infra.config.schema import (
     CONFIG_KEYS,
     FUNCTION_DIR,
@@ -25,12 +23,9 @@ from infra.config.schema import (
     JOBS_KEY,
     KEYS_BY_NAME,
     REPO_ROOT,
-    ConfigProblems,
-    SettingsError,
     integer_value,
     notification_channels,
     scalar_value,
-    unknown_keys,
 )
 from infra.settings.body_checks import body_errors
 from infra.settings.catchup_checks import catchup_errors
@@ -43,7 +38,10 @@ from infra.settings.samples import SAMPLE_JOB_NAMES, with_samples
 from infra.settings.stack import StackSettings
 from infra.settings.stack_config import read_stack_config
 from infra.settings.timing_checks import timing_errors
-from infra.targets.registry import kind_for_handler
+from policy.scheduler_guardrails.rules.config.handlers import check_handlers, malformed_handler
+from policy.scheduler_guardrails.rules.config.names import StackNames
+from policy.scheduler_guardrails.rules.config.problems import ConfigProblems, SettingsError, unknown_keys
+from policy.scheduler_guardrails.rules.targets.registry import kind_for_handler
 
 
 def settings_from_config(

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 
-from infra.config.schema import ConfigProblems
 from infra.settings.stack import StackSettings
+from policy.scheduler_guardrails.rules.config.problems import ConfigProblems
 
 SECOND_REGION_KEY = "secondRegion"
 DATABASE_LOCATION_KEY = "databaseLocation"

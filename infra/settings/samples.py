@@ -1,7 +1,8 @@
 """The sample jobs a stack runs with `samples: true`: one of each thing the template shows off.
 
 A demo job every 15 minutes (the demo handler, a one-second body), then the sample job of each
-target kind present that has one (`sample_job`, infra/targets/): with the template's kinds, a
+target kind present that has one (`sample_job`, policy/scheduler_guardrails/rules/targets/): with the
+template's kinds, a
 job through the Workflows proxy to the sample workflow the stack deploys (which checks the
 run's idempotency token before its state-changing step), and a job through the BigQuery proxy
 appending one row per run to a table of the stack's sample dataset. A fork that deleted the
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from infra.targets.registry import TARGET_KINDS
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KINDS
 
 # function/jobs/demo.py: records each run, and sleeps or fails as its body asks.
 DEMO_HANDLER: Final = "jobs.demo:run_demo_job"

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from exactly_once.config import DEFAULT_IDEMPOTENCY_COLLECTION, OverlapPolicy, time_limit_for_timeout
 from exactly_once.token_check.settings import DEFAULT_RETENTION_SECONDS as DEFAULT_TOKEN_RETENTION_SECONDS
 from infra.config.labels import STACK_LABEL
-from infra.config.names import COMPONENT_NAME, StackNames
-from infra.config.schema import SettingsError
 from infra.settings.jobs import JobSettings
-from infra.targets.kind import Placement, TargetKind
-from infra.targets.registry import TARGET_KINDS, kind_for_handler, kind_of
-from infra.timing.rules import JobTiming
+from policy.scheduler_guardrails.rules.config.names import COMPONENT_NAME, StackNames
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
+from policy.scheduler_guardrails.rules.targets.kind import Placement, TargetKind
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KINDS, kind_for_handler, kind_of
+from policy.scheduler_guardrails.rules.timing.rules import JobTiming
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,8 @@ class StackSettings:
     # resources derive from the one, error messages and tools' keys from the other.
     stack: str
     config_namespace: str
-    # "": the stack's own database (named by infra/config/names.py); else the configured id.
+    # "": the stack's own database (named by policy/scheduler_guardrails/rules/config/names.py); else the
+    # configured id.
     configured_database: str
     create_database: bool
     runs_collection: str

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.config.schema import JOBS_KEY, KEYS_BY_NAME, PROJECT_FILE, SettingsError, project_name, read_yaml
+from infra.config.schema import JOBS_KEY, KEYS_BY_NAME, PROJECT_FILE, project_name, read_yaml
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
 
 PULUMI_CLI = "pulumi"
 # Long enough for a backend in a bucket and for opening an environment that logs in to a cloud;

@@ -1,6 +1,6 @@
 """The timing rules applied to a stack, phrased with the Pulumi config keys a user edits.
 
-infra/timing/rules.py names JobTiming and RetryConfig attributes; a user edits
+policy/scheduler_guardrails/rules/timing/rules.py names JobTiming and RetryConfig attributes; a user edits
 `<project>:jobs[0].retry.retryCount`. This is the one translation between the two, used for
 both the errors that refuse a config and the advisories printed beside a deploy.
 """
@@ -14,11 +14,11 @@ from exactly_once.targets.call_timeout import CALL_MARGIN_SECONDS, CALL_TIMEOUT_
 from infra.config.schema import JOBS_KEY
 from infra.settings.jobs import RETRY_KEYS, JobSettings
 from infra.settings.stack import StackSettings
-from infra.targets.registry import kind_for_handler
-from infra.timing import rules as timing
-from infra.timing.advisories import check_second_region, check_wait_overlap
-from infra.timing.clock_changes import check_clock_changes
-from infra.timing.rules import Violation
+from policy.scheduler_guardrails.rules.targets.registry import kind_for_handler
+from policy.scheduler_guardrails.rules.timing import rules as timing
+from policy.scheduler_guardrails.rules.timing.advisories import check_second_region, check_wait_overlap
+from policy.scheduler_guardrails.rules.timing.clock_changes import check_clock_changes
+from policy.scheduler_guardrails.rules.timing.rules import Violation
 
 
 def timing_keys(field: str, index: int, own_limit: bool = False) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from infra.config.schema import REPO_ROOT, SettingsError
+from infra.config.schema import REPO_ROOT
 from infra.settings.loading import load_stack_settings
 from localrun.compression import slowest_round_trip_seconds
 from localrun.demo import DEMO_STACKS_DIR
@@ -25,6 +25,7 @@ from localrun.regions import MAX_REGIONS
 from localrun.soak.plan import SoakFault, plan_soak
 from localrun.soak.report import build_report, failure_lines, markdown, write_chart
 from localrun.soak.runner import SoakOptions, soak
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
 
 SOAK_STACK = "soak"
 DEFAULT_OUTPUT_DIR = REPO_ROOT / ".soak"

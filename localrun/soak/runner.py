@@ -28,7 +28,6 @@ from google.cloud import firestore
 
 from exactly_once.delivery.scheduler_request import format_rfc3339
 from infra.settings.stack import StackSettings
-from infra.timing import rules as timing
 from localrun.compression import BUSY_ROUND_TRIP_SECONDS, CompressedTiming
 from localrun.delivery import RunResult
 from localrun.emulator import EMULATOR_HOST_ENV
@@ -44,6 +43,7 @@ from localrun.soak.scheduler import AT_FORCED_TIME, FORCED, SCHEDULED, Delivered
 from localrun.soak.second_region import SecondRegion, second_region
 from localrun.soak.served import soak_record
 from localrun.tcp_proxy import TcpProxy
+from policy.scheduler_guardrails.rules.timing import rules as timing
 
 SERVED_DIR = Path(soak_record.__file__).resolve().parent
 SOAK_JOB_HANDLER = "soak_job:run_soak_job"

@@ -23,9 +23,9 @@ from exactly_once.endpoints import (
     CLOUD_RUN_ENDPOINT_ENV,
     WORKFLOWS_ENDPOINT_ENV,
 )
-from infra.targets.registry import TARGET_KINDS
 from localrun.firestore_rpcs import counted_emulator_client
 from localrun.tcp_proxy import tcp_proxy
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KINDS
 from tests.support.fake_bigquery import FakeBigQuery
 from tests.support.fake_cloud_run import FakeCloudRun
 from tests.support.fake_workflows import FakeWorkflows

@@ -1,6 +1,6 @@
 """Every policy of the pack over a list of mocked resources, as the engine would apply them.
 
-The same path as the main stack's pack tests (policy/offline.py): resource policies see
+The same path as the main stack's pack tests (policy/scheduler_guardrails/offline.py): resource policies see
 the inputs, stack policies the outputs; in preview, values Google computes are unknown.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policy.offline import UNKNOWN_STRING
-from policy.offline import violations as all_violations
+from policy.scheduler_guardrails.offline import UNKNOWN_STRING
+from policy.scheduler_guardrails.offline import violations as all_violations
 from tools.mocked_program import MockedResource
 
 # Values a first preview cannot know: they name or derive from resources not yet created.

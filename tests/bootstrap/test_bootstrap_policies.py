@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bootstrap.settings import BootstrapSettings
-from infra.config.deployer_roles import DEPLOYER_ROLES
-from policy.identities.ci import READ_ONLY_ROLES
+from policy.scheduler_guardrails.identities.ci import READ_ONLY_ROLES
+from policy.scheduler_guardrails.rules.config.deployer_roles import DEPLOYER_ROLES
 from tests.bootstrap.mocked_bootstrap import run_bootstrap
 from tests.bootstrap.policy_run import violations
 from tests.support.stacks import dev_stack_resources

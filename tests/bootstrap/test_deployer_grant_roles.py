@@ -8,8 +8,12 @@ from __future__ import annotations
 import pytest
 
 from bootstrap.settings import BootstrapConfigError, BootstrapSettings
-from infra.config.access import GRANT_KINDS, KINDS_BY_TYPE
-from infra.config.deployer_roles import DEPLOYER_ROLES, GRANT_KIND_ROLES, deployer_roles
+from policy.scheduler_guardrails.rules.config.access import GRANT_KINDS, KINDS_BY_TYPE
+from policy.scheduler_guardrails.rules.config.deployer_roles import (
+    DEPLOYER_ROLES,
+    GRANT_KIND_ROLES,
+    deployer_roles,
+)
 from tests.bootstrap.mocked_bootstrap import run_bootstrap
 from tests.bootstrap.policy_run import violations
 from tests.infra.conftest import PROJECT, build, valid_job, valid_values

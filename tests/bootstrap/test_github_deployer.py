@@ -14,8 +14,8 @@ from pulumi.runtime import config as runtime_config
 from bootstrap.config import CONFIG_KEYS
 from bootstrap.github_deployer import ATTRIBUTE_MAPPING
 from bootstrap.settings import GITHUB_OIDC_ISSUER, BootstrapConfigError, BootstrapSettings
-from infra.config.deployer_roles import DEPLOYER_ROLES, PREVIEWER_ROLES
-from infra.config.github_oidc import WORKLOAD_IDENTITY_USER
+from policy.scheduler_guardrails.rules.config.deployer_roles import DEPLOYER_ROLES, PREVIEWER_ROLES
+from policy.scheduler_guardrails.rules.config.github_oidc import WORKLOAD_IDENTITY_USER
 from tests.bootstrap.github_tokens import admitted, run
 from tests.bootstrap.mocked_bootstrap import BOOTSTRAP_PROJECT, POOLS, bootstrap_stack, run_bootstrap
 from tools.mocked_program import MockedResource

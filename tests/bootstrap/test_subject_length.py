@@ -8,7 +8,11 @@ from __future__ import annotations
 import pytest
 
 from bootstrap.settings import BootstrapConfigError, BootstrapSettings
-from infra.config.github_oidc import GOOGLE_SUBJECT_MAX_LENGTH, environment_subject, pull_request_subject
+from policy.scheduler_guardrails.rules.config.github_oidc import (
+    GOOGLE_SUBJECT_MAX_LENGTH,
+    environment_subject,
+    pull_request_subject,
+)
 
 OWNER = "acme"
 REPO = f"{OWNER}/exactly-once-scheduler"

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from bootstrap.settings import BootstrapSettings
-from infra.config.deployer_roles import previewer_roles_table
+from policy.scheduler_guardrails.rules.config.deployer_roles import previewer_roles_table
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"

@@ -10,7 +10,8 @@ import yaml
 
 from exactly_once.config import FunctionConfig
 from exactly_once.token_check.settings import TokenStoreConfig
-from infra.config.schema import CONFIG_KEYS, KEYS_BY_NAME, REPO_ROOT, SettingsError, declared_config_keys
+from infra.config.schema import CONFIG_KEYS, KEYS_BY_NAME, REPO_ROOT, declared_config_keys
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
 
 
 def test_no_job_logic_runs_unless_the_stack_names_it() -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 
 from infra.component import REQUIRED_APIS
-from infra.config.deployer_roles import DEPLOYER_ROLES, deployer_roles_table, grant_kind_roles_table
-from infra.config.names import StackNames
 from infra.config.schema import REPO_ROOT
 from infra.monitoring import log_filters
 from infra.monitoring.alerts import ALERTS
@@ -18,6 +16,12 @@ from infra.resources.propagation import (
     SECRET_GRANTS_DELAY_SECONDS,
     SERVING_GRANTS_DELAY_SECONDS,
 )
+from policy.scheduler_guardrails.rules.config.deployer_roles import (
+    DEPLOYER_ROLES,
+    deployer_roles_table,
+    grant_kind_roles_table,
+)
+from policy.scheduler_guardrails.rules.config.names import StackNames
 from tests.infra.conftest import build, valid_job, valid_values
 from tests.support.optional import needs_proxy_kinds
 from tests.support.stacks import fixture_stack

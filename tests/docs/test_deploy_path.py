@@ -78,7 +78,8 @@ def test_make_install_prepares_the_packs_virtualenv_and_clean_removes_it() -> No
 
     install = planned("-B", "install")
     assert re.search(r"-m venv policy/venv$", install, re.M)
-    assert re.search(r"^policy/venv/bin/python -m pip install .*-r policy/requirements\.txt$", install, re.M)
+    pip = r"^policy/venv/bin/python -m pip install .*-r policy/requirements\.txt .*\./function$"
+    assert re.search(pip, install, re.M)
     assert re.search(r"^rm -rf .*\bpolicy/venv\b", planned("clean"), re.M)
 
 
@@ -88,7 +89,7 @@ def test_the_pack_loads_in_its_own_virtualenv() -> None:
     # pack's virtualenv (here without starting the analyzer, which needs the engine).
     script = (
         "import runpy; runpy.run_path('__main__.py', run_name='pack');"
-        "from policy.policies import POLICIES; print(len(POLICIES))"
+        "from scheduler_guardrails.policies import POLICIES; print(len(POLICIES))"
     )
     result = subprocess.run(
         [str(POLICY_VENV_PYTHON), "-c", script],

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.config.handlers import handler_problem
-from infra.config.python_source import parse_python
 from infra.config.schema import FUNCTION_DIR, REPO_ROOT
+from policy.scheduler_guardrails.rules.config.handlers import handler_problem
+from policy.scheduler_guardrails.rules.config.python_source import parse_python
 from tests.package import test_installed_package
 from tests.support import doc_examples
 

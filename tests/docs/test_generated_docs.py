@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import access as job_access
 from infra.config.schema import REPO_ROOT
 from infra.settings import jobs as job_config
-from infra.targets.registry import TARGET_KEYS, TARGET_KINDS
-from policy.policies import POLICIES
+from policy.scheduler_guardrails.policies import POLICIES
+from policy.scheduler_guardrails.rules.config import access as job_access
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KEYS, TARGET_KINDS
 from tests.support.sources import git_checkout, python_sources
 from tools import doc_texts, docs_tables
 from tools.optional_parts import checkout_files, pruned

@@ -7,8 +7,9 @@ from datetime import date
 
 import pytest
 
-from infra.config.schema import REPO_ROOT, SettingsError
+from infra.config.schema import REPO_ROOT
 from infra.settings.timing_checks import timing_advisories
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
 from tests.infra.conftest import build
 from tools.fork_check import Finding
 

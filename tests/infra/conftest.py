@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from infra.config.access import GRANT_KINDS
-from infra.config.schema import SettingsError, project_name
+from infra.config.schema import project_name
 from infra.settings.loading import settings_from_config
 from infra.settings.stack import StackSettings
-from infra.targets.registry import TARGET_KEYS
+from policy.scheduler_guardrails.rules.config.access import GRANT_KINDS
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KEYS
 from tools.mocked_program import MockedStack, mock_stack
 
 PROJECT = "acme-prod"

@@ -11,15 +11,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from infra.config.python_source import parse_python_file
 from infra.config.schema import REPO_ROOT
+from policy.scheduler_guardrails.rules.config.python_source import parse_python_file
 from tests.support.python_imports import named_imports
 from tools.optional_parts import pruned
 
 INFRA = REPO_ROOT / "infra"
 # infra/README.md's table, in order: each room may import the rooms before it.
-ROOMS = ("timing", "config", "targets", "settings", "plan", "resources", "monitoring", "samples", "component")
-PULUMI_FREE = ("timing", "config", "targets", "settings", "plan")
+ROOMS = ("config", "settings", "plan", "resources", "monitoring", "samples", "component")
+PULUMI_FREE = ("config", "settings", "plan")
 # The program's one reader of `pulumi.Config`, kept beside the settings it builds.
 PULUMI_READER = INFRA / "settings" / "from_pulumi.py"
 PULUMI_PACKAGES = {"pulumi", "pulumi_gcp", "pulumiverse_time"}

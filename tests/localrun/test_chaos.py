@@ -11,11 +11,11 @@ from google.cloud import firestore
 
 from infra.config.schema import FUNCTION_DIR, REPO_ROOT, project_name
 from infra.settings.loading import load_stack_settings
-from infra.timing import rules as timing
-from infra.timing.rules import RetryConfig
 from localrun.demo import DEMO_STACKS_DIR, load_settings
 from localrun.faults import Fault, FaultRates, RunFaults
 from localrun.simulation import SimulationOptions
+from policy.scheduler_guardrails.rules.timing import rules as timing
+from policy.scheduler_guardrails.rules.timing.rules import RetryConfig
 from tests.support.bounded_simulation import simulate_bounded
 from tests.support.doc_examples import example_source
 

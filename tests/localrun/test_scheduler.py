@@ -17,12 +17,12 @@ from exactly_once.delivery.scheduler_request import (
     SCHEDULE_TIME_HEADER,
     run_key_from_headers,
 )
-from infra.timing import rules as timing
-from infra.timing.rules import RetryConfig
 from localrun.delivery import DeliveryDropped, DeliveryTimeout, HttpReply
 from localrun.demo import load_settings
 from localrun.faults import PRIMARY_FAULTS, Fault, FaultRates, RunFaults, fault_counts, plan_faults
 from localrun.scheduler import ENDED, CompressedClock, LocalScheduler, fire_times, latest_fire_times
+from policy.scheduler_guardrails.rules.timing import rules as timing
+from policy.scheduler_guardrails.rules.timing.rules import RetryConfig
 from tests.support.clock import FakeMonotonic
 
 

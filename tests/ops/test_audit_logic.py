@@ -36,7 +36,7 @@ from infra.plan.audit_job import (
 )
 from infra.settings.environment import job_table
 from infra.settings.jobs import AUDIT_JOB_NAME
-from infra.timing.rules import check_job_timing, latest_retry_arrival_seconds
+from policy.scheduler_guardrails.rules.timing.rules import check_job_timing, latest_retry_arrival_seconds
 from tests.support.audit_runs import AuditOutcome, RecordingSender, reader_of, run_in_process
 from tests.support.stack_tables import audit_table_env
 from tests.support.stacks import demo_job, fixture_stack

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from policy.offline import UNKNOWN_STRING, violations
-from policy.timing.invariants import is_unjudged_notice
+from policy.scheduler_guardrails.offline import UNKNOWN_STRING, violations
+from policy.scheduler_guardrails.timing.invariants import is_unjudged_notice
 from tools.mocked_program import MockedResource
 
 # Values a fresh stack's preview cannot know: they come from resources not yet created.

@@ -15,8 +15,8 @@ from pulumi.output import Unknown
 from pulumi_policy import EnforcementLevel
 
 import tools.mocked_program as harness
-from infra.config.github_oidc import Reach, reach
-from policy.policies import PACK_NAME, POLICIES
+from policy.scheduler_guardrails.policies import PACK_NAME, POLICIES
+from policy.scheduler_guardrails.rules.config.github_oidc import Reach, reach
 from tests.policy.stack_violations import judged_in_preview, stack_violations
 from tests.support.optional import needs_proxy_kinds
 from tests.support.stacks import dev_stack_resources, fixture_stack

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from infra.targets.kind import TargetKind
-from infra.targets.registry import TARGET_KINDS
+from policy.scheduler_guardrails.rules.targets.kind import TargetKind
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KINDS
 from tools.optional_parts import pruned
 
 # The Workflows, Cloud Run job and BigQuery target kinds: the policy pack allows their project
-# roles only while the kinds are present (policy/identities/allowlist.py asks the registry).
+# roles only while the kinds are present (policy/scheduler_guardrails/identities/allowlist.py asks the
+# registry).
 # Deleted is what git says (tools/optional_parts.py), whatever compiled modules are left.
 needs_proxy_kinds = pytest.mark.skipif(
-    pruned("infra/targets/workflow.py"), reason="the proxy kinds were deleted"
+    pruned("policy/scheduler_guardrails/rules/targets/workflow.py"), reason="the proxy kinds were deleted"
 )
 
 

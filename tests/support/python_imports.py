@@ -8,8 +8,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from infra.config.python_source import parse_python_file
 from infra.config.schema import REPO_ROOT
+from policy.scheduler_guardrails.rules.config.python_source import parse_python_file
 
 FUNCTION = REPO_ROOT / "function"
 # What the function may import of its own: its library and the forker's job modules.

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from infra.config.paths import REPO_ROOT
-from infra.config.python_source import parse_python
+from policy.scheduler_guardrails.rules.config.python_source import parse_python
 from tools.optional_parts import checkout_files
 
 

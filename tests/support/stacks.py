@@ -16,7 +16,7 @@ from infra.settings.jobs import JobSettings
 from infra.settings.loading import load_stack_settings
 from infra.settings.samples import DEMO_JOB
 from infra.settings.stack import StackSettings
-from infra.targets.registry import TARGET_KINDS
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KINDS
 from tools.mocked_program import MockedResource, run_mocked_stack
 
 FIXTURE_STACKS = REPO_ROOT / "tests" / "fixtures" / "stacks"

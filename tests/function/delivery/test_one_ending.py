@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-from infra.config.python_source import parse_python, parse_python_file
+from policy.scheduler_guardrails.rules.config.python_source import parse_python, parse_python_file
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SOURCES = (REPO_ROOT / "function" / "exactly_once", REPO_ROOT / "ops")

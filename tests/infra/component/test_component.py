@@ -327,7 +327,7 @@ def test_dev_stack_declares_one_job_per_configured_job() -> None:
 def test_the_component_has_the_one_name_the_local_tools_assume(stack: MockedStack) -> None:
     """`ops` and `make demo` compute every id from the settings alone, with COMPONENT_NAME: the
     name `__main__.py` gives its component, so the ids they compute are the ids it deploys."""
-    from infra.config.names import COMPONENT_NAME
+    from policy.scheduler_guardrails.rules.config.names import COMPONENT_NAME
 
     assert stack.component.name == COMPONENT_NAME
     settings = build(valid_values())

@@ -13,8 +13,8 @@ import pulumi
 import pytest
 
 from infra.component import ExactlyOnceScheduler, ExactlyOnceSchedulerArgs
-from infra.config.names import COMPONENT_NAME
 from infra.config.schema import project_name
+from policy.scheduler_guardrails.rules.config.names import COMPONENT_NAME
 from tests.infra.conftest import build, valid_job, valid_values
 from tests.support.optional import needs_proxy_kinds
 from tests.support.stacks import fixture_stack

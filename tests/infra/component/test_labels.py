@@ -15,7 +15,7 @@ import pytest
 
 from infra.config.labels import STACK_LABEL
 from infra.resources.labels import label_argument, labelling
-from infra.targets.registry import TARGET_KEYS
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KEYS
 from tests.infra.conftest import FORK_LABELS, build, every_option_values
 from tools.mocked_program import MockedResource, MockedStack
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from infra.config.names import (
+from policy.scheduler_guardrails.rules.config.names import (
     BIGQUERY_DATASET_ID,
     DATABASE_ID,
     DISPLAY_NAME_MAX_BYTES,
@@ -21,7 +21,7 @@ from infra.config.names import (
     SERVICE_ACCOUNT_ID,
     WORKFLOW_NAME,
 )
-from infra.targets.registry import TARGET_KEYS
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KEYS
 from tests.infra.conftest import build, valid_job, valid_values
 from tests.support.optional import needs_proxy_kinds
 from tools.mocked_program import MockedResource, MockedStack, mock_stack

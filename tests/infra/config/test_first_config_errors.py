@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.config.schema import ConfigProblems, unknown_keys
+from policy.scheduler_guardrails.rules.config.problems import ConfigProblems, unknown_keys
 from tests.infra.conftest import NAMESPACE, error_of, valid_job, valid_values
 
 
@@ -34,7 +34,8 @@ def test_a_job_key_in_the_wrong_case_names_the_right_one() -> None:
 
 
 def test_the_key_of_a_target_kind_the_checkout_lacks_names_the_job_and_the_key() -> None:
-    # What a job using a deleted kind's key (`workflow:` once infra/targets/workflow.py is gone)
+    # What a job using a deleted kind's key (`workflow:` once
+    # policy/scheduler_guardrails/rules/targets/workflow.py is gone)
     # meets: the kind's key is one the parser does not know, like any never written.
     job = valid_job(name="nightly-export", dataflow={"template": "gs://bucket/export"})
     (line,) = _lines(error_of(valid_values(jobs=[valid_job(), job])))

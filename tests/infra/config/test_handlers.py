@@ -14,13 +14,14 @@ import pulumi
 import pytest
 from pulumi.runtime import config as runtime_config
 
-from infra.config.handlers import handler_problem, module_file
-from infra.config.python_source import last_binding, parse_python_file
-from infra.config.schema import FUNCTION_DIR, REPO_ROOT, SettingsError, read_yaml
+from infra.config.schema import FUNCTION_DIR, REPO_ROOT, read_yaml
 from infra.plan.audit_job import AUDIT_HANDLER
 from infra.settings.loading import settings_from_config
 from infra.settings.stack import StackSettings
-from infra.targets.registry import TARGET_KINDS
+from policy.scheduler_guardrails.rules.config.handlers import handler_problem, module_file
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
+from policy.scheduler_guardrails.rules.config.python_source import last_binding, parse_python_file
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KINDS
 from tests.infra.conftest import DEMO_HANDLER, NAMESPACE, build, error_of, valid_job, valid_values
 from tests.support.optional import needs_proxy_kinds, proxy_kind
 from tests.support.stacks import FIXTURE_STACKS

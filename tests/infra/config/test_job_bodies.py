@@ -16,14 +16,14 @@ from pulumi.runtime import config as runtime_config
 
 from exactly_once import strict_json
 from exactly_once.delivery.handler import MAX_BODY_BYTES
-from infra.config.delivery_body import max_body_bytes
 from infra.config.paths import FUNCTION_DIR
-from infra.config.schema import SettingsError
 from infra.settings.jobs import DEFAULT_RETRY, JobSettings
-from policy.policies import SCHEDULER_JOB
+from policy.scheduler_guardrails.policies import SCHEDULER_JOB
+from policy.scheduler_guardrails.rules.config.delivery_body import max_body_bytes
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
+from policy.tests import fixtures
+from policy.tests.crafted import check
 from tests.infra.conftest import NAMESPACE, build, error_of, valid_job, valid_values
-from tests.policy import fixtures
-from tests.policy.crafted import check
 from tests.support.optional import needs_proxy_kinds
 from tools import mocked_program as pulumi_harness
 from tools.mocked_program import run_main

@@ -8,10 +8,11 @@ import pytest
 import yaml
 
 from exactly_once.config import FunctionConfig
-from infra.config.schema import REPO_ROOT, SettingsError
+from infra.config.schema import REPO_ROOT
 from infra.settings.environment import function_environment, job_table
 from infra.settings.timing_checks import timing_advisories, timing_errors
-from infra.timing import rules as timing
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
+from policy.scheduler_guardrails.rules.timing import rules as timing
 from tests.infra.conftest import DEMO_HANDLER, NAMESPACE, build, valid_job
 from tests.support.stack_tables import stack_function_env
 from tools.mocked_program import run_mocked_stack

@@ -12,10 +12,11 @@ import pytest
 import yaml
 
 from infra.config.labels import LABEL_KEY, LABEL_VALUE, MAX_FORK_LABELS, STACK_LABEL
-from infra.config.names import StackNames
-from infra.config.schema import KEYS_BY_NAME, REPO_ROOT, SettingsError, declared_config_keys
+from infra.config.schema import KEYS_BY_NAME, REPO_ROOT, declared_config_keys
 from infra.settings.from_pulumi import settings_from_pulumi_config
 from infra.settings.loading import load_stack_settings
+from policy.scheduler_guardrails.rules.config.names import StackNames
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
 from tests.infra.conftest import FORK_LABELS, NAMESPACE, build, error_of, valid_values
 
 KEY = f"{NAMESPACE}:labels"

@@ -1,4 +1,5 @@
-"""infra/config/names.py: every id the stack chooses is valid for its kind and unique per stack."""
+"""policy/scheduler_guardrails/rules/config/names.py: every id the stack chooses is valid for its kind and
+unique per stack."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import itertools
 
 import pytest
 
-from infra.config.names import (
+from policy.scheduler_guardrails.rules.config.names import (
     DATABASE_ID,
     FUNCTION_NAME,
     REPOSITORY_ID,

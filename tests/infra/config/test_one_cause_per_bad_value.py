@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.timing import rules as timing
-from infra.timing.rules import JobTiming, RetryConfig
+from policy.scheduler_guardrails.rules.timing import rules as timing
+from policy.scheduler_guardrails.rules.timing.rules import JobTiming, RetryConfig
 from tests.infra.conftest import NAMESPACE, error_of, valid_job, valid_values
 
 RETRY = {"retryCount": 5, "minBackoffSeconds": 15, "maxBackoffSeconds": 300, "maxDoublings": 3}

@@ -10,7 +10,7 @@ from exactly_once.config import FunctionConfig
 from infra.monitoring import log_filters
 from infra.monitoring.alerts import ALERTS
 from infra.settings.environment import job_table
-from policy.offline import violations
+from policy.scheduler_guardrails.offline import violations
 from tests.infra.conftest import NAMESPACE, build, error_of, valid_job, valid_values
 from tests.support.stack_tables import shipped_table, stack_function_env
 from tools.mocked_program import mock_stack

@@ -19,7 +19,7 @@ from exactly_once.config import (
     JobPolicy,
 )
 from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
-from infra.config.schema import CONFIG_KEYS, REPO_ROOT, SettingsError
+from infra.config.schema import CONFIG_KEYS, REPO_ROOT
 from infra.plan.headers import headers_for
 from infra.settings.environment import function_environment, job_table
 from infra.settings.jobs import DEFAULT_RETRY
@@ -27,7 +27,8 @@ from infra.settings.loading import load_stack_settings, settings_from_config
 from infra.settings.samples import SAMPLE_JOBS
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_advisories, timing_errors
-from infra.timing import rules as timing
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
+from policy.scheduler_guardrails.rules.timing import rules as timing
 from tests.infra.conftest import (
     DEMO_HANDLER,
     NAMESPACE,

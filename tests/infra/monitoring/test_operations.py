@@ -35,7 +35,7 @@ from infra.plan.audit_job import AUDIT_HANDLER, audit_config, with_audit_job
 from infra.resources.function import job_table_text
 from infra.settings.environment import job_table
 from infra.settings.jobs import AUDIT_JOB_NAME
-from policy.offline import violations
+from policy.scheduler_guardrails.offline import violations
 from tests.support.stack_tables import shipped_table
 from tests.support.stacks import dev_stack_resources, fixture_stack
 

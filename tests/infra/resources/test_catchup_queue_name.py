@@ -12,8 +12,8 @@ import pytest
 
 from exactly_once.audit.config import AuditConfig
 from exactly_once.delivery.scheduler_request import parse_rfc3339
-from infra.config.names import TASK_QUEUE_ID, StackNames
 from infra.plan.catchup import queue_path
+from policy.scheduler_guardrails.rules.config.names import TASK_QUEUE_ID, StackNames
 from tests.infra.conftest import PROJECT, REGION, SECOND_REGION, build, every_option_values
 from tests.support.stack_tables import shipped_table
 from tools.mocked_program import STATIC, GcpMocks, MockedResource, MockedStack, mock_stack

@@ -14,14 +14,15 @@ from typing import Any
 import pytest
 
 from infra.component import REQUIRED_APIS
-from infra.config.schema import REPO_ROOT, SettingsError, project_name
+from infra.config.schema import REPO_ROOT, project_name
 from infra.plan.audit_job import with_audit_job
 from infra.plan.needs import needs_token_check, project_roles, runtime_grants
 from infra.settings.environment import job_table
 from infra.settings.loading import load_stack_settings
 from infra.settings.timing_checks import timing_advisories
-from infra.targets.registry import TARGET_KINDS
-from infra.timing import advisories
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KINDS
+from policy.scheduler_guardrails.rules.timing import advisories
 from tests.infra.conftest import build, valid_job, valid_values
 from tests.support.optional import needs_proxy_kinds
 from tests.support.stack_tables import shipped_table

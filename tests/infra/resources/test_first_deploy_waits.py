@@ -22,7 +22,7 @@ from infra.resources.propagation import (
     SECRET_GRANTS_DELAY_SECONDS,
     SERVING_GRANTS_DELAY_SECONDS,
 )
-from infra.targets.registry import TARGET_KINDS
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KINDS
 from tests.infra.conftest import build, valid_job, valid_values
 from tools.mocked_program import SLEEP, MockedResource, MockedStack, mock_stack, pause_seconds
 

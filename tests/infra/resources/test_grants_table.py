@@ -1,4 +1,5 @@
-"""infra/config/grants.py is the whole truth about the stack's IAM, under Pulumi's mocks: every
+"""policy/scheduler_guardrails/rules/config/grants.py is the whole truth about the stack's IAM, under
+Pulumi's mocks: every
 IAM member, binding or policy resource the program declares is a row of the table (its account,
 its role, its kind of scope), and every row that applies is declared.
 
@@ -16,11 +17,17 @@ import re
 
 import pytest
 
-from infra.config.grants import ALWAYS, STACK_GRANTS, Account, Scope, grants_present
 from infra.config.schema import REPO_ROOT
 from infra.settings.stack import StackSettings
-from infra.targets.registry import TARGET_KEYS, TARGET_KINDS
-from policy.engine.types import is_iam_type
+from policy.scheduler_guardrails.engine.types import is_iam_type
+from policy.scheduler_guardrails.rules.config.grants import (
+    ALWAYS,
+    STACK_GRANTS,
+    Account,
+    Scope,
+    grants_present,
+)
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KEYS, TARGET_KINDS
 from tests.infra.conftest import PROJECT, build, every_option_values, valid_values
 from tests.support.sources import python_sources, string_constants
 from tools.mocked_program import MockedResource, MockedStack, mock_stack
@@ -103,8 +110,12 @@ def test_every_grant_of_a_stack_with_everything_on_is_a_row_and_every_row_is_mad
     everything: tuple[StackSettings, MockedStack],
 ) -> None:
     found = made(*everything)
-    assert set(found) - rows() == set(), "grants the program makes that infra/config/grants.py lacks"
-    assert rows() - set(found) == set(), "rows of infra/config/grants.py the program no longer makes"
+    assert set(found) - rows() == set(), (
+        "grants the program makes that policy/scheduler_guardrails/rules/config/grants.py lacks"
+    )
+    assert rows() - set(found) == set(), (
+        "rows of policy/scheduler_guardrails/rules/config/grants.py the program no longer makes"
+    )
 
 
 def test_the_plainest_stack_makes_only_the_rows_made_always(
@@ -145,10 +156,11 @@ def test_the_check_sees_a_grant_the_table_lacks(everything: tuple[StackSettings,
 
 # A predefined role as IAM spells one: `roles/<service>.<role>`, or `roles/<basic role>`.
 ROLE = re.compile(r"^roles/[A-Za-z]+(\.[A-Za-z]+)?$")
-TABLE = REPO_ROOT / "infra" / "config" / "grants.py"
+RULES_CONFIG = REPO_ROOT / "policy" / "scheduler_guardrails" / "rules" / "config"
+TABLE = RULES_CONFIG / "grants.py"
 # Who may impersonate the CI accounts: granted to GitHub's principals, not to an account of the
 # table, and the role the policy pack reads impersonation by.
-IMPERSONATION = REPO_ROOT / "infra" / "config" / "github_oidc.py"
+IMPERSONATION = RULES_CONFIG / "github_oidc.py"
 
 
 def test_no_module_of_the_program_or_the_bootstrap_spells_a_role_but_the_table() -> None:

@@ -10,7 +10,6 @@ from typing import Any
 import pulumi
 import pytest
 
-from infra.config.schema import SettingsError
 from infra.settings.kept_settings import (
     DATABASE_OUTPUT,
     LEDGER_MOVED_FROM_KEY,
@@ -19,12 +18,15 @@ from infra.settings.kept_settings import (
     check_unchanged,
 )
 from infra.settings.stack import StackSettings
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
 from tests.infra.conftest import REGION, build, error_of, valid_values
 from tools.mocked_program import STACK_REFERENCE, GcpMocks, MockedStack, mock_stack
 
 DATABASE = "gcp:firestore/database:Database"
 REPOSITORY = "gcp:artifactregistry/repository:Repository"
-DEPLOYED_DATABASE = "eos-prod-ledger"  # the prod stack's own database (infra/config/names.py)
+DEPLOYED_DATABASE = (
+    "eos-prod-ledger"  # the prod stack's own database (policy/scheduler_guardrails/rules/config/names.py)
+)
 DEPLOYED_COLLECTION = "scheduler_runs"
 # What the last update of an unchanged stack recorded.
 RECORDED = {

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from infra.resources.function import FUNCTION_ENTRY_POINT
-from policy.offline import UNKNOWN_NUMBER, resource_policy, run_resource_policy
+from policy.scheduler_guardrails.offline import UNKNOWN_NUMBER, resource_policy, run_resource_policy
 from tests.support.optional import needs_proxy_kinds
 from tests.support.stacks import fixture_stack
 from tools.mocked_program import MockedResource, as_policy_value, mock_stack

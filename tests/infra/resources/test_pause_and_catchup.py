@@ -12,9 +12,9 @@ import pytest
 
 from exactly_once.audit.config import AuditConfig, CatchupRuns, Redelivery
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, PROJECT_HEADER, parse_rfc3339
-from infra.config.grants import CATCHUP_ACTS_AS_INVOKER, CATCHUP_ENQUEUER
 from infra.plan.catchup import function_url, queue_path
 from infra.plan.needs import CLOUD_TASKS_API
+from policy.scheduler_guardrails.rules.config.grants import CATCHUP_ACTS_AS_INVOKER, CATCHUP_ENQUEUER
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.stack_tables import shipped_table
 from tools.mocked_program import STATIC, MockedStack, mock_stack

@@ -8,11 +8,12 @@ from typing import Any
 import pulumi
 import pytest
 
-from infra.config.schema import SettingsError, project_name
+from infra.config.schema import project_name
 from infra.settings.kept_settings import REGION_OUTPUT, check_unchanged
 from infra.settings.loading import settings_from_config
 from infra.settings.stack import StackSettings
-from infra.targets.registry import TARGET_KEYS
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KEYS
 from tests.infra.conftest import NAMESPACE, PROJECT, REGION, valid_job, valid_values
 from tools.mocked_program import (
     SLEEP,

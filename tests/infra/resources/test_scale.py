@@ -7,15 +7,11 @@ from __future__ import annotations
 import pytest
 
 from exactly_once.config import JOB_TABLE_ENV, JOB_TABLE_FILE
-from infra.settings.environment import (
-    MAX_ENVIRONMENT_BYTES,
-    environment_bytes,
-    function_environment,
-    function_secrets,
-)
+from infra.settings.environment import function_environment, function_secrets
 from infra.settings.jobs import AUDIT_JOB_NAME
-from policy.offline import resource_policy, run_resource_policy
-from policy.policies import FUNCTION_V2
+from policy.scheduler_guardrails.offline import resource_policy, run_resource_policy
+from policy.scheduler_guardrails.policies import FUNCTION_V2
+from policy.scheduler_guardrails.rules.environment_size import MAX_ENVIRONMENT_BYTES, environment_bytes
 from tests.infra.conftest import NAMESPACE, build, error_of, valid_job, valid_values
 from tests.support.stack_tables import shipped_table, table_handlers
 from tools.mocked_program import mock_stack

@@ -12,7 +12,6 @@ import pytest
 from exactly_once.audit.config import REGION_ENV, AuditConfig, Redelivery
 from exactly_once.delivery.outcomes import Outcome
 from exactly_once.delivery.scheduler_request import LOCATION_HEADER, PROJECT_HEADER
-from infra.config.grants import CATCHUP_ENQUEUER
 from infra.monitoring.alerts import ALERTS
 from infra.monitoring.log_filters import DELIVERIES, log_entry
 from infra.plan.audit_job import with_audit_job
@@ -22,6 +21,7 @@ from infra.resources.regions import regional_prefix
 from infra.settings.environment import function_environment, stack_environment
 from infra.settings.stack import StackSettings
 from infra.settings.timing_checks import timing_advisories
+from policy.scheduler_guardrails.rules.config.grants import CATCHUP_ENQUEUER
 from tests.infra.conftest import PROJECT, REGION, build, error_of, valid_job, valid_values
 from tests.support.stack_tables import shipped_table
 from tools.mocked_program import PROJECT_NUMBER, MockedResource, MockedStack, mock_stack

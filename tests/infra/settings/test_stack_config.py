@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config.schema import SettingsError
 from infra.settings.loading import load_stack_settings
 from infra.settings.stack_config import read_stack_config
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
 from tests.infra.conftest import NAMESPACE
 from tests.infra.settings.conftest import (
     ENVIRONMENT,

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-import infra.targets
-from infra.config.python_source import parse_python_file
 from infra.config.schema import REPO_ROOT
-from infra.targets import registry
-from infra.targets.kind import TargetKind
-from infra.targets.registry import TARGET_KINDS, kind_for_handler
+from policy.scheduler_guardrails.rules import targets
+from policy.scheduler_guardrails.rules.config.python_source import parse_python_file
+from policy.scheduler_guardrails.rules.targets import registry
+from policy.scheduler_guardrails.rules.targets.kind import TargetKind
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KINDS, kind_for_handler
 from tests.support.optional import needs_proxy_kinds
 from tests.support.sources import python_sources
 from tools.optional_parts import OPTIONAL_PARTS
 
-TARGETS = REPO_ROOT / "infra" / "targets"
+TARGETS = Path(targets.__file__).parent
 NOT_KINDS = {"__init__", "kind", "registry"}
 # Where code that could enumerate kinds lives (tests may list them: they are the oracle).
 SCANNED = ("infra", "policy", "tools", "localrun", "ops", "bench", "bootstrap")
@@ -46,7 +46,7 @@ HANDLER_CONSTANTS = _handler_constants()
 
 def test_every_kind_module_is_registered_once() -> None:
     modules = sorted(path.stem for path in TARGETS.glob("*.py") if path.stem not in NOT_KINDS)
-    kinds = [importlib.import_module(f"infra.targets.{module}").KIND for module in modules]
+    kinds = [importlib.import_module(f"{targets.__name__}.{module}").KIND for module in modules]
     assert all(isinstance(kind, TargetKind) for kind in kinds)
     assert sorted(map(id, kinds)) == sorted(map(id, TARGET_KINDS))
     assert len({kind.key for kind in TARGET_KINDS}) == len(TARGET_KINDS)
@@ -62,7 +62,7 @@ def test_a_deleted_kind_module_leaves_the_others_found_in_their_order(
     *kept, deleted = TARGET_KINDS
     for module in ("kind", "registry", *(type(kind).__module__.rpartition(".")[2] for kind in kept)):
         shutil.copy(TARGETS / f"{module}.py", tmp_path)
-    monkeypatch.setattr(infra.targets, "__path__", [str(tmp_path)])
+    monkeypatch.setattr(targets, "__path__", [str(tmp_path)])
     assert registry.found_kinds() == tuple(kept)
     assert deleted not in registry.found_kinds()
 

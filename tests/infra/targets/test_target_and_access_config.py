@@ -11,10 +11,10 @@ import pytest
 
 from exactly_once.config import TIME_LIMIT_MARGIN_SECONDS
 from exactly_once.targets.call_timeout import CALL_MARGIN_SECONDS, CALL_TIMEOUT_SECONDS
-from infra.config.schema import SettingsError
 from infra.plan.needs import runtime_grants
 from infra.settings.environment import function_environment
 from infra.settings.timing_checks import timing_advisories, timing_errors
+from policy.scheduler_guardrails.rules.config.problems import SettingsError
 from tests.infra.conftest import NAMESPACE, PROJECT, REGION, build, valid_job, valid_values
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from infra.targets.bigquery import BIGQUERY_HANDLER
-from infra.targets.cloud_run_job import CLOUD_RUN_HANDLER
-from policy.offline import violations
+from policy.scheduler_guardrails.offline import violations
+from policy.scheduler_guardrails.rules.targets.bigquery import BIGQUERY_HANDLER
+from policy.scheduler_guardrails.rules.targets.cloud_run_job import CLOUD_RUN_HANDLER
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.stack_tables import shipped_table, table_handlers
 from tools.mocked_program import MockedStack, mock_stack

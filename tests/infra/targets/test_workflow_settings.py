@@ -19,13 +19,13 @@ EXISTING_WORKFLOW = "projects/p/locations/us-central1/workflows/w"
 
 def uses_workflows(settings) -> bool:
     """Whether the stack deploys what starting executions needs (its APIs, the project role)."""
-    from infra.targets import workflow
+    from policy.scheduler_guardrails.rules.targets import workflow
 
     return workflow.KIND in settings.kinds_used()
 
 
 def test_sample_workflow_job_defaults_its_handler_and_sends_the_workflow_body() -> None:
-    from infra.targets.workflow import WORKFLOWS_HANDLER, WorkflowTarget
+    from policy.scheduler_guardrails.rules.targets.workflow import WORKFLOWS_HANDLER, WorkflowTarget
 
     settings = build(valid_values(jobs=[valid_job(workflow={"sample": True, "argument": {"a": 1}})]))
     (job,) = settings.jobs

@@ -15,8 +15,8 @@ from infra.component import REQUIRED_APIS
 from infra.config.schema import REPO_ROOT
 from infra.plan.audit_job import AUDIT_HANDLER
 from infra.samples.workflows import SAMPLE_WORKFLOW_FILE
-from infra.targets.workflow import KIND as WORKFLOW_KIND
-from infra.targets.workflow import WORKFLOWS_HANDLER
+from policy.scheduler_guardrails.rules.targets.workflow import KIND as WORKFLOW_KIND
+from policy.scheduler_guardrails.rules.targets.workflow import WORKFLOWS_HANDLER
 from tests.infra.conftest import PROJECT, REGION, build, valid_job, valid_values
 from tests.support.stack_tables import shipped_table, table_handlers
 from tests.support.stacks import dev_stack_resources

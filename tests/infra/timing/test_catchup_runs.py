@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from exactly_once.audit.config import MAX_CATCHUP_WINDOW_RUNS
-from infra.timing.catchup import CatchupTiming, check_catchup_window
-from infra.timing.cron import CrowdedWindow, crowded_window
+from policy.scheduler_guardrails.rules.timing.catchup import CatchupTiming, check_catchup_window
+from policy.scheduler_guardrails.rules.timing.cron import CrowdedWindow, crowded_window
 
 DAY = 86400.0
 WEEK = 7 * DAY

@@ -8,8 +8,12 @@ from datetime import date, datetime
 
 import pytest
 
-from infra.timing.clock_changes import ClockChange, check_clock_changes, runs_in_clock_changes
-from infra.timing.rules import JobTiming, RetryConfig
+from policy.scheduler_guardrails.rules.timing.clock_changes import (
+    ClockChange,
+    check_clock_changes,
+    runs_in_clock_changes,
+)
+from policy.scheduler_guardrails.rules.timing.rules import JobTiming, RetryConfig
 
 NIGHTLY = JobTiming(
     schedule="30 1 * * *",

@@ -10,9 +10,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from infra.timing.advisories import check_wait_overlap
-from infra.timing.cron import schedule_min_interval_seconds, shortest_gap
-from infra.timing.rules import JobTiming, RetryConfig, check_job_timing
+from policy.scheduler_guardrails.rules.timing.advisories import check_wait_overlap
+from policy.scheduler_guardrails.rules.timing.cron import schedule_min_interval_seconds, shortest_gap
+from policy.scheduler_guardrails.rules.timing.rules import JobTiming, RetryConfig, check_job_timing
 
 LONDON = "Europe/London"
 # One retry an hour after a failure: it outlives a 30 s lease and arrives before the next run of

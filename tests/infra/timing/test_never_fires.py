@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from infra.timing.cron import unix_cron_error
-from infra.timing.rules import JobTiming, RetryConfig, check_job_timing
+from policy.scheduler_guardrails.rules.timing.cron import unix_cron_error
+from policy.scheduler_guardrails.rules.timing.rules import JobTiming, RetryConfig, check_job_timing
 
 SOUND = JobTiming(
     schedule="0 3 * * *",

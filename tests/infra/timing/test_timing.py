@@ -7,9 +7,13 @@ import dataclasses
 
 import pytest
 
-from infra.timing.advisories import check_wait_overlap
-from infra.timing.cron import CRON_MACROS, schedule_min_interval_seconds, unix_cron_error
-from infra.timing.rules import (
+from policy.scheduler_guardrails.rules.timing.advisories import check_wait_overlap
+from policy.scheduler_guardrails.rules.timing.cron import (
+    CRON_MACROS,
+    schedule_min_interval_seconds,
+    unix_cron_error,
+)
+from policy.scheduler_guardrails.rules.timing.rules import (
     JobTiming,
     RetryConfig,
     check_job_timing,

@@ -1,18 +1,19 @@
-"""The one list of project-wide roles (policy/identities/allowlist.py) and project-iam-allowlist."""
+"""The one list of project-wide roles (policy/scheduler_guardrails/identities/allowlist.py) and
+project-iam-allowlist."""
 
 from __future__ import annotations
 
-from infra.config.deployer_roles import DEPLOYER_ROLES, GRANT_KIND_ROLES
 from infra.config.schema import REPO_ROOT
-from policy.offline import UNKNOWN_STRING
-from policy.policies import (
+from policy.scheduler_guardrails.offline import UNKNOWN_STRING
+from policy.scheduler_guardrails.policies import (
     PROJECT_IAM_BINDING,
     PROJECT_IAM_MEMBER,
     PROJECT_ROLE_ALLOWLIST,
     Holder,
 )
-from tests.policy import fixtures
-from tests.policy.crafted import RUN_INVOKER_MEMBER, check
+from policy.scheduler_guardrails.rules.config.deployer_roles import DEPLOYER_ROLES, GRANT_KIND_ROLES
+from policy.tests import fixtures
+from policy.tests.crafted import RUN_INVOKER_MEMBER, check
 from tests.support.optional import needs_proxy_kinds, proxy_kind
 
 

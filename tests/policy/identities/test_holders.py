@@ -1,4 +1,5 @@
-"""project-role-holders (policy/identities/holders.py): each allow-listed project role is held
+"""project-role-holders (policy/scheduler_guardrails/identities/holders.py): each allow-listed project role
+is held
 only by the account it is listed for: the Workflows and BigQuery proxies' runtime accounts,
 the runtime account for roles/datastore.user, the build account for roles/logging.logWriter."""
 
@@ -8,11 +9,17 @@ from typing import Any
 
 from pulumi_policy import EnforcementLevel, PolicyResource
 
-from infra.targets.registry import TARGET_KINDS
-from policy.engine.types import BUCKET_OBJECT
-from policy.offline import UNKNOWN_STRING, Reported, run_stack_policy, stack_policy, stack_resource
-from policy.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
-from tests.policy import fixtures
+from policy.scheduler_guardrails.engine.types import BUCKET_OBJECT
+from policy.scheduler_guardrails.offline import (
+    UNKNOWN_STRING,
+    Reported,
+    run_stack_policy,
+    stack_policy,
+    stack_resource,
+)
+from policy.scheduler_guardrails.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
+from policy.scheduler_guardrails.rules.targets.registry import TARGET_KINDS
+from policy.tests import fixtures
 from tests.support.optional import needs_proxy_kinds, proxy_kind
 
 

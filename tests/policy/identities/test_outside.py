@@ -10,9 +10,9 @@ import pytest
 
 import tools.mocked_program as harness
 from infra.config.schema import read_yaml
-from policy.engine.types import is_iam_type
-from policy.identities import outside
-from policy.offline import UNKNOWN_STRING, violations
+from policy.scheduler_guardrails.engine.types import is_iam_type
+from policy.scheduler_guardrails.identities import outside
+from policy.scheduler_guardrails.offline import UNKNOWN_STRING, violations
 from tests.support.stacks import FIXTURE_STACKS, dev_stack_resources, fixture_stack
 from tools.mocked_program import MockedResource
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from infra.resources.build import sources_read_condition
-from policy.offline import (
+from policy.scheduler_guardrails.offline import (
     UNKNOWN_STRING,
     resource_policy,
     run_resource_policy,
@@ -16,8 +16,8 @@ from policy.offline import (
     stack_policy,
     stack_resource,
 )
-from policy.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
-from tests.policy import fixtures
+from policy.scheduler_guardrails.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
+from policy.tests import fixtures
 
 VIEWER = "roles/storage.objectViewer"
 
