@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.config.schema import REPO_ROOT
+from infra.plan.audit_job import with_audit_job
 from infra.settings.jobs import JobSettings
 from infra.settings.loading import load_stack_settings
 from infra.settings.stack import StackSettings
@@ -42,6 +43,8 @@ from localrun.report import reasons, region_lines, render_table, verdict_line
 from localrun.simulation import SimulationOptions, shown_path, simulate
 from localrun.timeline import write_timeline
 from localrun.verdicts import EXIT_CANNOT_RUN, Verdict, exit_code
+from ops.context import StackContext
+from ops.page import write_page
 from policy.scheduler_guardrails.rules.config.problems import SettingsError
 from policy.scheduler_guardrails.rules.targets.registry import kind_for_handler, kind_of
 from policy.scheduler_guardrails.rules.timing import rules as timing
@@ -264,15 +267,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     given_emulator = os.environ.get(EMULATOR_HOST_ENV)
     try:
         print("starting the Firestore emulator ...", file=sys.stderr, flush=True)
+        firestore_project = f"demo-{uuid.uuid4().hex[:8]}"
         with firestore_emulator(log_dir=out_dir) as host:
             report = simulate(
                 settings,
                 job,
                 options,
                 emulator_host=host,
-                firestore_project=f"demo-{uuid.uuid4().hex[:8]}",
+                firestore_project=firestore_project,
                 log_dir=out_dir,
                 progress=sys.stderr,
+            )
+            page_path = write_demo_page(
+                settings, job, host, firestore_project, out_dir / "page.html", len(report["results"])
             )
     except (EmulatorError, FunctionServerError, WarmUpError) as error:
         print(f"demo: {error}", file=sys.stderr)
@@ -295,9 +302,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(verdict_line(report))
     print(f"report: {shown_path(report_path)} ({report['total_seconds']:g} s)")
     print(f"timeline: {shown_path(timeline_path)}")
+    print(f"page: {shown_path(page_path)} (what `python -m ops page` writes of a deployed stack)")
     for line in ledger_lines(report["ledger"]):
         print(line)
     return exit_code([Verdict(run["verdict"]) for run in report["results"]])
+
+
+def write_demo_page(
+    settings: StackSettings,
+    job: JobSettings,
+    emulator_host: str,
+    firestore_project: str,
+    path: Path,
+    runs: int,
+) -> Path:
+    """The stack's page (ops/page.py) from the demo's ledger, written while the demo's emulator
+    is still up: the job the demo ran, and as many of its runs as it delivered. The stack's
+    other jobs, and the job's earlier runs, have no records here and would show as missed."""
+    context = StackContext(settings.stack, with_audit_job(settings), firestore_project, "(default)")
+    previous = os.environ.get(EMULATOR_HOST_ENV)
+    os.environ[EMULATOR_HOST_ENV] = emulator_host  # where StackContext.firestore() reads the ledger
+    try:
+        return write_page(context, path, jobs=[job.name], runs=runs)
+    finally:
+        if previous is None:
+            del os.environ[EMULATOR_HOST_ENV]
+        else:
+            os.environ[EMULATOR_HOST_ENV] = previous
 
 
 def ops_command(stack: str, folder: Path | None, ledger: Mapping[str, Any]) -> str:

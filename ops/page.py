@@ -31,14 +31,14 @@ DEFAULT_PAGES_DIR = Path(".pages")
 
 # Each verdict's colour, and what the legend says of it.
 _VERDICT_STYLES: Final = {
-    Verdict.COMPLETED: ("#2e7d32", "ran once and completed"),
-    Verdict.DOWNSTREAM_FAILED: ("#6a1b9a", "completed; the work it started failed"),
-    Verdict.TERMINAL_FAILURE: ("#b71c1c", "failed for good"),
-    Verdict.SKIPPED_LATE: ("#ef6c00", "skipped: delivered past its starting deadline"),
-    Verdict.PAUSED: ("#757575", "not run: the job was paused"),
-    Verdict.IN_PROGRESS: ("#1565c0", "in progress, or released for a retry"),
+    Verdict.COMPLETED: ("#2e7d32", "ran once"),
+    Verdict.DOWNSTREAM_FAILED: ("#6a1b9a", "ran once; the work it started failed"),
+    Verdict.TERMINAL_FAILURE: ("#b71c1c", "ran and failed for good"),
+    Verdict.SKIPPED_LATE: ("#ef6c00", "delivered past its starting deadline, never run"),
+    Verdict.PAUSED: ("#757575", "never run: the job was paused"),
+    Verdict.IN_PROGRESS: ("#1565c0", "running, or released for a retry"),
     Verdict.PENDING: ("#90a4ae", "not delivered yet; its retries may still come"),
-    Verdict.MISSED: ("#d50000", "missed: no attempt completed it"),
+    Verdict.MISSED: ("#d50000", "no attempt completed it, and none can now"),
 }
 _MANUAL_COLOUR = "#00838f"
 
