@@ -68,6 +68,9 @@ def entry(report: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "version": exactly_once.__version__,
         "date": report["machine"]["date"],
+        # Where the numbers come from: the run's command and the machine's load around it.
+        "command": report["command"],
+        "load": [report["machine"]["load_before"], report["machine"]["load_after"]],
         "cpu_ms_per_delivery": cpu_ms,
         "cpu_us_per_audited_run": {
             "ours": audit["cpu_us_per_run"] if audit and "cpu_us_per_run" in audit else None,

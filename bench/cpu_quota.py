@@ -91,6 +91,22 @@ class CpuQuotas:
             _write(child / "cpu.max", f"{self.quota.quota_us} {self.quota.period_us}")
         return child
 
+    def prepare(self) -> Unavailable | None:
+        """Enable the controller for the parent's children (v2: in the root too, where it
+        stays enabled, as a system's cgroup manager would leave it) and make one cgroup with
+        the quota, removed again: what cannot be done is found before anything is measured."""
+        try:
+            if self.version == 2:
+                for level in (self.parent.parent, self.parent):
+                    if "cpu" not in (level / "cgroup.subtree_control").read_text().split():
+                        _write(level / "cgroup.subtree_control", "+cpu")
+            probe = self.new_cgroup()
+        except OSError as error:
+            return Unavailable(f"no CPU quota: cannot set one in {self.parent} ({error.strerror or error})")
+        self._children.remove(probe)
+        _remove(probe, self.parent.parent)
+        return None
+
     def confine(self, pid: int) -> Path:
         """Move `pid` and every process under it (a server and its workers) into a new cgroup
         of the quota; returns that cgroup. Children it forks later are born inside."""
@@ -130,7 +146,7 @@ def cpu_quotas(
         return
     quotas = CpuQuotas(quota, parent, version)
     try:
-        problem = _prepare(quotas)
+        problem = quotas.prepare()
         yield quotas if problem is None else problem
     finally:
         quotas.close()
@@ -146,22 +162,6 @@ def _controller(root: Path | None) -> tuple[Path, int] | Unavailable:
                 return where, 2
     places = str(root) if root is not None else ", ".join(map(str, DEFAULT_ROOTS))
     return Unavailable(f"no CPU quota: no cgroup cpu controller at {places}")
-
-
-def _prepare(quotas: CpuQuotas) -> Unavailable | None:
-    """Enable the controller for the parent's children (v2) and make one cgroup with the
-    quota, removed again: what cannot be done is found before anything is measured."""
-    try:
-        if quotas.version == 2:
-            for level in (quotas.parent.parent, quotas.parent):
-                if "cpu" not in (level / "cgroup.subtree_control").read_text().split():
-                    _write(level / "cgroup.subtree_control", "+cpu")
-        probe = quotas.new_cgroup()
-    except OSError as error:
-        return Unavailable(f"no CPU quota: cannot set one in {quotas.parent} ({error.strerror or error})")
-    quotas._children.remove(probe)
-    _remove(probe, quotas.parent.parent)
-    return None
 
 
 def _write(path: Path, value: str) -> None:
