@@ -197,17 +197,19 @@ class Report:
         if not lines:
             return []
         rtts = [r.rtt_ms for r in self.metrics if r.name == CPU_METRIC and r.rtt_ms is not None]
-        per_delivery = (
-            f"medians per delivery {'over HTTP' if served else 'in process'} at RTT {min(rtts):g} ms, "
-            if rtts
-            else ""
-        )
+        parts = []
+        if rtts:
+            parts.append(
+                f"medians per delivery {'over HTTP' if served else 'in process'} at RTT {min(rtts):g} ms"
+            )
+        if self.scale is not None:
+            parts.append("the audit's CPU per run it judged")
         return [
             "### CPU per delivery and per audited run",
             "",
             "The CPU time of the serving process (over HTTP the Functions Framework's server and its "
             "worker, read from outside them; in process the bench's own, every thread's) beside the "
-            f"wall time: {per_delivery}the audit's CPU per run it judged. Quota: {self.cpu_quota}.",
+            f"wall time: {'; '.join(parts)}. Quota: {self.cpu_quota}.",
             "",
             "| Delivery | Ours CPU (ms) | Ours wall (ms) | Baseline CPU (ms) | Baseline wall (ms) "
             "| Ours CPU at quota | Ours wall at quota | Baseline CPU at quota | Baseline wall at quota |",
