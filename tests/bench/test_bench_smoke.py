@@ -149,8 +149,8 @@ def test_the_cpu_history_keeps_one_entry_per_release_and_draws_them(report, tmp_
     # No HTTP in this run: the in-process rows, at the lowest RTT.
     first = report.find("1. first delivery", CPU_METRIC, min(RTTS))
     assert entry["cpu_ms_per_delivery"]["first"] == {
-        "ours": first.ours.median,
-        "baseline": first.baseline.median,
+        "ours": round(first.ours.median, 3),
+        "baseline": round(first.baseline.median, 3),
     }
     assert set(entry["cpu_ms_per_delivery"]) == {"first", "elsewhere", "same", "storm"}
     assert entry["cpu_us_per_audited_run"] == {"ours": None, "baseline": None}  # case 7 not run
