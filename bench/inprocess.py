@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TextIO, TypeVar
 
 from bench.baseline import BaselineHandler
+from bench.cpu import CPU_METRIC, CPU_UNIT
 from bench.stats import Metric, metric
 from exactly_once.config import DEFAULT_RUNS_COLLECTION, DEFAULT_TIME_LIMIT_SECONDS
 from exactly_once.context import RunContext
@@ -80,6 +81,8 @@ def count_execution(context: RunContext) -> None:
 class Delivery:
     status: int | None  # None: the handler raised, which the Functions Framework answers with 500
     seconds: float
+    # This process's CPU meanwhile (every thread's: the handler's and its Firestore client's).
+    cpu_seconds: float = 0.0
 
     @property
     def error(self) -> bool:
@@ -124,12 +127,12 @@ class Implementation:
         self.runs = RunIds(label)
 
     def deliver(self, headers: dict[str, str], *, elsewhere: bool = False) -> Delivery:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         try:
             status: int | None = (self._elsewhere if elsewhere else self._deliver)(headers)
         except Exception:
             status = None
-        return Delivery(status, time.perf_counter() - started)
+        return Delivery(status, time.perf_counter() - started, time.process_time() - cpu_started)
 
     def rpcs(self, headers: dict[str, str], *, elsewhere: bool = False) -> tuple[Delivery, int]:
         self.counter.reset()
@@ -206,6 +209,7 @@ def first_and_duplicates(
     baseline has no instance state, so its two duplicates are the same call."""
     samples: dict[str, dict[str, list[float]]] = {kind: {"ours": [], "baseline": []} for kind in _CASES}
     counts: dict[str, dict[str, list[float]]] = {kind: {"ours": [], "baseline": []} for kind in _CASES}
+    cpu: dict[str, dict[str, list[float]]] = {kind: {"ours": [], "baseline": []} for kind in _CASES}
     for round_ in range(rounds):
         progress(f"cases 1-2: round {round_ + 1}/{rounds} ({per_round} runs each)")
         for index in range(per_round):
@@ -217,11 +221,13 @@ def first_and_duplicates(
                         raise RuntimeError(f"{impl.label}: {kind} delivery answered {delivery.status}")
                     samples[kind][impl.label].append(delivery.seconds * 1000)
                     counts[kind][impl.label].append(count)
+                    cpu[kind][impl.label].append(delivery.cpu_seconds * 1000)
     metrics: list[Metric] = []
     for kind, (case, rpc_name) in _CASES.items():
-        latency, rpcs = samples[kind], counts[kind]
+        latency, rpcs, used = samples[kind], counts[kind], cpu[kind]
         metrics.append(metric(case, "latency", "ms", "lower", latency["ours"], latency["baseline"], rtt_ms))
         metrics.append(metric(case, rpc_name, "RPCs", "lower", rpcs["ours"], rpcs["baseline"], rtt_ms))
+        metrics.append(metric(case, CPU_METRIC, CPU_UNIT, "lower", used["ours"], used["baseline"], rtt_ms))
     return metrics
 
 
@@ -231,6 +237,7 @@ class StormResult:
     errors: int
     conflicts: int  # 409: the designed "retry later", not an error
     latencies_ms: list[float]
+    cpu_seconds: float  # this process's, over the whole storm
 
 
 def storm(impl: Implementation, pool: ThreadPoolExecutor, size: int) -> StormResult:
@@ -243,12 +250,14 @@ def storm(impl: Implementation, pool: ThreadPoolExecutor, size: int) -> StormRes
         return impl.deliver(headers)
 
     EXECUTIONS.take()
+    cpu_started = time.process_time()
     deliveries = [future.result() for future in [pool.submit(one) for _ in range(size)]]
     return StormResult(
         executions=EXECUTIONS.take(),
         errors=sum(d.error for d in deliveries),
         conflicts=sum(d.status == 409 for d in deliveries),
         latencies_ms=[d.seconds * 1000 for d in deliveries],
+        cpu_seconds=time.process_time() - cpu_started,
     )
 
 
@@ -281,6 +290,9 @@ def duplicate_storm(
     def p95(r: StormResult) -> float:
         return sorted(r.latencies_ms)[max(0, -(-95 * len(r.latencies_ms) // 100) - 1)]
 
+    def cpu_per_delivery(r: StormResult) -> float:
+        return r.cpu_seconds * 1000 / size
+
     metrics = [
         metric(
             case,
@@ -302,6 +314,15 @@ def duplicate_storm(
         ),
         metric(
             case, "latency p95 per storm", "ms", "lower", values("ours", p95), values("baseline", p95), rtt_ms
+        ),
+        metric(
+            case,
+            CPU_METRIC,
+            CPU_UNIT,
+            "lower",
+            values("ours", cpu_per_delivery),
+            values("baseline", cpu_per_delivery),
+            rtt_ms,
         ),
     ]
     return metrics, results

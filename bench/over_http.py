@@ -11,6 +11,11 @@ the answer's last, as the caller sees it.
 Each fresh run is delivered to instance A (case 1), then again to instance B, which knows
 nothing of it (case 2, another instance), then again to A (case 2, same instance). The
 baseline keeps nothing per instance, so its two duplicates are the same call at two servers.
+Each delivery's CPU is the serving instance's, read from outside it (bench/cpu.py).
+
+With quotas (bench/cpu_quota.py) the same runs are delivered to instances each confined to
+a CPU quota of its own, as on Cloud Run's default instance: their rows carry QUOTA_MARK, and
+no RPC count (the quota changes the time, not what is sent).
 """
 
 from __future__ import annotations
@@ -23,21 +28,24 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.cpu import CPU_METRIC, CPU_UNIT, ServedCpu
+from bench.cpu_quota import CpuQuotas
 from bench.inprocess import ELSEWHERE, FIRST, SAME, Progress, RunIds, turns
 from bench.network import Route, counted_route
 from bench.stats import Metric, metric
 from localrun.function_server import FunctionServer
 
-# The rows' case names: after the number, HTTP_MARK tells them from their in-process twins.
+# The rows' case names: after the number, HTTP_MARK tells them from their in-process twins,
+# QUOTA_MARK the rows of instances confined to a CPU quota from both.
 HTTP_MARK = "over HTTP: "
-CASES = {
-    FIRST: (f"1. {HTTP_MARK}first delivery (no-op job)", "Firestore RPCs per run"),
-    ELSEWHERE: (
-        f"2. {HTTP_MARK}duplicate of a completed run, another instance",
-        "Firestore RPCs per delivery",
-    ),
-    SAME: (f"2. {HTTP_MARK}duplicate of a completed run, same instance", "Firestore RPCs per delivery"),
+QUOTA_MARK = "over HTTP, CPU quota: "
+_KINDS = {
+    FIRST: ("1. {mark}first delivery (no-op job)", "Firestore RPCs per run"),
+    ELSEWHERE: ("2. {mark}duplicate of a completed run, another instance", "Firestore RPCs per delivery"),
+    SAME: ("2. {mark}duplicate of a completed run, same instance", "Firestore RPCs per delivery"),
 }
+CASES = {kind: (case.format(mark=HTTP_MARK), rpcs) for kind, (case, rpcs) in _KINDS.items()}
+QUOTA_CASES = {kind: (case.format(mark=QUOTA_MARK), rpcs) for kind, (case, rpcs) in _KINDS.items()}
 WARM_UP_RUNS = 10  # per instance: first requests pay the channel, imports and threads
 REQUEST_TIMEOUT_SECONDS = 60
 # gunicorn closes a kept-alive connection idle for its keepalive (2 s by default); one idle
@@ -50,6 +58,7 @@ class Answer:
     status: int
     seconds: float
     body: bytes
+    cpu_seconds: float  # the server's, from sending the request to reading the answer
 
 
 class Instance:
@@ -58,6 +67,8 @@ class Instance:
     def __init__(self, server: FunctionServer, route: Route | None = None) -> None:
         self.server = server
         self.route = route
+        assert server.pid is not None, "an instance is a started server"
+        self.cpu = ServedCpu(server.pid)
         self._connection = http.client.HTTPConnection(
             "127.0.0.1", server.port, timeout=REQUEST_TIMEOUT_SECONDS
         )
@@ -72,13 +83,15 @@ class Instance:
     def post(self, headers: Mapping[str, str], path: str = "/") -> Answer:
         """One delivery, timed from sending the request to reading the answer's last byte."""
         self._fresh()
+        cpu_started = self.cpu.seconds()
         started = time.perf_counter()
         self._connection.request("POST", path, body=b"", headers=dict(headers))
         response = self._connection.getresponse()
         body = response.read()
         seconds = time.perf_counter() - started
+        cpu_seconds = self.cpu.seconds() - cpu_started
         self._used_at = time.monotonic()
-        return Answer(response.status, seconds, body)
+        return Answer(response.status, seconds, body, cpu_seconds)
 
     def get(self, path: str) -> bytes:
         self._fresh()
@@ -124,8 +137,10 @@ def served_pair(
     *,
     count: bool,
     target: str = "handle_scheduled_job",
+    quotas: CpuQuotas | None = None,
 ) -> Iterator[Pair]:
-    """Two instances of `source`, each with a route of its own to the emulator."""
+    """Two instances of `source`, each with a route of its own to the emulator, and each
+    confined to a cgroup of its own when there are `quotas`."""
     with contextlib.ExitStack() as stack:
         instances: list[Instance] = []
         for name in ("a", "b"):
@@ -138,21 +153,39 @@ def served_pair(
             )
             server.start()
             stack.callback(server.stop)
+            if quotas is not None and server.pid is not None:
+                quotas.confine(server.pid)
             instance = Instance(server, route)
             stack.callback(instance.close)
             instances.append(instance)
         yield Pair(label, *instances)
 
 
+# By kind of delivery, then by side: the samples of one measure.
+Samples = dict[str, dict[str, list[float]]]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Per kind and side: latencies (ms), RPCs (none where the route does not count) and the
+    serving instance's CPU (ms)."""
+
+    latency: Samples
+    rpcs: Samples
+    cpu: Samples
+
+
+def _samples() -> Samples:
+    return {kind: {"ours": [], "baseline": []} for kind in CASES}
+
+
 def deliver_all(
-    ours: Pair, base: Pair, rounds: int, per_round: int, progress: Progress
-) -> tuple[dict[str, dict[str, list[float]]], dict[str, dict[str, list[float]]]]:
-    """Every fresh run delivered first, elsewhere, same; latencies (ms) and RPCs by kind and
-    side (no RPC entries where the route does not count)."""
-    latency: dict[str, dict[str, list[float]]] = {kind: {"ours": [], "baseline": []} for kind in CASES}
-    rpcs: dict[str, dict[str, list[float]]] = {kind: {"ours": [], "baseline": []} for kind in CASES}
+    ours: Pair, base: Pair, rounds: int, per_round: int, progress: Progress, what: str = "cases 1-2 over HTTP"
+) -> Measured:
+    """Every fresh run delivered first, elsewhere, same."""
+    latency, rpcs, cpu = _samples(), _samples(), _samples()
     for round_ in range(rounds):
-        progress(f"cases 1-2 over HTTP: round {round_ + 1}/{rounds} ({per_round} runs each)")
+        progress(f"{what}: round {round_ + 1}/{rounds} ({per_round} runs each)")
         for index in range(per_round):
             for pair in turns(round_ * per_round + index, ours, base):
                 headers = pair.runs.headers()
@@ -167,10 +200,11 @@ def deliver_all(
                             f"{pair.label}: {kind} over HTTP answered {answer.status}: {said!r}"
                         )
                     latency[kind][pair.label].append(answer.seconds * 1000)
+                    cpu[kind][pair.label].append(answer.cpu_seconds * 1000)
                     after = route.rpcs() if route is not None else None
                     if before is not None and after is not None:
                         rpcs[kind][pair.label].append(after - before)
-    return latency, rpcs
+    return Measured(latency, rpcs, cpu)
 
 
 def first_and_duplicates(
@@ -183,16 +217,32 @@ def first_and_duplicates(
     rounds: int,
     per_round: int,
     progress: Progress,
+    quotas: CpuQuotas | None = None,
 ) -> list[Metric]:
     """The HTTP rows at one RTT. At RTT 0 the timed instances reach the emulator directly, and
-    their RPCs are counted in a short pass of their own through a proxy without delay."""
+    their RPCs are counted in a short pass of their own through a proxy without delay. With
+    `quotas`, the rows of instances confined to them (latency and CPU only)."""
+    count = rtt_ms > 0 and quotas is None
+    what = "cases 1-2 over HTTP" + (f", {quotas.quota.name}" if quotas is not None else "")
+    suffix = "-quota" if quotas is not None else ""
     with (
-        served_pair("ours", ours_source, env, emulator_host, rtt_ms, log_dir, count=rtt_ms > 0) as ours,
-        served_pair("baseline", base_source, env, emulator_host, rtt_ms, log_dir, count=rtt_ms > 0) as base,
+        served_pair(
+            f"ours{suffix}", ours_source, env, emulator_host, rtt_ms, log_dir, count=count, quotas=quotas
+        ) as ours,
+        served_pair(
+            f"baseline{suffix}", base_source, env, emulator_host, rtt_ms, log_dir, count=count, quotas=quotas
+        ) as base,
     ):
+        ours.label, base.label = "ours", "baseline"
         ours.warm_up()
         base.warm_up()
-        latency, rpcs = deliver_all(ours, base, rounds, per_round, progress)
+        measured = deliver_all(ours, base, rounds, per_round, progress, what)
+    metrics: list[Metric] = []
+    if quotas is not None:
+        for kind, (case, _) in QUOTA_CASES.items():
+            metrics += _rows(case, measured, kind, rtt_ms, rpcs=None)
+        return metrics
+    rpcs = measured.rpcs
     if rtt_ms == 0:
         progress("cases 1-2 over HTTP: counting RPCs through a proxy without delay")
         with (
@@ -202,13 +252,20 @@ def first_and_duplicates(
             ours.label, base.label = "ours", "baseline"
             ours.warm_up(2)
             base.warm_up(2)
-            _, rpcs = deliver_all(ours, base, 1, per_round, progress)
-    metrics: list[Metric] = []
+            rpcs = deliver_all(ours, base, 1, per_round, progress).rpcs
     for kind, (case, rpc_name) in CASES.items():
-        metrics.append(
-            metric(case, "latency", "ms", "lower", latency[kind]["ours"], latency[kind]["baseline"], rtt_ms)
-        )
-        metrics.append(
-            metric(case, rpc_name, "RPCs", "lower", rpcs[kind]["ours"], rpcs[kind]["baseline"], rtt_ms)
-        )
+        metrics += _rows(case, measured, kind, rtt_ms, rpcs=(rpc_name, rpcs))
     return metrics
+
+
+def _rows(
+    case: str, measured: Measured, kind: str, rtt_ms: float, *, rpcs: tuple[str, Samples] | None
+) -> list[Metric]:
+    """Latency, RPCs (unless None: not counted) and CPU of one kind of delivery."""
+    latency, cpu = measured.latency[kind], measured.cpu[kind]
+    rows = [metric(case, "latency", "ms", "lower", latency["ours"], latency["baseline"], rtt_ms)]
+    if rpcs is not None:
+        name, counted = rpcs[0], rpcs[1][kind]
+        rows.append(metric(case, name, "RPCs", "lower", counted["ours"], counted["baseline"], rtt_ms))
+    rows.append(metric(case, CPU_METRIC, CPU_UNIT, "lower", cpu["ours"], cpu["baseline"], rtt_ms))
+    return rows

@@ -12,14 +12,24 @@ from typing import Any
 
 from bench import breakdown
 from bench.breakdown import Breakdown
+from bench.cpu import CPU_METRIC
 from bench.inprocess import STORM_SIZE, StormResult
-from bench.over_http import HTTP_MARK
+from bench.over_http import HTTP_MARK, QUOTA_MARK
 from bench.scale import ScaleCase
 from bench.stats import Metric, Summary, ratio_text
 from bench.targets import Verdict, judge
 
 CHART_SUFFIX = "-latency-vs-rtt.svg"
 TARGETS_HEADING = "### Targets"
+# The CPU table's rows: kind of delivery, and the case its rows start with ({} the mark of
+# where it was measured, bench/over_http.py).
+CPU_KINDS = (
+    ("first delivery", "1. {}first delivery"),
+    ("duplicate, another instance", "2. {}duplicate of a completed run, another"),
+    ("duplicate, same instance", "2. {}duplicate of a completed run, same"),
+)
+STORM_CASE = "3. duplicate storm"
+NOT_MEASURED = "- | - | - | -"
 # Import rows smaller than this (ms, for both) are summed into one row.
 IMPORT_ROW_MS = 1.0
 
@@ -39,6 +49,10 @@ class Report:
     breakdowns: list[Breakdown] = field(default_factory=list)
     scale: ScaleCase | None = None  # case 7
     seconds: float = 0.0
+    # The CPU quota of the confined runs (bench/cpu_quota.py), or the one line saying why
+    # there are none; and the rows of cases 1-2 over HTTP measured at that quota.
+    cpu_quota: str = "not asked for"
+    at_quota: list[Metric] = field(default_factory=list)
 
     def find(self, case_prefix: str, name: str, rtt_ms: float | None = None) -> Metric:
         for row in self.metrics:
@@ -63,6 +77,8 @@ class Report:
             "seconds": round(self.seconds, 1),
             "machine": self.machine,
             "metrics": [row.as_json() for row in self.metrics],
+            "cpu_quota": self.cpu_quota,
+            "metrics_at_cpu_quota": [row.as_json() for row in self.at_quota],
             "one_read_ms": {f"{rtt:g}": asdict(summary) for rtt, summary in self.one_read.items()},
             "storms": {
                 f"{rtt:g}": {
@@ -99,6 +115,12 @@ class Report:
                 "calls them (`bench/over_http.py`), RPCs counted on the wire",
                 over_http,
             )
+        if self.at_quota:
+            lines += _modelled_table(
+                f"### Cases 1-2 over HTTP, every instance confined to {self.cpu_quota}",
+                self.at_quota,
+            )
+        lines += self._cpu_table()
         if self.breakdowns:
             lines += [*breakdown.markdown(self.breakdowns), ""]
         if self.one_read:
@@ -155,6 +177,47 @@ class Report:
         ]
         return "\n".join(lines) + "\n"
 
+    def _cpu_table(self) -> list[str]:
+        """CPU beside wall time: per kind of delivery at the lowest RTT run (over HTTP, or in
+        process where HTTP was not run), unconfined and at the quota; and per audited run."""
+        served = HTTP_MARK if any(HTTP_MARK in r.case for r in self.metrics) else ""
+        lines: list[str] = []
+        for label, case in CPU_KINDS:
+            unconfined = _cpu_cells(self.metrics, case.format(served), "latency")
+            at_quota = _cpu_cells(self.at_quota, case.format(QUOTA_MARK), "latency")
+            if unconfined != NOT_MEASURED:
+                lines.append(f"| {label} | {unconfined} | {at_quota} |")
+        storm = _cpu_cells(self.metrics, STORM_CASE, "latency p95 per storm")
+        if storm != NOT_MEASURED:
+            lines.append(
+                f"| storm, per delivery (in process; wall: the storm's p95) | {storm} | {NOT_MEASURED} |"
+            )
+        if self.scale is not None:
+            lines.append(self.scale.cpu_row())
+        if not lines:
+            return []
+        rtts = [r.rtt_ms for r in self.metrics if r.name == CPU_METRIC and r.rtt_ms is not None]
+        parts = []
+        if rtts:
+            parts.append(
+                f"medians per delivery {'over HTTP' if served else 'in process'} at RTT {min(rtts):g} ms"
+            )
+        if self.scale is not None:
+            parts.append("the audit's CPU per run it judged")
+        return [
+            "### CPU per delivery and per audited run",
+            "",
+            "The CPU time of the serving process (over HTTP the Functions Framework's server and its "
+            "worker, read from outside them; in process the bench's own, every thread's) beside the "
+            f"wall time: {'; '.join(parts)}. Quota: {self.cpu_quota}.",
+            "",
+            "| Delivery | Ours CPU (ms) | Ours wall (ms) | Baseline CPU (ms) | Baseline wall (ms) "
+            "| Ours CPU at quota | Ours wall at quota | Baseline CPU at quota | Baseline wall at quota |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            *lines,
+            "",
+        ]
+
     def _imports_table(self) -> list[str]:
         ours, base = self.imports.get("ours", {}), self.imports.get("baseline", {})
         owners = sorted(
@@ -199,6 +262,22 @@ def _modelled_table(title: str, rows: list[Metric]) -> list[str]:
             f"| {ratio_text(row.ratio)} | {ratio_text(row.p95_ratio)} |"
         )
     return [*lines, ""]
+
+
+def _lowest(rows: list[Metric], case: str, name: str) -> Metric | None:
+    """The row of `case` and `name` at the lowest RTT it was run at."""
+    found = [r for r in rows if r.case.startswith(case) and r.name == name]
+    return min(found, key=lambda r: r.rtt_ms or 0.0) if found else None
+
+
+def _cpu_cells(rows: list[Metric], case: str, wall: str) -> str:
+    """Ours CPU, ours wall, baseline CPU, baseline wall (medians) of `case` at its lowest RTT;
+    NOT_MEASURED when it was not run."""
+    cpu, latency = _lowest(rows, case, CPU_METRIC), _lowest(rows, case, wall)
+    if cpu is None or latency is None:
+        return NOT_MEASURED
+    medians = (cpu.ours.median, latency.ours.median, cpu.baseline.median, latency.baseline.median)
+    return " | ".join(_num(value) for value in medians)
 
 
 def _median(summary: Summary | None) -> float:

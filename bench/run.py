@@ -8,11 +8,19 @@ time over HTTP (bench/breakdown.py); cases 4-6 on the direct loopback; case 7, a
 jobs, and the hourly audit of an hour of 1,000 jobs on the emulator (bench/scale.py).
 Progress goes to stderr as it runs: which RTT, which case, which round.
 
+Every case also reports the CPU time of the serving process (bench/cpu.py) beside its wall
+time. Cloud Run's default function instance has a sixth of a vCPU, so cases 1-2 over HTTP and
+case 7's audit run again with each serving process confined to that quota by a cgroup
+(bench/cpu_quota.py; root and a cgroup file system needed, else one line says why and only the
+unconfined numbers are reported). A full run also records this release's CPU numbers in
+bench/results/cpu-history.json and draws them, release by release (bench/cpu_history.py).
+
     python -m bench.run                       # everything; saved to bench/results/ with the chart
     python -m bench.run --quick               # smoke run, printed only
     python -m bench.run --cases 1,2 --rtt 0,10 --repeats 4
     python -m bench.run --profile --rtt 10    # where ours spends a first delivery (cProfile)
     python -m bench.run --cases 7 --merge     # case 7 alone, merged into the saved results
+    python -m bench.run --quick --no-quota    # without the runs at a sixth of a vCPU
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TextIO
 
-from bench import breakdown, chart, inprocess, over_http, scale, served
+from bench import breakdown, chart, cpu_history, inprocess, over_http, scale, served
+from bench.cpu_quota import SIXTH_OF_A_VCPU, CpuQuotas, Unavailable, cpu_quotas
 from bench.inprocess import Progress
 from bench.network import firestore_route
 from bench.report import CHART_SUFFIX, TARGETS_HEADING, Report
@@ -121,14 +130,43 @@ def run_bench(
     command: str = "",
     progress: Progress | None = None,
     http: bool = True,
+    quota: bool = True,
+    quota_root: Path | None = None,
 ) -> Report:
     """Run the chosen cases against a running emulator; the smoke test calls this directly
-    (`http=False`: cases 1-2 in process only; tests/bench/test_over_http.py covers HTTP)."""
+    (`http=False`: cases 1-2 in process only; tests/bench/test_over_http.py covers HTTP).
+    `quota`: also run cases 1-2 over HTTP and case 7's audit at a sixth of a vCPU, in cgroups
+    under `quota_root` (default: where the cpu controller is mounted)."""
     started = time.perf_counter()
     say = progress or _printer(started)
     os.environ[EMULATOR_HOST_ENV] = emulator_host  # the SDK uses anonymous credentials then
     project = f"bench-{uuid.uuid4().hex[:8]}"
     report = Report(command, repeats, storms, sorted(cases), sorted(rtts), machine_facts())
+    with contextlib.ExitStack() as stack:
+        quotas: CpuQuotas | Unavailable | None = None
+        if quota and ((http and {1, 2} & set(cases)) or 7 in cases):
+            quotas = stack.enter_context(cpu_quotas(SIXTH_OF_A_VCPU, quota_root))
+            report.cpu_quota = quotas.reason if isinstance(quotas, Unavailable) else quotas.description
+            if isinstance(quotas, Unavailable):
+                say(quotas.reason)
+        _cases(report, emulator_host, project, cases, quick, http, quotas, say)
+    report.seconds = time.perf_counter() - started
+    report.machine["load_after"] = _load()
+    return report
+
+
+def _cases(
+    report: Report,
+    emulator_host: str,
+    project: str,
+    cases: Sequence[int],
+    quick: bool,
+    http: bool,
+    quotas: CpuQuotas | Unavailable | None,
+    say: Progress,
+) -> None:
+    """The chosen cases, into `report`; the confined runs in `quotas` where there are some."""
+    confine = quotas if isinstance(quotas, CpuQuotas) else None
     with inprocess.null_log() as log, tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         if {1, 2, 3} & set(cases):
             say("warming the emulator up (direct)")
@@ -144,28 +182,29 @@ def run_bench(
                 with firestore_route(emulator_host, rtt) as host:
                     _modelled(report, host, project, rtt, log, step)
                 if http and {1, 2} & set(cases):
-                    _over_http(report, emulator_host, project, rtt, Path(tmp), quick, step)
+                    _over_http(report, emulator_host, project, rtt, Path(tmp), quick, step, confine)
         if 4 in cases:
             count = QUICK_HTTP_REQUESTS if quick else HTTP_REQUESTS_PER_REPEAT
-            report.metrics += served.http_throughput(emulator_host, project, Path(tmp), repeats, count, say)
+            report.metrics += served.http_throughput(
+                emulator_host, project, Path(tmp), report.repeats, count, say
+            )
         if 5 in cases:
-            metrics, report.imports = served.cold_start(emulator_host, project, Path(tmp), repeats, say)
+            metrics, report.imports = served.cold_start(
+                emulator_host, project, Path(tmp), report.repeats, say
+            )
             report.metrics += metrics
         if 6 in cases:
             jobs = QUICK_MANY_JOBS if quick else MANY_JOBS
             report.metrics += served.many_jobs_throughput(
-                emulator_host, project, Path(tmp), repeats, jobs, RUNS_PER_JOB, say
+                emulator_host, project, Path(tmp), report.repeats, jobs, RUNS_PER_JOB, say
             )
         if 7 in cases:
             say("case 7: the stack's costs by its number of jobs, then an hour's audit")
             report.scale = (
-                scale.scale_case(project, QUICK_SCALE_JOBS, QUICK_AUDIT_JOBS, program=False)
+                scale.scale_case(project, QUICK_SCALE_JOBS, QUICK_AUDIT_JOBS, program=False, quotas=quotas)
                 if quick
-                else scale.scale_case(project)
+                else scale.scale_case(project, quotas=quotas)
             )
-    report.seconds = time.perf_counter() - started
-    report.machine["load_after"] = _load()
-    return report
 
 
 def _modelled(report: Report, host: str, project: str, rtt: float, log: TextIO, say: Progress) -> None:
@@ -191,10 +230,17 @@ def _modelled(report: Report, host: str, project: str, rtt: float, log: TextIO, 
 
 
 def _over_http(
-    report: Report, emulator_host: str, project: str, rtt: float, log_dir: Path, quick: bool, say: Progress
+    report: Report,
+    emulator_host: str,
+    project: str,
+    rtt: float,
+    log_dir: Path,
+    quick: bool,
+    say: Progress,
+    quotas: CpuQuotas | None,
 ) -> None:
-    """Cases 1-2 over HTTP at `rtt`, and the breakdown of one delivery there when it is one
-    of BREAKDOWN_RTTS_MS."""
+    """Cases 1-2 over HTTP at `rtt`, unconfined and (with `quotas`) at the quota, and the
+    breakdown of one delivery there when it is one of BREAKDOWN_RTTS_MS."""
     env = served.server_env(emulator_host, project)
     rows = over_http.first_and_duplicates(
         env,
@@ -208,6 +254,20 @@ def _over_http(
         say,
     )
     report.metrics += [row for row in rows if int(row.case[0]) in report.cases]
+    if quotas is not None:
+        rows = over_http.first_and_duplicates(
+            env,
+            served.OURS_SOURCE,
+            served.BASELINE_SOURCE,
+            emulator_host,
+            rtt,
+            log_dir,
+            report.repeats,
+            DELIVERIES_PER_REPEAT,
+            say,
+            quotas,
+        )
+        report.at_quota += [row for row in rows if int(row.case[0]) in report.cases]
     if rtt in BREAKDOWN_RTTS_MS:
         requests = QUICK_BREAKDOWN_REQUESTS if quick else BREAKDOWN_REQUESTS
         report.breakdowns.append(breakdown.measure(env, emulator_host, rtt, log_dir, requests, say))
@@ -313,6 +373,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--profile", action="store_true", help="profile ours on case 1 at the first --rtt instead"
     )
+    parser.add_argument(
+        "--no-quota",
+        action="store_true",
+        help="skip the runs at a sixth of a vCPU (cases 1-2 over HTTP and case 7's audit, confined "
+        "by a cgroup: bench/cpu_quota.py)",
+    )
     return parser.parse_args(argv)
 
 
@@ -338,7 +404,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.profile:
             print(profile_ours(host, rtts[0], repeats * DELIVERIES_PER_REPEAT))
             return 0
-        report = run_bench(host, cases, repeats, rtts=rtts, storms=storms, quick=args.quick, command=command)
+        report = run_bench(
+            host,
+            cases,
+            repeats,
+            rtts=rtts,
+            storms=storms,
+            quick=args.quick,
+            command=command,
+            quota=not args.no_quota,
+        )
     print(report.markdown())
     if args.merge:
         merge(report, args.output or RESULTS_DIR / "latest")
@@ -351,6 +426,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if output is not None:
         chart_path = save(report, output)
         print(f"saved {output.with_suffix('.json')}, {output.with_suffix('.md')} and {chart_path}")
+    if full and output == RESULTS_DIR / "latest":
+        history = cpu_history.record(report.as_json(), RESULTS_DIR / cpu_history.HISTORY_FILE)
+        cpu_history.draw(history, RESULTS_DIR / cpu_history.HISTORY_CHART)
+        print(f"recorded this release's CPU in {RESULTS_DIR / cpu_history.HISTORY_FILE} and its chart")
     for verdict in report.targets():
         if not verdict.met:
             print(f"target {verdict.status}: {verdict.target}: {verdict.reason}", file=sys.stderr)

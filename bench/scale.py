@@ -11,9 +11,11 @@ the other processes; they are still one machine's. The sizes are exact.
 
 `make bench` case 7 (`python -m bench.run --cases 7`) runs these and, on the emulator, the
 hourly missed-run audit of an hour of 1,000 jobs that each run every minute (60,000 runs, 37
-of them left undelivered): its wall-clock and CPU time and the Firestore pages and documents
-it reads. The seeding and the audit are tests/support/audit_scale.py's, which
-tests/ops/test_audit_scale.py proves correct at 100 jobs.
+of them left undelivered): its wall-clock and CPU time (in all and per audited run) and the
+Firestore pages and documents it reads; then, where a CPU quota can be set up, the same audit
+in a process confined to a sixth of a vCPU, the default instance's, against the time limit of
+its attempt (bench/confined_audit.py). The seeding and the audit are
+tests/support/audit_scale.py's, which tests/ops/test_audit_scale.py proves correct at 100 jobs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.confined_audit import ConfinedAudit, audit_confined
+from bench.cpu_quota import CpuQuotas, Unavailable
 from exactly_once.config import JOB_TABLE_ENV, JOB_TABLE_FILE, FunctionConfig
 from infra.plan.audit_job import audit_config, with_audit_job
 from infra.settings.environment import function_environment, function_secrets, job_table
@@ -93,6 +97,12 @@ class AuditCosts:
     seconds: float  # wall clock
     cpu_seconds: float  # this process's CPU time
     seed_seconds: float  # writing the hour's records, before the audit
+    schedule_time: str  # the audit run's (RFC 3339): the same hour can be audited again
+
+    @property
+    def cpu_us_per_run(self) -> float:
+        """CPU per audited run, in microseconds."""
+        return self.cpu_seconds * 1e6 / self.runs
 
 
 def measure_audit(project: str, jobs: int = AUDIT_JOBS, missing: int = AUDIT_MISSING) -> AuditCosts:
@@ -118,6 +128,7 @@ def measure_audit(project: str, jobs: int = AUDIT_JOBS, missing: int = AUDIT_MIS
         seconds=hour.seconds,
         cpu_seconds=hour.cpu_seconds,
         seed_seconds=hour.seed_seconds,
+        schedule_time=format_rfc3339(hour.outcome.schedule_time),
     )
 
 
@@ -127,9 +138,25 @@ class ScaleCase:
 
     stacks: list[ScaleCosts]
     audit: AuditCosts
+    # The same audit at a CPU quota, or why there is none (None: not asked for).
+    confined: ConfinedAudit | Unavailable | None = None
 
     def as_json(self) -> dict[str, Any]:
-        return {"stacks": [asdict(costs) for costs in self.stacks], "audit": asdict(self.audit)}
+        audit = {**asdict(self.audit), "cpu_us_per_run": self.audit.cpu_us_per_run}
+        confined: dict[str, Any] | None = None
+        if isinstance(self.confined, ConfinedAudit):
+            confined = {
+                **asdict(self.confined),
+                "cpu_us_per_run": self.confined.cpu_seconds * 1e6 / self.confined.runs,
+                "share_judged_in_time": self.confined.share_judged_in_time,
+            }
+        elif isinstance(self.confined, Unavailable):
+            confined = {"unavailable": self.confined.reason}
+        return {
+            "stacks": [asdict(costs) for costs in self.stacks],
+            "audit": audit,
+            "audit_at_quota": confined,
+        }
 
     def markdown(self) -> list[str]:
         audit = self.audit
@@ -141,24 +168,80 @@ class ScaleCase:
             f"The hourly audit of an hour of {audit.jobs:,} jobs that each run every minute, on the "
             f"emulator: {audit.runs:,} runs judged, {audit.missed} missed (exactly those left out).",
             "",
-            "| Audit | wall clock | CPU (this process) | Firestore batched gets | documents read |",
-            "| --- | ---: | ---: | ---: | ---: |",
+            "| Audit | wall clock | CPU (this process) | CPU per audited run | Firestore batched gets "
+            "| documents read |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
             f"| {audit.jobs:,} jobs x 60 runs | {audit.seconds:.1f} s | {audit.cpu_seconds:.1f} s | "
-            f"{audit.pages:,} | {audit.documents:,} |",
+            f"{audit.cpu_us_per_run:.0f} µs | {audit.pages:,} | {audit.documents:,} |",
+            *self._confined_row(),
             "",
             f"(Seeding the hour's records beforehand, {audit.runs - audit.missed:,} writes in batches "
             f"of 500, took {audit.seed_seconds:.0f} s and is not part of the audit's time.)",
+            "",
+            *self._confined_note(),
+        ]
+
+    def cpu_row(self) -> str:
+        """The audit's row in the report's CPU table (bench/report.py): CPU per audited run
+        and the whole audit's wall time, unconfined and at the quota; the documented flow has
+        no audit."""
+        audit, confined = self.audit, self.confined
+        at_quota = (
+            f"{confined.cpu_seconds * 1e6 / confined.runs:.0f} µs | {confined.seconds:.1f} s"
+            if isinstance(confined, ConfinedAudit)
+            else "- | -"
+        )
+        return (
+            f"| audited run (case 7, {audit.runs:,} runs: CPU per run, wall for them all) "
+            f"| {audit.cpu_us_per_run:.0f} µs | {audit.seconds:.1f} s | - | - | {at_quota} | - | - |"
+        )
+
+    def _confined_row(self) -> list[str]:
+        confined = self.confined
+        if not isinstance(confined, ConfinedAudit):
+            return []
+        return [
+            f"| the same, at a CPU quota | {confined.seconds:.1f} s | {confined.cpu_seconds:.1f} s | "
+            f"{confined.cpu_seconds * 1e6 / confined.runs:.0f} µs | | |"
+        ]
+
+    def _confined_note(self) -> list[str]:
+        confined = self.confined
+        if isinstance(confined, Unavailable):
+            return [f"The audit at a CPU quota was not run: {confined.reason}.", ""]
+        if confined is None:
+            return []
+        verdict = (
+            "fits"
+            if confined.share_judged_in_time >= 1.0
+            else f"does not fit: one audit judges about {confined.share_judged_in_time:.0%} of the hour "
+            "before its budget stops it, and the next audits continue from there"
+        )
+        return [
+            f"At the quota, {confined.quota}, the audit (in a process of its own, `bench/confined_audit.py`) "
+            f"took {confined.seconds:.1f} s against the {confined.time_limit_seconds:g} s time limit of the "
+            f"default function's attempt, of which the audit reads and judges for "
+            f"{confined.judging_seconds:g} s (`exactly_once/audit/budget.py`): the hour {verdict}.",
             "",
         ]
 
 
 def scale_case(
-    project: str, counts: tuple[int, ...] = CASE_JOBS, audit_jobs: int = AUDIT_JOBS, *, program: bool = True
+    project: str,
+    counts: tuple[int, ...] = CASE_JOBS,
+    audit_jobs: int = AUDIT_JOBS,
+    *,
+    program: bool = True,
+    quotas: CpuQuotas | Unavailable | None = None,
 ) -> ScaleCase:
-    """Case 7: the stack's costs at each of `counts`, and the audit of `audit_jobs`."""
-    return ScaleCase(
-        [measure(count, program=program) for count in counts], measure_audit(project, audit_jobs)
-    )
+    """Case 7: the stack's costs at each of `counts`, the audit of `audit_jobs`, and the same
+    audit confined to `quotas` (or the reason there are none)."""
+    stacks = [measure(count, program=program) for count in counts]
+    audit = measure_audit(project, audit_jobs)
+    confined: ConfinedAudit | Unavailable | None = quotas if isinstance(quotas, Unavailable) else None
+    if isinstance(quotas, CpuQuotas):
+        confined = audit_confined(quotas, project, audit.jobs, audit.schedule_time, audit.runs, audit.missed)
+    return ScaleCase(stacks, audit, confined)
 
 
 def stack_table(rows: list[ScaleCosts]) -> list[str]:

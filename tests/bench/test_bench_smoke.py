@@ -14,12 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from bench import chart
+import exactly_once
+from bench import chart, cpu_history
+from bench.cpu import CPU_METRIC, CPU_UNIT
+from bench.cpu_quota import Unavailable
 from bench.report import CHART_SUFFIX
 from bench.run import QUICK_AUDIT_JOBS, QUICK_SCALE_JOBS, main, merge, run_bench, save
 from bench.scale import AUDIT_MISSING
 from bench.served import CLIENT_THREADS, many_jobs_batches
 from exactly_once.audit.reads import PAGE_SIZE
+from exactly_once.config import DEFAULT_TIME_LIMIT_SECONDS
 from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, run_key_from_headers
 
 # Started first (tests/conftest.py): it serves both flows at several round trips.
@@ -70,11 +74,39 @@ def test_storm_executes_each_run_once_without_errors_at_every_rtt(report):
         assert all(len(storm.latencies_ms) == 64 for storm in storms)
 
 
+def test_every_case_reports_the_serving_process_cpu_beside_its_latency(report):
+    for case in (
+        "1. first delivery",
+        "2. duplicate of a completed run, another",
+        "2. duplicate of a completed run, same",
+    ):
+        for rtt in RTTS:
+            cpu, latency = (report.find(case, name, rtt) for name in (CPU_METRIC, "latency"))
+            assert cpu.unit == CPU_UNIT
+            assert cpu.ours.n == cpu.baseline.n == latency.ours.n  # one sample per delivery
+            assert cpu.ours.min > 0 and cpu.baseline.min > 0
+    storms = report.rows("3. duplicate storm", CPU_METRIC)
+    assert sorted(row.rtt_ms for row in storms) == list(RTTS)
+    assert all(row.ours.min > 0 and row.baseline.min > 0 for row in storms)
+    table = report.markdown()
+    assert "### CPU per delivery and per audited run" in table
+    for label in (
+        "first delivery",
+        "duplicate, another instance",
+        "duplicate, same instance",
+        "storm, per delivery",
+    ):
+        assert f"\n| {label}" in table
+    # Cases 1-2 over HTTP were not run: nothing was confined, so no quota was set up.
+    assert report.cpu_quota == "not asked for" and report.at_quota == []
+    assert report.as_json()["metrics_at_cpu_quota"] == []
+
+
 def test_report_renders_every_row_and_the_counted_targets(report):
     table = report.markdown()
     per_rtt = len(RTTS)
-    assert table.count("| 1. first delivery") == 2 * per_rtt  # latency and RPCs
-    assert table.count("| 3. duplicate storm") == 3 * per_rtt
+    assert table.count("| 1. first delivery") == 3 * per_rtt  # latency, RPCs and CPU
+    assert table.count("| 3. duplicate storm") == 4 * per_rtt
     status = {verdict.target: verdict.status for verdict in report.targets()}
     assert status["case 1: exactly 2 Firestore RPCs per first delivery (ours), at every RTT"] == "met"
     assert status["case 3: zero errors (ours), at every RTT"] == "met"
@@ -106,6 +138,30 @@ def test_the_chart_depends_only_on_the_numbers(report, tmp_path):
     chart.draw(data, tmp_path / "a.svg")
     chart.draw(data, tmp_path / "b.svg")
     assert (tmp_path / "a.svg").read_bytes() == (tmp_path / "b.svg").read_bytes()
+
+
+def test_the_cpu_history_keeps_one_entry_per_release_and_draws_them(report, tmp_path, monkeypatch):
+    history_path = tmp_path / cpu_history.HISTORY_FILE
+    data = report.as_json()
+    cpu_history.record(data, history_path)
+    (entry,) = cpu_history.record(data, history_path)  # the same release again: replaced
+    assert entry["version"] == exactly_once.__version__
+    # No HTTP in this run: the in-process rows, at the lowest RTT.
+    first = report.find("1. first delivery", CPU_METRIC, min(RTTS))
+    assert entry["cpu_ms_per_delivery"]["first"] == {
+        "ours": round(first.ours.median, 3),
+        "baseline": round(first.baseline.median, 3),
+    }
+    assert set(entry["cpu_ms_per_delivery"]) == {"first", "elsewhere", "same", "storm"}
+    assert entry["cpu_us_per_audited_run"] == {"ours": None, "baseline": None}  # case 7 not run
+    monkeypatch.setattr(exactly_once, "__version__", "9.9.9")
+    history = cpu_history.record(data, history_path)
+    assert [item["version"] for item in history] == [entry["version"], "9.9.9"]
+    cpu_history.draw(history, tmp_path / "a.svg")
+    cpu_history.draw(history, tmp_path / "b.svg")
+    svg = (tmp_path / "a.svg").read_text()
+    assert (tmp_path / "b.svg").read_text() == svg  # the bytes depend only on the numbers
+    assert "9.9.9" in svg and "CPU per delivery" in svg
 
 
 def test_many_jobs_case_sends_each_run_of_each_job_exactly_once():
@@ -155,6 +211,17 @@ def test_scale_case_audits_a_small_hour_exactly_and_counts_its_reads(emulator_ho
     assert (audit.pages, audit.documents) == (1 + math.ceil(audit.runs / PAGE_SIZE), 1 + audit.runs)
     assert "### Case 7" in report.markdown()
     assert report.as_json()["scale"]["audit"]["documents"] == audit.documents
+    # The same hour audited again in a process at a sixth of a vCPU (bench/confined_audit.py
+    # refuses one that judged other runs), or the one line saying why it could not be.
+    confined = report.scale.confined
+    if isinstance(confined, Unavailable):
+        assert f"The audit at a CPU quota was not run: {confined.reason}." in report.markdown()
+    else:
+        assert confined is not None and (confined.runs, confined.missed) == (audit.runs, audit.missed)
+        assert confined.cpu_seconds > 0 and confined.time_limit_seconds == DEFAULT_TIME_LIMIT_SECONDS
+        assert f"against the {DEFAULT_TIME_LIMIT_SECONDS:g} s time limit" in report.markdown()
+    assert report.as_json()["scale"]["audit"]["cpu_us_per_run"] > 0
+    assert "| audited run (case 7," in report.markdown()
 
     # Merged into saved results, case 7 replaces its own section and leaves the rest as it was.
     saved = tmp_path / "latest"

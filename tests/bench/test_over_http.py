@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench import breakdown, over_http, probes, served
+from bench.cpu import CPU_METRIC
 from bench.inprocess import ELSEWHERE, FIRST, SAME
 from bench.network import CLIENT_PREFACE, NewStreams, counted_route
 from localrun.firestore_rpcs import counted_emulator_client
@@ -88,6 +89,13 @@ def test_every_http_latency_row_has_a_sample_per_delivery(http_rows):
     latency = [r for r in http_rows if r.name == "latency"]
     assert [r.case for r in latency] == [case for case, _ in over_http.CASES.values()]
     assert all(r.ours.n == r.baseline.n == 3 for r in latency)
+
+
+def test_every_http_case_has_the_serving_instances_cpu_per_delivery(http_rows):
+    cpu = [r for r in http_rows if r.name == CPU_METRIC]
+    assert [r.case for r in cpu] == [case for case, _ in over_http.CASES.values()]
+    # Read from outside the server, one sample per delivery, never nothing: a delivery is work.
+    assert all(r.ours.n == r.baseline.n == 3 and r.ours.min > 0 and r.baseline.min > 0 for r in cpu)
 
 
 @pytest.fixture(scope="module")

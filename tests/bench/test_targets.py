@@ -60,7 +60,7 @@ def latency_row(latency: Latency, case: str, rtt: float) -> Metric:
     return row(case, "latency", "ms", summary(ours), summary(baseline), rtt)
 
 
-CALM_STORM = StormResult(executions=1, errors=0, conflicts=3, latencies_ms=[5.0])
+CALM_STORM = StormResult(executions=1, errors=0, conflicts=3, latencies_ms=[5.0], cpu_seconds=0.1)
 TWO_RPCS = exactly(2)
 
 
@@ -175,7 +175,7 @@ def test_a_missed_ratio_says_by_how_much_and_what_the_report_knows() -> None:
 
 def test_every_missed_target_has_a_reason_line_in_the_report() -> None:
     latency = {FIRST: MET[FIRST], ELSEWHERE: {**MET[ELSEWHERE], 2.0: (14.0, 13.0)}}
-    storm = StormResult(executions=2, errors=5, conflicts=0, latencies_ms=[5.0])
+    storm = StormResult(executions=2, errors=5, conflicts=0, latencies_ms=[5.0], cpu_seconds=0.1)
     report = run(latency, rpcs=Summary(20, 2, 3, 3, 3), storm=storm, http=MET)
     missed = [v for v in report.targets() if v.status == "NOT met"]
     assert [v.target.split(":")[0] for v in missed] == [
