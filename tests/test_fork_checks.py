@@ -23,6 +23,7 @@ from infra.config.paths import REPO_ROOT
 from infra.settings.loading import load_stack_settings, stack_names
 from policy.scheduler_guardrails.offline import Violation, pack_violations
 from policy.scheduler_guardrails.timing.invariants import is_unjudged_notice
+from tests.support.mypy_cache import seed_mypy_cache
 from tests.support.stacks import FIXTURE_STACKS
 from tools import fork_check
 from tools.fork_check import check_stack, lint
@@ -41,7 +42,12 @@ def test_your_stack_passes_every_rule(stack: str) -> None:
     assert errors == []
 
 
-def test_your_job_modules_and_tests_are_lint_and_type_clean() -> None:
+def test_your_job_modules_and_tests_are_lint_and_type_clean(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # mypy from a copy of the test run's warm cache (tests/support/mypy_cache.py): a first run's
+    # verdict, without writing to the checkout's .mypy_cache/ while `make typecheck` does.
+    monkeypatch.setenv("MYPY_CACHE_DIR", str(seed_mypy_cache(tmp_path, tmp_path_factory)))
     assert [str(finding) for finding in lint()] == []
 
 
@@ -60,12 +66,11 @@ def project(tmp_path: Path) -> Path:
 @pytest.fixture(scope="module")
 def type_checked(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project as `project` makes it, with the template's pyproject.toml (ruff's and mypy's
-    rules), linted once: mypy's first run of a project reads the function's package and every
-    library it imports, a run of tens of seconds, where a run with that cache re-checks only
-    what changed. The cache is copied along with the project (timestamps kept), and mypy takes
-    a cached module whose source has the same content as its own, wherever the project is."""
+    rules), linted once, from the test run's warm mypy cache (tests/support/mypy_cache.py). The
+    cache is copied along with the project (timestamps kept) for each test that lints it."""
     root = _new_project(tmp_path_factory.mktemp("type-checked"))
     shutil.copy(REPO_ROOT / "pyproject.toml", root / "pyproject.toml")
+    seed_mypy_cache(root, tmp_path_factory)
     assert [str(finding) for finding in lint(root)] == []
     return root
 

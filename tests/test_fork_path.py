@@ -23,6 +23,7 @@ import yaml
 from infra.config.paths import REPO_ROOT
 from infra.config.schema import project_name
 from tests.support.doc_examples import JOBS_DOC, example_source
+from tests.support.mypy_cache import seed_mypy_cache
 from tools.pruned_checkout import copy_checkout
 
 # Started first (tests/conftest.py): it walks a fork's path in a copy of the repository.
@@ -73,6 +74,7 @@ def _set_path(config: dict[str, Any], path: str, value: str) -> None:
 @pytest.fixture(scope="module")
 def fork(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = copy_checkout(tmp_path_factory.mktemp("fork"))
+    seed_mypy_cache(root, tmp_path_factory)
     for name in ("jobs/my_job.py", "tests/jobs/test_my_job.py", "tests/jobs/test_my_job_served.py"):
         target = root / ("function" / Path(name) if name.startswith("jobs/") else Path(name))
         target.write_text(example_source(name), encoding="utf-8")

@@ -34,6 +34,7 @@ from infra.config.paths import REPO_ROOT
 from localrun.faults import Fault, FaultRates, fault_counts, plan_faults
 from localrun.simulation import SimulationOptions
 from policy.scheduler_guardrails.rules.config.python_source import parse_python_file
+from tests.support.mypy_cache import seed_mypy_cache
 from tests.support.python_imports import named_imports
 from tests.support.sources import git_checkout, python_sources
 from tools.optional_parts import OPTIONAL_PARTS, OptionalPart, checkout_files, part_of, present_paths, pruned
@@ -169,8 +170,11 @@ def test_the_makefile_neither_runs_nor_lints_a_part_deleted_with_git_rm(used_che
 def pruned_fork(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # The copy `make test-pruned` runs everything on: used, then every part this checkout still
     # has deleted with `git rm -r` (a fork that deleted some already is that far), the docs'
-    # tables regenerated and the deletion committed.
-    return pruned_checkout(tmp_path_factory.mktemp("pruned"))
+    # tables regenerated and the deletion committed. Its mypy starts from the test run's warm
+    # cache (tests/support/mypy_cache.py), which gives the verdicts of a first run.
+    fork = pruned_checkout(tmp_path_factory.mktemp("pruned"))
+    seed_mypy_cache(fork, tmp_path_factory)
+    return fork
 
 
 def _run(fork: Path, *command: str) -> subprocess.CompletedProcess[str]:

@@ -18,6 +18,7 @@ from policy.scheduler_guardrails.rules.config.handlers import handler_problem
 from policy.scheduler_guardrails.rules.config.python_source import parse_python
 from tests.package import test_installed_package
 from tests.support import doc_examples
+from tests.support.mypy_cache import seed_mypy_cache
 
 README = REPO_ROOT / "README.md"
 JOBS_DOC = REPO_ROOT / "docs" / "jobs.md"
@@ -55,13 +56,17 @@ def test_every_python_block_is_an_example_a_test_runs_or_a_sketch(page: Path) ->
     assert {name for name, _ in blocks if name is not None} == EXAMPLES[page]
 
 
-def test_the_readme_job_is_a_handler_that_passes_lint_and_typecheck(tmp_path: Path) -> None:
-    """Written where the README says (function/jobs/), in a fork with the repository's settings."""
+def test_the_readme_job_is_a_handler_that_passes_lint_and_typecheck(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Written where the README says (function/jobs/), in a fork with the repository's settings;
+    mypy from the test run's warm cache (tests/support/mypy_cache.py)."""
     if not (BIN / "ruff").exists() or not (BIN / "mypy").exists():
         pytest.skip("ruff and mypy are installed in venv/, not in the runtime's virtualenv")
     code = dict(python_blocks(README))[README_JOB]
     assert "handler: jobs.my_job:run" in code
     shutil.copy(REPO_ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    seed_mypy_cache(tmp_path, tmp_path_factory)
     function = tmp_path / "function"
     (function / "jobs").mkdir(parents=True)
     (function / "exactly_once").symlink_to(FUNCTION_DIR / "exactly_once")

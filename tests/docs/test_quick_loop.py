@@ -24,6 +24,7 @@ from infra.config.paths import REPO_ROOT
 from localrun.emulator import free_loopback_port
 from localrun.port_holder import wait_for_own_answer
 from tests.support.doc_examples import JOB_MODULE, UNIT_TEST, example_source
+from tests.support.mypy_cache import seed_mypy_cache
 from tools.fork_check import YOUR_CODE
 from tools.pruned_checkout import copy_checkout
 
@@ -41,10 +42,11 @@ EMULATOR_COMMAND = f"gcloud emulators firestore start --host-port={PAGE_EMULATOR
 START_TIMEOUT_SECONDS = 60.0
 
 
-def _fork(root: Path) -> Path:
+def _fork(root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of this checkout holding docs/jobs.md's first job and no test of a fork's own, its
-    `venv` the virtualenv these tests run in."""
+    `venv` the virtualenv these tests run in, its mypy starting from the test run's warm cache."""
     copy_checkout(root)
+    seed_mypy_cache(root, tmp_path_factory)
     (root / "venv").symlink_to(Path(sys.prefix), target_is_directory=True)
     for own in (root / "tests" / "jobs").glob("test_*.py"):
         own.unlink()
@@ -79,10 +81,10 @@ def test_make_test_jobs_lints_what_make_check_lints_and_tests_tests_jobs() -> No
 
 
 def test_a_fork_without_tests_passes_a_unit_test_needs_no_emulator_and_a_failure_fails(
-    tmp_path: Path,
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """No gcloud on the PATH and no emulator named, so a run that started one would fail."""
-    fork = _fork(tmp_path / "fork")
+    fork = _fork(tmp_path / "fork", tmp_path_factory)
     (tmp_path / "bin").mkdir()
     env = {
         name: value

@@ -17,6 +17,7 @@ from exactly_once.delivery.scheduler_request import JOB_NAME_HEADER, SCHEDULE_TI
 from localrun import FUNCTION_DIR
 from tests.support.demo_runs import server_env
 from tests.support.doc_examples import WATERMARK_JOB, example_source
+from tests.support.mypy_cache import seed_mypy_cache
 
 JOB = "eos-dev_export"
 
@@ -61,12 +62,16 @@ def test_the_second_run_continues_from_the_first_runs_watermark(
     assert deliver(server, at(4, 0))["output"] == second["output"]  # a duplicate: not run again
 
 
-def test_the_watermark_job_passes_lint_and_typecheck_where_a_forker_puts_it(tmp_path: Path) -> None:
-    """What `make test` applies to a fork's job module: ruff and mypy --strict."""
+def test_the_watermark_job_passes_lint_and_typecheck_where_a_forker_puts_it(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """What `make test` applies to a fork's job module: ruff and mypy --strict (from the test
+    run's warm cache, tests/support/mypy_cache.py)."""
     bin_dir = Path(sys.executable).parent
     if not (bin_dir / "ruff").exists() or not (bin_dir / "mypy").exists():
         pytest.skip("ruff and mypy are installed in venv/, not in the runtime's virtualenv")
     shutil.copy(FUNCTION_DIR.parent / "pyproject.toml", tmp_path / "pyproject.toml")
+    seed_mypy_cache(tmp_path, tmp_path_factory)
     (tmp_path / "function" / "jobs").mkdir(parents=True)
     (tmp_path / "function" / "exactly_once").symlink_to(FUNCTION_DIR / "exactly_once")
     module = f"function/{WATERMARK_JOB}"

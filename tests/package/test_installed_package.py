@@ -38,21 +38,29 @@ def example_source() -> str:
 @pytest.fixture(scope="module")
 def installed_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtualenv with `pip install ./function` and nothing else (a copy of
-    function/, since pip builds in the source tree)."""
+    function/, since pip builds in the source tree), not even pip: the suite's pip installs into
+    it (`--python`). That spares installing pip there and compiling every module installed (the
+    tests import what they use), four seconds of CPU, and proves no less: the package and its
+    dependencies are all that is installed either way."""
     root = tmp_path_factory.mktemp("installed")
     source = root / "function"
     shutil.copytree(FUNCTION_DIR, source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
     venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    install = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(source)]
+    install = [*_pip(python), "install", "--quiet", "--no-compile", str(source)]
     subprocess.run(install, check=True, timeout=INSTALL_TIMEOUT_SECONDS)
     return python
 
 
+def _pip(python: Path) -> list[str]:
+    """pip, run on `python`'s environment."""
+    return [sys.executable, "-m", "pip", "--python", str(python), "--disable-pip-version-check"]
+
+
 def test_the_package_installs_alone_and_owns_one_top_level_name(installed_python: Path) -> None:
     shown = subprocess.run(
-        [str(installed_python), "-m", "pip", "show", "--files", "exactly-once-scheduler-runs"],
+        [*_pip(installed_python), "show", "--files", "exactly-once-scheduler-runs"],
         check=True,
         capture_output=True,
         text=True,
