@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 
 from infra.config.paths import REPO_ROOT
-from infra.config.python_source import parse_python_file
+from policy.scheduler_guardrails.rules.config.python_source import parse_python_file
 from tests.support.sources import python_sources
 
 PACKAGE = "pulumi_gcp"
