@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.cloud import firestore
+from google.cloud.firestore_v1.services.firestore import FirestoreClient
+from google.cloud.firestore_v1.types import BatchGetDocumentsResponse
 
 from exactly_once.audit.config import AuditConfig
 from exactly_once.audit.missed_runs import runs_whose_window_closed
-from exactly_once.audit.reads import firestore_reader
+from exactly_once.audit.reads import firestore_api
 from exactly_once.delivery.scheduler_request import RunKey, parse_rfc3339
 from exactly_once.ledger import lifecycle
 from exactly_once.ledger.lifecycle import StoredRecord
@@ -32,7 +34,7 @@ from infra.plan.audit_job import AUDIT_MINUTE, audit_config, with_audit_job
 from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.settings.loading import settings_from_config
 from infra.settings.stack import StackSettings
-from tests.support.audit_runs import AuditOutcome, refuse_to_send, run_in_process
+from tests.support.audit_runs import AuditOutcome, ledger_reader, refuse_to_send, run_in_process
 from tools.scale_stack import SCALE_HANDLER
 
 # Firestore's most writes in one batched write.
@@ -117,20 +119,20 @@ class ReadCount:
     page_sizes: list[int] = field(default_factory=list)
 
 
-class CountingClient(firestore.Client):
-    """A Firestore client that counts its batched gets (`get_all`), the audit's only reads of
-    run records (exactly_once/audit/reads.py)."""
+class CountingApi(FirestoreClient):
+    """Firestore's generated client on the emulator, counting its batched gets: the audit's only
+    reads of run records (exactly_once/audit/reads.py)."""
 
-    def __init__(self, project: str, count: ReadCount) -> None:
-        super().__init__(project=project)
+    def __init__(self, count: ReadCount) -> None:
+        super().__init__(transport=firestore_api().transport)
         self.count = count
 
-    def get_all(self, references: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
-        asked = list(references)
+    def batch_get_documents(self, request: Any = None, **kwargs: Any) -> Iterable[BatchGetDocumentsResponse]:
+        asked = len(request.documents)
         self.count.pages += 1
-        self.count.documents += len(asked)
-        self.count.page_sizes.append(len(asked))
-        return super().get_all(asked, *args, **kwargs)
+        self.count.documents += asked
+        self.count.page_sizes.append(asked)
+        return super().batch_get_documents(request=request, **kwargs)
 
 
 def scattered_missing(
@@ -189,7 +191,7 @@ def audit_an_hour(project: str, jobs: int, missing: int) -> HourAudited:
     )
     seed_seconds = time.perf_counter() - started
     reads = ReadCount()
-    reader = firestore_reader(CountingClient(project, reads), settings.runs_collection)
+    reader = ledger_reader(firestore.Client(project=project), settings.runs_collection, CountingApi(reads))
     started, cpu_started = time.perf_counter(), time.process_time()
     outcome = run_in_process(
         config,
@@ -239,7 +241,7 @@ def audit_in_steps(
         [run for run in seeded if run not in left_out],
         now=datetime.now(UTC),
     )
-    reader = firestore_reader(firestore.Client(project=project), settings.runs_collection)
+    reader = ledger_reader(firestore.Client(project=project), settings.runs_collection)
     asked: list[list[str]] = []
 
     def read(run_ids: Sequence[str]) -> Mapping[str, StoredRecord]:

@@ -149,7 +149,7 @@ def _closing(
     """`job`'s runs closing after `after`, with their closing instant; a schedule the audit
     cannot walk is the job's error (logged once), and ends its runs there."""
     try:
-        for fire in closing_after(job, after):
+        for fire in closing_after(job, after, run.walks):
             yield window_closes(job, fire), job, fire
     except google_exceptions.GoogleAPIError:
         raise
