@@ -99,10 +99,17 @@ def refuse_to_send(job: AuditedJob, schedule_time: datetime) -> str:
     raise AssertionError(f"the audit delivered {job.name} at {format_rfc3339(schedule_time)} again")
 
 
-def ledger_reader(db: firestore.Client, collection: str, api: FirestoreClient | None = None) -> RecordReader:
+def ledger_reader(
+    db: firestore.Client,
+    collection: str,
+    api: FirestoreClient | None = None,
+    *,
+    field_paths: Sequence[str] | None = AUDIT_FIELDS,
+) -> RecordReader:
     """The audit's reader (audit/reads.py) of `collection` in the default database of `db`'s
     project, through `api` (by default one on the emulator FIRESTORE_EMULATOR_HOST names)."""
-    return firestore_reader(api or firestore_api(), database_name(db.project, DEFAULT_DATABASE), collection)
+    database = database_name(db.project, DEFAULT_DATABASE)
+    return firestore_reader(api or firestore_api(), database, collection, field_paths=field_paths)
 
 
 # ---- Readers and senders on memory, for the logic tests -------------------------------------

@@ -6,7 +6,7 @@ and `to_dict()` then deep-copies the whole record again: most of the CPU an audi
 Run records hold only the kinds below (the ledger writes nothing else), so decoding them
 straight from the protobuf is a few attribute reads per field. A value of any other kind (a
 reference, a geo point) is not a run record's: it is refused by name, never guessed at.
-tests/function/ledger/test_record_values.py checks on the emulator that every kind decodes to
+tests/function/audit/test_record_values.py checks on the emulator that every kind decodes to
 exactly what `to_dict()` gives.
 """
 
