@@ -12,23 +12,17 @@ exactly what `to_dict()` gives.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Final, Protocol, cast
 
 from google.api_core.datetime_helpers import DatetimeWithNanoseconds
 
-# Each kind (the `value_type` oneof of google.firestore.v1.Value) a run record's field may
-# hold, and its Python value; maps and arrays recurse.
-_SCALARS: Final[Mapping[str, Callable[[Any], Any]]] = {
-    "null_value": lambda value: None,
-    "boolean_value": lambda value: value.boolean_value,
-    "integer_value": lambda value: value.integer_value,
-    "double_value": lambda value: value.double_value,
-    "string_value": lambda value: value.string_value,
-    "bytes_value": lambda value: value.bytes_value,
-    "timestamp_value": lambda value: timestamp(value.timestamp_value),
-}
+# The kinds (the `value_type` oneof of google.firestore.v1.Value) whose Python value is the
+# protobuf field itself.
+_PLAIN: Final = frozenset({"boolean_value", "integer_value", "double_value", "string_value", "bytes_value"})
+# Every kind a run record's field may hold.
+KINDS: Final = (*sorted(_PLAIN), "null_value", "timestamp_value", "map_value", "array_value")
 
 
 class Stamp(Protocol):
@@ -42,26 +36,59 @@ class RecordValueError(ValueError):
     """A field holds a kind of value no run record holds."""
 
 
-def decoded_fields(fields: Mapping[str, Any], path: str = "") -> dict[str, Any]:
-    """`fields` (a protobuf map of field name to `Value`) as Python values; `path` names the
-    enclosing map in an error."""
-    return {name: decoded(value, f"{path}{name}") for name, value in fields.items()}
+class _OtherKind(Exception):
+    """A value of a kind not in KINDS, and where it sits, named as the error unwinds."""
+
+    def __init__(self, kind: str | None) -> None:
+        super().__init__(kind)
+        self.kind = kind or "value of no kind"
+        self.path = ""
 
 
-def decoded(value: Any, path: str) -> Any:
-    """One `Value` as the client library decodes it; `path` names the field in an error."""
+def decoded_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """`fields` (a protobuf map of field name to `Value`) as Python values. Raises
+    RecordValueError naming the field of a kind no run record holds."""
+    try:
+        return _map(fields)
+    except _OtherKind as other:
+        raise RecordValueError(
+            f"field {other.path.removeprefix('.')!r} holds a {other.kind}, which no run record holds: "
+            f"the audit reads {', '.join(KINDS)}"
+        ) from None
+
+
+def _map(fields: Mapping[str, Any]) -> dict[str, Any]:
+    found = {}
+    for name in fields:
+        try:
+            found[name] = _decoded(fields[name])
+        except _OtherKind as other:
+            other.path = f".{name}{other.path}"
+            raise
+    return found
+
+
+def _decoded(value: Any) -> Any:
+    """One `Value` as the client library decodes it."""
     kind = value.WhichOneof("value_type")
-    scalar = _SCALARS.get(kind)
-    if scalar is not None:
-        return scalar(value)
+    if kind in _PLAIN:
+        return getattr(value, kind)
+    if kind == "null_value":
+        return None
+    if kind == "timestamp_value":
+        return timestamp(value.timestamp_value)
     if kind == "map_value":
-        return decoded_fields(value.map_value.fields, f"{path}.")
+        return _map(value.map_value.fields)
     if kind == "array_value":
-        return [decoded(item, f"{path}[{index}]") for index, item in enumerate(value.array_value.values)]
-    raise RecordValueError(
-        f"field {path!r} holds a {kind or 'value of no kind'}, which no run record holds: "
-        f"the audit reads {', '.join(sorted((*_SCALARS, 'map_value', 'array_value')))}"
-    )
+        items = []
+        for index, item in enumerate(value.array_value.values):
+            try:
+                items.append(_decoded(item))
+            except _OtherKind as other:
+                other.path = f"[{index}]{other.path}"
+                raise
+        return items
+    raise _OtherKind(kind)
 
 
 def timestamp(stamp: Stamp) -> datetime:
