@@ -1,7 +1,9 @@
 """The audit decodes run records from Firestore's protobufs itself (audit/record_values.py), not
 through `DocumentSnapshot.to_dict()`: on the emulator, every kind of value it decodes, written by
-the client library, reads back exactly as `to_dict()` gives it (value and type, nested ones too),
-with the same commit times; a kind no run record holds is refused by the field's name."""
+the client library, reads back as `to_dict()` gives it (value and type, nested ones too; a
+timestamp as a UTC datetime where the library gives its DatetimeWithNanoseconds subclass, the
+same instant), with the same commit times; a kind no run record holds is refused by the field's
+name."""
 
 from __future__ import annotations
 
@@ -50,12 +52,15 @@ EVERY_KIND: dict[str, Any] = {
 
 
 def typed(value: Any) -> Any:
-    """`value` with the type of every part of it, so 1 and 1.0, or a datetime and a
-    DatetimeWithNanoseconds, do not compare equal."""
+    """`value` with the type of every part of it, so 1 and 1.0, or "1" and 1, do not compare
+    equal; a timestamp is a UTC datetime, whichever subclass."""
     if isinstance(value, dict):
         return {name: typed(inner) for name, inner in value.items()}
     if isinstance(value, list):
         return [typed(inner) for inner in value]
+    if isinstance(value, datetime):
+        assert value.utcoffset() == timedelta(0)
+        return ("datetime", value)
     return (type(value).__name__, value)
 
 
@@ -68,11 +73,8 @@ def test_every_kind_reads_back_as_to_dict_gives_it_with_the_same_commit_times(db
 
     (record,) = whole(["every-kind", "absent"]).values()
     assert typed(record.fields) == typed(snapshot.to_dict())
-    # Firestore keeps a timestamp value to the microsecond; the decoder gives it with its
-    # nanoseconds, as the library decodes it (to_dict()'s deep copy drops the `nanosecond`
-    # attribute of a DatetimeWithNanoseconds, not its value).
-    assert record.fields["timestamp"] == EVERY_KIND["timestamp"].replace(microsecond=123456)
-    assert record.fields["timestamp"].nanosecond == 123456000
+    # Firestore keeps a timestamp value to the microsecond.
+    assert record.fields["timestamp"] == datetime(2026, 10, 16, 12, 0, 1, 123456, tzinfo=UTC)
     assert (record.update_time, record.create_time) == (snapshot.update_time, snapshot.create_time)
     assert record.read_time >= record.update_time
     assert stored(["every-kind"])["every-kind"].fields == {}
