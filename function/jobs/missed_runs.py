@@ -79,10 +79,10 @@ def function_redelivery(config: AuditConfig, env: Mapping[str, str]) -> Redelive
 FUNCTION = FunctionConfig.from_env(os.environ)
 CONFIG = audit_config(FUNCTION, os.environ)
 REDELIVERY = function_redelivery(CONFIG, os.environ)
-# Built on first use (a Cloud Tasks client for a deployed stack): an audit with nothing to
-# catch up never builds one.
 # The generated client the audit reads run records with (audit/reads.py), built on first use.
 _records_api = OncePerInstance(firestore_api)
+# Built on first use (a Cloud Tasks client for a deployed stack): an audit with nothing to
+# catch up never builds one.
 _sender = OncePerInstance(lambda: sender_for(REDELIVERY, os.environ) if REDELIVERY is not None else None)
 
 
