@@ -19,7 +19,6 @@ from typing import TextIO
 
 from exactly_once.audit.config import AuditError, Redelivery
 from exactly_once.audit.missed_runs import judge_runs
-from exactly_once.audit.reads import firestore_reader
 from exactly_once.audit.redelivery import RedeliveryError, sender_for
 from exactly_once.audit.schedule import fires
 from exactly_once.delivery.scheduler_request import format_rfc3339
@@ -61,7 +60,7 @@ def backfill_range(
             project=context.project,
             location=context.location,
             now=now,
-            read_records=firestore_reader(context.firestore(), context.settings.runs_collection),
+            read_records=context.run_records(),
             lease=timedelta(seconds=context.settings.lease_seconds),
             target=stack_target_until(context, now),
         )

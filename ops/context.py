@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,6 +11,8 @@ from urllib.parse import urlparse
 from google.cloud import firestore
 
 from exactly_once.audit.config import AuditedJob
+from exactly_once.audit.missed_runs import RecordReader
+from exactly_once.audit.reads import AUDIT_FIELDS, database_name, firestore_api, firestore_reader
 from exactly_once.delivery.scheduler_request import parse_rfc3339
 from exactly_once.loopback import is_loopback_host
 from infra.plan.audit_job import audited_jobs, with_audit_job
@@ -72,6 +75,16 @@ class StackContext:
     def firestore(self) -> firestore.Client:
         """The ledger's client; FIRESTORE_EMULATOR_HOST, when set, points it at the emulator."""
         return firestore.Client(project=self.firestore_project, database=self.database)
+
+    def run_records(self, field_paths: Sequence[str] | None = AUDIT_FIELDS) -> RecordReader:
+        """The audit's reader of the stack's run records (exactly_once/audit/reads.py), reading
+        `field_paths` of each (None: whole records); FIRESTORE_EMULATOR_HOST applies as above."""
+        return firestore_reader(
+            firestore_api(),
+            database_name(self.firestore_project, self.database),
+            self.settings.runs_collection,
+            field_paths=field_paths,
+        )
 
     def job(self, name: str) -> JobSettings:
         """The job called `name` in the stack config, or a UserError listing the names there are."""

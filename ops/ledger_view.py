@@ -25,7 +25,6 @@ from exactly_once.audit.missed_runs import (
     judge_runs,
     stack_target,
 )
-from exactly_once.audit.reads import firestore_reader
 from exactly_once.audit.schedule import FireTime, fires
 from exactly_once.delivery.scheduler_request import RunKey, Trigger, format_rfc3339, parse_rfc3339
 from exactly_once.ledger import lifecycle
@@ -56,7 +55,7 @@ STATUS_RUNS = 5
 
 def _reader(context: StackContext) -> RecordReader:
     # Whole records: `status` shows their times, results and outputs, not the verdict alone.
-    return firestore_reader(context.firestore(), context.settings.runs_collection, field_paths=None)
+    return context.run_records(field_paths=None)
 
 
 def judge_expected(

@@ -23,6 +23,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 # comma cannot be part of one: servers join repeated headers with ", ", so two job-name
 # headers would otherwise name a third job; nor can "|", which joins a job status document's id.
 JOB_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]+$")
+# The encoder of a run's canonical tuple: json.dumps(fields, separators=(",", ":")), built once
+# (json.dumps builds an encoder per call for any non-default argument).
+_CANONICAL_JSON = json.JSONEncoder(separators=(",", ":"))
 _RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]\d{2}:\d{2})$")
 
 
@@ -86,8 +89,7 @@ class RunKey:
         fields = [self.project, self.location, self.key_name, self.schedule_time_rfc3339]
         if self.trigger is not Trigger.SCHEDULED:
             fields.append(self.trigger.value)
-        canonical = json.dumps(fields, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode()).hexdigest()
+        return hashlib.sha256(_CANONICAL_JSON.encode(fields).encode()).hexdigest()
 
 
 def zone_of(name: str | None) -> ZoneInfo | None:

@@ -36,7 +36,7 @@ from exactly_once.audit.config import (
     Redelivery,
 )
 from exactly_once.audit.downstream import follow_running_work
-from exactly_once.audit.reads import firestore_reader
+from exactly_once.audit.reads import database_name, firestore_api, firestore_reader
 from exactly_once.audit.redelivery import RedeliveryError, check_redelivery, sender_for
 from exactly_once.audit.run import run_audit
 from exactly_once.config import JOB_TABLE_ENV, ConfigError, FunctionConfig, JobTableError
@@ -79,6 +79,8 @@ def function_redelivery(config: AuditConfig, env: Mapping[str, str]) -> Redelive
 FUNCTION = FunctionConfig.from_env(os.environ)
 CONFIG = audit_config(FUNCTION, os.environ)
 REDELIVERY = function_redelivery(CONFIG, os.environ)
+# The generated client the audit reads run records with (audit/reads.py), built on first use.
+_records_api = OncePerInstance(firestore_api)
 # Built on first use (a Cloud Tasks client for a deployed stack): an audit with nothing to
 # catch up never builds one.
 _sender = OncePerInstance(lambda: sender_for(REDELIVERY, os.environ) if REDELIVERY is not None else None)
@@ -87,7 +89,8 @@ _sender = OncePerInstance(lambda: sender_for(REDELIVERY, os.environ) if REDELIVE
 def audit_missed_runs(context: RunContext) -> dict[str, Any]:
     """The job handler (`jobs.missed_runs:audit_missed_runs`); its output, stored in its run
     record, says what it judged and lists the runs it delivered again."""
-    read = firestore_reader(firestore_client(), FUNCTION.runs_collection)
+    database = database_name(firestore_client().project, FUNCTION.database)
+    read = firestore_reader(_records_api(), database, FUNCTION.runs_collection)
     output = run_audit(
         context,
         CONFIG,

@@ -12,8 +12,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from croniter import croniter
 
 from exactly_once import RunContext, TerminalJobError
+from exactly_once.audit import schedule as audit_schedule
 from exactly_once.audit.config import AuditConfig, AuditedJob, AuditError, Redelivery
 from exactly_once.audit.missed_runs import (
     expected_runs,
@@ -401,18 +403,39 @@ def test_a_job_the_audit_cannot_judge_is_one_error_line_and_the_others_are_judge
         AuditedJob("never", "0 0 31 2 *", "Etc/UTC", 900),
         AuditedJob("garbled", "* * *", "Etc/UTC", 900),
         AuditedJob("nowhere", "0 * * * *", "Mars/Olympus", 900),
+        # The same walk as "never"'s (one per schedule, zone and start): its error is this job's too.
+        AuditedJob("never-either", "0 0 31 2 *", "Etc/UTC", 900),
     )
     config = AuditConfig(jobs=(bad[0], HOURLY, *bad[1:]), interval_seconds=3600)
     audit = _audit(utc(2026, 3, 1, 12, 5), config=config)
     errors = audit.events("audit_job_error")
-    assert [line["job"] for line in errors] == ["never", "garbled", "nowhere"]
+    assert [line["job"] for line in errors] == ["never", "garbled", "nowhere", "never-either"]
     assert all(line["severity"] == "ERROR" for line in errors)
     assert "never fires" in errors[0]["error"] and "unix-cron" in errors[1]["error"]
-    assert sorted(audit.output["errors"]) == ["garbled", "never", "nowhere"]
+    assert errors[3]["error"] == errors[0]["error"]
+    assert sorted(audit.output["errors"]) == ["garbled", "never", "never-either", "nowhere"]
     # The good job is judged all the same.
     assert audit.missed() == {("every-15", format_rfc3339(utc(2026, 3, 1, 11, m))) for m in (0, 15, 30, 45)}
     (summary,) = audit.events("missed_run_audit")
-    assert summary["jobs_not_judged"] == 3 and "3 jobs not judged" in summary["message"]
+    assert summary["jobs_not_judged"] == 4 and "4 jobs not judged" in summary["message"]
+
+
+def test_jobs_that_share_a_schedule_have_it_walked_once_per_audit(monkeypatch: pytest.MonkeyPatch) -> None:
+    walked: list[str] = []
+
+    class Counted(croniter):  # type: ignore[misc]
+        def __init__(self, expression: str, *args: Any, **kwargs: Any) -> None:
+            walked.append(expression)
+            super().__init__(expression, *args, **kwargs)
+
+    monkeypatch.setattr(audit_schedule, "croniter", Counted)
+    quarterly = tuple(AuditedJob(f"job-{index}", "*/15 * * * *", "Etc/UTC", 900) for index in range(20))
+    hourly = AuditedJob("hourly", "0 * * * *", "Etc/UTC", 900)
+    config = AuditConfig(jobs=(*quarterly, hourly), interval_seconds=3600)
+    audit = _audit(utc(2026, 3, 1, 12, 5), config=config)
+    # Every run of every job judged (none has a record: all missed), from two walks, not 21.
+    assert audit.output["judged"] == audit.output["missed"] == 20 * 4 + 1
+    assert sorted(walked) == ["*/15 * * * *", "0 * * * *"]
 
 
 def test_the_stack_writes_the_audit_config_the_job_reads() -> None:

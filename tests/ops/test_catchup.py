@@ -19,7 +19,6 @@ from google.cloud.firestore import DocumentSnapshot
 
 from exactly_once import log_fields
 from exactly_once.audit.config import AuditedJob, Catchup, CatchupRuns, Redelivery
-from exactly_once.audit.reads import firestore_reader
 from exactly_once.audit.schedule import fire_times
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
 from exactly_once.ledger import lifecycle
@@ -31,6 +30,7 @@ from infra.settings.samples import DEMO_JOB
 from infra.settings.stack import StackSettings
 from localrun.emulator import free_loopback_port
 from tests.ops.conftest import DevFunction
+from tests.support.audit_runs import ledger_reader
 from tests.support.audits import StackAudit, closed_fires, latest_fire, stack_audit
 from tests.support.clock import SESSION_DAY
 from tests.support.stack_tables import audit_table_env
@@ -163,7 +163,7 @@ def test_only_runs_a_delivery_would_claim_are_delivered_again(
     lease = timedelta(seconds=1)
     record = in_progress_record(crashed, "crashed", utc_now(), lease=lease, retention=timedelta(days=1))
     function.db.collection(settings.runs_collection).document(crashed.run_id).set(record)
-    read = firestore_reader(function.db, settings.runs_collection)
+    read = ledger_reader(function.db, settings.runs_collection)
 
     def lapsed() -> bool:
         stored = read([crashed.run_id]).get(crashed.run_id)

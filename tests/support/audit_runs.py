@@ -11,12 +11,16 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from google.cloud import firestore
+from google.cloud.firestore_v1.services.firestore import FirestoreClient
+
 from exactly_once import RunContext
 from exactly_once.audit.config import AuditConfig, AuditedJob
 from exactly_once.audit.missed_runs import RecordReader
-from exactly_once.audit.reads import AUDIT_FIELDS, projected
+from exactly_once.audit.reads import AUDIT_FIELDS, database_name, firestore_api, firestore_reader, projected
 from exactly_once.audit.redelivery import RedeliveryError, Sender
 from exactly_once.audit.run import run_audit
+from exactly_once.config import DEFAULT_DATABASE
 from exactly_once.delivery.scheduler_request import RunKey, format_rfc3339
 from exactly_once.ledger.lifecycle import StoredRecord
 from exactly_once.ledger.previous_run import PreviousRun
@@ -93,6 +97,19 @@ def run_in_process(
 def refuse_to_send(job: AuditedJob, schedule_time: datetime) -> str:
     """The sender of a stack without catch-up: any delivery is the test's failure."""
     raise AssertionError(f"the audit delivered {job.name} at {format_rfc3339(schedule_time)} again")
+
+
+def ledger_reader(
+    db: firestore.Client,
+    collection: str,
+    api: FirestoreClient | None = None,
+    *,
+    field_paths: Sequence[str] | None = AUDIT_FIELDS,
+) -> RecordReader:
+    """The audit's reader (audit/reads.py) of `collection` in the default database of `db`'s
+    project, through `api` (by default one on the emulator FIRESTORE_EMULATOR_HOST names)."""
+    database = database_name(db.project, DEFAULT_DATABASE)
+    return firestore_reader(api or firestore_api(), database, collection, field_paths=field_paths)
 
 
 # ---- Readers and senders on memory, for the logic tests -------------------------------------

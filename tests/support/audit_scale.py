@@ -11,18 +11,24 @@ Firestore's 500, so the audit judges them as it judges the function's.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import time
 import uuid
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from unittest import mock
 
 from google.cloud import firestore
+from google.cloud.firestore_v1.base_document import DocumentSnapshot
+from google.cloud.firestore_v1.services.firestore import FirestoreClient
+from google.cloud.firestore_v1.types import BatchGetDocumentsResponse
 
 from exactly_once.audit.config import AuditConfig
 from exactly_once.audit.missed_runs import runs_whose_window_closed
-from exactly_once.audit.reads import firestore_reader
+from exactly_once.audit.reads import firestore_api
 from exactly_once.delivery.scheduler_request import RunKey, parse_rfc3339
 from exactly_once.ledger import lifecycle
 from exactly_once.ledger.lifecycle import StoredRecord
@@ -32,7 +38,7 @@ from infra.plan.audit_job import AUDIT_MINUTE, audit_config, with_audit_job
 from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.settings.loading import settings_from_config
 from infra.settings.stack import StackSettings
-from tests.support.audit_runs import AuditOutcome, refuse_to_send, run_in_process
+from tests.support.audit_runs import AuditOutcome, ledger_reader, refuse_to_send, run_in_process
 from tools.scale_stack import SCALE_HANDLER
 
 # Firestore's most writes in one batched write.
@@ -110,27 +116,52 @@ def seed_completed(
 
 @dataclass
 class ReadCount:
-    """What the audit asked Firestore for: batched gets (pages) and the documents in them."""
+    """What the audit asked Firestore for: batched gets (pages) and the documents in them; and
+    what it must never do per record it reads (the client library's way, which cost it most of
+    its CPU): build a DocumentSnapshot, copy a record whole (`to_dict`), deep-copy anything."""
 
     pages: int = 0
     documents: int = 0
     page_sizes: list[int] = field(default_factory=list)
+    snapshots: int = 0
+    whole_copies: int = 0
+    deep_copies: int = 0
 
 
-class CountingClient(firestore.Client):
-    """A Firestore client that counts its batched gets (`get_all`), the audit's only reads of
-    run records (exactly_once/audit/reads.py)."""
+@contextlib.contextmanager
+def counting_copies(count: ReadCount) -> Iterator[None]:
+    """Count snapshots built, records copied whole and deep copies while the block runs."""
+    with (
+        mock.patch.object(
+            DocumentSnapshot, "__init__", autospec=True, side_effect=DocumentSnapshot.__init__
+        ) as snapshots,
+        mock.patch.object(
+            DocumentSnapshot, "to_dict", autospec=True, side_effect=DocumentSnapshot.to_dict
+        ) as whole,
+        mock.patch("copy.deepcopy", wraps=copy.deepcopy) as deep,
+    ):
+        try:
+            yield
+        finally:
+            count.snapshots += snapshots.call_count
+            count.whole_copies += whole.call_count
+            count.deep_copies += deep.call_count
 
-    def __init__(self, project: str, count: ReadCount) -> None:
-        super().__init__(project=project)
+
+class CountingApi(FirestoreClient):
+    """Firestore's generated client on the emulator, counting its batched gets: the audit's only
+    reads of run records (exactly_once/audit/reads.py)."""
+
+    def __init__(self, count: ReadCount) -> None:
+        super().__init__(transport=firestore_api().transport)
         self.count = count
 
-    def get_all(self, references: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
-        asked = list(references)
+    def batch_get_documents(self, request: Any = None, **kwargs: Any) -> Iterable[BatchGetDocumentsResponse]:
+        asked = len(request.documents)
         self.count.pages += 1
-        self.count.documents += len(asked)
-        self.count.page_sizes.append(len(asked))
-        return super().get_all(asked, *args, **kwargs)
+        self.count.documents += asked
+        self.count.page_sizes.append(asked)
+        return super().batch_get_documents(request=request, **kwargs)
 
 
 def scattered_missing(
@@ -200,20 +231,22 @@ def audit_seeded_hour(
     so the same hour can be audited again (the bench does, in a process with a CPU quota)."""
     config, audit_job = audit_config(settings), settings.scheduler_job_id(AUDIT_JOB_NAME)
     reads = ReadCount()
-    reader = firestore_reader(CountingClient(project, reads), settings.runs_collection)
-    started, cpu_started = time.perf_counter(), time.process_time()
-    outcome = run_in_process(
-        config,
-        reader,
-        refuse_to_send,
-        project=settings.project,
-        location=settings.region,
-        job_name=audit_job,
-        when=when,
-        lease=timedelta(seconds=settings.lease_seconds),
-        retention=timedelta(seconds=settings.retention_seconds),
-    )
-    return outcome, reads, time.perf_counter() - started, time.process_time() - cpu_started
+    reader = ledger_reader(firestore.Client(project=project), settings.runs_collection, CountingApi(reads))
+    with counting_copies(reads):
+        started, cpu_started = time.perf_counter(), time.process_time()
+        outcome = run_in_process(
+            config,
+            reader,
+            refuse_to_send,
+            project=settings.project,
+            location=settings.region,
+            job_name=audit_job,
+            when=when,
+            lease=timedelta(seconds=settings.lease_seconds),
+            retention=timedelta(seconds=settings.retention_seconds),
+        )
+        seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+    return outcome, reads, seconds, cpu_seconds
 
 
 @dataclass(frozen=True)
@@ -249,7 +282,7 @@ def audit_in_steps(
         [run for run in seeded if run not in left_out],
         now=datetime.now(UTC),
     )
-    reader = firestore_reader(firestore.Client(project=project), settings.runs_collection)
+    reader = ledger_reader(firestore.Client(project=project), settings.runs_collection)
     asked: list[list[str]] = []
 
     def read(run_ids: Sequence[str]) -> Mapping[str, StoredRecord]:

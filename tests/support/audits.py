@@ -26,14 +26,13 @@ from google.cloud import firestore
 
 from exactly_once.audit.config import AuditConfig, AuditedJob, Redelivery
 from exactly_once.audit.missed_runs import RecordReader, runs_whose_window_closed
-from exactly_once.audit.reads import firestore_reader
 from exactly_once.audit.redelivery import Sender, sender_for
 from exactly_once.audit.schedule import fires
 from exactly_once.delivery.scheduler_request import format_rfc3339, parse_rfc3339
 from infra.plan.audit_job import audit_config
 from infra.settings.jobs import AUDIT_JOB_NAME
 from infra.settings.stack import StackSettings
-from tests.support.audit_runs import AuditOutcome, refuse_to_send, run_in_process
+from tests.support.audit_runs import AuditOutcome, ledger_reader, refuse_to_send, run_in_process
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,7 @@ def stack_audit(
     return StackAudit(
         settings,
         config,
-        firestore_reader(db, settings.runs_collection),
+        ledger_reader(db, settings.runs_collection),
         send,
     )
 

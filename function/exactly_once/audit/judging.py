@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 
@@ -55,7 +56,7 @@ def report_missed_runs(
     judged.sort(key=lambda entry: (entry.schedule_time, entry.job))
     span = run.span
     missed = [entry for entry in judged if entry.state is Verdict.MISSED and entry.run_id not in caught_up]
-    counts = {verdict: sum(entry.state is verdict for entry in judged) for verdict in Verdict}
+    counts = Counter(entry.state for entry in judged)
     for entry in missed:
         fields: dict[str, object] = {
             log_fields.EVENT: log_fields.MISSED_RUN,
@@ -149,7 +150,7 @@ def _closing(
     """`job`'s runs closing after `after`, with their closing instant; a schedule the audit
     cannot walk is the job's error (logged once), and ends its runs there."""
     try:
-        for fire in closing_after(job, after):
+        for fire in closing_after(job, after, run.walks):
             yield window_closes(job, fire), job, fire
     except google_exceptions.GoogleAPIError:
         raise

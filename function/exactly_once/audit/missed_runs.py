@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 
 from exactly_once.audit.config import AuditedJob
 from exactly_once.audit.pauses import PauseHistory, paused_at
-from exactly_once.audit.schedule import FireTime, checked_schedule, fires, following_fires
+from exactly_once.audit.schedule import FireTime, SharedWalks, checked_schedule, fires, following_fires
 from exactly_once.ledger import lifecycle
 from exactly_once.ledger.downstream import Downstream
 from exactly_once.ledger.fields import TARGET
@@ -135,18 +135,21 @@ def runs_whose_window_closed(job: AuditedJob, *, after: datetime, up_to: datetim
     )
 
 
-def closing_after(job: AuditedJob, after: datetime) -> Iterator[FireTime]:
+def closing_after(job: AuditedJob, after: datetime, walks: SharedWalks | None = None) -> Iterator[FireTime]:
     """The job's fire times whose retry window closes after `after`, in the order they close,
     without end: an audit takes as many as its budget allows. A job's window is the same for
-    each of its runs, so they close in the order they fire. Raises AuditError (or what
-    croniter raises) for a schedule or zone the audit cannot walk."""
+    each of its runs, so they close in the order they fire. `walks` shares each schedule's walk
+    between the jobs of one audit. Raises AuditError (or what croniter raises) for a schedule
+    or zone the audit cannot walk."""
     window = timedelta(seconds=job.retry_window_seconds)
     zone = checked_schedule(job.schedule, job.time_zone)
-    return (
-        fire
-        for fire in following_fires(job.schedule, zone, after - window)
-        if _was_deployed(job, fire.instant)
+    start = after - window
+    walk = (
+        walks.following(job.schedule, zone, start)
+        if walks is not None
+        else following_fires(job.schedule, zone, start)
     )
+    return (fire for fire in walk if _was_deployed(job, fire.instant))
 
 
 def window_closes(job: AuditedJob, fire: FireTime) -> datetime:
@@ -185,7 +188,9 @@ def judge_runs(
         ]
         # A repeated wall time is one run: judged by whichever of its instants has the record
         # furthest along (completed, held, given back), else by its first instant.
-        instant, run_id, record = max(found, key=lambda item: lifecycle.progress(item[2], lease))
+        instant, run_id, record = (
+            found[0] if len(found) == 1 else max(found, key=lambda item: lifecycle.progress(item[2], lease))
+        )
         closes = window_closes(job, fire)
         history = pauses if pauses is not None else {}
         paused = paused_at(history, job.name, fire.instant) or (job.paused and job.name not in history)

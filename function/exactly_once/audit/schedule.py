@@ -70,6 +70,48 @@ def following_fires(schedule: str, zone: ZoneInfo, after: datetime) -> Iterator[
             yield FireTime(first, second if second != first else None)
 
 
+class SharedWalks:
+    """Each (schedule, zone, start) walked once, however many jobs walk it. A stack's jobs share
+    few schedules (a thousand every-minute jobs, one), and a croniter step per run of every job
+    cost the audit of a large stack more than any other part but its reads. The walks are kept
+    as long as the object: one audit run's."""
+
+    def __init__(self) -> None:
+        self._walks: dict[tuple[str, ZoneInfo, datetime], _Walk] = {}
+
+    def following(self, schedule: str, zone: ZoneInfo, after: datetime) -> Iterator[FireTime]:
+        """following_fires(schedule, zone, after), each fire time computed once for all callers."""
+        key = (schedule, zone, after)
+        walk = self._walks.get(key)
+        if walk is None:
+            walk = self._walks[key] = _Walk(following_fires(schedule, zone, after))
+        return iter(walk)
+
+
+class _Walk:
+    """A walk's fire times so far, extended on demand; what ended it (a schedule that never
+    fires) ends every later reader's walk alike."""
+
+    def __init__(self, source: Iterator[FireTime]) -> None:
+        self._source = source
+        self._fires: list[FireTime] = []
+        self._error: Exception | None = None
+
+    def __iter__(self) -> Iterator[FireTime]:
+        index = 0
+        while True:
+            if index == len(self._fires):
+                if self._error is not None:
+                    raise self._error
+                try:
+                    self._fires.append(next(self._source))
+                except Exception as error:
+                    self._error = error
+                    raise
+            yield self._fires[index]
+            index += 1
+
+
 def following_fire_times(schedule: str, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
     """The first instant of each fire time strictly after `after`: what a scheduler that fires
     a repeated wall time once, at its first occurrence, sends (the local scheduler does)."""

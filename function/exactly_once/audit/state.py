@@ -4,7 +4,7 @@ audit/catchup.py, audit/judging.py) share."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TextIO, TypeVar
 
@@ -17,6 +17,7 @@ from exactly_once.audit.missed_runs import (
     RecordReader,
 )
 from exactly_once.audit.pauses import PauseHistory
+from exactly_once.audit.schedule import SharedWalks
 from exactly_once.context import RunContext
 from exactly_once.errors import error_text
 
@@ -61,6 +62,8 @@ class AuditRun:
     deadline: ReadDeadline
     max_runs: int | None = None
     capped: bool = False  # the span was cut at max_runs, not at the deadline
+    # Each schedule's fire times, walked once for all the jobs that share it.
+    walks: SharedWalks = field(default_factory=SharedWalks)
 
     @property
     def horizon(self) -> datetime:

@@ -21,7 +21,6 @@ from google.api_core import exceptions as google_exceptions
 from google.cloud import firestore
 
 from exactly_once.audit.missed_runs import RecordReader
-from exactly_once.audit.reads import firestore_reader
 from exactly_once.ledger.job_status import JobStatuses
 from exactly_once.ledger.protocol import ClaimKind, RunLedger
 from exactly_once.ledger.store import (
@@ -44,6 +43,7 @@ from exactly_once.testing.memory_store import (
     offline_client,
     stored_record_reader,
 )
+from tests.support.audit_runs import ledger_reader
 from tests.support.clock import FakeClock
 from tests.support.ledger_runs import KEY, LEASE, RETENTION
 
@@ -88,7 +88,7 @@ def _firestore_backend(db: firestore.Client) -> Backend:
         return batch.commit()
 
     store = FirestoreRunStore(db, RUNS)
-    return Backend("firestore", store, db, snapshot, commit, firestore_reader(db, RUNS))
+    return Backend("firestore", store, db, snapshot, commit, ledger_reader(db, RUNS))
 
 
 def _memory_backend() -> Backend:

@@ -114,7 +114,11 @@ def result_of(fields: Mapping[str, Any]) -> JobResult | None:
     if fields.get(STATUS) != Status.COMPLETED:
         return None
     recorded = fields.get(RESULT)
-    return JobResult(recorded) if recorded in set(JobResult) else JobResult.SUCCEEDED
+    return JobResult(recorded) if recorded in _RESULTS else JobResult.SUCCEEDED
+
+
+# Built once: the audit asks result_of of every completed record it reads.
+_RESULTS: Final = frozenset(JobResult)
 
 
 def recorded_by_another_target(fields: Mapping[str, Any], target: str | None) -> bool:
