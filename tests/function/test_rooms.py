@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.sources import python_sources
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FUNCTION = REPO_ROOT / "function"
 PACKAGE = FUNCTION / "exactly_once"
@@ -56,7 +58,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+MODULES = {module_name(path): path for path in python_sources(PACKAGE)}
 
 
 def room_of(path: Path) -> Room:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from policy.scheduler_guardrails.rules.config.python_source import parse_python, parse_python_file
+from tests.support.sources import python_sources
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SOURCES = (REPO_ROOT / "function" / "exactly_once", REPO_ROOT / "ops")
@@ -46,7 +47,7 @@ def _is_ledger(node: ast.AST) -> bool:
 def call_sites() -> dict[str, list[str]]:
     sites: dict[str, list[str]] = defaultdict(list)
     for root in SOURCES:
-        for path in sorted(root.rglob("*.py")):
+        for path in python_sources(root):
             if any(path == other or path.is_relative_to(other) for other in LEDGER_ITSELF):
                 continue
             for write, line in calls(parse_python_file(path)):

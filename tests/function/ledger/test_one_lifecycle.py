@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from policy.scheduler_guardrails.rules.config.python_source import parse_python, parse_python_file
+from tests.support.sources import python_sources
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = REPO_ROOT / "function"
@@ -76,7 +77,7 @@ def _is_status(node: ast.AST) -> bool:
 
 
 def modules() -> Iterator[Path]:
-    for path in sorted([*PACKAGE.rglob("*.py"), *OPS.rglob("*.py")]):
+    for path in [*python_sources(PACKAGE), *python_sources(OPS)]:
         if path.is_relative_to(LIFECYCLE) or any(path.is_relative_to(other) for other in OTHER_RECORDS):
             continue
         yield path
