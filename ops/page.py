@@ -16,7 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from exactly_once.ledger.lifecycle import Verdict
+from exactly_once.ledger.lifecycle import JobResult, Verdict
 from exactly_once.run_key import format_rfc3339
 from ops.context import StackContext, utc_now
 from ops.exit_codes import ExitCode
@@ -123,16 +123,14 @@ def _run_cell(entry: dict[str, Any], *, manual: bool = False) -> str:
     """One run: its local time (a manual run's claim time, in UTC), duration and verdict;
     the rest in its tooltip. A run that ended other than by succeeding is outlined."""
     if manual:
-        colour, when = _MANUAL_COLOUR, str(entry["claimed_at"] or "")[11:16] + "Z"
+        colour, when = _MANUAL_COLOUR, _hour_and_minute(entry["claimed_at"]) + "Z"
     else:
         colour = _VERDICT_STYLES[Verdict(entry["outcome"])][0]
-        when = str(entry["schedule_time_local"])[11:16]
+        when = _hour_and_minute(entry["schedule_time_local"])
     duration = entry["duration_seconds"]
     result = entry["result"]
-    marked = result not in (None, "succeeded") or entry.get("caught_up")
-    details = [
-        f"{key}: {value}" for key, value in entry.items() if value is not None and key not in ("trigger",)
-    ]
+    marked = result not in (None, JobResult.SUCCEEDED.value) or entry["caught_up"]
+    details = [f"{key}: {value}" for key, value in entry.items() if value is not None and key != "trigger"]
     return (
         f'<div class="run{" marked" if marked else ""}" style="background:{colour}" '
         f'data-run-id="{escape(str(entry["run_id"] or ""))}" data-outcome="{escape(str(entry["outcome"]))}" '
@@ -141,6 +139,11 @@ def _run_cell(entry: dict[str, Any], *, manual: bool = False) -> str:
         f"<div>{escape(f'{duration:.1f}s' if duration is not None else '-')}</div>"
         f"<div>{escape(str(result or entry['outcome']).replace('_', ' '))}</div></div>"
     )
+
+
+def _hour_and_minute(rfc3339: str | None) -> str:
+    """`HH:MM` of an RFC 3339 time as the entries spell it (`2026-10-25T02:30:00+01:00`)."""
+    return rfc3339[11:16] if rfc3339 else "?"
 
 
 def write_page(
