@@ -210,7 +210,7 @@ def run(argv: Sequence[str], out: TextIO | None = None) -> int:
     stdout = out or sys.stdout
     _check_stack_exists(args.stack, args.stacks_dir)
     context = StackContext.load(args.stack, args.firestore_project, args.database, args.stacks_dir)
-    if args.job is not None:
+    if getattr(args, "job", None) is not None:  # `page` takes none
         # From the config alone, before any client looks for credentials: a typo is a typo
         # on a machine without them too.
         context.job(args.job)

@@ -418,6 +418,8 @@ def test_version_is_the_projects_and_the_function_packages() -> None:
         ("status",),
         ("audit",),
         ("smoke",),
+        ("history",),
+        ("next",),
         ("backfill", "--at", "2026-01-01T10:30:00Z", "--url", "https://x.a.run.app"),
         ("redo", "--at", "2026-01-01T10:30:00Z", "--url", "https://x.a.run.app"),
     ],
@@ -432,7 +434,7 @@ def test_an_unknown_job_is_named_before_credentials_are_looked_for(command: tupl
     assert result.stdout == ""
 
 
-@pytest.mark.parametrize("command", ["status", "audit"])
+@pytest.mark.parametrize("command", ["status", "audit", "page"])
 def test_without_credentials_the_exit_status_is_not_a_missed_run(command: str) -> None:
     result = _offline(command, "--stack", "dev")
     assert result.returncode == ExitCode.CLOUD_UNREACHABLE, result.stdout + result.stderr
