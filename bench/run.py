@@ -242,19 +242,7 @@ def _over_http(
     """Cases 1-2 over HTTP at `rtt`, unconfined and (with `quotas`) at the quota, and the
     breakdown of one delivery there when it is one of BREAKDOWN_RTTS_MS."""
     env = served.server_env(emulator_host, project)
-    rows = over_http.first_and_duplicates(
-        env,
-        served.OURS_SOURCE,
-        served.BASELINE_SOURCE,
-        emulator_host,
-        rtt,
-        log_dir,
-        report.repeats,
-        DELIVERIES_PER_REPEAT,
-        say,
-    )
-    report.metrics += [row for row in rows if int(row.case[0]) in report.cases]
-    if quotas is not None:
+    for quota in (None, quotas) if quotas is not None else (None,):
         rows = over_http.first_and_duplicates(
             env,
             served.OURS_SOURCE,
@@ -265,9 +253,13 @@ def _over_http(
             report.repeats,
             DELIVERIES_PER_REPEAT,
             say,
-            quotas,
+            quota,
         )
-        report.at_quota += [row for row in rows if int(row.case[0]) in report.cases]
+        kept = [row for row in rows if int(row.case[0]) in report.cases]
+        if quota is None:
+            report.metrics += kept
+        else:
+            report.at_quota += kept
     if rtt in BREAKDOWN_RTTS_MS:
         requests = QUICK_BREAKDOWN_REQUESTS if quick else BREAKDOWN_REQUESTS
         report.breakdowns.append(breakdown.measure(env, emulator_host, rtt, log_dir, requests, say))

@@ -4,9 +4,6 @@ can start it. Your own stacks are held to it by tests/test_fork_checks.py."""
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +12,7 @@ from pulumi.output import Unknown
 from pulumi_policy import EnforcementLevel
 
 import tools.mocked_program as harness
-from policy.scheduler_guardrails.policies import PACK_NAME, POLICIES
+from policy.scheduler_guardrails.policies import POLICIES
 from policy.scheduler_guardrails.rules.config.github_oidc import Reach, reach
 from tests.policy.stack_violations import judged_in_preview, stack_violations
 from tests.support.optional import needs_proxy_kinds
@@ -105,33 +102,6 @@ def test_policy_names_are_unique_and_levels_explicit() -> None:
     assert all(
         p.enforcement_level in (EnforcementLevel.MANDATORY, EnforcementLevel.ADVISORY) for p in POLICIES
     )
-
-
-def test_pulumi_can_start_the_pack_from_its_own_directory(tmp_path: Path) -> None:
-    """Runs __main__.py the way `pulumi.policy` does (runpy.run_path, cwd = policy/, repo root
-    not on sys.path), with PolicyPack replaced so no gRPC server starts."""
-    script = (
-        "import runpy, pulumi_policy\n"
-        "seen = {}\n"
-        "class Pack:\n"
-        "    def __init__(self, name, policies, **_):\n"
-        "        seen.update(name=name, count=len(policies))\n"
-        "pulumi_policy.PolicyPack = Pack\n"
-        "runpy.run_path('.', run_name='__main__')\n"
-        "print(seen['name'], seen['count'])\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO_ROOT / "policy",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == [PACK_NAME, str(len(POLICIES))]
 
 
 def test_pack_project_file_names_the_python_runtime_and_venv() -> None:
