@@ -20,8 +20,8 @@ from policy.scheduler_guardrails.rules.config.problems import ConfigProblems
 class LedgerKeys(NamedTuple):
     """The ledger's keys once checked, for StackSettings to carry."""
 
-    # "": the stack's own database (named by policy/scheduler_guardrails/rules/config/names.py); else the
-    # configured id.
+    # "": the stack's own database (named by policy/scheduler_guardrails/rules/config/names.py);
+    # else the configured id.
     database: str
     create_database: bool
     runs_collection: str

@@ -1,9 +1,8 @@
 """Each job's body against what the function accepts, phrased with the config key that sets it.
 
 What the function accepts, and why a body it refuses can never run, is
-policy/scheduler_guardrails/rules/config/delivery_body.py's; the policy pack asks the same question of the
-bytes a
-Scheduler job declares, so `pulumi up`, `make check` and the pack agree.
+policy/scheduler_guardrails/rules/config/delivery_body.py's; the policy pack asks the same
+question of the bytes a Scheduler job declares, so `pulumi up`, `make check` and the pack agree.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The catch-up window's timing rule (policy/scheduler_guardrails/rules/timing/catchup.py) phrased with the
-config keys a
-user edits, with the numbers the stack schedules its missed-run audit by."""
+"""The catch-up window's timing rule (policy/scheduler_guardrails/rules/timing/catchup.py)
+phrased with the config keys a user edits, with the numbers the stack schedules its missed-run
+audit by."""
 
 from __future__ import annotations
 

@@ -2,12 +2,11 @@
 refused before anything is touched, naming the key, both values and the way to move.
 
 Region: a stack's Firestore database, image repository and sample dataset keep their ids
-whatever the region (policy/scheduler_guardrails/rules/config/names.py), and a location is fixed at creation:
-moving one
-means deleting it and creating it again under the same id, which Google Cloud refuses for a
-while after the delete (a Firestore id stays reserved), and which would leave the run ledger,
-and with it the record of which runs already ran, behind. Moving a stack is deploying a new
-one (docs/deploy.md, "Changing the region").
+whatever the region (policy/scheduler_guardrails/rules/config/names.py), and a location is
+fixed at creation: moving one means deleting it and creating it again under the same id, which
+Google Cloud refuses for a while after the delete (a Firestore id stays reserved), and which
+would leave the run ledger, and with it the record of which runs already ran, behind. Moving
+a stack is deploying a new one (docs/deploy.md, "Changing the region").
 
 Ledger (`databaseName`, `runsCollection`): another value replaces the database resource (the
 old one is abandoned with deletion protection) or points the function at another collection,

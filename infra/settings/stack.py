@@ -31,8 +31,8 @@ class StackSettings:
     # resources derive from the one, error messages and tools' keys from the other.
     stack: str
     config_namespace: str
-    # "": the stack's own database (named by policy/scheduler_guardrails/rules/config/names.py); else the
-    # configured id.
+    # "": the stack's own database (named by policy/scheduler_guardrails/rules/config/names.py);
+    # else the configured id.
     configured_database: str
     create_database: bool
     runs_collection: str

@@ -8,9 +8,8 @@ no query: it computes the expected run ids and reads those documents directly.
 Each verdict is the lifecycle's (ledger/lifecycle/verdicts.py `judge`), from the record as read on
 Firestore's clock: a run is *missed* once its retry window has closed (no further delivery can
 arrive) and the ledger holds no completed record for it. The window is computed by the caller
-from the job's retry policy (policy/scheduler_guardrails/rules/timing/rules.py), because this module ships
-with the
-function, which imports nothing outside function/.
+from the job's retry policy (policy/scheduler_guardrails/rules/timing/rules.py), because this
+module ships with the function, which imports nothing outside function/.
 
 A run recorded by another target (another function that shares the runs collection and the
 job name) is missed as soon as it is seen, completed or not: the function refuses this

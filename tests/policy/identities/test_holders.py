@@ -1,7 +1,7 @@
-"""project-role-holders (policy/scheduler_guardrails/identities/holders.py): each allow-listed project role
-is held
-only by the account it is listed for: the Workflows and BigQuery proxies' runtime accounts,
-the runtime account for roles/datastore.user, the build account for roles/logging.logWriter."""
+"""project-role-holders (policy/scheduler_guardrails/identities/holders.py): each allow-listed
+project role is held only by the account it is listed for: the Workflows and BigQuery proxies'
+runtime accounts, the runtime account for roles/datastore.user, the build account for
+roles/logging.logWriter."""
 
 from __future__ import annotations
 
