@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from urllib.parse import urlparse
 
 from google.cloud import firestore
+from google.cloud.firestore_v1.services.firestore import FirestoreClient
 
 from exactly_once.audit.config import AuditedJob
 from exactly_once.audit.missed_runs import RecordReader
@@ -76,11 +78,17 @@ class StackContext:
         """The ledger's client; FIRESTORE_EMULATOR_HOST, when set, points it at the emulator."""
         return firestore.Client(project=self.firestore_project, database=self.database)
 
+    @cached_property
+    def _records_api(self) -> FirestoreClient:
+        """The generated client the reads below go through: one channel for every reader a
+        command makes (status and the page read the audit's runs, then each job's)."""
+        return firestore_api()
+
     def run_records(self, field_paths: Sequence[str] | None = AUDIT_FIELDS) -> RecordReader:
         """The audit's reader of the stack's run records (exactly_once/audit/reads.py), reading
         `field_paths` of each (None: whole records); FIRESTORE_EMULATOR_HOST applies as above."""
         return firestore_reader(
-            firestore_api(),
+            self._records_api,
             database_name(self.firestore_project, self.database),
             self.settings.runs_collection,
             field_paths=field_paths,
