@@ -7,7 +7,7 @@ the schedule expects, read by id and judged as the audit judges them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TextIO
@@ -59,27 +59,43 @@ class JobHistory:
         }
 
 
-def job_history(
-    context: StackContext, job: str, *, last: int, until: datetime | None = None, now: datetime | None = None
-) -> JobHistory:
-    """The job's latest `last` scheduled runs up to `until` (within the retention), judged at
-    `now`, and its latest `last` manual runs."""
+def job_histories(
+    context: StackContext,
+    jobs: Sequence[str],
+    *,
+    last: int,
+    until: datetime | None = None,
+    now: datetime | None = None,
+) -> list[JobHistory]:
+    """Each of `jobs`' latest `last` scheduled runs up to `until` (within the retention), judged
+    at `now`, and its latest `last` manual runs. What the stack's audit runs say (the target the
+    stack records, the runs catch-up delivered) is read once for all of them."""
     if last < 1:
         raise UserError(f"--last: expected a positive number of runs, got {last}")
     now = now or utc_now()
     until = until or now
     since = until - timedelta(seconds=context.settings.retention_seconds)
-    settings = context.job(job)
-    audited = context.audited(settings)
     target = stack_target_until(context, until)
-    latest = fires(audited.schedule, audited.time_zone, since, until, newest=last)
-    judged = judge_expected(context, [(audited, fire) for fire in latest], now, target)
     caught_up = catchup_deliveries(context, since, until)
-    runs = [_history_entry(run, audited.time_zone, caught_up.get(run.run_id)) for run in reversed(judged)]
-    manual = [
-        _manual_entry(record) for record in reversed(manual_in(context, settings, since, until)[-last:])
-    ]
-    return JobHistory(settings, audited, until, runs, manual)
+    found = []
+    for job in jobs:
+        settings = context.job(job)
+        audited = context.audited(settings)
+        latest = fires(audited.schedule, audited.time_zone, since, until, newest=last)
+        judged = judge_expected(context, [(audited, fire) for fire in latest], now, target)
+        runs = [_history_entry(run, audited.time_zone, caught_up.get(run.run_id)) for run in reversed(judged)]
+        manual = [
+            _manual_entry(record) for record in reversed(manual_in(context, settings, since, until)[-last:])
+        ]
+        found.append(JobHistory(settings, audited, until, runs, manual))
+    return found
+
+
+def job_history(
+    context: StackContext, job: str, *, last: int, until: datetime | None = None, now: datetime | None = None
+) -> JobHistory:
+    """job_histories of one job."""
+    return job_histories(context, [job], last=last, until=until, now=now)[0]
 
 
 def history(

@@ -20,7 +20,7 @@ from exactly_once.ledger.lifecycle import JobResult, Verdict
 from exactly_once.run_key import format_rfc3339
 from ops.context import StackContext, utc_now
 from ops.exit_codes import ExitCode
-from ops.history import JobHistory, job_history
+from ops.history import JobHistory, job_histories
 from ops.ledger_view import job_status_line
 from ops.next_runs import next_runs
 
@@ -76,7 +76,7 @@ def stack_page(
     """The page of `jobs` (default: every job of the stack, the audit's own included)."""
     now = now or utc_now()
     names = list(jobs) if jobs is not None else [job.name for job in context.settings.jobs]
-    rows = [_job_row(context, job_history(context, name, last=runs, now=now), now) for name in names]
+    rows = [_job_row(context, found, now) for found in job_histories(context, names, last=runs, now=now)]
     legend = "".join(
         _legend_item(colour, f"{verdict.value}: {text}")
         for verdict, (colour, text) in _VERDICT_STYLES.items()
