@@ -20,6 +20,7 @@ from exactly_once.audit.schedule import FireTime, checked_schedule, following_fi
 from exactly_once.run_key import format_rfc3339
 from ops.context import StackContext, UserError
 from ops.exit_codes import ExitCode
+from ops.ledger_view import job_heading
 
 # How many fire times `next` lists by default.
 NEXT_RUNS = 10
@@ -100,16 +101,11 @@ def show_next(
         }
         out.write(json.dumps(document, indent=2) + "\n")
         return ExitCode.OK
-    out.write(f"job {settings.name}  (schedule {audited.schedule!r} in {audited.time_zone})\n")
-    if settings.paused:
-        out.write(_PAUSED_NOTE + "\n")
+    out.write(job_heading(settings) + "\n")
     out.write(f"next {count} runs after {format_rfc3339(after)}: UTC, then {audited.time_zone}\n")
     for run in runs:
         out.write(run.line() + "\n")
     return ExitCode.OK
-
-
-_PAUSED_NOTE = "PAUSED (paused: true): Cloud Scheduler delivers none of these until the config resumes it"
 
 
 def _offset(offset: timedelta | None) -> str:
