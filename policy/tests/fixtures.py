@@ -184,3 +184,14 @@ def stack(
     if table is not None or table_unknown:
         resources.append(stack_resource(BUCKET_OBJECT, "eos-source-zip", source_object(table)))
     return resources
+
+
+def stack_with(
+    grant_type: str, props: dict[str, Any], served: dict[str, Any] | None = None
+) -> list[PolicyResource]:
+    """A stack of a function (`served`, or `function()`) and one grant: what the rules that judge
+    a grant by the function it serves read."""
+    return [
+        stack_resource(FUNCTION_V2, "eos-handler", served or function()),
+        stack_resource(grant_type, "grant", props),
+    ]

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pulumi_policy import EnforcementLevel, PolicyResource
+from pulumi_policy import EnforcementLevel
 
-from ...scheduler_guardrails.offline import UNKNOWN_STRING, run_stack_policy, stack_policy, stack_resource
-from ...scheduler_guardrails.policies import FUNCTION_V2, PROJECT_IAM_MEMBER
+from ...scheduler_guardrails.offline import UNKNOWN_STRING, run_stack_policy, stack_policy
+from ...scheduler_guardrails.policies import PROJECT_IAM_MEMBER
 from ...scheduler_guardrails.rules.config.access import GRANT_KINDS
 from .. import fixtures
 
@@ -25,17 +25,10 @@ DATASET_MEMBER = "gcp:bigquery/datasetIamMember:DatasetIamMember"
 JOB = "projects/my-project/locations/us-central1/jobs/export"
 
 
-def stack_with(
-    grant_type: str, props: dict[str, Any], function: dict[str, Any] | None = None
-) -> list[PolicyResource]:
-    return [
-        stack_resource(FUNCTION_V2, "eos-handler", function or fixtures.function()),
-        stack_resource(grant_type, "grant", props),
-    ]
-
-
 def grants_reported(grant_type: str, props: dict[str, Any]) -> list[str]:
-    return run_stack_policy(stack_policy("runtime-account-grants"), stack_with(grant_type, props)).messages
+    return run_stack_policy(
+        stack_policy("runtime-account-grants"), fixtures.stack_with(grant_type, props)
+    ).messages
 
 
 def test_level_is_mandatory() -> None:
@@ -117,7 +110,7 @@ def test_other_accounts_and_unknown_accounts_are_not_judged() -> None:
     assert grants_reported(JOB_MEMBER, other) == []
     function = fixtures.function()
     function["serviceConfig"]["serviceAccountEmail"] = UNKNOWN_STRING
-    resources = stack_with(
+    resources = fixtures.stack_with(
         JOB_MEMBER, {"name": "export", "role": "roles/run.admin", "member": RUNTIME}, function
     )
     assert run_stack_policy(stack_policy("runtime-account-grants"), resources).messages == []

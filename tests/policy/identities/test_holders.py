@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pulumi_policy import EnforcementLevel, PolicyResource
+from pulumi_policy import EnforcementLevel
 
 from policy.scheduler_guardrails.engine.types import BUCKET_OBJECT
 from policy.scheduler_guardrails.offline import (
@@ -126,26 +126,17 @@ def test_unknown_member_account_or_handlers_are_not_reported() -> None:
 RUNTIME = f"serviceAccount:{fixtures.RUNTIME_SA}"
 
 
-def stack_with(
-    grant_type: str, props: dict[str, Any], function: dict[str, Any] | None = None
-) -> list[PolicyResource]:
-    return [
-        stack_resource(FUNCTION_V2, "eos-handler", function or fixtures.function()),
-        stack_resource(grant_type, "grant", props),
-    ]
-
-
 @needs_proxy_kinds
 def test_job_user_is_held_only_by_the_bigquery_proxy_s_runtime_account() -> None:
     grant = {"project": "my-project", "role": "roles/bigquery.jobUser", "member": RUNTIME}
-    plain = stack_with(PROJECT_IAM_MEMBER, grant)
+    plain = fixtures.stack_with(PROJECT_IAM_MEMBER, grant)
     [message] = run_stack_policy(stack_policy("project-role-holders"), plain).messages
     bigquery = proxy_kind("bigquery")
     assert bigquery.handler_module in message
     function = fixtures.with_table(fixtures.function())
     table = fixtures.table_of({"eos-prod_rollup": {"handler": bigquery.handler}})
     proxy = [
-        *stack_with(PROJECT_IAM_MEMBER, grant, function),
+        *fixtures.stack_with(PROJECT_IAM_MEMBER, grant, function),
         stack_resource(BUCKET_OBJECT, "eos-source-zip", fixtures.source_object(table)),
     ]
     assert run_stack_policy(stack_policy("project-role-holders"), proxy).messages == []
